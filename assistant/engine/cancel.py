@@ -1,0 +1,43 @@
+"""One cancellation token shared by a run and its agents.
+
+Stop may come from this process (a view, a consumer) or another one (a worker watching a shared
+flag); whoever sees it calls ``cancel``. The main stream ends at once; agents check the token
+before each turn and before launching tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal, TypeAlias
+
+StopCause: TypeAlias = Literal["user", "budget", "cost_cap"]
+
+STOP_MESSAGES: dict[StopCause, str] = {
+    "user": "stopped on request",
+    "budget": "stopped: the category's monthly budget is reached",
+    "cost_cap": "stopped: the task's cost cap is reached",
+}
+
+
+class CancelToken:
+    """Set once; every waiter wakes."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.cause: StopCause | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def message(self) -> str:
+        return STOP_MESSAGES[self.cause or "user"]
+
+    def cancel(self, cause: StopCause = "user") -> None:
+        if not self._event.is_set():
+            self.cause = cause
+            self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()

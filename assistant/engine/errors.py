@@ -1,0 +1,49 @@
+"""Engine errors. The tree:
+
+EngineError
+├── RequestRefused        the request breaks the policy; refused before any model call
+├── ModelError            a model call failed (providers map SDK errors into these)
+│   ├── ModelTimeout      the call took longer than its hard timeout
+│   └── ModelUnavailable  the provider could not be reached or answered with an error
+├── ToolError             a tool refused or failed in a way the model should read and correct
+│   └── OutOfScope        a resource outside the caller's scope, or one that does not exist
+└── BudgetExceeded        an agent's calls, tokens or seconds are used up
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class RequestRefused(EngineError):
+    """The request breaks the organisation's policy; the message says why, in plain words."""
+
+
+class ModelError(EngineError):
+    """A model call failed."""
+
+
+class ModelTimeout(ModelError):
+    """A model call exceeded its hard timeout."""
+
+
+class ModelUnavailable(ModelError):
+    """The provider could not be reached or answered with an error."""
+
+
+class ToolError(EngineError):
+    """A tool error sent back to the model as the tool's result (not a failure of the run)."""
+
+
+class OutOfScope(ToolError):
+    """A resource outside the caller's scope, or one that does not exist."""
+
+
+class BudgetExceeded(EngineError):
+    """An agent's budget of calls, tokens or seconds is used up."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

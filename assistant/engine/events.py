@@ -1,0 +1,159 @@
+"""The typed event stream of a run.
+
+Every thing that happens in a run is one of these events, in order. The Django side persists them
+as steps and pushes them to the browser; the API serialises them. Events of a sub-agent carry its
+``agent_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+AgentStatus: TypeAlias = Literal["ok", "interrupted", "stopped", "error"]
+RunStatus: TypeAlias = Literal["ok", "stopped", "error"]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Source(_Value):
+    """A document or page that was read, by the main model or by an agent."""
+
+    id: str
+    title: str
+    kind: Literal["document", "page"] = "document"
+    where: str = ""
+
+
+class Action(_Value):
+    """What one tool call did, in the words the user reads: a search with its query and count, a read."""
+
+    tool: str
+    kind: Literal["search", "read", "fetch", "code", "other"]
+    label: str
+    count: int | None = None
+    ok: bool = True
+
+
+class _Event(_Value):
+    agent_id: str | None = None
+
+
+class RoundStarted(_Event):
+    kind: Literal["round_started"] = "round_started"
+    round: int
+    model: str
+    forced: bool = False
+
+
+class TextDeltaEvent(_Event):
+    kind: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ToolCallEvent(_Event):
+    kind: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolResultEvent(_Event):
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    ok: bool
+    action: Action | None = None
+    sources: tuple[Source, ...] = ()
+    error: str | None = None
+
+
+class AgentStarted(_Event):
+    kind: Literal["agent_started"] = "agent_started"
+    agent_id: str
+    instruction: str
+    model: str
+    model_label: str
+    resources: tuple[str, ...]
+    profile: str | None = None
+    max_rounds: int
+
+
+class AgentAction(_Event):
+    kind: Literal["agent_action"] = "agent_action"
+    agent_id: str
+    action: Action
+
+
+class AgentFinished(_Event):
+    kind: Literal["agent_finished"] = "agent_finished"
+    agent_id: str
+    model: str
+    status: AgentStatus
+    reason: str = ""
+    rounds: int
+    seconds: float
+    cost_eur: float
+    usage: dict[str, Any]
+    report: str
+    tools_run: tuple[str, ...] = ()
+    sources: tuple[Source, ...] = ()
+    forced_landing: bool = False
+
+
+class UsageEvent(_Event):
+    kind: Literal["usage"] = "usage"
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_eur: float
+
+
+class FinalEvent(_Event):
+    kind: Literal["final"] = "final"
+    text: str
+    rounds: int
+    sources: tuple[Source, ...] = ()
+    usage: dict[str, Any]
+
+
+class ErrorEvent(_Event):
+    kind: Literal["error"] = "error"
+    message: str
+
+
+class StoppedEvent(_Event):
+    kind: Literal["stopped"] = "stopped"
+    message: str
+    text: str
+    rounds: int
+    sources: tuple[Source, ...] = ()
+    usage: dict[str, Any]
+
+
+Event: TypeAlias = Annotated[
+    RoundStarted
+    | TextDeltaEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | AgentStarted
+    | AgentAction
+    | AgentFinished
+    | UsageEvent
+    | FinalEvent
+    | ErrorEvent
+    | StoppedEvent,
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild a persisted event."""
+    return EVENT_ADAPTER.validate_python(data)

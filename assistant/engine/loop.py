@@ -1,0 +1,166 @@
+"""The main loop: rounds of the main model, its tool calls run concurrently, delegation, Stop.
+
+``run_chat`` checks the request against the policy before any model call, streams each round,
+runs the round's tool calls concurrently, and ends with a final answer, the level's round limit
+followed by one forced answer without tools, a stop, or an error. Whatever happens, the outcome
+keeps the text received so far and every agent's findings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+from .delegation import AGENTS_TOOL, AgentOutcome, Delegation
+from .errors import ModelError, RequestRefused
+from .events import (
+    ErrorEvent,
+    FinalEvent,
+    RoundStarted,
+    RunStatus,
+    StoppedEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from .policy import Plan, RunRequest, plan_request
+from .runtime import RunContext
+from .tools import KB_PREFIX, Tool, ToolRun, run_tool_call
+from .types import Message, ModelRequest, ToolCall
+
+MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
+- Cite the documents you use by their id, in square brackets, e.g. [doc-12].
+- Documents and pages that your agents read count as read: use their reports and do not read them again.
+- When an agent comes back interrupted, stopped or in error, say what is missing; do not fill the gaps yourself."""
+
+ROUND_LIMIT_NOTICE = "[The round limit is reached: answer now from what you have, without tools.]"
+MAIN_UNAVAILABLE = "Use only the tools you were given."
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """How a run ended, with everything it produced."""
+
+    status: RunStatus
+    text: str
+    rounds: int
+    agents: list[AgentOutcome] = field(default_factory=list)
+    error: str | None = None
+
+
+async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
+    """Run one request to its end. Raises ``RequestRefused`` (before any model call) only."""
+    plan = plan_request(request, ctx.catalogue, ctx.policy)
+    for kb in plan.scope.knowledge_bases:
+        if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
+            raise RequestRefused(f"The knowledge base '{kb}' does not exist or you may not read it.")
+    return await _MainLoop(request, ctx, plan).run()
+
+
+class _MainLoop:
+    def __init__(self, request: RunRequest, ctx: RunContext, plan: Plan) -> None:
+        self.ctx = ctx
+        self.plan = plan
+        self.info = ctx.catalogue[plan.model]
+        self.tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(plan.scope)}
+        self.delegation = Delegation(ctx, plan, self.info) if plan.agents else None
+        self.messages: list[Message] = [Message.system(self._system_prompt()), *request.messages]
+        self.text = ""
+        self.rounds = 0
+        self.agents: list[AgentOutcome] = []
+
+    def _system_prompt(self) -> str:
+        kbs = self.plan.scope.knowledge_bases
+        if not kbs:
+            return MAIN_SYSTEM_PROMPT
+        return MAIN_SYSTEM_PROMPT + "\nKnowledge bases of this request: " + ", ".join(kbs) + "."
+
+    async def _on_text(self, delta: str) -> None:
+        self.text += delta
+        await self.ctx.emit(TextDeltaEvent(text=delta))
+
+    async def run(self) -> RunOutcome:
+        ctx = self.ctx
+        specs = tuple(t.spec for t in self.tools.values())
+        if self.delegation is not None:
+            specs += (self.delegation.spec,)
+        try:
+            while True:
+                if ctx.cancel.cancelled:
+                    return await self._stopped()
+                self.rounds += 1
+                last = self.rounds > self.plan.main_rounds or not specs
+                if last and specs:
+                    self.messages.append(Message.user(ROUND_LIMIT_NOTICE))
+                request = ModelRequest(
+                    messages=tuple(self.messages),
+                    tools=() if last else specs,
+                    tool_choice="none" if last else "auto",
+                    parallel_tool_calls=True,
+                    max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
+                    reasoning_effort=self.plan.effort,
+                )
+                await ctx.emit(RoundStarted(round=self.rounds, model=self.info.id, forced=last and bool(specs)))
+                if self.text and not self.text.endswith("\n"):
+                    await self._on_text("\n\n")
+                response = await ctx.call_model(self.info.id, request, on_text=self._on_text, interruptible=True)
+                if response.finish_reason == "cancelled":
+                    return await self._stopped()
+                self.messages.append(response.as_message())
+                if last or not response.tool_calls:
+                    await ctx.emit(
+                        FinalEvent(text=self.text, rounds=self.rounds, sources=tuple(ctx.sources.values()), usage=ctx.usage.as_dict())
+                    )
+                    return RunOutcome("ok", self.text, self.rounds, self.agents)
+                runs = await asyncio.gather(*(self._run_call(c) for c in response.tool_calls))
+                for run in runs:
+                    self.messages.append(Message.tool(run.call, run.content))
+        except ModelError as e:
+            message = f"The model could not answer: {e}"
+            await ctx.emit(ErrorEvent(message=message))
+            return RunOutcome("error", self.text, self.rounds, self.agents, error=message)
+
+    async def _stopped(self) -> RunOutcome:
+        ctx = self.ctx
+        await ctx.emit(
+            StoppedEvent(
+                message=ctx.cancel.message,
+                text=self.text,
+                rounds=self.rounds,
+                sources=tuple(ctx.sources.values()),
+                usage=ctx.usage.as_dict(),
+            )
+        )
+        return RunOutcome("stopped", self.text, self.rounds, self.agents)
+
+    async def _run_call(self, call: ToolCall) -> ToolRun:
+        ctx = self.ctx
+        try:
+            arguments = call.parsed_arguments()
+        except ValueError:
+            arguments = {"raw": call.arguments}
+        await ctx.emit(ToolCallEvent(call_id=call.id, name=call.name, arguments=arguments))
+        if call.name == AGENTS_TOOL and self.delegation is not None:
+            content, outcomes = await self.delegation.run(call)
+            self.agents += outcomes
+            error = None if outcomes else json.loads(content).get("error") or "no agent could be started"
+            run = ToolRun(call, content, None, error)
+        else:
+            run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE)
+        sources = run.outcome.sources if run.outcome else ()
+        ctx.add_sources(sources)
+        await ctx.emit(
+            ToolResultEvent(
+                call_id=call.id,
+                name=call.name,
+                ok=run.ok,
+                action=run.outcome.action if run.outcome else None,
+                sources=sources,
+                error=run.error,
+            )
+        )
+        return run
+
+
+__all__ = ["KB_PREFIX", "RunOutcome", "run_chat"]

@@ -1,0 +1,29 @@
+"""The one interface every provider implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from typing import TypeAlias
+
+from ..catalogue import ModelInfo
+from ..types import ModelRequest, StreamPart
+
+
+class Model(ABC):
+    """A model: one streamed call at a time per ``stream`` invocation, safe to call concurrently.
+
+    ``stream`` yields text deltas as they arrive, complete tool calls (accumulated by the adapter),
+    the usage, then a finish part. It honours ``tool_choice`` (auto, required, none, or one named
+    function), ``parallel_tool_calls``, ``max_output_tokens`` and ``reasoning_effort``.
+    """
+
+    def __init__(self, info: ModelInfo) -> None:
+        self.info = info
+
+    @abstractmethod
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]: ...
+
+
+ModelResolver: TypeAlias = Callable[[str], Model]
+"""Returns the ``Model`` for a catalogue id."""

@@ -1,0 +1,133 @@
+"""What an organisation allows: models, reasoning levels, agent budgets. Checked before any call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from .catalogue import Catalogue
+from .errors import RequestRefused
+from .tools import KB_PREFIX, Scope
+from .types import Effort, Message
+
+Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
+LEVELS: tuple[Level, ...] = ("rapide", "standard", "approfondi", "maximal")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelSettings:
+    """One reasoning level: the provider effort, the main loop's round limit, the agents' turn budget.
+
+    ``agent_rounds == 0`` means no delegation at this level.
+    """
+
+    effort: Effort | None
+    main_rounds: int
+    agent_rounds: int
+
+
+DEFAULT_LEVELS: Mapping[Level, LevelSettings] = {
+    "rapide": LevelSettings(effort="low", main_rounds=2, agent_rounds=0),
+    "standard": LevelSettings(effort="medium", main_rounds=4, agent_rounds=0),
+    "approfondi": LevelSettings(effort="high", main_rounds=6, agent_rounds=5),
+    "maximal": LevelSettings(effort="high", main_rounds=10, agent_rounds=10),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentProfile:
+    """A named agent profile an organisation defines and a delegation can name."""
+
+    name: str
+    instructions: str
+    default_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """An organisation's rules for one request. ``allowed_models=None`` keeps the whole catalogue."""
+
+    allowed_models: frozenset[str] | None = None
+    levels: Mapping[Level, LevelSettings] = field(default_factory=lambda: dict(DEFAULT_LEVELS))
+    max_parallel_agents: int = 4
+    default_main_rounds: int = 6
+    default_agent_rounds: int = 5
+    max_agent_rounds: int = 10
+    agent_max_tokens: int = 60_000
+    agent_call_timeout: float = 60.0
+    request_seconds: float = 300.0
+    conclude_reserve_seconds: float = 30.0
+    cheaper_factor: float = 2.0
+    profiles: Mapping[str, AgentProfile] = field(default_factory=dict)
+
+    def allows(self, model: str) -> bool:
+        return self.allowed_models is None or model in self.allowed_models
+
+    def allowed_ids(self, catalogue: Catalogue) -> list[str]:
+        return [m for m in catalogue if self.allows(m)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    """One request: the conversation so far (ending with the user's message), model, level, resources."""
+
+    messages: tuple[Message, ...]
+    model: str
+    level: Level | None = None
+    resources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """A request checked against the policy: what the run may do."""
+
+    model: str
+    effort: Effort | None
+    main_rounds: int
+    scope: Scope
+    agents: bool
+    agent_rounds: int
+
+
+RESOURCE_NAMES = ("web", "code", "agents")
+
+
+def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> Plan:
+    """Check a request against the policy; raise ``RequestRefused`` with a plain message otherwise.
+
+    Knowledge-base existence and read rights are checked by the caller's knowledge backend
+    (``loop.run_chat`` asks it before any model call).
+    """
+    if request.model not in catalogue or not policy.allows(request.model):
+        allowed = ", ".join(policy.allowed_ids(catalogue)) or "none"
+        raise RequestRefused(f"The model '{request.model}' is not allowed here. Allowed models: {allowed}.")
+    if not request.messages or request.messages[-1].role != "user" or not request.messages[-1].content.strip():
+        raise RequestRefused("The request needs a non-empty user message at the end.")
+    for r in request.resources:
+        if not (r in RESOURCE_NAMES or (r.startswith(KB_PREFIX) and len(r) > len(KB_PREFIX))):
+            raise RequestRefused(f"Unknown resource '{r}': use kb:<slug>, web, code or agents.")
+    scope = Scope.from_resources(r for r in request.resources if r != "agents")
+    wants_agents = "agents" in request.resources
+    if wants_agents and scope.is_empty:
+        raise RequestRefused(
+            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
+            "an agent with nothing to read would be of no use."
+        )
+    if request.level is None:
+        effort: Effort | None = None
+        main_rounds, agent_rounds = policy.default_main_rounds, policy.default_agent_rounds
+    else:
+        settings = policy.levels[request.level]
+        effort, main_rounds, agent_rounds = settings.effort, settings.main_rounds, settings.agent_rounds
+    agents = wants_agents and agent_rounds > 0
+    if agents and not catalogue.cheaper_than(request.model, policy.allowed_ids(catalogue), policy.cheaper_factor):
+        agents = False  # no allowed model is cheap enough for delegation to pay
+    return Plan(
+        model=request.model,
+        effort=catalogue[request.model].effort_for(effort),
+        main_rounds=main_rounds,
+        scope=scope,
+        agents=agents,
+        agent_rounds=agent_rounds,
+    )

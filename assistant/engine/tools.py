@@ -1,0 +1,283 @@
+"""Read-only tools over a ``Scope``. The scope is enforced here, in the tool, never only in a prompt.
+
+A tool raises ``ToolError`` (or ``OutOfScope``) for anything the model should read and correct;
+the loop sends it back as the tool's result and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .errors import OutOfScope, ToolError
+from .events import Action, Source
+from .types import ToolCall, ToolSpec
+
+KB_PREFIX = "kb:"
+MAX_IDS_PER_READ = 10
+MAX_CHARS_PER_DOCUMENT = 6_000
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The resources a caller may read: knowledge bases by slug, the web, code."""
+
+    knowledge_bases: tuple[str, ...] = ()
+    web: bool = False
+    code: bool = False
+
+    @classmethod
+    def from_resources(cls, resources: Iterable[str]) -> Scope:
+        kbs: list[str] = []
+        web = code = False
+        for r in resources:
+            if r.startswith(KB_PREFIX):
+                if r[len(KB_PREFIX) :] not in kbs:
+                    kbs.append(r[len(KB_PREFIX) :])
+            elif r == "web":
+                web = True
+            elif r == "code":
+                code = True
+        return cls(tuple(kbs), web, code)
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        return (
+            tuple(KB_PREFIX + kb for kb in self.knowledge_bases)
+            + (("web",) if self.web else ())
+            + (("code",) if self.code else ())
+        )
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.resources
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: str
+    kb: str
+    title: str
+    snippet: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: str
+    kb: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBaseInfo:
+    slug: str
+    name: str
+    description: str
+    document_count: int
+
+
+class KnowledgeBackend(Protocol):
+    """Where knowledge bases live (the Django side implements it over the database)."""
+
+    async def describe(self, kb: str) -> KnowledgeBaseInfo | None: ...
+
+    async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
+        """Ranked hits and the total number of matches."""
+        ...
+
+    async def read(self, ids: Sequence[str]) -> dict[str, Document]:
+        """The documents found among ``ids`` (missing ids are absent from the result)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """A tool's result: the text the model reads, and what the user sees of it."""
+
+    content: str
+    action: Action | None = None
+    sources: tuple[Source, ...] = ()
+
+
+class Tool(ABC):
+    """One tool. Agents only ever get tools whose ``read_only`` is true."""
+
+    read_only: bool = True
+
+    @property
+    @abstractmethod
+    def spec(self) -> ToolSpec: ...
+
+    @abstractmethod
+    async def run(self, args: dict[str, Any]) -> ToolOutcome: ...
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+class KbSearch(Tool):
+    """``kb_search(query, kb)``: ranked hits with ids, titles, snippets and the count."""
+
+    def __init__(self, backend: KnowledgeBackend, scope: Scope) -> None:
+        self.backend = backend
+        self.scope = scope
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="kb_search",
+            description=(
+                "Full-text search in one knowledge base. Returns ranked hits (id, title, snippet) and "
+                "the number of matches. Knowledge bases you can search: "
+                + ", ".join(self.scope.knowledge_bases)
+                + "."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Words to search for."},
+                    "kb": {"type": "string", "enum": list(self.scope.knowledge_bases)},
+                },
+                "required": ["query", "kb"],
+            },
+        )
+
+    async def run(self, args: dict[str, Any]) -> ToolOutcome:
+        query = str(args.get("query", "")).strip()
+        kb = str(args.get("kb", "")).removeprefix(KB_PREFIX)
+        if not query:
+            raise ToolError("kb_search needs a non-empty 'query'.")
+        if kb not in self.scope.knowledge_bases:
+            raise OutOfScope(await _kb_refusal(self.backend, kb, self.scope))
+        hits, total = await self.backend.search(kb, query, 8)
+        content = _dump(
+            {
+                "kb": kb,
+                "query": query,
+                "count": total,
+                "hits": [{"id": h.id, "title": h.title, "snippet": h.snippet} for h in hits],
+            }
+        )
+        return ToolOutcome(content, Action(tool="kb_search", kind="search", label=f"{kb}: {query}", count=total))
+
+
+class KbRead(Tool):
+    """``kb_read(ids)``: several documents in one call, each checked against the scope."""
+
+    def __init__(self, backend: KnowledgeBackend, scope: Scope) -> None:
+        self.backend = backend
+        self.scope = scope
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="kb_read",
+            description=(
+                f"Read up to {MAX_IDS_PER_READ} documents by id in one call (ids come from kb_search). "
+                "Read every document you need in the same call rather than one per turn."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_IDS_PER_READ}
+                },
+                "required": ["ids"],
+            },
+        )
+
+    async def run(self, args: dict[str, Any]) -> ToolOutcome:
+        raw = args.get("ids")
+        if isinstance(raw, str):
+            raw = [raw]
+        if not isinstance(raw, list) or not raw:
+            raise ToolError("kb_read needs 'ids', a list of document ids from kb_search.")
+        ids = [str(i) for i in raw][:MAX_IDS_PER_READ]
+        found = await self.backend.read(ids)
+        documents: list[dict[str, str]] = []
+        errors: list[str] = []
+        sources: list[Source] = []
+        for doc_id in ids:
+            doc = found.get(doc_id)
+            if doc is None:
+                errors.append(f"{doc_id}: no such document.")
+            elif doc.kb not in self.scope.knowledge_bases:
+                errors.append(f"{doc_id}: outside your scope; you may only read documents of {', '.join(self.scope.knowledge_bases) or 'no knowledge base'}.")
+            else:
+                documents.append({"id": doc.id, "kb": doc.kb, "title": doc.title, "text": doc.text[:MAX_CHARS_PER_DOCUMENT]})
+                sources.append(Source(id=doc.id, title=doc.title, where=doc.kb))
+        if not documents:
+            raise OutOfScope(" ".join(errors))
+        payload: dict[str, object] = {"documents": documents}
+        if errors:
+            payload["errors"] = errors
+        label = ", ".join(d["title"] for d in documents)
+        return ToolOutcome(
+            _dump(payload), Action(tool="kb_read", kind="read", label=label, count=len(documents)), tuple(sources)
+        )
+
+
+async def _kb_refusal(backend: KnowledgeBackend, kb: str, scope: Scope) -> str:
+    allowed = ", ".join(scope.knowledge_bases) or "none"
+    if await backend.describe(kb) is None:
+        return f"Knowledge base '{kb}' does not exist. Knowledge bases you can search: {allowed}."
+    return f"Knowledge base '{kb}' is outside your scope. Knowledge bases you can search: {allowed}."
+
+
+ToolFactory = Callable[[Scope], list[Tool]]
+"""Builds the extra read-only tools (web, code) for a scope; returns none when unconfigured."""
+
+
+@dataclass(slots=True)
+class Toolbox:
+    """Makes the tools a scope gets: knowledge-base tools only when it has knowledge bases."""
+
+    knowledge: KnowledgeBackend | None = None
+    factories: list[ToolFactory] = field(default_factory=list)
+
+    def tools_for(self, scope: Scope) -> list[Tool]:
+        tools: list[Tool] = []
+        if scope.knowledge_bases and self.knowledge is not None:
+            tools += [KbSearch(self.knowledge, scope), KbRead(self.knowledge, scope)]
+        for factory in self.factories:
+            tools += factory(scope)
+        return tools
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """The result of running one tool call: what goes back to the model, and what the user sees."""
+
+    call: ToolCall
+    content: str
+    outcome: ToolOutcome | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
+    """Run one call. Business errors (bad arguments, scope) go back to the model; others propagate."""
+    tool = tools.get(call.name)
+    if tool is None:
+        return _error(call, f"Tool '{call.name}' is not available. {unavailable}")
+    try:
+        args = call.parsed_arguments()
+    except ValueError as e:
+        return _error(call, f"Invalid arguments for '{call.name}' (not a JSON object: {e}). Call it again with valid JSON.")
+    try:
+        outcome = await tool.run(args)
+    except ToolError as e:
+        return _error(call, str(e))
+    return ToolRun(call, outcome.content, outcome, None)
+
+
+def _error(call: ToolCall, message: str) -> ToolRun:
+    return ToolRun(call, _dump({"error": message}), None, message)

@@ -1,0 +1,161 @@
+"""Usage and budgets as data with methods.
+
+``RunUsage`` adds each call once, per model, with its cost. ``AgentBudget`` and ``AgentCounter``
+bound a sub-agent: calls, cumulative tokens and seconds, checked before each call, updated after it.
+``UsageLedger`` is the hook a category budget reserves against before each call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .errors import BudgetExceeded
+from .types import UsagePart
+
+
+@dataclass(slots=True)
+class ModelUsage:
+    """Tokens and cost of one model over several calls."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_eur: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, usage: UsagePart, cost_eur: float) -> None:
+        self.calls += 1
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cached_prompt_tokens += usage.cached_prompt_tokens
+        self.reasoning_tokens += usage.reasoning_tokens
+        self.cost_eur += cost_eur
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cost_eur": round(self.cost_eur, 8),
+        }
+
+
+@dataclass(slots=True)
+class RunUsage:
+    """Usage by model; additive, so a run's total is the sum of each call counted once."""
+
+    by_model: dict[str, ModelUsage] = field(default_factory=dict)
+
+    def add(self, model: str, usage: UsagePart, cost_eur: float) -> None:
+        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur)
+
+    @property
+    def cost_eur(self) -> float:
+        return sum(m.cost_eur for m in self.by_model.values())
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(m.total_tokens for m in self.by_model.values())
+
+    @property
+    def calls(self) -> int:
+        return sum(m.calls for m in self.by_model.values())
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "cost_eur": round(self.cost_eur, 8),
+            "total_tokens": self.total_tokens,
+            "by_model": {name: m.as_dict() for name, m in sorted(self.by_model.items())},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentBudget:
+    """What one sub-agent may spend: model calls (tool rounds), cumulative tokens, seconds."""
+
+    max_calls: int = 5
+    max_tokens: int = 60_000
+    max_seconds: float = 120.0
+    call_timeout: float = 60.0
+
+
+@dataclass(slots=True)
+class AgentCounter:
+    """An agent's spending against its budget."""
+
+    budget: AgentBudget
+    calls: int = 0
+    tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    last_call_tokens: int = 0
+    last_call_seconds: float = 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def seconds_left(self) -> float:
+        return self.budget.max_seconds - self.elapsed
+
+    def check_before_call(self) -> None:
+        """Raise ``BudgetExceeded`` when no call is left in calls, tokens or time."""
+        b = self.budget
+        if self.calls >= b.max_calls:
+            raise BudgetExceeded(f"call budget reached ({self.calls}/{b.max_calls} calls)")
+        if self.tokens >= b.max_tokens:
+            raise BudgetExceeded(f"token budget reached ({self.tokens:,}/{b.max_tokens:,} tokens)")
+        if self.elapsed >= b.max_seconds:
+            raise BudgetExceeded(f"time budget reached ({b.max_seconds:.0f} s)")
+
+    def landing_reason(self) -> str | None:
+        """Why the next call must be the last one (forced landing), or None while there is room.
+
+        The last call is the last allowed by count, or the one after which the tokens or the
+        time would, at the pace of the previous call, run out.
+        """
+        b = self.budget
+        if self.calls >= b.max_calls - 1:
+            return f"call budget reached ({b.max_calls}/{b.max_calls} calls)"
+        if self.calls and self.tokens + 2 * self.last_call_tokens > b.max_tokens:
+            return f"token budget nearly reached ({self.tokens:,}/{b.max_tokens:,} tokens)"
+        if self.calls and self.seconds_left < 2 * self.last_call_seconds:
+            return f"time budget nearly reached ({self.elapsed:.0f}/{b.max_seconds:.0f} s)"
+        return None
+
+    def call_timeout(self) -> float:
+        """The hard timeout of the next call: never past the agent's time budget."""
+        return max(0.001, min(self.budget.call_timeout, self.seconds_left))
+
+    def after_call(self, usage: UsagePart | None, seconds: float) -> None:
+        self.calls += 1
+        spent = (usage.prompt_tokens + usage.completion_tokens) if usage else 0
+        self.tokens += spent
+        self.last_call_tokens = spent
+        self.last_call_seconds = seconds
+
+
+class UsageLedger(Protocol):
+    """Reserves tokens before a call and settles them after (category budgets implement this).
+
+    ``reserve`` raises ``BudgetExceeded`` when the reservation does not fit; the run then stops
+    as Stop does.
+    """
+
+    async def reserve(self, model: str, tokens: int) -> object: ...
+
+    async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """A provider-neutral estimate: about four characters a token."""
+    return len(text) // 4 + 1
