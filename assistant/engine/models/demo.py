@@ -67,7 +67,7 @@ _STOPWORDS = frozenset(
     tell give show find list summary summarise summarize everything know say said over into than then there
     le la les un une des du de et est sont ou où que qui quoi quel quelle quels quelles pour par sur dans avec
     au aux ce cet cette ces se sa son ses leur leurs nous vous il elle ils elles je tu on pas plus moins très
-    fais fait faire donne donner dis dire tout tous toute toutes comment pourquoi quand entre chez depuis""".split()
+    fiche complète complet complete sheet fais fait faire donne donner dis dire tout tous toute toutes comment pourquoi quand entre chez depuis""".split()
 )
 
 

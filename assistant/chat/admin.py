@@ -1,0 +1,21 @@
+from django.contrib import admin
+
+from .models import Conversation, Run, Step
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ["title", "user", "organisation", "updated"]
+
+
+class StepInline(admin.TabularInline):
+    model = Step
+    extra = 0
+    readonly_fields = ["seq", "kind", "agent_id", "data"]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "conversation", "model", "level", "status", "cost_eur", "created"]
+    list_filter = ["status", "model"]
+    inlines = [StepInline]

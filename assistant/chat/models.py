@@ -1,0 +1,86 @@
+"""Conversations, their messages, runs and each run's steps, saved as they happen."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from assistant.orgs.models import Organisation
+
+
+class Conversation(models.Model):
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="conversations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Run(models.Model):
+    """One request to the assistant and everything it produced."""
+
+    STATUSES = [("running", "running"), ("ok", "ok"), ("stopped", "stopped"), ("error", "error")]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    model = models.CharField(max_length=100)
+    level = models.CharField(max_length=20, blank=True)
+    resources = models.JSONField(default=list)
+    category = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=10, choices=STATUSES, default="running")
+    stop_requested = models.BooleanField(default=False)
+    answer = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    rounds = models.PositiveIntegerField(default=0)
+    sources = models.JSONField(default=list)
+    usage = models.JSONField(default=dict)
+    cost_eur = models.FloatField(default=0.0)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created"]
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == "running"
+
+
+class Message(models.Model):
+    """What the user wrote, and the assistant's answer once its run ends."""
+
+    ROLES = [("user", "user"), ("assistant", "assistant")]
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=ROLES)
+    content = models.TextField()
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+
+
+class Step(models.Model):
+    """One engine event of a run (text deltas are folded into ``Run.answer``)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=30)
+    agent_id = models.CharField(max_length=40, blank=True)
+    data = models.JSONField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_step_per_seq")]

@@ -1,0 +1,245 @@
+"""Starting, executing and stopping runs.
+
+``execute_run`` is the one path a run takes, wherever it executes: the web server's event loop in
+the embedded default (``launch``), a Celery worker when scaled out. It feeds the engine's events to
+a ``Recorder`` that saves them as steps and publishes them to the run's channel-layer group, and it
+feeds the engine's ``CancelToken`` from two sides: this process (``request_stop``) and the shared
+``Run.stop_requested`` flag, so that Stop reaches a run wherever it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import uuid
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from assistant.engine.cancel import CancelToken
+from assistant.engine.errors import RequestRefused
+from assistant.engine.events import Event, TextDeltaEvent
+from assistant.engine.loop import run_chat
+from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
+from assistant.engine.runtime import RunContext
+from assistant.engine.tools import Toolbox
+from assistant.engine.types import Message as EngineMessage
+from assistant.knowledge.backend import OrgKnowledge
+from assistant.knowledge.models import KnowledgeBase
+from assistant.orgs.models import Organisation
+from assistant.orgs.services import policy_for
+
+from . import providers
+from .models import Conversation, Message, Run, Step
+
+log = logging.getLogger(__name__)
+
+STOP_POLL_SECONDS = 0.5
+FLUSH_SECONDS = 0.1
+
+# Runs executing in this process: their tasks (kept alive) and their cancel tokens.
+_tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
+_tokens: dict[uuid.UUID, CancelToken] = {}
+
+
+def group_name(run_id: uuid.UUID) -> str:
+    return f"run_{run_id.hex}"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the user asks: the text, the model, the reasoning level and the resources."""
+
+    text: str
+    model: str
+    level: Level | None
+    resources: tuple[str, ...]
+
+
+def check(org: Organisation, ask: Ask) -> None:
+    """Refuse, before any model call, what the policy or the organisation's knowledge bases forbid."""
+    if ask.level is not None and ask.level not in LEVELS:
+        raise RequestRefused(f"Unknown reasoning level '{ask.level}'.")
+    request = RunRequest(messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources)
+    plan_request(request, providers.catalogue(), policy_for(org))
+    wanted = [r[3:] for r in ask.resources if r.startswith("kb:")]
+    known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
+    for slug in wanted:
+        if slug not in known:
+            raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+
+
+def create_run(user: AbstractBaseUser, org: Organisation, conversation: Conversation | None, ask: Ask) -> Run:
+    """Check the request, then save the user's message and a running run, together."""
+    check(org, ask)
+    with transaction.atomic():
+        if conversation is None:
+            conversation = Conversation.objects.create(organisation=org, user=user, title=ask.text[:80])
+        run = Run.objects.create(
+            conversation=conversation,
+            organisation=org,
+            user=user,
+            model=ask.model,
+            level=ask.level or "",
+            resources=list(ask.resources),
+        )
+        Message.objects.create(conversation=conversation, role="user", content=ask.text, run=run)
+        conversation.save(update_fields=["updated"])
+    return run
+
+
+def launch(run_id: uuid.UUID) -> asyncio.Task[None]:
+    """Execute a run in this process's event loop; it goes on when the browser goes away."""
+    # A fresh context: the run must not inherit the request's (its thread executor ends with it).
+    task = asyncio.get_running_loop().create_task(execute_run(run_id), context=contextvars.Context())
+    _tasks[run_id] = task
+    task.add_done_callback(lambda _: _tasks.pop(run_id, None))
+    return task
+
+
+async def wait_for(run_id: uuid.UUID) -> None:
+    """Wait for a run executing in this process to end (tests, shutdown)."""
+    task = _tasks.get(run_id)
+    if task is not None:
+        await asyncio.shield(task)
+
+
+async def request_stop(run_id: uuid.UUID) -> bool:
+    """Stop a run: at once if it executes here, through the shared flag wherever it executes."""
+    updated = await Run.objects.filter(pk=run_id, status="running").aupdate(stop_requested=True)
+    token = _tokens.get(run_id)
+    if token is not None:
+        token.cancel("user")
+    return bool(updated)
+
+
+class Recorder:
+    """Saves events as steps (text deltas folded into the answer) and publishes each one at once."""
+
+    def __init__(self, run_id: uuid.UUID) -> None:
+        self.run_id = run_id
+        self.answer = ""
+        self.seq = 0
+        self._pending: list[Step] = []
+        self._dirty = False
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._layer = get_channel_layer()
+        self._writer = asyncio.ensure_future(self._write_loop())
+
+    async def emit(self, event: Event) -> None:
+        data = event.model_dump(mode="json")
+        if isinstance(event, TextDeltaEvent):
+            self.answer += event.text
+            self._dirty = True
+        else:
+            self.seq += 1
+            self._pending.append(
+                Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
+            )
+            self._wake.set()
+        if self._layer is not None:
+            await self._layer.group_send(group_name(self.run_id), {"type": "run.event", "seq": self.seq, "event": data})
+
+    async def _write_loop(self) -> None:
+        while not self._closed:
+            try:
+                await asyncio.wait_for(self._wake.wait(), FLUSH_SECONDS)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        steps, self._pending = self._pending, []
+        answer, dirty, self._dirty = self.answer, self._dirty, False
+        if steps or dirty:
+            await sync_to_async(_save, thread_sensitive=True)(self.run_id, steps, answer if dirty else None)
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        await self._writer
+        await self.flush()
+
+
+def _save(run_id: uuid.UUID, steps: list[Step], answer: str | None) -> None:
+    with transaction.atomic():
+        if steps:
+            Step.objects.bulk_create(steps)
+        if answer is not None:
+            Run.objects.filter(pk=run_id).update(answer=answer)
+
+
+async def _watch_stop_flag(run_id: uuid.UUID, token: CancelToken) -> None:
+    while not token.cancelled:
+        await asyncio.sleep(STOP_POLL_SECONDS)
+        if await Run.objects.filter(pk=run_id, stop_requested=True).aexists():
+            token.cancel("user")
+
+
+def _history(run: Run) -> tuple[EngineMessage, ...]:
+    """The conversation up to this run's user message, as the main model reads it."""
+    request = Message.objects.get(run=run, role="user")
+    prior = Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk).order_by("pk")
+    out = [EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content) for m in prior if m.content.strip()]
+    return (*out, EngineMessage.user(request.content))
+
+
+async def execute_run(run_id: uuid.UUID) -> None:
+    """Execute one run to its end and save its outcome; never raises for what happens inside."""
+    run = await Run.objects.select_related("organisation").aget(pk=run_id)
+    token = CancelToken()
+    _tokens[run_id] = token
+    if run.stop_requested:
+        token.cancel("user")
+    recorder = Recorder(run_id)
+    watcher = asyncio.ensure_future(_watch_stop_flag(run_id, token))
+    ctx = RunContext(
+        catalogue=providers.catalogue(),
+        models=providers.resolve,
+        toolbox=Toolbox(knowledge=OrgKnowledge(run.organisation_id)),
+        policy=policy_for(run.organisation),
+        emit=recorder.emit,
+        cancel=token,
+    )
+    status, error, rounds = "error", "", 0
+    try:
+        history = await sync_to_async(_history)(run)
+        level = run.level if run.level in LEVELS else None
+        request = RunRequest(messages=history, model=run.model, level=level, resources=tuple(run.resources))  # type: ignore[arg-type]
+        outcome = await run_chat(request, ctx)
+        status, rounds, error = outcome.status, outcome.rounds, outcome.error or ""
+    except RequestRefused as e:
+        error = str(e)
+    except Exception:
+        log.exception("run %s failed", run_id)
+        error = "The assistant failed unexpectedly; what it had written so far is kept."
+    finally:
+        watcher.cancel()
+        _tokens.pop(run_id, None)
+        await recorder.close()
+        await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
+        if recorder._layer is not None:
+            await recorder._layer.group_send(group_name(run_id), {"type": "run.finished", "status": status})
+
+
+def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        run.status = status
+        run.error = error
+        run.rounds = rounds
+        run.answer = answer
+        run.sources = [s.model_dump(mode="json") for s in ctx.sources.values()]
+        run.usage = ctx.usage.as_dict()
+        run.cost_eur = ctx.usage.cost_eur
+        run.finished = timezone.now()
+        run.save()
+        if answer.strip():
+            Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=answer, run=run)

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("c/new", views.send, name="send_new"),
+    path("c/<int:pk>/", views.conversation, name="conversation"),
+    path("c/<int:pk>/send", views.send, name="send"),
+    path("runs/<uuid:run_id>/stop", views.stop, name="stop"),
+]

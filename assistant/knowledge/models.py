@@ -1,0 +1,39 @@
+"""Knowledge bases and their documents, per organisation."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from assistant.orgs.models import Organisation
+
+
+class KnowledgeBase(models.Model):
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="knowledge_bases")
+    slug = models.SlugField()
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organisation", "slug"], name="kb_slug_per_org")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents")
+    title = models.CharField(max_length=300)
+    text = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    @property
+    def public_id(self) -> str:
+        """The id models and users see."""
+        return f"doc-{self.pk}"
+
+    def __str__(self) -> str:
+        return self.title

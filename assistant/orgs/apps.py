@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OrgsConfig(AppConfig):
+    name = "assistant.orgs"
+    verbose_name = "Organisations"
