@@ -108,7 +108,7 @@ class RunContext:
             raise ModelError(f"{type(exc).__name__}: {exc}") from exc
         await self._account(model_id, request, response, agent_id, usage, reservation)
         if timed_out:
-            raise ModelTimeout(f"the model call was cut after {timeout:.0f} s")
+            raise ModelTimeout(f"the model call was cut after {timeout:.1f} s")
         return response
 
     async def _account(
