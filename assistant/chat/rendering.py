@@ -22,4 +22,4 @@ def render_markdown(text: str) -> SafeString:
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
     )
-    return mark_safe(clean)  # noqa: S308 - sanitised by nh3 just above
+    return mark_safe(clean)  # sanitised by nh3 just above

@@ -10,6 +10,7 @@ feeds the engine's ``CancelToken`` from two sides: this process (``request_stop`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import uuid
@@ -148,10 +149,8 @@ class Recorder:
 
     async def _write_loop(self) -> None:
         while not self._closed:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), FLUSH_SECONDS)
-            except TimeoutError:
-                pass
             self._wake.clear()
             await self.flush()
 

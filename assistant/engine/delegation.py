@@ -197,7 +197,7 @@ async def run_agent(
     """Run one sub-agent to its end; never raises for a model or tool failure (it becomes a status)."""
     scope = Scope.from_resources(task.resources)
     tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(scope) if t.read_only}
-    specs = tuple(t.spec for t in tools.values()) + (RESULT_SPEC,)
+    specs = (*(t.spec for t in tools.values()), RESULT_SPEC)
     system = AGENT_SYSTEM_PROMPT
     if task.profile is not None:
         system += f"\n\nProfile «{task.profile.name}»:\n{task.profile.instructions.strip()}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -95,10 +96,8 @@ class RunContext:
         timed_out = not task.done() and not self.cancel.cancelled
         if not task.done():
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
             response.finish_reason = "cancelled"
         elif task.exception() is not None:
             exc = task.exception()
