@@ -74,7 +74,6 @@ DATABASES = {
         "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
         # Runs write steps while pages read them: WAL and a busy timeout avoid "database is locked".
         "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"},
-        "TEST": {"NAME": os.environ.get("SQLITE_TEST_PATH", str(BASE_DIR / ".test-db.sqlite3"))},
     }
 }
 
