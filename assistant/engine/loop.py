@@ -104,7 +104,9 @@ class _MainLoop:
                 await ctx.emit(RoundStarted(round=self.rounds, model=self.info.id, forced=last and bool(specs)))
                 if self.text and not self.text.endswith("\n"):
                     await self._on_text("\n\n")
-                response = await ctx.call_model(self.info.id, request, on_text=self._on_text, interruptible=True)
+                response = await ctx.call_model(
+                    self.info.id, request, on_text=self._on_text, interruptible=True, timeout=ctx.policy.main_call_timeout
+                )
                 if response.finish_reason == "cancelled":
                     return await self._stopped()
                 self.messages.append(response.as_message())

@@ -56,6 +56,7 @@ class Policy:
     max_agent_rounds: int = 10
     agent_max_tokens: int = 60_000
     agent_call_timeout: float = 60.0
+    main_call_timeout: float = 180.0
     request_seconds: float = 300.0
     conclude_reserve_seconds: float = 30.0
     cheaper_factor: float = 2.0
