@@ -1,0 +1,1 @@
+"""One module per benchmark; every module here is imported by ``bench.registry.discover``."""
