@@ -115,13 +115,20 @@ class _MainLoop:
                         FinalEvent(text=self.text, rounds=self.rounds, sources=tuple(ctx.sources.values()), usage=ctx.usage.as_dict())
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
-                runs = await asyncio.gather(*(self._run_call(c) for c in response.tool_calls))
+                # Every call of the turn finishes before an unexpected failure of one of them ends the run.
+                runs = await asyncio.gather(*(self._run_call(c) for c in response.tool_calls), return_exceptions=True)
                 for run in runs:
+                    if isinstance(run, BaseException):
+                        raise run
                     self.messages.append(Message.tool(run.call, run.content))
         except ModelError as e:
-            message = f"The model could not answer: {e}"
-            await ctx.emit(ErrorEvent(message=message))
-            return RunOutcome("error", self.text, self.rounds, self.agents, error=message)
+            return await self._failed(f"The model could not answer: {e}")
+        except Exception as e:  # a tool failing in a way no ToolError foresees
+            return await self._failed(f"A tool failed: {type(e).__name__}: {e}")
+
+    async def _failed(self, message: str) -> RunOutcome:
+        await self.ctx.emit(ErrorEvent(message=message))
+        return RunOutcome("error", self.text, self.rounds, self.agents, error=message)
 
     async def _stopped(self) -> RunOutcome:
         ctx = self.ctx
