@@ -13,7 +13,7 @@ from .catalogue import Catalogue
 from .errors import BudgetExceeded, ModelError, ModelTimeout
 from .events import Event, Source, UsageEvent
 from .models.base import ModelResolver
-from .models.function import request_tokens
+from .models.function import prompt_tokens, request_tokens
 from .policy import Policy
 from .tools import Toolbox
 from .types import ModelRequest, ModelResponse, TextDelta, UsagePart
@@ -74,7 +74,7 @@ class RunContext:
         reservation = None
         if self.ledger is not None:
             try:
-                reservation = await self.ledger.reserve(model_id, request_tokens(request.messages) + cap)
+                reservation = await self.ledger.reserve(model_id, prompt_tokens(request) + cap)
             except BudgetExceeded:
                 self.cancel.cancel("budget")
                 return ModelResponse(finish_reason="cancelled")

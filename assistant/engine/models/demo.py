@@ -31,7 +31,7 @@ from ..types import (
 )
 from ..usage import estimate_tokens
 from .base import Model
-from .function import request_tokens
+from .function import prompt_tokens, request_tokens
 
 DEMO_MODELS: tuple[ModelInfo, ...] = (
     ModelInfo(
@@ -143,7 +143,7 @@ class DemoModel(Model):
                 yield TextDelta(piece)
         for call in response.tool_calls:
             yield ToolCallPart(call)
-        prompt = request_tokens(request.messages) + sum(estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in request.tools)
+        prompt = prompt_tokens(request)
         # Providers cache the prefix a request shares with the previous one, in blocks.
         cached = (request_tokens(request.messages[:-1]) // 128) * 128 if len(request.messages) > 2 else 0
         completion = estimate_tokens(response.text) + sum(estimate_tokens(c.arguments) for c in response.tool_calls)
