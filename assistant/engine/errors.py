@@ -4,7 +4,11 @@ EngineError
 ├── RequestRefused        the request breaks the policy; refused before any model call
 ├── ModelError            a model call failed (providers map SDK errors into these)
 │   ├── ModelTimeout      the call took longer than its hard timeout
-│   └── ModelUnavailable  the provider could not be reached or answered with an error
+│   ├── ModelUnavailable  the provider could not be reached or answered with an error
+│   │   └── RateLimited   the provider refused the call for too many requests
+│   ├── AuthenticationFailed  the provider refused the key (or there is none)
+│   ├── BadModelRequest   the provider rejected the request as invalid
+│   └── MalformedResponse the response broke off or could not be read
 ├── ToolError             a tool refused or failed in a way the model should read and correct
 │   └── OutOfScope        a resource outside the caller's scope, or one that does not exist
 └── BudgetExceeded        an agent's calls, tokens or seconds are used up
@@ -31,6 +35,26 @@ class ModelTimeout(ModelError):
 
 class ModelUnavailable(ModelError):
     """The provider could not be reached or answered with an error."""
+
+
+class RateLimited(ModelUnavailable):
+    """The provider refused the call for too many requests; ``retry_after`` is its delay, if given."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AuthenticationFailed(ModelError):
+    """The provider refused the API key, or none is configured; retrying cannot help."""
+
+
+class BadModelRequest(ModelError):
+    """The provider rejected the request as invalid (unknown model, bad parameter, too long)."""
+
+
+class MalformedResponse(ModelError):
+    """The response broke off in the middle or could not be read as the provider's protocol."""
 
 
 class ToolError(EngineError):

@@ -1,0 +1,212 @@
+"""Mistral chat completions through the official ``mistralai`` SDK (``chat.stream_async``).
+
+Same shape as the OpenAI adapter: text deltas as they arrive (a reasoning model's thinking chunks
+are not shown), tool calls accumulated by index and yielded whole, then the usage and the finish
+reason. ``reasoning_effort`` is sent only to a model whose reasoning is adjustable (Magistral
+models always reason and take no such parameter). SDK errors become engine errors in
+``_translated``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import httpx2
+from mistralai.client import errors, models
+from mistralai.client.types import UNSET
+
+from ..catalogue import ModelInfo
+from ..errors import (
+    AuthenticationFailed,
+    BadModelRequest,
+    MalformedResponse,
+    ModelTimeout,
+    ModelUnavailable,
+    RateLimited,
+)
+from ..providers.mistral import MistralProvider
+from ..types import (
+    FinishPart,
+    Message,
+    ModelRequest,
+    NamedTool,
+    StreamPart,
+    TextDelta,
+    ToolCallPart,
+    ToolSpec,
+    UsagePart,
+)
+from .base import Model
+from .streaming import RetryPolicy, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after, retrying
+
+
+class MistralModel(Model):
+    """One model served by a ``MistralProvider``; ``api_model`` is its name on the server.
+
+    ``adjustable_reasoning`` says the model takes ``reasoning_effort`` (mistral-small); a model that
+    reasons natively (Magistral) lists efforts in the catalogue but is sent none.
+    """
+
+    def __init__(
+        self,
+        info: ModelInfo,
+        provider: MistralProvider,
+        *,
+        api_model: str | None = None,
+        adjustable_reasoning: bool = True,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(info)
+        self.provider = provider
+        self.api_model = api_model or info.id
+        self.adjustable_reasoning = adjustable_reasoning
+        self.retry = retry or RetryPolicy()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        return retrying(lambda: self._attempt(request), self.retry)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
+        calls = ToolCallBuffer()
+        usage: UsagePart | None = None
+        reason: str | None = None
+        effort = self.info.effort_for(request.reasoning_effort) if self.adjustable_reasoning else None
+        tools = [_tool(t) for t in request.tools]
+        with _translated():
+            stream = await self.provider.client.chat.stream_async(
+                model=self.api_model,
+                messages=[_message(m) for m in request.messages],
+                tools=tools or UNSET,
+                tool_choice=_tool_choice(request) if tools else None,
+                parallel_tool_calls=request.parallel_tool_calls if tools else None,
+                max_tokens=request.max_output_tokens if request.max_output_tokens is not None else UNSET,
+                reasoning_effort=effort if effort is not None else UNSET,
+                prompt_cache_key=prompt_cache_key(request.messages),
+            )
+            async with stream:
+                async for event in stream:
+                    chunk = event.data
+                    if chunk.usage is not None:
+                        usage = _usage(chunk.usage)
+                    for choice in chunk.choices[:1]:
+                        delta = choice.delta
+                        text = _text(delta.content)
+                        if text:
+                            yield TextDelta(text)
+                        for piece in delta.tool_calls or ():
+                            calls.add(piece.index, piece.id, piece.function.name, piece.function.arguments)
+                        if choice.finish_reason is not None:
+                            reason = choice.finish_reason
+        if reason is None:
+            raise MalformedResponse("the stream ended before the model finished its answer")
+        if reason == "error":
+            raise ModelUnavailable("the Mistral server reported an error while the model was answering")
+        complete = calls.calls()
+        for call in complete:
+            yield ToolCallPart(call)
+        if usage is not None:
+            yield usage
+        yield FinishPart(finish_reason(reason, bool(complete)))
+
+
+def _message(m: Message) -> models.ChatCompletionStreamRequestMessageTypedDict:
+    if m.role == "system":
+        return models.SystemMessageTypedDict(role="system", content=m.content)
+    if m.role == "user":
+        return models.UserMessageTypedDict(role="user", content=m.content)
+    if m.role == "tool":
+        return models.ToolMessageTypedDict(role="tool", content=m.content, tool_call_id=m.tool_call_id, name=m.name)
+    message = models.AssistantMessageTypedDict(role="assistant", content=m.content or None)
+    if m.tool_calls:
+        message["tool_calls"] = [
+            models.ToolCallTypedDict(id=c.id, type="function", function={"name": c.name, "arguments": c.arguments})
+            for c in m.tool_calls
+        ]
+    return message
+
+
+def _tool(spec: ToolSpec) -> models.ToolTypedDict:
+    return {
+        "type": "function",
+        "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters},
+    }
+
+
+def _tool_choice(request: ModelRequest) -> models.ChatCompletionStreamRequestToolChoiceTypedDict:
+    choice = request.tool_choice
+    if isinstance(choice, NamedTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return "any" if choice == "required" else choice
+
+
+def _text(content: Any) -> str:
+    """The visible text of a delta: a string, or the text chunks of a list (thinking is left out)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(c.text for c in content if isinstance(c, models.TextChunk))
+    return ""
+
+
+def _usage(u: models.UsageInfo) -> UsagePart:
+    extra: Mapping[str, Any] = u.additional_properties or {}
+    prompt_details = extra.get("prompt_tokens_details")
+    completion_details = extra.get("completion_tokens_details")
+    cached = prompt_details.get("cached_tokens") if isinstance(prompt_details, dict) else extra.get("num_cached_tokens")
+    reasoning = completion_details.get("reasoning_tokens") if isinstance(completion_details, dict) else None
+    return UsagePart(
+        prompt_tokens=u.prompt_tokens or 0,
+        completion_tokens=u.completion_tokens or 0,
+        cached_prompt_tokens=int(cached or 0),
+        reasoning_tokens=int(reasoning or 0),
+    )
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """The one place where the SDK's errors become the engine's."""
+    try:
+        yield
+    except errors.ResponseValidationError as e:
+        raise MalformedResponse(f"the Mistral server sent a chunk that cannot be read ({e.cause})") from e
+    except errors.MistralError as e:
+        _raise_for_status(e)
+    except errors.NoResponseError as e:
+        raise ModelUnavailable("the Mistral server sent no response") from e
+    except httpx2.TimeoutException as e:
+        raise ModelTimeout("Mistral did not answer in time") from e
+    except (httpx2.StreamError, httpx2.DecodingError, json.JSONDecodeError) as e:
+        raise MalformedResponse(f"the Mistral stream could not be read ({e})") from e
+    except httpx2.HTTPError as e:
+        raise ModelUnavailable(f"the connection to the Mistral server failed or broke off ({e})") from e
+
+
+def _raise_for_status(e: errors.MistralError) -> NoReturn:
+    status = e.status_code
+    detail = _detail(e)
+    if status == 429:
+        raise RateLimited(f"Mistral is rate limiting this key: {detail}", retry_after(e.headers)) from e
+    if status in (401, 403):
+        raise AuthenticationFailed(
+            f"Mistral refused the API key (HTTP {status}): {detail}. Check MISTRAL_API_KEY."
+        ) from e
+    if status >= 500:
+        raise ModelUnavailable(f"the Mistral server failed (HTTP {status}): {detail}") from e
+    raise BadModelRequest(f"Mistral rejected the request (HTTP {status}): {detail}") from e
+
+
+def _detail(e: errors.MistralError) -> str:
+    try:
+        body = json.loads(e.body)
+    except (TypeError, ValueError):
+        return e.body[:500] or e.message
+    if isinstance(body, dict):
+        for key in ("message", "detail", "error"):
+            value = body.get(key)
+            if isinstance(value, str):
+                return value
+            if isinstance(value, dict) and isinstance(value.get("message"), str):
+                return str(value["message"])
+    return json.dumps(body)[:500]

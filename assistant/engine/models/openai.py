@@ -1,0 +1,209 @@
+"""OpenAI chat completions through the official ``openai`` SDK: OpenAI itself or any compatible server.
+
+The request maps the engine's messages, tools and ``tool_choice`` to the wire format, asks for the
+usage in the last chunk (``stream_options.include_usage``), and sends ``reasoning_effort`` only to a
+model that reasons. The stream yields text deltas as they arrive; tool calls are accumulated by
+index across chunks and yielded whole at the end, then the usage (cached prompt and reasoning
+tokens included) and the finish reason. SDK errors become engine errors in ``_translated``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import httpx2
+import openai
+from openai import omit
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+    ChatCompletionSystemMessageParam,
+    ChatCompletionToolChoiceOptionParam,
+    ChatCompletionToolMessageParam,
+    ChatCompletionUserMessageParam,
+)
+from openai.types.completion_usage import CompletionUsage
+
+from ..catalogue import ModelInfo
+from ..errors import (
+    AuthenticationFailed,
+    BadModelRequest,
+    MalformedResponse,
+    ModelTimeout,
+    ModelUnavailable,
+    RateLimited,
+)
+from ..providers.openai import OpenAIProvider
+from ..types import (
+    FinishPart,
+    Message,
+    ModelRequest,
+    NamedTool,
+    StreamPart,
+    TextDelta,
+    ToolCallPart,
+    ToolSpec,
+    UsagePart,
+)
+from .base import Model
+from .streaming import RetryPolicy, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after, retrying
+
+
+class OpenAIModel(Model):
+    """One model served by an ``OpenAIProvider``; ``api_model`` is its name on the server."""
+
+    def __init__(
+        self,
+        info: ModelInfo,
+        provider: OpenAIProvider,
+        *,
+        api_model: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(info)
+        self.provider = provider
+        self.api_model = api_model or info.id
+        self.retry = retry or RetryPolicy()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        return retrying(lambda: self._attempt(request), self.retry)
+
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
+        calls = ToolCallBuffer()
+        usage: UsagePart | None = None
+        reason: str | None = None
+        with _translated():
+            stream = await self._create(request)
+            async with stream:
+                async for chunk in stream:
+                    if chunk.usage is not None:
+                        usage = _usage(chunk.usage)
+                    for choice in chunk.choices[:1]:
+                        delta = choice.delta
+                        text = delta.content or delta.refusal
+                        if text:
+                            yield TextDelta(text)
+                        for piece in delta.tool_calls or ():
+                            fn = piece.function
+                            calls.add(piece.index, piece.id, fn.name if fn else None, fn.arguments if fn else None)
+                        if choice.finish_reason is not None:
+                            reason = choice.finish_reason
+        if reason is None:
+            raise MalformedResponse("the stream ended before the model finished its answer")
+        complete = calls.calls()
+        for call in complete:
+            yield ToolCallPart(call)
+        if usage is not None:
+            yield usage
+        yield FinishPart(finish_reason(reason, bool(complete)))
+
+    async def _create(self, request: ModelRequest) -> openai.AsyncStream[Any]:
+        official = self.provider.is_openai
+        effort = self.info.effort_for(request.reasoning_effort)
+        cap = request.max_output_tokens
+        tools = [_tool(t) for t in request.tools]
+        return await self.provider.client.chat.completions.create(
+            model=self.api_model,
+            messages=[_message(m) for m in request.messages],
+            stream=True,
+            stream_options={"include_usage": True},
+            tools=tools or omit,
+            tool_choice=_tool_choice(request) if tools else omit,
+            parallel_tool_calls=request.parallel_tool_calls if tools else omit,
+            # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
+            max_completion_tokens=cap if cap is not None and official else omit,
+            max_tokens=cap if cap is not None and not official else omit,
+            reasoning_effort=effort if effort is not None else omit,
+            prompt_cache_key=prompt_cache_key(request.messages) if official else omit,
+        )
+
+
+def _message(m: Message) -> ChatCompletionMessageParam:
+    if m.role == "system":
+        return ChatCompletionSystemMessageParam(role="system", content=m.content)
+    if m.role == "user":
+        return ChatCompletionUserMessageParam(role="user", content=m.content)
+    if m.role == "tool":
+        return ChatCompletionToolMessageParam(role="tool", content=m.content, tool_call_id=m.tool_call_id or "")
+    message = ChatCompletionAssistantMessageParam(role="assistant", content=m.content or None)
+    if m.tool_calls:
+        message["tool_calls"] = [
+            ChatCompletionMessageFunctionToolCallParam(
+                id=c.id, type="function", function={"name": c.name, "arguments": c.arguments}
+            )
+            for c in m.tool_calls
+        ]
+    return message
+
+
+def _tool(spec: ToolSpec) -> ChatCompletionFunctionToolParam:
+    return {
+        "type": "function",
+        "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters},
+    }
+
+
+def _tool_choice(request: ModelRequest) -> ChatCompletionToolChoiceOptionParam:
+    choice = request.tool_choice
+    if isinstance(choice, NamedTool):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice
+
+
+def _usage(u: CompletionUsage) -> UsagePart:
+    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None
+    reasoning = u.completion_tokens_details.reasoning_tokens if u.completion_tokens_details else None
+    return UsagePart(
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        cached_prompt_tokens=cached or 0,
+        reasoning_tokens=reasoning or 0,
+    )
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """The one place where the SDK's errors become the engine's."""
+    try:
+        yield
+    except openai.APIStatusError as e:
+        _raise_for_status(e)
+    except openai.APITimeoutError as e:
+        raise ModelTimeout("OpenAI did not answer in time") from e
+    except openai.APIConnectionError as e:
+        raise ModelUnavailable(f"the connection to the OpenAI server failed or broke off ({e.__cause__ or e})") from e
+    except openai.APIResponseValidationError as e:
+        raise MalformedResponse(f"the OpenAI server sent a response that cannot be read ({e})") from e
+    except openai.APIError as e:  # an error event in the middle of the stream
+        raise ModelUnavailable(f"the OpenAI server reported an error while answering: {e.message}") from e
+    except (json.JSONDecodeError, httpx2.StreamError, httpx2.DecodingError) as e:
+        raise MalformedResponse(f"the OpenAI stream could not be read ({e})") from e
+    except httpx2.HTTPError as e:
+        raise ModelUnavailable(f"the connection to the OpenAI server failed or broke off ({e})") from e
+
+
+def _raise_for_status(e: openai.APIStatusError) -> NoReturn:
+    detail = _detail(e)
+    if isinstance(e, openai.RateLimitError):
+        if e.code == "insufficient_quota":
+            raise AuthenticationFailed(f"the OpenAI account behind this key has no credit left: {detail}") from e
+        raise RateLimited(f"OpenAI is rate limiting this key: {detail}", retry_after(e.response.headers)) from e
+    if isinstance(e, openai.AuthenticationError | openai.PermissionDeniedError):
+        raise AuthenticationFailed(
+            f"OpenAI refused the API key (HTTP {e.status_code}): {detail}. Check OPENAI_API_KEY."
+        ) from e
+    if e.status_code >= 500:
+        raise ModelUnavailable(f"the OpenAI server failed (HTTP {e.status_code}): {detail}") from e
+    raise BadModelRequest(f"OpenAI rejected the request (HTTP {e.status_code}): {detail}") from e
+
+
+def _detail(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return e.message

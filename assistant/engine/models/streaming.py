@@ -1,0 +1,175 @@
+"""What the SDK adapters share: retries, the tool-call buffer, the prompt cache key, finish reasons.
+
+A call is retried only while nothing of it has reached the caller: a rate limit waits for the
+provider's ``Retry-After`` (or backs off exponentially), a server error, a timeout or a stream that
+broke off before its first part are retried a bounded number of times. Text already streamed to
+the user cannot be taken back, so a stream that breaks after that raises ``MalformedResponse``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from ..errors import MalformedResponse, ModelError, ModelTimeout, ModelUnavailable, RateLimited
+from ..types import FinishReason, Message, StreamPart, ToolCall
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How many times, and after how long, a failed call is tried again."""
+
+    attempts: int = 3
+    """Tries in all for a server error, a timeout or a stream broken before its first part."""
+    rate_limit_attempts: int = 5
+    """Tries in all when the provider answers 429."""
+    base_delay: float = 1.0
+    max_delay: float = 20.0
+    max_retry_after: float = 60.0
+    """A ``Retry-After`` longer than this is not waited for: the error goes up at once."""
+
+    def backoff(self, failures: int) -> float:
+        """Exponential backoff with jitter after ``failures`` failures (1, 2, ...)."""
+        delay = min(self.max_delay, self.base_delay * 2.0 ** (failures - 1))
+        return delay * (0.5 + random.random() / 2)
+
+    def delay(self, error: ModelError, failures: int, rate_limits: int) -> float | None:
+        """Seconds to wait before the next try, or None when the error must go up."""
+        if isinstance(error, RateLimited):
+            if rate_limits >= self.rate_limit_attempts:
+                return None
+            if error.retry_after is not None:
+                return error.retry_after if error.retry_after <= self.max_retry_after else None
+            return self.backoff(rate_limits)
+        if isinstance(error, ModelUnavailable | ModelTimeout | MalformedResponse):
+            return self.backoff(failures) if failures < self.attempts else None
+        return None
+
+
+NO_RETRY = RetryPolicy(attempts=1, rate_limit_attempts=1)
+
+
+async def retrying(
+    attempt: Callable[[], AsyncGenerator[StreamPart, None]], policy: RetryPolicy
+) -> AsyncIterator[StreamPart]:
+    """The parts of ``attempt()``, tried again per ``policy`` while none has been yielded."""
+    failures = rate_limits = 0
+    while True:
+        yielded = False
+        try:
+            async with aclosing(attempt()) as parts:
+                async for part in parts:
+                    yielded = True
+                    yield part
+            return
+        except ModelError as e:
+            if yielded:
+                if isinstance(e, MalformedResponse | ModelUnavailable | ModelTimeout):
+                    raise MalformedResponse(f"the answer broke off after it had started ({e})") from e
+                raise
+            if isinstance(e, RateLimited):
+                rate_limits += 1
+            else:
+                failures += 1
+            delay = policy.delay(e, failures, rate_limits)
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The delay a 429 or 503 asks for: ``retry-after-ms``, or ``Retry-After`` in seconds or as a date."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(slots=True)
+class _Slot:
+    index: int
+    id: str
+    name: str
+    arguments: str
+
+
+class ToolCallBuffer:
+    """Tool calls streamed in pieces: keyed by index, the id and name come once, the arguments in fragments.
+
+    A new id at an index already used starts a new call (some servers number every call 0).
+    """
+
+    def __init__(self) -> None:
+        self._slots: list[_Slot] = []
+        self._by_index: dict[int, _Slot] = {}
+
+    def add(
+        self, index: int | None, call_id: str | None, name: str | None, arguments: str | Mapping[str, Any] | None
+    ) -> None:
+        if call_id == "null":  # the Mistral SDK's default for a missing id
+            call_id = None
+        key = index if index is not None else len(self._slots)
+        slot = self._by_index.get(key)
+        if slot is None or (call_id and slot.id and call_id != slot.id):
+            slot = _Slot(key, call_id or "", "", "")
+            self._slots.append(slot)
+            self._by_index[key] = slot
+        if call_id and not slot.id:
+            slot.id = call_id
+        if name:
+            slot.name = name if not slot.name else slot.name
+        if isinstance(arguments, Mapping):
+            slot.arguments += json.dumps(arguments, ensure_ascii=False)
+        elif arguments:
+            slot.arguments += arguments
+
+    def calls(self) -> list[ToolCall]:
+        """The complete calls, in order. The arguments are the raw text: the engine parses and reports them."""
+        calls: list[ToolCall] = []
+        for slot in self._slots:
+            if not slot.name:
+                raise MalformedResponse("the model streamed a tool call without a name")
+            call_id = slot.id if slot.id and slot.id != "null" else uuid.uuid4().hex[:9]
+            calls.append(ToolCall(id=call_id, name=slot.name, arguments=slot.arguments or "{}"))
+        return calls
+
+
+def prompt_cache_key(messages: tuple[Message, ...]) -> str:
+    """A key naming the prefix every request of one conversation or one agent shares.
+
+    Providers route requests with the same key to the same cache: the system prompt and the first
+    message do not change from one round to the next, whatever is appended after them.
+    """
+    head = [(m.role, m.content) for m in messages[:2]]
+    return hashlib.sha256(json.dumps(head, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def finish_reason(raw: str | None, has_tool_calls: bool) -> FinishReason:
+    """The engine's finish reason for a provider's (a forced call may finish with "stop")."""
+    if raw == "length":
+        return "length"
+    if has_tool_calls:
+        return "tool_calls"
+    return "stop"
