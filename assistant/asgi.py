@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django; websockets (the live chat) come with their own issue."""
+"""ASGI entry point: HTTP through Django; websockets (the live chat) through Channels, signed in by
+the session cookie and only from this site's own pages (the Origin must be an allowed host)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "assistant.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from assistant.chat.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -1,11 +1,23 @@
-"""What a run's steps look like to the user: delegation lines with their details, sources, usage."""
+"""What a run's steps look like to the user: delegation lines with their details, sources, usage.
+
+The same views serve the full page (built from saved steps) and the live pushes (built from the
+steps a consumer has seen so far), so that a reload and a live update always show the same thing.
+"""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+
+from assistant.engine.cancel import STOP_MESSAGES
+
 from .models import Run, Step
+from .rendering import render_markdown
 
 REPORT_PREVIEW_CHARS = 2_000
 
@@ -25,6 +37,7 @@ class AgentView:
     seconds: float = 0.0
     cost_eur: float = 0.0
     report: str = ""
+    report_html: SafeString | None = None
     forced_landing: bool = False
 
     @property
@@ -39,9 +52,35 @@ class AgentView:
     def report_truncated(self) -> bool:
         return len(self.report) > REPORT_PREVIEW_CHARS
 
+    @property
+    def status_text(self) -> str:
+        """The status in the user's words: ok; interrupted with its reason; stopped; error with its message."""
+        if self.status == "ok":
+            return _("ok")
+        if self.status == "interrupted":
+            return _("interrupted: %(reason)s") % {"reason": self.reason} if self.reason else _("interrupted")
+        if self.status == "stopped":
+            return stop_message(self.reason)
+        if self.status == "error":
+            return _("error: %(message)s") % {"message": self.reason} if self.reason else _("error")
+        return _("working")
 
-def agents_of(steps: list[Step]) -> list[AgentView]:
-    """One view per agent, in start order, built from its steps."""
+
+def stop_message(message: str) -> str:
+    """Why a run or an agent stopped, translated when it is one of the engine's known causes."""
+    known = {
+        STOP_MESSAGES["user"]: _("stopped on request"),
+        STOP_MESSAGES["budget"]: _("stopped: the category's monthly budget is reached"),
+        STOP_MESSAGES["cost_cap"]: _("stopped: the task's cost cap is reached"),
+    }
+    return known.get(message, message or _("stopped on request"))
+
+
+def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
+    """One view per agent, in start order, built from its steps.
+
+    ``reports`` caches each finished agent's rendered report, so live updates render it once.
+    """
     agents: dict[str, AgentView] = {}
     for step in steps:
         d = step.data
@@ -68,16 +107,33 @@ def agents_of(steps: list[Step]) -> list[AgentView]:
                 agent.cost_eur = d["cost_eur"]
                 agent.report = d["report"]
                 agent.forced_landing = d["forced_landing"]
+    for agent in agents.values():
+        if agent.report:
+            cache = reports if reports is not None else {}
+            if agent.agent_id not in cache:
+                cache[agent.agent_id] = render_markdown(agent.report_preview)
+            agent.report_html = cache[agent.agent_id]
     return list(agents.values())
 
 
-def run_view(run: Run) -> dict[str, Any]:
-    steps = list(run.steps.all())
-    agents = agents_of(steps)
+def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeString] | None = None) -> dict[str, Any]:
+    """Everything the run fragments show; ``steps`` defaults to the run's saved steps."""
+    if steps is None:
+        steps = list(run.steps.all())
+    agents = agents_of(steps, reports)
+    stopped = next((s.data.get("message", "") for s in steps if s.kind == "stopped"), "")
     return {
         "run": run,
         "agents": agents,
         "agents_working": run.is_running and any(a.running for a in agents),
-        "main_actions": [s.data["action"] for s in steps if s.kind == "tool_result" and not s.agent_id and s.data.get("action")],
+        "main_actions": [
+            s.data["action"] for s in steps if s.kind == "tool_result" and not s.agent_id and s.data.get("action")
+        ],
         "by_model": sorted(run.usage.get("by_model", {}).items()),
+        "stopped_message": stop_message(stopped) if run.status == "stopped" else "",
+        # Called by the template only when it shows the answer (live pushes replace it).
+        "answer_html": functools.partial(render_markdown, run.answer),
+        "emitted": None,
+        # Carbon per answer comes with the providers' carbon data (another issue); the footer has its place.
+        "carbon": run.usage.get("carbon"),
     }

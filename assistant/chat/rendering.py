@@ -1,10 +1,22 @@
-"""Model and document text to safe HTML: Markdown rendered, then sanitised (no script ever runs)."""
+"""Model and document text to safe HTML: Markdown rendered, then sanitised (no script ever runs).
+
+Raw HTML in the text is not HTML: a model or a document that writes ``<script>`` or
+``<img onerror=…>`` shows those characters as text. nh3 then keeps only harmless tags and
+attributes, as a second line of defence.
+
+``StreamingMarkdown`` renders a text that only grows (a streamed answer) without rendering it all
+again at each delta: blocks that can no longer change are rendered once and kept.
+"""
 
 from __future__ import annotations
+
+import re
+import threading
 
 import markdown
 import nh3
 from django.utils.safestring import SafeString, mark_safe
+from markdown.extensions import Extension
 
 _TAGS = {
     "p", "br", "strong", "em", "code", "pre", "blockquote", "ul", "ol", "li", "h1", "h2", "h3", "h4",
@@ -12,9 +24,31 @@ _TAGS = {
 }  # fmt: skip
 
 
+class _RawHtmlAsText(Extension):
+    """Python-Markdown passes raw HTML through; without these two processors it is escaped as text."""
+
+    def extendMarkdown(self, md: markdown.Markdown) -> None:
+        md.preprocessors.deregister("html_block")
+        md.inlinePatterns.deregister("html")
+
+
+_local = threading.local()
+
+
+def _converter() -> markdown.Markdown:
+    # A Markdown instance keeps state while converting: one per thread, reset before each use.
+    md: markdown.Markdown | None = getattr(_local, "md", None)
+    if md is None:
+        md = markdown.Markdown(
+            extensions=["fenced_code", "tables", "sane_lists", _RawHtmlAsText()], output_format="html"
+        )
+        _local.md = md
+    return md
+
+
 def render_markdown(text: str) -> SafeString:
     """Markdown to HTML with raw HTML escaped and only harmless tags and attributes kept."""
-    html = markdown.markdown(text, extensions=["fenced_code", "tables", "sane_lists"], output_format="html")
+    html = _converter().reset().convert(text)
     clean = nh3.clean(
         html,
         tags=_TAGS,
@@ -23,3 +57,40 @@ def render_markdown(text: str) -> SafeString:
         link_rel="noopener noreferrer nofollow",
     )
     return mark_safe(clean)  # sanitised by nh3 just above
+
+
+_BLOCK_END = re.compile(r"\n[ \t]*\n")
+_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)", re.MULTILINE)
+
+
+class StreamingMarkdown:
+    """Renders a growing text: what precedes the last blank line outside a code fence is final.
+
+    Each final block is rendered once, on its own; the open tail is rendered at each call. The
+    result can differ from rendering the whole text in rare cases (a list interrupted by a blank
+    line becomes two lists), which is why a finished answer is rendered whole.
+    """
+
+    def __init__(self) -> None:
+        self._done = 0  # characters of the text already rendered into ``_html``
+        self._html = ""
+
+    def render(self, text: str) -> SafeString:
+        if len(text) < self._done:  # not the same text any more: start again
+            self._done, self._html = 0, ""
+        end = self._stable_end(text)
+        if end > self._done:
+            self._html += render_markdown(text[self._done : end])
+            self._done = end
+        return mark_safe(self._html + render_markdown(text[self._done :]))  # both parts sanitised
+
+    def _stable_end(self, text: str) -> int:
+        end = self._done
+        fences = 0
+        position = self._done
+        for match in _BLOCK_END.finditer(text, self._done):
+            fences += len(_FENCE.findall(text, position, match.start()))
+            position = match.start()
+            if fences % 2 == 0:
+                end = match.end()
+        return end

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -135,17 +136,22 @@ class Recorder:
 
     async def emit(self, event: Event) -> None:
         data = event.model_dump(mode="json")
+        # A listener that joins mid-run places each event after what it read from the database:
+        # steps by ``seq``, text by ``offset`` in the answer. ``t`` (monotonic) measures delivery delay.
+        message = {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": data, "t": time.monotonic()}
         if isinstance(event, TextDeltaEvent):
+            message["offset"] = len(self.answer)
             self.answer += event.text
             self._dirty = True
         else:
             self.seq += 1
+            message["seq"] = self.seq
             self._pending.append(
                 Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
             )
             self._wake.set()
         if self._layer is not None:
-            await self._layer.group_send(group_name(self.run_id), {"type": "run.event", "seq": self.seq, "event": data})
+            await self._layer.group_send(group_name(self.run_id), message)
 
     async def _write_loop(self) -> None:
         while not self._closed:
@@ -190,6 +196,11 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
     return (*out, EngineMessage.user(request.content))
 
 
+def toolbox_for(organisation_id: int) -> Toolbox:
+    """The tools a run of this organisation can be given (web and code only when configured)."""
+    return Toolbox(knowledge=OrgKnowledge(organisation_id))
+
+
 async def execute_run(run_id: uuid.UUID) -> None:
     """Execute one run to its end and save its outcome; never raises for what happens inside."""
     run = await Run.objects.select_related("organisation").aget(pk=run_id)
@@ -202,7 +213,7 @@ async def execute_run(run_id: uuid.UUID) -> None:
     ctx = RunContext(
         catalogue=providers.catalogue(),
         models=providers.resolve,
-        toolbox=Toolbox(knowledge=OrgKnowledge(run.organisation_id)),
+        toolbox=toolbox_for(run.organisation_id),
         policy=policy_for(run.organisation),
         emit=recorder.emit,
         cancel=token,
@@ -225,7 +236,7 @@ async def execute_run(run_id: uuid.UUID) -> None:
         await recorder.close()
         await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
         if recorder._layer is not None:
-            await recorder._layer.group_send(group_name(run_id), {"type": "run.finished", "status": status})
+            await recorder._layer.group_send(group_name(run_id), {"type": "run.finished", "run": run_id.hex, "status": status})
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:

@@ -1,7 +1,12 @@
-"""The plain chat pages: conversations, a composer, each run's answer and delegations, Stop."""
+"""The chat pages: conversations, the composer, each run's answer and delegations, Stop.
+
+Pages render everything saved so far; the conversation's websocket (``consumers``) then keeps them
+up to date. With htmx, sending and stopping swap fragments; without it, plain posts and redirects.
+"""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -9,25 +14,42 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
+from assistant.engine.tools import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
 
-from . import providers, runs
-from .models import Conversation, Run
+from . import live, providers, runs
+from .models import Conversation, Message, Run
 from .presenters import run_view
 
-LEVEL_LABELS: dict[str, str] = {"rapide": "Rapide", "standard": "Standard", "approfondi": "Approfondi", "maximal": "Maximal"}
+log = logging.getLogger(__name__)
+
+# The levels' names are the product's words, the same in every language.
+LEVEL_LABELS: dict[str, str] = {
+    "rapide": "Rapide",
+    "standard": "Standard",
+    "approfondi": "Approfondi",
+    "maximal": "Maximal",
+}
 
 
 def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[str, Any]:
     catalogue = providers.catalogue()
     allowed = [catalogue[m] for m in policy_for(org).allowed_ids(catalogue)]
     kbs = list(KnowledgeBase.objects.filter(organisation=org))
+    toolbox = runs.toolbox_for(org.pk)
+    tools = [
+        {"value": value, "label": label, "available": bool(toolbox.tools_for(Scope.from_resources([value])))}
+        for value, label in (("web", _("Web")), ("code", _("Code")))
+    ]
     defaults = {
         "text": "",
         "model": allowed[0].id if allowed else "",
@@ -38,28 +60,33 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         "models": allowed,
         "levels": [(lv, LEVEL_LABELS[lv]) for lv in LEVELS],
         "knowledge_bases": kbs,
+        "tools": tools,
         "values": {**defaults, **(values or {})},
     }
 
 
-def _page(request: HttpRequest, conversation: Conversation | None, values: dict[str, Any] | None = None, error: str = "") -> dict[str, Any]:
+def _turns(conversation: Conversation) -> list[dict[str, Any]]:
+    runs_by_id = {r.pk: r for r in conversation.runs.prefetch_related("steps")}
+    return [
+        {"question": m, "view": run_view(runs_by_id[m.run_id])}
+        for m in conversation.messages.filter(role="user")
+        if m.run_id in runs_by_id
+    ]
+
+
+def _page(
+    request: HttpRequest, conversation: Conversation | None, values: dict[str, Any] | None = None, error: str = ""
+) -> dict[str, Any]:
     org = organisation_of(request.user)
-    context: dict[str, Any] = {
+    items = _turns(conversation) if conversation is not None else []
+    return {
         "conversations": Conversation.objects.filter(organisation=org, user=request.user)[:50],
         "conversation": conversation,
         "composer": _composer(org, values),
         "error": error,
-        "items": [],
-        "running": False,
+        "items": items,
+        "running": [item["view"]["run"].pk.hex for item in items if item["view"]["run"].is_running],
     }
-    if conversation is not None:
-        runs_by_id = {r.pk: r for r in conversation.runs.prefetch_related("steps")}
-        for message in conversation.messages.all():
-            if message.role == "user":
-                run = runs_by_id.get(message.run_id) if message.run_id else None
-                context["items"].append({"question": message, "run": run_view(run) if run else None})
-        context["running"] = any(r.is_running for r in runs_by_id.values())
-    return context
 
 
 def _conversation(request: HttpRequest, pk: int) -> Conversation:
@@ -88,18 +115,66 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[runs.Ask, dic
     return runs.Ask(text=text, model=values["model"], level=level, resources=tuple(resources)), values
 
 
+def _refusal(org: Organisation, ask: runs.Ask) -> str | None:
+    """The reasons the user can act on, in their language, before the policy's own checks."""
+    if not ask.text:
+        return _("Write a message first.")
+    catalogue = providers.catalogue()
+    allowed = policy_for(org).allowed_ids(catalogue)
+    if ask.model not in allowed:
+        return _("The model '%(model)s' is not allowed here. Allowed models: %(allowed)s.") % {
+            "model": ask.model,
+            "allowed": ", ".join(allowed) or _("none"),
+        }
+    others = [r for r in ask.resources if r != "agents"]
+    if "agents" in ask.resources and not others:
+        return _(
+            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
+            "an agent with nothing to read would be of no use."
+        )
+    known = set(KnowledgeBase.objects.filter(organisation=org).values_list("slug", flat=True))
+    for r in others:
+        if r.startswith("kb:") and r[3:] not in known:
+            return _("The knowledge base '%(kb)s' does not exist or you may not read it.") % {"kb": r[3:]}
+    return None
+
+
 def _create(request: HttpRequest, pk: int | None) -> tuple[Run | None, HttpResponse | None]:
     conv = _conversation(request, pk) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     org = organisation_of(request.user)
+    status = 400
     try:
-        if not ask.text:
-            raise RequestRefused("Write a message first.")
-        run = runs.create_run(request.user, org, conv, ask)  # type: ignore[arg-type]
+        refusal = _refusal(org, ask)
+        if refusal is not None:
+            raise RequestRefused(refusal)
+        return runs.create_run(request.user, org, conv, ask), None  # type: ignore[arg-type]
     except RequestRefused as e:
-        # The typed message is kept: the page comes back with it and the reason in plain words.
-        return None, render(request, "chat/page.html", _page(request, conv, values, str(e)), status=400)
-    return run, None
+        error = str(e)
+    except Exception:
+        # Never a stack trace in the page: the reason in plain words, and the message kept.
+        log.exception("could not start a run")
+        error, status = (
+            _("The assistant could not start this request; your message is kept. Try again in a moment."),
+            503,
+        )
+    context = _page(request, conv, values, error)
+    if request.htmx:  # type: ignore[attr-defined]
+        return None, render(request, "chat/_composer.html", context, status=status)
+    return None, render(request, "chat/page.html", context, status=status)
+
+
+def _sent(request: HttpRequest, run: Run) -> HttpResponse:
+    """The composer again, empty with the same settings, and the new turn appended to the page."""
+    org = organisation_of(request.user)
+    values = {"model": run.model, "level": run.level, "resources": run.resources}
+    question = Message.objects.get(run=run, role="user")
+    context = {
+        "conversation": run.conversation,
+        "composer": _composer(org, values),
+        "item": {"question": question, "view": run_view(run, [])},
+    }
+    return render(request, "chat/_sent.html", context)
 
 
 @login_required
@@ -109,7 +184,12 @@ async def send(request: HttpRequest, pk: int | None = None) -> HttpResponseBase:
     if refused is not None:
         return refused
     assert run is not None
+    await live.announce(run)
     runs.launch(run.pk)
+    if request.htmx and pk is not None:  # type: ignore[attr-defined]
+        return await sync_to_async(_sent)(request, run)
+    if request.htmx:  # type: ignore[attr-defined]
+        return HttpResponseClientRedirect(reverse("conversation", args=[run.conversation_id]))
     return redirect("conversation", pk=run.conversation_id)
 
 
@@ -122,4 +202,8 @@ async def stop(request: HttpRequest, run_id: uuid.UUID) -> HttpResponseBase:
     if run is None:
         return HttpResponse("Not found", status=404)
     await runs.request_stop(run.pk)
+    if request.htmx:  # type: ignore[attr-defined]
+        # The button becomes "Stopping…"; the stopped run itself arrives through the websocket.
+        await run.arefresh_from_db()
+        return await sync_to_async(render)(request, "chat/_stop.html", {"view": {"run": run}})
     return redirect("conversation", pk=run.conversation_id)

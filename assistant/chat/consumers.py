@@ -1,0 +1,140 @@
+"""The live chat: one websocket per open conversation page, pushing HTML fragments htmx swaps in.
+
+Thin by design: it authorises, joins groups, and hands events to ``live.LiveRun``, which keeps each
+run's state and renders what changed. Clients send nothing; Stop and new messages are HTTP posts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.utils import translation
+
+from . import live
+from .runs import group_name
+
+CLOSE_SIGN_IN = 4401  # not signed in
+CLOSE_NOT_FOUND = 4404  # not a conversation of this user: the same answer as for one that does not exist
+
+
+class ConversationConsumer(AsyncWebsocketConsumer):
+    """``/ws/c/<pk>/?lang=fr&running=<run hex>,…``: the runs of one conversation, live."""
+
+    conversation_id: int
+    language: str
+
+    async def connect(self) -> None:
+        self.runs: dict[str, live.LiveRun] = {}
+        self.joined: set[str] = set()
+        self.pushing: asyncio.Task[None] | None = None
+        # Accept, then close with a code: a refused handshake looks like a network failure, which
+        # htmx would retry forever.
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_SIGN_IN)
+            return
+        pk = int(self.scope["url_route"]["kwargs"]["pk"])
+        if await database_sync_to_async(live.find_conversation)(user, pk) is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.conversation_id = pk
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        self.language = _language(query.get("lang", [""])[0])
+        await self._join(live.conversation_group(pk))
+        # The runs the page showed as running (one may have ended since) and those running now.
+        shown = [r for r in ",".join(query.get("running", [])).split(",") if r]
+        for run_id in dict.fromkeys(shown + await database_sync_to_async(live.running_runs)(pk)):
+            await self._follow(run_id)
+
+    async def disconnect(self, code: int) -> None:
+        if self.pushing is not None:
+            self.pushing.cancel()
+        for group in self.joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    # Group messages --------------------------------------------------------------------------
+
+    async def conversation_run(self, message: dict[str, Any]) -> None:
+        """A run started in this conversation (in this tab or another one)."""
+        await self._follow(message["run"])
+
+    async def run_event(self, message: dict[str, Any]) -> None:
+        run = self.runs.get(message["run"])
+        if run is None:
+            return
+        if not run.apply(message):
+            await live.catch_up(run, message)
+        self._schedule_push()
+
+    async def run_finished(self, message: dict[str, Any]) -> None:
+        run_id = message["run"]
+        if self.runs.pop(run_id, None) is None:
+            return
+        await self._leave(group_name_of(run_id))
+        if self.pushing is not None:
+            await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
+        await self._send_finished(run_id)
+
+    # Internals -------------------------------------------------------------------------------
+
+    async def _follow(self, run_id: str) -> None:
+        try:
+            run_id = uuid.UUID(hex=run_id).hex
+        except ValueError:
+            return
+        if run_id in self.runs:
+            return
+        # Join before reading: whatever happens after the read is then delivered.
+        await self._join(group_name_of(run_id))
+        run = await database_sync_to_async(live.LiveRun.load)(run_id, self.conversation_id)
+        if run is None:
+            await self._leave(group_name_of(run_id))
+            return
+        if run.finished:
+            await self._leave(group_name_of(run_id))
+            await self._send_finished(run_id)
+            return
+        self.runs[run_id] = run
+        run.dirty |= {"turn", "work", "answer"}
+        self._schedule_push()
+
+    async def _send_finished(self, run_id: str) -> None:
+        html = await database_sync_to_async(live.render_finished)(run_id, self.language)
+        await self.send(text_data=html)
+
+    def _schedule_push(self) -> None:
+        # One push at a time: events that arrive meanwhile go into the next one together.
+        if self.pushing is None or self.pushing.done():
+            self.pushing = asyncio.ensure_future(self._push())
+
+    async def _push(self) -> None:
+        with translation.override(self.language):
+            html = "".join(run.render_changes() for run in self.runs.values())
+        if html:
+            await self.send(text_data=html)
+
+    async def _join(self, group: str) -> None:
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.joined.add(group)
+
+    async def _leave(self, group: str) -> None:
+        await self.channel_layer.group_discard(group, self.channel_name)
+        self.joined.discard(group)
+
+
+def group_name_of(run_hex: str) -> str:
+    return group_name(uuid.UUID(hex=run_hex))
+
+
+def _language(requested: str) -> str:
+    try:
+        return translation.get_supported_language_variant(requested or settings.LANGUAGE_CODE)
+    except LookupError:
+        return settings.LANGUAGE_CODE

@@ -1,0 +1,185 @@
+"""Following runs live: a run's state as the page shows it, kept up to date from the events it publishes.
+
+A run publishes every event to its group ``run_<hex>`` (``runs.Recorder``): steps numbered by
+``seq``, text deltas placed by their ``offset`` in the answer. A follower joins the group *first*,
+then reads the run from the database, then applies what the group delivers: a step it already read
+or a piece of text it already has is skipped, and a gap (a message dropped, or the database read
+being a little behind the stream) is filled from the database. So a page that joins mid-run misses
+nothing and shows nothing twice.
+
+Every push is an HTML fragment with an ``id`` that htmx swaps in place (the answer, the agents'
+block, the whole run once finished), or a new turn appended to ``#messages``: sending one twice
+changes nothing, which is what makes reconnecting and several tabs simple.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.template.loader import render_to_string
+from django.utils import translation
+from django.utils.safestring import SafeString
+
+from assistant.orgs.models import Organisation
+
+from .models import Conversation, Message, Run, Step
+from .presenters import run_view
+from .rendering import StreamingMarkdown
+
+CATCH_UP_TRIES = 40
+CATCH_UP_PAUSE = 0.05  # the recorder writes to the database at least every 0.1 s
+
+
+def conversation_group(conversation_id: int) -> str:
+    return f"conversation_{conversation_id}"
+
+
+async def announce(run: Run) -> None:
+    """Tell every page open on the conversation that a run started, so that each shows it."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(conversation_group(run.conversation_id), {"type": "conversation.run", "run": run.pk.hex})
+
+
+def find_conversation(user: AbstractBaseUser | AnonymousUser, pk: int) -> Conversation | None:
+    """The user's own conversation in their organisation; anything else does not exist for them."""
+    org = Organisation.objects.filter(memberships__user__pk=user.pk).order_by("memberships__pk").first()
+    if org is None:
+        return None
+    return Conversation.objects.filter(pk=pk, organisation=org, user_id=user.pk).first()
+
+
+def running_runs(conversation_id: int) -> list[str]:
+    return [
+        r.hex
+        for r in Run.objects.filter(conversation_id=conversation_id, status="running").values_list("pk", flat=True)
+    ]
+
+
+@dataclass
+class LiveRun:
+    """One run as a follower knows it: the saved part it read, then every event applied in order."""
+
+    run: Run
+    question: Message
+    steps: list[Step]
+    seq: int
+    markdown: StreamingMarkdown = field(default_factory=StreamingMarkdown)
+    reports: dict[str, SafeString] = field(default_factory=dict)
+    dirty: set[str] = field(default_factory=set)
+    emitted: float | None = None  # when the oldest text not pushed yet left the engine (monotonic)
+
+    @classmethod
+    def load(cls, run_id: str, conversation_id: int) -> LiveRun | None:
+        try:
+            pk = uuid.UUID(hex=run_id)
+        except ValueError:
+            return None
+        run = Run.objects.filter(pk=pk, conversation_id=conversation_id).first()
+        question = Message.objects.filter(run_id=pk, role="user").first()
+        if run is None or question is None:
+            return None
+        steps = list(run.steps.all())
+        return cls(run=run, question=question, steps=steps, seq=steps[-1].seq if steps else 0)
+
+    @property
+    def finished(self) -> bool:
+        return not self.run.is_running
+
+    def apply(self, message: dict[str, Any]) -> bool:
+        """Apply one published event; False when something before it is missing (catch up first)."""
+        event: dict[str, Any] = message["event"]
+        seq: int = message["seq"]
+        if event["kind"] == "text_delta":
+            if seq > self.seq:
+                return False
+            text: str = event["text"]
+            have = len(self.run.answer)
+            offset: int = message.get("offset", have)
+            if offset > have:
+                return False
+            if offset + len(text) > have:
+                self.run.answer += text[have - offset :]
+                self.dirty.add("answer")
+                if self.emitted is None and "t" in message:
+                    self.emitted = message["t"]
+            return True
+        if seq <= self.seq:
+            return True
+        if seq > self.seq + 1:
+            return False
+        self.steps.append(
+            Step(run_id=self.run.pk, seq=seq, kind=event["kind"], agent_id=event.get("agent_id") or "", data=event)
+        )
+        self.seq = seq
+        if event.get("agent_id") or event["kind"] == "tool_result":
+            self.dirty.add("work")
+        return True
+
+    def merge(self, steps: list[Step], answer: str) -> None:
+        """Take what the database has beyond what this follower has."""
+        for step in steps:
+            if step.seq == self.seq + 1:
+                self.steps.append(step)
+                self.seq = step.seq
+                self.dirty.add("work")
+        if len(answer) > len(self.run.answer):
+            self.run.answer = answer
+            self.dirty.add("answer")
+
+    def view(self) -> dict[str, Any]:
+        view = run_view(self.run, self.steps, self.reports)
+        view["answer_html"] = functools.partial(self.markdown.render, self.run.answer)
+        view["emitted"] = self.emitted
+        return view
+
+    def render_changes(self) -> str:
+        """The fragments that changed since the last push (a new turn, the agents, the answer)."""
+        if not self.dirty:
+            return ""
+        view = self.view()
+        parts = []
+        if "turn" in self.dirty:
+            parts.append(
+                render_to_string("chat/_turn_append.html", {"item": {"question": self.question, "view": view}})
+            )
+        if "work" in self.dirty:
+            parts.append(render_to_string("chat/_work.html", {"view": view}))
+        if "answer" in self.dirty:
+            parts.append(render_to_string("chat/_answer.html", {"view": view}))
+        self.dirty.clear()
+        self.emitted = None
+        return "".join(parts)
+
+
+def steps_since(run_id: uuid.UUID, seq: int) -> tuple[list[Step], str]:
+    steps = list(Step.objects.filter(run_id=run_id, seq__gt=seq).order_by("seq"))
+    answer = Run.objects.filter(pk=run_id).values_list("answer", flat=True).first() or ""
+    return steps, answer
+
+
+async def catch_up(live: LiveRun, message: dict[str, Any]) -> bool:
+    """Read the database until what precedes ``message`` is there, then apply it."""
+    for _ in range(CATCH_UP_TRIES):
+        steps, answer = await database_sync_to_async(steps_since)(live.run.pk, live.seq)
+        live.merge(steps, answer)
+        if live.apply(message):
+            return True
+        await asyncio.sleep(CATCH_UP_PAUSE)
+    return False  # the finished run is rendered whole from the database anyway
+
+
+def render_finished(run_id: str, language: str) -> str:
+    """A finished run, whole, from the database: its turn if the page lacks it, then the run itself."""
+    run = Run.objects.prefetch_related("steps").get(pk=uuid.UUID(hex=run_id))
+    question = Message.objects.filter(run=run, role="user").first()
+    with translation.override(language):
+        item = {"question": question, "view": run_view(run)}
+        return render_to_string("chat/_turn_append.html", {"item": item}) + render_to_string("chat/_run.html", item)
