@@ -1,0 +1,162 @@
+"""An agent's budget: calls, cumulative tokens and seconds each stop it, with its findings kept."""
+
+from __future__ import annotations
+
+import asyncio
+
+from engine_support import (
+    AGENT_A,
+    MAIN,
+    call,
+    delegate,
+    forced,
+    harness,
+    reply,
+    scripted,
+    submit,
+    task,
+    tool_payloads,
+)
+
+from assistant.engine.delegation import LANDING_NOTICE
+from assistant.engine.events import AgentFinished
+from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
+from assistant.engine.policy import Policy
+from assistant.engine.types import ModelRequest, ModelResponse, NamedTool, UsagePart
+
+FINDINGS = "La facture de mars 2024 de Zorglub a été payée avec 45 jours de retard [fac-1]."
+
+
+def main_delegating(**task_options: object) -> ModelFunction:
+    return scripted(
+        reply(
+            delegate(task("Trouve les retards de paiement de Zorglub.", AGENT_A.id, ["kb:factures"], **task_options))
+        ),
+        reply(text="Voici ce que l'agent a trouvé."),
+    )
+
+
+def endless_searcher(usage: UsagePart | None = None) -> ModelFunction:
+    """An agent that would search forever, and submits its findings only when its last call is forced."""
+
+    def function(request: ModelRequest, info: CallInfo) -> ModelResponse:
+        if forced(request):
+            return reply(submit(FINDINGS, ["fac-1"], ["les relances n'ont pas été vérifiées"]), usage=usage)
+        return reply(call("kb_search", query=f"Zorglub retard {info.index}", kb="factures"), usage=usage)
+
+    return function
+
+
+def agent_result_for_main(request: ModelRequest) -> dict[str, object]:
+    [payload] = tool_payloads(request, "agents")
+    [result] = payload["agents"]
+    assert isinstance(result, dict)
+    return result
+
+
+async def test_call_budget_forces_a_landing_on_the_last_call() -> None:
+    h = harness({MAIN.id: main_delegating(max_rounds=2), AGENT_A.id: endless_searcher()})
+    outcome = await h.run()
+
+    requests = h.model(AGENT_A.id).requests
+    assert len(requests) == 2
+    assert requests[0].tool_choice == "required"
+    assert requests[1].tool_choice == NamedTool("submit_result")
+    assert requests[1].messages[-1].content == LANDING_NOTICE  # the last call is announced
+
+    [agent] = outcome.agents
+    assert agent.status == "interrupted"
+    assert "call budget" in agent.reason
+    assert FINDINGS in agent.report
+    assert agent.forced_landing
+    assert agent.rounds == 2
+    [finished] = h.of(AgentFinished)
+    assert (finished.status, finished.forced_landing) == ("interrupted", True)
+
+    told = agent_result_for_main(h.main.requests[1])
+    assert told["status"] == "interrupted"
+    assert "call budget" in str(told["reason"])
+    assert "Do not fill the gaps" in str(told["note"])
+    assert outcome.status == "ok"
+    assert outcome.text == "Voici ce que l'agent a trouvé."
+
+
+async def test_token_budget_stops_an_agent_that_reported_large_usage() -> None:
+    big = UsagePart(prompt_tokens=50_000, completion_tokens=15_000)
+    h = harness(
+        {MAIN.id: main_delegating(), AGENT_A.id: endless_searcher(big)},
+        policy=Policy(agent_max_tokens=60_000),
+    )
+    outcome = await h.run()
+
+    assert len(h.model(AGENT_A.id).requests) == 1  # no call after the tokens ran out
+    [agent] = outcome.agents
+    assert agent.status == "interrupted"
+    assert "token" in agent.reason
+    assert "65,000" in agent.reason
+    assert "kb_search" in agent.tools_run
+    assert "Zorglub retard 0" in agent.report  # what it had done is kept
+    assert outcome.status == "ok"
+
+
+async def test_tokens_running_low_force_the_landing_before_they_are_gone() -> None:
+    usage = UsagePart(prompt_tokens=15_000, completion_tokens=5_000)
+    h = harness(
+        {MAIN.id: main_delegating(max_rounds=10), AGENT_A.id: endless_searcher(usage)},
+        policy=Policy(agent_max_tokens=60_000),
+    )
+    outcome = await h.run()
+
+    requests = h.model(AGENT_A.id).requests
+    assert [forced(r) for r in requests] == [False, False, True]
+    [agent] = outcome.agents
+    assert agent.status == "interrupted"
+    assert "token" in agent.reason
+    assert FINDINGS in agent.report
+    assert agent.usage.total_tokens == 60_000
+
+
+async def test_seconds_run_out_before_the_calls() -> None:
+    # 2.0 s for the request, 0.6 s kept for the main model to conclude: the agent gets about 1.4 s.
+    h = harness(
+        {MAIN.id: main_delegating(max_rounds=10), AGENT_A.id: FunctionModel(endless_searcher(), AGENT_A, latency=0.4)},
+        policy=Policy(request_seconds=2.0, conclude_reserve_seconds=0.6),
+    )
+    outcome = await h.run()
+
+    requests = h.model(AGENT_A.id).requests
+    assert len(requests) < 10
+    assert forced(requests[-1])
+    [agent] = outcome.agents
+    assert agent.status == "interrupted"
+    assert "time" in agent.reason
+    assert FINDINGS in agent.report
+    assert agent.seconds <= 1.4 + 0.2
+    assert outcome.status == "ok"
+    assert outcome.text == "Voici ce que l'agent a trouvé."
+
+
+async def test_a_hanging_call_is_cut_by_the_hard_timeout() -> None:
+    async def hangs(request: ModelRequest, info: CallInfo) -> ModelResponse:
+        await asyncio.sleep(100)
+        return reply(submit())
+
+    h = harness(
+        {MAIN.id: main_delegating(), AGENT_A.id: hangs},
+        policy=Policy(agent_call_timeout=0.2),
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    outcome = await h.run()
+
+    assert loop.time() - started < 2
+    [agent] = outcome.agents
+    assert agent.status == "interrupted"
+    assert "time" in agent.reason
+    assert "0.2 s" in agent.reason
+    assert agent.seconds < 1
+    assert outcome.status == "ok"
+    assert outcome.text == "Voici ce que l'agent a trouvé."
+    told = agent_result_for_main(h.main.requests[1])
+    assert told["status"] == "interrupted"
+    assert "0.2 s" in str(told["reason"])

@@ -1,0 +1,81 @@
+"""The offline demo provider: a whole delegation, and a forced landing when the agents' budget is short."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from engine_support import Harness, harness
+
+from assistant.engine.catalogue import Catalogue
+from assistant.engine.events import AgentFinished, FinalEvent
+from assistant.engine.knowledge import MemoryKnowledge
+from assistant.engine.models.demo import DEMO_FOOTER, DEMO_MODELS, DemoModel
+from assistant.engine.policy import DEFAULT_LEVELS, Policy
+from assistant.engine.tools import Document
+
+KNOWLEDGE: dict[str, Iterable[Document]] = {
+    "factures": [
+        Document(
+            "doc-1",
+            "factures",
+            "Facture Bimbamjob 2024-03",
+            "Bimbamjob invoice of March 2024: 12,400 EUR, paid late by 45 days.",
+        ),
+        Document("doc-2", "factures", "Facture Acme 2024-01", "Acme invoice: 3,000 EUR paid on time."),
+    ],
+    "comptes-rendus": [
+        Document(
+            "doc-3",
+            "comptes-rendus",
+            "Réunion Bimbamjob juin",
+            "Meeting with Bimbamjob in June: they asked for a payment plan.",
+        ),
+    ],
+}
+QUESTION = "Fiche complète sur Bimbamjob : facturation 2024, suivi, risque"
+RESOURCES = ("kb:factures", "kb:comptes-rendus", "agents")
+
+
+def demo(policy: Policy | None = None) -> Harness:
+    return harness(
+        {m.id: DemoModel(m) for m in DEMO_MODELS},
+        catalogue=Catalogue(DEMO_MODELS),
+        knowledge_backend=MemoryKnowledge(KNOWLEDGE),
+        policy=policy,
+    )
+
+
+async def test_demo_delegates_one_agent_per_knowledge_base_and_cites_what_they_read() -> None:
+    h = demo()
+    outcome = await h.run(QUESTION, resources=RESOURCES, level="approfondi", model="demo-large")
+
+    assert outcome.status == "ok"
+    assert [a.status for a in outcome.agents] == ["ok", "ok"]
+    assert {a.task.model.id for a in outcome.agents} == {"demo-small"}
+    read = {a.task.resources: {s.id for s in a.sources} for a in outcome.agents}
+    assert read == {("kb:factures",): {"doc-1", "doc-2"}, ("kb:comptes-rendus",): {"doc-3"}}
+    assert "[doc-1]" in outcome.text
+    assert "[doc-3]" in outcome.text
+    assert outcome.text.endswith(DEMO_FOOTER)
+    [final] = h.of(FinalEvent)
+    assert {s.id for s in final.sources} == {"doc-1", "doc-2", "doc-3"}
+
+
+async def test_demo_agents_land_forced_and_come_back_interrupted_with_findings_when_rounds_are_short() -> None:
+    levels = {**DEFAULT_LEVELS, "approfondi": dataclasses.replace(DEFAULT_LEVELS["approfondi"], agent_rounds=2)}
+    h = demo(Policy(levels=levels))
+    outcome = await h.run(QUESTION, resources=RESOURCES, level="approfondi", model="demo-large")
+
+    assert outcome.status == "ok"
+    assert [a.status for a in outcome.agents] == ["interrupted", "interrupted"]
+    for agent in outcome.agents:
+        assert agent.forced_landing
+        assert agent.rounds == 2
+        assert "call budget" in agent.reason
+        assert agent.tools_run == ["kb_search"]  # it searched, then had to land before reading
+        assert "Bimbamjob" in agent.report
+        assert "documents were not read" in agent.report  # the gap is said, not filled
+    assert all(e.forced_landing for e in h.of(AgentFinished))
+    assert "did not finish" in outcome.text
+    assert "[doc-1]" in outcome.text
