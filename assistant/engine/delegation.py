@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,13 +161,15 @@ class _Record:
         return "\n".join(lines)
 
 
-def agent_first_message(task: AgentTask, scope: Scope) -> str:
+def agent_first_message(task: AgentTask, scope: Scope, tools: Iterable[str]) -> str:
     """The agent's instruction and its scope: the whole of what it knows about the request."""
     parts = [f"Instruction:\n{task.instruction.strip()}", "Your scope:"]
     parts += [f"- knowledge base {kb}" for kb in scope.knowledge_bases]
-    if scope.web:
-        parts.append("- the web (web_search, web_fetch)")
-    if scope.code:
+    names = set(tools)
+    web = [t for t in ("web_search", "web_fetch") if t in names]
+    if scope.web and web:
+        parts.append(f"- the web ({', '.join(web)})")
+    if scope.code and "run_code" in names:
         parts.append("- Python code (run_code), reading only your own knowledge bases")
     return "\n".join(parts)
 
@@ -201,7 +204,7 @@ async def run_agent(
     system = AGENT_SYSTEM_PROMPT
     if task.profile is not None:
         system += f"\n\nProfile «{task.profile.name}»:\n{task.profile.instructions.strip()}"
-    messages: list[Message] = [Message.system(system), Message.user(agent_first_message(task, scope))]
+    messages: list[Message] = [Message.system(system), Message.user(agent_first_message(task, scope, tools))]
     counter = AgentCounter(budget)
     usage = RunUsage()
     record = _Record()
@@ -346,7 +349,17 @@ async def run_agent(
             return await finish("stopped", ctx.cancel.message)
 
         try:
-            runs = await asyncio.gather(*(run_tool_call(tools, c, NOT_AVAILABLE_TO_AGENT) for c in others))
+            # Every call of the turn finishes before an unexpected failure ends this agent (not the run).
+            results = await asyncio.gather(
+                *(run_tool_call(tools, c, NOT_AVAILABLE_TO_AGENT) for c in others), return_exceptions=True
+            )
+            failure = next((r for r in results if isinstance(r, BaseException)), None)
+            if failure is not None:
+                for r in results:
+                    if isinstance(r, ToolRun):
+                        record.add(r)
+                raise failure
+            runs = [r for r in results if isinstance(r, ToolRun)]
         except Exception as e:  # an unexpected tool failure ends this agent, not the run
             return await finish("error", f"a tool failed ({type(e).__name__}: {e})")
         for run in runs:
