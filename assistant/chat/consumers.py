@@ -80,7 +80,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self._leave(group_name_of(run_id))
         if self.pushing is not None:
             await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
-        await self._send_finished(run_id)
+        await self._send_finished(run_id, with_turn=False)
 
     # Internals -------------------------------------------------------------------------------
 
@@ -99,14 +99,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         if run.finished:
             await self._leave(group_name_of(run_id))
-            await self._send_finished(run_id)
+            # The page may show it running, or not at all (it started and ended in another tab).
+            await self._send_finished(run_id, with_turn=True)
+            await self._send_finished(run_id, with_turn=False)
             return
         self.runs[run_id] = run
         run.dirty |= {"turn", "work", "answer"}
         self._schedule_push()
 
-    async def _send_finished(self, run_id: str) -> None:
-        html = await database_sync_to_async(live.render_finished)(run_id, self.language)
+    async def _send_finished(self, run_id: str, *, with_turn: bool) -> None:
+        html = await database_sync_to_async(live.render_finished)(run_id, self.language, with_turn=with_turn)
         await self.send(text_data=html)
 
     def _schedule_push(self) -> None:

@@ -176,10 +176,12 @@ async def catch_up(live: LiveRun, message: dict[str, Any]) -> bool:
     return False  # the finished run is rendered whole from the database anyway
 
 
-def render_finished(run_id: str, language: str) -> str:
-    """A finished run, whole, from the database: its turn if the page lacks it, then the run itself."""
+def render_finished(run_id: str, language: str, *, with_turn: bool) -> str:
+    """A finished run, whole, from the database; ``with_turn`` adds its turn for a page that may lack it."""
     run = Run.objects.prefetch_related("steps").get(pk=uuid.UUID(hex=run_id))
-    question = Message.objects.filter(run=run, role="user").first()
     with translation.override(language):
-        item = {"question": question, "view": run_view(run)}
-        return render_to_string("chat/_turn_append.html", {"item": item}) + render_to_string("chat/_run.html", item)
+        view = run_view(run)
+        if with_turn:
+            question = Message.objects.filter(run=run, role="user").first()
+            return render_to_string("chat/_turn_append.html", {"item": {"question": question, "view": view}})
+        return render_to_string("chat/_run.html", {"view": view})

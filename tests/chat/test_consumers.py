@@ -1,0 +1,272 @@
+"""The conversation websocket, through the real ASGI stack (session auth, origin check, routing)."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import AsyncClient
+
+from assistant.asgi import application
+from assistant.chat import runs
+from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
+from assistant.chat.models import Conversation, Run
+from assistant.orgs.models import Membership, Organisation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ASK = {
+    "text": "Bimbamjob: invoices 2024, payments and relationship",
+    "model": "demo-large",
+    "level": "approfondi",
+    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
+}
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer() -> Iterator[None]:
+    # The in-memory layer's queues belong to the event loop that made them: one per test.
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+async def _signed_in(username: str = "demo", password: str = "demo-password") -> tuple[AsyncClient, str]:
+    client = AsyncClient()
+    assert await client.alogin(username=username, password=password)
+    return client, client.cookies["sessionid"].value
+
+
+async def _socket(path: str, session: str | None, origin: str = "http://testserver") -> WebsocketCommunicator:
+    headers = [(b"origin", origin.encode())]
+    if session is not None:
+        headers.append((b"cookie", f"sessionid={session}".encode()))
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def _closed_with(communicator: WebsocketCommunicator) -> int | None:
+    message: dict[str, Any] = await communicator.receive_output(timeout=5)
+    assert message["type"] == "websocket.close"
+    code: int | None = message.get("code")
+    return code
+
+
+async def _until_finished(communicator: WebsocketCommunicator, run: Run, timeout: float = 20) -> list[str]:
+    """Every frame received until the finished run arrives (its article, not running any more)."""
+    frames: list[str] = []
+    finished = re.compile(rf'<article class="answer" id="run-{run.pk}" data-status="(ok|stopped|error)"')
+    async with asyncio.timeout(timeout):
+        while True:
+            frame = await communicator.receive_from(timeout=timeout)
+            frames.append(frame)
+            if finished.search(frame):
+                return frames
+
+
+def _letters(fragment: str) -> str:
+    """The visible letters and digits of a fragment: what streamed text must keep in order."""
+    return re.sub(r"[^0-9A-Za-z]", "", html.unescape(re.sub(r"<[^>]+>", "", fragment)))
+
+
+async def _demo() -> None:
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+
+
+async def test_not_signed_in_is_closed() -> None:
+    await _demo()
+    conversation = await sync_to_async(_conversation_of)("demo")
+    communicator = await _socket(f"/ws/c/{conversation.pk}/", session=None)
+    try:
+        assert await _closed_with(communicator) == CLOSE_SIGN_IN
+    finally:
+        await communicator.disconnect()
+
+
+async def test_another_organisation_or_user_gets_not_found() -> None:
+    await _demo()
+    conversation = await sync_to_async(_conversation_of)("demo")
+    await sync_to_async(_member)("mallory", "other")  # another organisation
+    await sync_to_async(_member)("colleague", "demo")  # the same organisation, another user
+    for username in ("mallory", "colleague"):
+        _, session = await _signed_in(username, f"{username}-password")
+        communicator = await _socket(f"/ws/c/{conversation.pk}/", session)
+        try:
+            assert await _closed_with(communicator) == CLOSE_NOT_FOUND
+        finally:
+            await communicator.disconnect()
+    # A conversation that does not exist gets the same answer.
+    _, session = await _signed_in()
+    communicator = await _socket("/ws/c/999999/", session)
+    try:
+        assert await _closed_with(communicator) == CLOSE_NOT_FOUND
+    finally:
+        await communicator.disconnect()
+
+
+async def test_another_origin_is_refused() -> None:
+    await _demo()
+    conversation = await sync_to_async(_conversation_of)("demo")
+    _, session = await _signed_in()
+    communicator = WebsocketCommunicator(
+        application, f"/ws/c/{conversation.pk}/", headers=[(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={session}".encode())]
+    )
+    connected, _ = await communicator.connect()
+    try:
+        assert not connected
+    finally:
+        await communicator.disconnect()
+
+
+async def test_another_organisations_run_cannot_be_followed_through_its_id() -> None:
+    await _demo()
+    mine = await sync_to_async(_conversation_of)("demo")
+    mallory = await sync_to_async(_member)("mallory", "other")
+    theirs = await sync_to_async(_conversation_of)(mallory.username)
+    secret = await Run.objects.acreate(conversation=theirs, organisation_id=theirs.organisation_id, user=mallory, model="demo-large")
+    _, session = await _signed_in()
+    communicator = await _socket(f"/ws/c/{mine.pk}/?running={secret.pk.hex},not-a-uuid", session)
+    try:
+        assert await communicator.receive_nothing(timeout=0.3)
+    finally:
+        await communicator.disconnect()
+
+
+async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
+    settings.DEMO_PACE, settings.DEMO_LATENCY = 0.002, 0.05
+    await _demo()
+    client, session = await _signed_in()
+    conversation = await sync_to_async(_conversation_of)("demo")
+    communicator = await _socket(f"/ws/c/{conversation.pk}/?lang=en", session)
+    try:
+        response = await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
+        assert response.status_code == 200
+        run = await Run.objects.aget(conversation=conversation)
+        frames = await _until_finished(communicator, run)
+        await runs.wait_for(run.pk)
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    assert run.status == "ok"
+    # The new turn first (the socket announces runs started in this tab or another one), then live parts.
+    assert f'hx-swap-oob="beforeend:#messages"><section class="turn" id="turn-{run.pk}"' in frames[0]
+    joined = "".join(frames[:-1])
+    assert f'id="run-{run.pk}-work"' in joined and f'id="run-{run.pk}-answer"' in joined
+    assert 'Delegated to an agent (demo-small): "Find in the knowledge base factures' in joined
+    assert "(working…)" in joined
+    assert "An agent is working; waiting for its answer to continue" in joined
+    assert "Search “factures:" in joined  # an agent's action, while it works
+    # Text arrives in order, never twice: each pushed answer is a beginning of the final one.
+    final = _letters(re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1))  # type: ignore[union-attr]
+    answers = re.findall(rf'<div class="text" id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*$', joined, re.S | re.M)
+    assert len(answers) > 1
+    for pushed in answers:
+        assert final.startswith(_letters(pushed))
+    assert "returned in 3 rounds" in frames[-1] and "Cost: " in frames[-1]
+
+
+async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) -> None:
+    settings.DEMO_PACE, settings.DEMO_LATENCY = 0.004, 0.05
+    await _demo()
+    client, session = await _signed_in()
+    await client.post("/c/new", ASK)
+    run = await Run.objects.aget()
+    for _ in range(200):  # until the answer is being written
+        await run.arefresh_from_db()
+        if len(run.answer) > 200:
+            break
+        await asyncio.sleep(0.02)
+    assert run.is_running
+    communicator = await _socket(f"/ws/c/{run.conversation_id}/?running={run.pk.hex}", session)
+    try:
+        frames = await _until_finished(communicator, run)
+    finally:
+        await communicator.disconnect()
+    await runs.wait_for(run.pk)
+    # The first push is the state so far: both agents back, and the answer up to now.
+    first = frames[0]
+    assert set(re.findall(r'<div class="delegation status-ok" id="agent-[^"]+-(agent-\d)"', first)) == {"agent-1", "agent-2"}
+    assert "I am handing the search" in first
+    final = _letters(re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1))  # type: ignore[union-attr]
+    for pushed in re.findall(rf'<div class="text" id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*$', "".join(frames[:-1]), re.S | re.M):
+        assert final.startswith(_letters(pushed))
+
+
+async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any) -> None:
+    settings.DEMO_PACE, settings.DEMO_LATENCY = 0.001, 0.05
+    await _demo()
+    client, session = await _signed_in()
+    conversation = await sync_to_async(_conversation_of)("demo")
+    tabs = [await _socket(f"/ws/c/{conversation.pk}/", session) for _ in range(2)]
+    try:
+        await client.post(f"/c/{conversation.pk}/send", ASK)
+        run = await Run.objects.aget(conversation=conversation)
+        for tab in tabs:
+            frames = await _until_finished(tab, run)
+            assert 'data-status="ok"' in frames[-1]
+    finally:
+        for tab in tabs:
+            await tab.disconnect()
+    # Closing every tab mid-run does not stop the run.
+    await client.post(f"/c/{conversation.pk}/send", ASK)
+    second = await Run.objects.filter(conversation=conversation).alatest("created")
+    tab = await _socket(f"/ws/c/{conversation.pk}/", session)
+    await tab.receive_from(timeout=5)
+    await tab.disconnect()
+    await runs.wait_for(second.pk)
+    await second.arefresh_from_db()
+    assert second.status == "ok"
+
+
+async def test_stop_reaches_the_page(settings: Any) -> None:
+    settings.DEMO_PACE, settings.DEMO_LATENCY = 0.0, 0.3
+    await _demo()
+    client, session = await _signed_in()
+    conversation = await sync_to_async(_conversation_of)("demo")
+    communicator = await _socket(f"/ws/c/{conversation.pk}/", session)
+    try:
+        await client.post(f"/c/{conversation.pk}/send", ASK)
+        run = await Run.objects.aget(conversation=conversation)
+        frame = ""
+        while "(working…)" not in frame:
+            frame = await communicator.receive_from(timeout=5)
+        response = await client.post(f"/runs/{run.pk}/stop", headers={"HX-Request": "true"})
+        assert "Stopping…" in response.content.decode()
+        frames = await _until_finished(communicator, run)
+    finally:
+        await communicator.disconnect()
+    await runs.wait_for(run.pk)
+    final = frames[-1]
+    assert 'data-status="stopped"' in final
+    assert final.count('data-status="stopped"') == 3  # the run and its two agents
+    assert "stopped on request" in final
+    assert "I am handing the search" in final  # the partial answer is kept
+
+
+def _conversation_of(username: str) -> Conversation:
+    user = get_user_model().objects.get(username=username)
+    org = Organisation.objects.get(memberships__user=user)
+    return Conversation.objects.create(organisation=org, user=user, title="A conversation")
+
+
+def _member(username: str, org_slug: str) -> Any:
+    org, _ = Organisation.objects.get_or_create(slug=org_slug, defaults={"name": org_slug.title()})
+    user = get_user_model().objects.create_user(username, password=f"{username}-password")
+    Membership.objects.create(organisation=org, user=user)
+    return user

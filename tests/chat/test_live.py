@@ -1,0 +1,359 @@
+"""What the pages and the live pushes show: fragments, catch-up without gaps or repeats, wording in
+both languages, statuses, errors in plain words, and text from models or documents kept as text."""
+
+from __future__ import annotations
+
+import gettext
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import translation
+
+from assistant.chat import live, providers
+from assistant.chat.models import Conversation, Message, Run, Step
+from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
+from assistant.chat.rendering import StreamingMarkdown, render_markdown
+from assistant.engine.errors import ModelUnavailable
+from assistant.engine.models.function import FunctionModel
+from assistant.engine.types import ModelRequest, ModelResponse
+from assistant.orgs.models import Organisation
+
+ASK = {"text": "Bimbamjob?", "model": "demo-large", "level": "approfondi", "resources": ["kb:factures", "agents"]}
+INSTRUCTION = "Find the invoices of Bimbamjob"
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def client(demo_data: None) -> Client:
+    client = Client()
+    assert client.login(username="demo", password="demo-password")
+    return client
+
+
+def _run(status: str = "running", answer: str = "", **fields: Any) -> Run:
+    user = get_user_model().objects.get(username="demo")
+    org = Organisation.objects.get(slug="demo")
+    conversation = Conversation.objects.create(organisation=org, user=user, title="Bimbamjob?")
+    run = Run.objects.create(conversation=conversation, organisation=org, user=user, model="demo-large", status=status, answer=answer, **fields)
+    Message.objects.create(conversation=conversation, role="user", content="Bimbamjob?", run=run)
+    return run
+
+
+def _agent_steps(run: Run, status: str | None, reason: str = "", report: str = "Found [doc-1].") -> list[Step]:
+    steps = [
+        Step(run=run, seq=1, kind="agent_started", agent_id="agent-1", data={
+            "agent_id": "agent-1", "instruction": INSTRUCTION, "model": "demo-small", "model_label": "Demo Small (offline demo)",
+            "resources": ["kb:factures"], "max_rounds": 5,
+        }),
+        Step(run=run, seq=2, kind="round_started", agent_id="agent-1", data={"round": 1, "model": "demo-small"}),
+        Step(run=run, seq=3, kind="agent_action", agent_id="agent-1", data={
+            "action": {"tool": "kb_search", "kind": "search", "label": "factures: Bimbamjob", "count": 4, "ok": True},
+        }),
+        Step(run=run, seq=4, kind="agent_action", agent_id="agent-1", data={
+            "action": {"tool": "kb_read", "kind": "read", "label": "Invoice F-2024-031 — Bimbamjob", "count": 1, "ok": True},
+        }),
+    ]  # fmt: skip
+    if status is not None:
+        steps.append(
+            Step(run=run, seq=5, kind="agent_finished", agent_id="agent-1", data={
+                "agent_id": "agent-1", "model": "demo-small", "status": status, "reason": reason, "rounds": 2, "seconds": 1.5,
+                "cost_eur": 0.0012, "usage": {}, "report": report, "forced_landing": False,
+            })
+        )  # fmt: skip
+    Step.objects.bulk_create(steps)
+    return steps
+
+
+# The page --------------------------------------------------------------------------------------
+
+
+def test_composer_offers_only_allowed_models_levels_and_resources(client: Client) -> None:
+    Organisation.objects.filter(slug="demo").update(allowed_models=["demo-small"])
+    page = client.get("/").content.decode()
+    assert '<option value="demo-small"' in page and 'value="demo-large"' not in page
+    for level in ("Rapide", "Standard", "Approfondi", "Maximal"):
+        assert f">{level}</option>" in page
+    for kb in ("factures", "comptes-rendus", "contrats"):
+        assert f'value="kb:{kb}"' in page
+    assert 'value="agents"' in page
+    # Web and code tools are not configured here: shown, disabled, with a hint.
+    assert re.search(r'value="web" disabled>', page) and re.search(r'value="code" disabled>', page)
+    assert "not configured on this server" in page
+    # htmx 2 and its ws extension, as django-htmx ships them.
+    assert "django_htmx/htmx-2.min.js" in page and "django_htmx/ext/hx-ws-2.min.js" in page
+
+
+def test_a_model_the_organisation_does_not_allow_is_refused_in_plain_words(client: Client) -> None:
+    Organisation.objects.filter(slug="demo").update(allowed_models=["demo-small"])
+    response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "is not allowed here. Allowed models: demo-small." in body
+    assert body.lstrip().startswith('<form id="composer"')  # htmx swaps the composer only
+    assert "Bimbamjob?</textarea>" in body  # the typed message is kept
+    assert not Run.objects.exists()
+
+
+def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> Run:
+        raise RuntimeError("database on fire")
+
+    monkeypatch.setattr("assistant.chat.runs.create_run", broken)
+    response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
+    body = response.content.decode()
+    assert response.status_code == 503
+    assert "could not start this request; your message is kept" in body
+    assert "Bimbamjob?</textarea>" in body
+    assert "Traceback" not in body and "database on fire" not in body
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_sending_with_htmx_returns_an_empty_composer_and_the_new_turn(fast_demo: None) -> None:
+    from asgiref.sync import sync_to_async
+    from django.core.management import call_command
+    from django.test import AsyncClient
+
+    from assistant.chat import runs
+
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    client = AsyncClient()
+    assert await client.alogin(username="demo", password="demo-password")
+    response = await client.post("/c/new", ASK, headers={"HX-Request": "true"})
+    conversation = await Conversation.objects.aget()
+    assert response.status_code == 200 and response["HX-Redirect"] == f"/c/{conversation.pk}/"
+    response = await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": "And Tamaris?"}, headers={"HX-Request": "true"})
+    body = response.content.decode()
+    run = await Run.objects.alatest("created")
+    assert body.lstrip().startswith('<form id="composer"')
+    assert "></textarea>" in body  # emptied, the other settings kept
+    assert f'<div hx-swap-oob="beforeend:#messages"><section class="turn" id="turn-{run.pk}">' in body
+    assert "And Tamaris?" in body and f'id="stop-{run.pk}"' in body
+    async for each in Run.objects.all():
+        await runs.wait_for(each.pk)
+
+
+def test_a_running_page_subscribes_with_the_runs_it_shows(client: Client) -> None:
+    run = _run()
+    page = client.get(f"/c/{run.conversation_id}/").content.decode()
+    assert f'hx-ext="ws" ws-connect="/ws/c/{run.conversation_id}/?lang=en&amp;running={run.pk.hex}"' in page
+    assert f'id="stop-{run.pk}"' in page
+    assert 'http-equiv="refresh"' not in page
+
+
+def test_delegation_lines_and_panel_in_english(client: Client) -> None:
+    run = _run(status="ok", answer="Done [doc-1].", usage={"cost_eur": 0.01, "by_model": {"demo-small": {"prompt_tokens": 900, "completion_tokens": 40, "cached_prompt_tokens": 128}}}, cost_eur=0.01)
+    _agent_steps(run, "ok")
+    page = client.get(f"/c/{run.conversation_id}/").content.decode()
+    assert f'Delegated to an agent (demo-small): "{INSTRUCTION}" (returned in 2 rounds)' in page
+    for shown in ("Demo Small (offline demo)", "2 / 5", "1.5 s", "kb:factures", "0.0012 €",
+                  "Search “factures: Bimbamjob”: 4 results", "Read: Invoice F-2024-031 — Bimbamjob", "Found [doc-1]."):  # fmt: skip
+        assert shown in page
+    assert "Cost: 0.0100 €" in page and "demo-small: 900 tokens in (128 cached), 40 out" in page
+
+
+def test_delegation_lines_in_french(client: Client) -> None:
+    client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
+    running = _run()
+    _agent_steps(running, None)
+    page = client.get(f"/c/{running.conversation_id}/").content.decode()
+    assert f"Délégation à un agent (demo-small) : « {INSTRUCTION} » (en cours…)" in page
+    assert "Un agent travaille, en attente de sa réponse pour continuer" in page
+    assert "Recherche « factures: Bimbamjob » : 4 résultats" in page  # live, without opening the panel
+    assert "Arrêter" in page and "Nouvelle conversation" in page
+
+    done = _run(status="ok", answer="Fait.")
+    _agent_steps(done, "ok")
+    page = client.get(f"/c/{done.conversation_id}/").content.decode()
+    assert f"Délégation à un agent (demo-small) : « {INSTRUCTION} » (revenu en 2 tours)" in page
+    assert "Un agent travaille" not in page
+
+
+def test_the_browser_language_is_the_default() -> None:
+    with translation.override("fr"):
+        assert translation.gettext("An agent is working; waiting for its answer to continue") == (
+            "Un agent travaille, en attente de sa réponse pour continuer"
+        )
+
+
+def test_french_from_the_browser(client: Client) -> None:
+    page = client.get("/", headers={"Accept-Language": "fr-FR,fr;q=0.9"}).content.decode()
+    assert "Nouvelle conversation" in page and '<html lang="fr">' in page
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "shown"),
+    [
+        ("ok", "", "ok"),
+        ("interrupted", "tool rounds used up (5/5)", "interrupted: tool rounds used up (5/5)"),
+        ("stopped", "stopped on request", "stopped on request"),
+        ("error", "the model call failed (timeout)", "error: the model call failed (timeout)"),
+    ],
+)
+def test_each_agent_status_is_shown(client: Client, status: str, reason: str, shown: str) -> None:
+    run = _run(status="ok", answer="x")
+    _agent_steps(run, status, reason)
+    page = client.get(f"/c/{run.conversation_id}/").content.decode()
+    assert f'<dd class="status">{shown}</dd>' in page
+    assert f'data-status="{status}"' in page
+
+
+def test_only_the_first_2000_characters_of_a_report_are_shown(client: Client) -> None:
+    run = _run(status="ok", answer="x")
+    _agent_steps(run, "ok", report="a" * REPORT_PREVIEW_CHARS + "TAIL")
+    page = client.get(f"/c/{run.conversation_id}/").content.decode()
+    assert "a" * REPORT_PREVIEW_CHARS in page and "TAIL" not in page
+    assert "first 2,000 characters" in page
+
+
+def test_a_stopped_run_keeps_its_answer_and_says_why(client: Client) -> None:
+    client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
+    run = _run(status="stopped", answer="Début de réponse")
+    Step.objects.create(run=run, seq=1, kind="stopped", data={"message": "stopped: the category's monthly budget is reached"})
+    page = client.get(f"/c/{run.conversation_id}/").content.decode()
+    assert "Début de réponse" in page
+    assert "Arrêté : le budget mensuel de la catégorie est atteint." in page
+
+
+def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable(request: ModelRequest, info: Any) -> ModelResponse:
+        raise ModelUnavailable("the provider could not be reached (connection refused)")
+
+    monkeypatch.setattr(providers, "resolve", lambda model_id: FunctionModel(unreachable, providers.catalogue()[model_id]))
+    from asgiref.sync import async_to_sync
+
+    from assistant.chat import runs
+
+    run = _run()
+    async_to_sync(runs.execute_run)(run.pk)
+    run.refresh_from_db()
+    assert run.status == "error"
+    page = client.get(f"/c/{run.conversation_id}/").content.decode()
+    assert "The assistant could not finish this answer; what it had written is kept." in page
+    assert "could not be reached" in page
+    assert "Traceback" not in page
+
+
+# Model and document text stays text ---------------------------------------------------------
+
+
+def test_script_and_onerror_from_a_model_or_a_document_show_as_text() -> None:
+    html = render_markdown('Hi <script>alert(1)</script> <img src=x onerror="alert(2)"> [x](javascript:alert(3)) **ok**')
+    assert "<script" not in html and "<img" not in html and "javascript:" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=" in html
+    assert "<strong>ok</strong>" in html
+
+
+def test_streaming_markdown_renders_each_finished_block_once() -> None:
+    text = "First **paragraph**.\n\n- a\n- b\n\n```\ncode <b>\n\nstill code\n```\n\nLast <script>x</script>"
+    stream = StreamingMarkdown()
+    for end in range(1, len(text) + 1):
+        html = stream.render(text[:end])
+    assert html.replace("\n", "") == render_markdown(text).replace("\n", "")
+    assert "&lt;script&gt;" in html
+
+
+# Catching up without gaps or repeats ----------------------------------------------------------
+
+
+def _message(seq: int, kind: str = "agent_action", **extra: Any) -> dict[str, Any]:
+    event = {"kind": kind, "agent_id": "agent-1", "action": {"tool": "kb_search", "kind": "search", "label": "q", "count": 1, "ok": True}}
+    if kind == "text_delta":
+        event = {"kind": "text_delta", "agent_id": None, "text": extra.pop("text")}
+    return {"type": "run.event", "run": "x", "seq": seq, "event": event, "t": 1.0, **extra}
+
+
+@pytest.mark.django_db
+def test_a_follower_skips_what_it_read_and_fills_gaps_from_the_database(demo_data: None) -> None:
+    run = _run(answer="Hello ")
+    _agent_steps(run, None)  # steps 1–4 saved
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
+    assert follower is not None and follower.seq == 4
+    # Already read: a step and a piece of text the database had when the follower joined.
+    assert follower.apply(_message(4)) and len(follower.steps) == 4
+    assert follower.apply(_message(4, "text_delta", text="llo ", offset=2)) and follower.run.answer == "Hello "
+    # Overlapping, then new.
+    assert follower.apply(_message(4, "text_delta", text="o world", offset=4)) and follower.run.answer == "Hello world"
+    assert follower.apply(_message(4, "text_delta", text="!", offset=11)) and follower.run.answer == "Hello world!"
+    # A step or text beyond a gap is not applied; the database fills the gap.
+    assert not follower.apply(_message(6))
+    assert not follower.apply(_message(4, "text_delta", text="?", offset=21))
+    Step.objects.create(run=run, seq=5, kind="agent_action", agent_id="agent-1", data=_message(5)["event"])
+    Run.objects.filter(pk=run.pk).update(answer="Hello world! And more")
+    steps, answer = live.steps_since(run.pk, follower.seq)
+    follower.merge(steps, answer)
+    assert follower.apply(_message(6)) and follower.seq == 6
+    assert follower.apply(_message(6, "text_delta", text="?", offset=21)) and follower.run.answer == "Hello world! And more?"
+    html = follower.render_changes()
+    assert f'id="run-{run.pk}-work"' in html and f'id="run-{run.pk}-answer"' in html
+    assert 'data-emitted="1.000000"' in html
+    assert follower.render_changes() == ""  # nothing changed since
+
+
+@pytest.mark.django_db
+def test_a_follower_ignores_another_conversations_run(demo_data: None) -> None:
+    run = _run()
+    assert live.LiveRun.load(run.pk.hex, run.conversation_id + 1) is None
+    assert live.LiveRun.load(uuid.uuid4().hex, run.conversation_id) is None
+
+
+@pytest.mark.django_db
+def test_page_and_push_render_the_same_run(demo_data: None) -> None:
+    run = _run(status="ok", answer="Done.")
+    _agent_steps(run, "ok")
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
+    assert follower is not None
+    from django.template.loader import render_to_string
+
+    pushed = render_to_string("chat/_work.html", {"view": follower.view()})
+    page = render_to_string("chat/_work.html", {"view": run_view(Run.objects.get(pk=run.pk))})
+    assert pushed == page
+
+
+# Translations ---------------------------------------------------------------------------------
+
+
+def test_the_compiled_french_catalogue_matches_its_source() -> None:
+    """The .mo is committed (so `make run` needs no gettext); it must say what the .po says."""
+    folder = Path(django_settings.BASE_DIR) / "locale" / "fr" / "LC_MESSAGES"
+    with (folder / "django.mo").open("rb") as f:
+        compiled = gettext.GNUTranslations(f)
+    entries = _po_entries((folder / "django.po").read_text(encoding="utf-8"))
+    assert len(entries) > 40
+    for msgid, plural, msgstrs in entries:
+        assert all(msgstrs), f"untranslated: {msgid!r}"
+        if plural is None:
+            assert compiled.gettext(msgid) == msgstrs[0], msgid
+        else:
+            assert compiled.ngettext(msgid, plural, 1) == msgstrs[0], msgid
+            assert compiled.ngettext(msgid, plural, 2) == msgstrs[1], msgid
+
+
+def _po_entries(text: str) -> list[tuple[str, str | None, list[str]]]:
+    entries = []
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in block.splitlines():
+            if line.startswith("#"):
+                continue
+            match = re.match(r"^(msgid_plural|msgid|msgstr\[\d\]|msgstr) (\".*\")$", line)
+            if match:
+                key = match.group(1)
+                fields[key] = ""
+                line = match.group(2)
+            fields[key] += line[1:-1].encode().decode("unicode_escape").encode("latin-1").decode("utf-8")
+        if fields.get("msgid"):
+            msgstrs = [fields[k] for k in sorted(fields) if k.startswith("msgstr")]
+            entries.append((fields["msgid"], fields.get("msgid_plural"), msgstrs))
+    return entries
