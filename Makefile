@@ -17,6 +17,7 @@ install: $(BIN)/activate
 
 run: install
 	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py load_catalogue
 	$(BIN)/python manage.py load_demo
 	@echo ""
 	@echo "  Open http://$(HOST):$(PORT)/  and sign in as demo / demo-password"

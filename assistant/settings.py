@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "assistant.orgs",
     "assistant.knowledge",
     "assistant.chat",
+    "assistant.catalogue",
 ]
 
 MIDDLEWARE = [
@@ -106,6 +107,15 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 # The offline demo provider streams at this pace (seconds between words) so live progress shows.
 DEMO_PACE = float(os.environ.get("DEMO_PACE", "0.03"))
 DEMO_LATENCY = float(os.environ.get("DEMO_LATENCY", "0.4"))
+
+# Model providers. A provider without a key is not offered (the admin's catalogue says why).
+# OPENAI_BASE_URL may point at any OpenAI-compatible server (vLLM, Ollama, llama.cpp).
+MISTRAL_API_KEY = os.environ.get("MISTRAL_API_KEY", "")
+MISTRAL_BASE_URL = os.environ.get("MISTRAL_BASE_URL", "") or None
+OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or None
+# The electricity mix carbon estimates use (ISO 3166-1 alpha-3 code, e.g. FRA, DEU, USA; WOR = world).
+ELECTRICITY_ZONE = os.environ.get("ELECTRICITY_ZONE", "FRA")
 
 LOGGING = {
     "version": 1,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -217,6 +218,7 @@ async def execute_run(run_id: uuid.UUID) -> None:
         policy=policy_for(run.organisation),
         emit=recorder.emit,
         cancel=token,
+        electricity_zone=settings.ELECTRICITY_ZONE,
     )
     status, error, rounds = "error", "", 0
     try:

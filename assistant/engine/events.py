@@ -112,6 +112,8 @@ class UsageEvent(_Event):
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     cost_eur: float
+    energy_wh: float = 0.0
+    carbon_g: float = 0.0
 
 
 class FinalEvent(_Event):

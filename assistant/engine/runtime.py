@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .cancel import CancelToken
+from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
 from .errors import BudgetExceeded, ModelError, ModelTimeout
 from .events import Event, Source, UsageEvent
@@ -37,6 +38,8 @@ class RunContext:
     emit: Emit = _discard
     cancel: CancelToken = field(default_factory=CancelToken)
     ledger: UsageLedger | None = None
+    electricity_zone: str = DEFAULT_ZONE
+    """Where the energy of model calls is counted for carbon (ISO 3166-1 alpha-3, ``WOR`` = world)."""
     usage: RunUsage = field(default_factory=RunUsage)
     sources: dict[str, Source] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
@@ -79,6 +82,7 @@ class RunContext:
                 self.cancel.cancel("budget")
                 return ModelResponse(finish_reason="cancelled")
         response = ModelResponse()
+        started = time.monotonic()
 
         async def consume() -> None:
             async for part in model.stream(request):
@@ -101,11 +105,11 @@ class RunContext:
             response.finish_reason = "cancelled"
         elif task.exception() is not None:
             exc = task.exception()
-            await self._account(model_id, request, response, agent_id, usage, reservation)
+            await self._account(model_id, request, response, agent_id, usage, reservation, time.monotonic() - started)
             if isinstance(exc, ModelError):
                 raise exc
             raise ModelError(f"{type(exc).__name__}: {exc}") from exc
-        await self._account(model_id, request, response, agent_id, usage, reservation)
+        await self._account(model_id, request, response, agent_id, usage, reservation, time.monotonic() - started)
         if timed_out:
             raise ModelTimeout(f"the model call was cut after {timeout:.1f} s")
         return response
@@ -118,6 +122,7 @@ class RunContext:
         agent_id: str | None,
         usage: RunUsage | None,
         reservation: object,
+        seconds: float,
     ) -> None:
         part = response.usage
         if part is None:
@@ -127,10 +132,12 @@ class RunContext:
                 completion_tokens=estimate_tokens(response.text) if response.text else 0,
             )
             response.usage = part
-        cost = self.catalogue[model_id].cost_eur(part)
-        self.usage.add(model_id, part, cost)
+        info = self.catalogue[model_id]
+        cost = info.cost_eur(part)
+        impact = call_impact(info, part.completion_tokens, seconds, self.electricity_zone)
+        self.usage.add(model_id, part, cost, impact)
         if usage is not None:
-            usage.add(model_id, part, cost)
+            usage.add(model_id, part, cost, impact)
         if self.ledger is not None:
             await self.ledger.settle(reservation, model_id, part, cost)
         await self.emit(
@@ -142,5 +149,7 @@ class RunContext:
                 cached_prompt_tokens=part.cached_prompt_tokens,
                 reasoning_tokens=part.reasoning_tokens,
                 cost_eur=cost,
+                energy_wh=impact.energy_kwh * 1000 if impact else 0.0,
+                carbon_g=impact.carbon_g if impact else 0.0,
             )
         )

@@ -1,7 +1,8 @@
 """Usage and budgets as data with methods.
 
-``RunUsage`` adds each call once, per model, with its cost. ``AgentBudget`` and ``AgentCounter``
-bound a sub-agent: calls, cumulative tokens and seconds, checked before each call, updated after it.
+``RunUsage`` adds each call once, per model, with its cost and, when the model's carbon data is
+known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``). ``AgentBudget`` and
+``AgentCounter`` bound a sub-agent: calls, cumulative tokens and seconds, checked before each call, updated after it.
 ``UsageLedger`` is the hook a category budget reserves against before each call.
 """
 
@@ -15,9 +16,17 @@ from .errors import BudgetExceeded
 from .types import UsagePart
 
 
+@dataclass(frozen=True, slots=True)
+class Impact:
+    """The energy (kWh) and carbon (grams CO2-equivalent) of one model call."""
+
+    energy_kwh: float
+    carbon_g: float
+
+
 @dataclass(slots=True)
 class ModelUsage:
-    """Tokens and cost of one model over several calls."""
+    """Tokens, cost, energy and carbon of one model over several calls."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -25,21 +34,30 @@ class ModelUsage:
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     cost_eur: float = 0.0
+    energy_kwh: float = 0.0
+    carbon_g: float = 0.0
+    estimated_calls: int = 0
+    """Calls whose energy and carbon were estimated (the others' model has no carbon data)."""
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, usage: UsagePart, cost_eur: float) -> None:
+    def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
         self.calls += 1
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.cached_prompt_tokens += usage.cached_prompt_tokens
         self.reasoning_tokens += usage.reasoning_tokens
         self.cost_eur += cost_eur
+        if impact is not None:
+            self.energy_kwh += impact.energy_kwh
+            self.carbon_g += impact.carbon_g
+            self.estimated_calls += 1
 
     def as_dict(self) -> dict[str, float | int]:
-        return {
+        """Energy and carbon appear only for a model whose calls were estimated (no made-up zero)."""
+        data: dict[str, float | int] = {
             "calls": self.calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -47,6 +65,10 @@ class ModelUsage:
             "reasoning_tokens": self.reasoning_tokens,
             "cost_eur": round(self.cost_eur, 8),
         }
+        if self.estimated_calls:
+            data["energy_wh"] = round(self.energy_kwh * 1000, 6)
+            data["carbon_g"] = round(self.carbon_g, 6)
+        return data
 
 
 @dataclass(slots=True)
@@ -55,8 +77,8 @@ class RunUsage:
 
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
 
-    def add(self, model: str, usage: UsagePart, cost_eur: float) -> None:
-        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur)
+    def add(self, model: str, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
+        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur, impact)
 
     @property
     def cost_eur(self) -> float:
@@ -70,9 +92,25 @@ class RunUsage:
     def calls(self) -> int:
         return sum(m.calls for m in self.by_model.values())
 
+    @property
+    def energy_kwh(self) -> float:
+        return sum(m.energy_kwh for m in self.by_model.values())
+
+    @property
+    def carbon_g(self) -> float:
+        return sum(m.carbon_g for m in self.by_model.values())
+
+    @property
+    def carbon_estimated(self) -> bool:
+        """Whether every call's carbon was estimated (else the total leaves some calls out)."""
+        return self.calls > 0 and all(m.estimated_calls == m.calls for m in self.by_model.values())
+
     def as_dict(self) -> dict[str, object]:
         return {
             "cost_eur": round(self.cost_eur, 8),
+            "energy_wh": round(self.energy_kwh * 1000, 6),
+            "carbon_g": round(self.carbon_g, 6),
+            "carbon_estimated": self.carbon_estimated,
             "total_tokens": self.total_tokens,
             "by_model": {name: m.as_dict() for name, m in sorted(self.by_model.items())},
         }

@@ -199,7 +199,9 @@ class DemoModel(Model):
             if agents is not None:
                 props = agents.parameters["properties"]["tasks"]["items"]["properties"]
                 kbs = [r for r in props["resources"]["items"]["enum"] if r.startswith("kb:")]
-                model = props["model"]["enum"][0]
+                # Another demo model if one is offered: the demo stays offline even when real providers have keys.
+                models = props["model"]["enum"]
+                model = next((m for m in models if str(m).startswith("demo-")), models[0])
                 tasks = [
                     {
                         "instruction": f"Find in the knowledge base {kb[3:]} what the documents say about: {', '.join(words)}. "

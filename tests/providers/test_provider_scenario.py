@@ -1,0 +1,231 @@
+"""One delegation scenario through ``run_chat``, against the OpenAI-wire server and the Mistral-wire server.
+
+The main model delegates to two agents in parallel; each searches and reads its knowledge base; the
+first corrects an invalid tool call and submits, the second is forced to land on its last turn.
+Token counts are what the server reported and costs are those counts at the shipped catalogue's
+prices.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from provider_support import Wire
+from wire import Reply, Turn, Usage, sse_reply
+
+from assistant.catalogue.loading import infos_from_file
+from assistant.engine.catalogue import Catalogue
+from assistant.engine.events import Event, TextDeltaEvent
+from assistant.engine.knowledge import MemoryKnowledge
+from assistant.engine.loop import run_chat
+from assistant.engine.policy import RunRequest
+from assistant.engine.runtime import RunContext
+from assistant.engine.tools import Document, Toolbox
+from assistant.engine.types import Message, UsagePart
+
+pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
+
+SHIPPED = {m.id: m for m in infos_from_file()}
+# (main model, agent model, their names on the provider) per dialect.
+MODELS = {
+    "openai": ("gpt-5", "gpt-4o-mini", {"gpt-5": "gpt-5", "gpt-4o-mini": "gpt-4o-mini"}),
+    "mistral": (
+        "mistral-large",
+        "mistral-small",
+        {"mistral-large": "mistral-large-latest", "mistral-small": "mistral-small-latest"},
+    ),
+}
+QUESTION = "Bimbamjob: invoices 2024, payments and relationship"
+KNOWLEDGE = MemoryKnowledge(
+    {
+        "factures": [
+            Document(
+                "doc-1",
+                "factures",
+                "Invoice F-2024-031 Bimbamjob",
+                "Bimbamjob invoice of 18,400 EUR, paid 76 days late.",
+            ),
+            Document(
+                "doc-2",
+                "factures",
+                "Invoice F-2024-077 Bimbamjob",
+                "Bimbamjob invoice of 6,250 EUR, unpaid at year end.",
+            ),
+        ],
+        "comptes-rendus": [
+            Document(
+                "doc-3",
+                "comptes-rendus",
+                "Bimbamjob steering committee",
+                "Bimbamjob asked to pay in three instalments.",
+            ),
+        ],
+    }
+)
+
+
+class Brain:
+    """Plays the models on the server side, from what each request contains; reports made-up usage."""
+
+    def __init__(self, dialect: str, names: dict[str, str]) -> None:
+        self.dialect = dialect
+        self.ids = {api: our for our, api in names.items()}
+        self.reported: dict[str, list[Usage]] = defaultdict(list)
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        tools = [t["function"]["name"] for t in body.get("tools", [])]
+        turn = self.agent(body) if "submit_result" in tools else self.main(body)
+        messages = body["messages"]
+        prompt = 40 + sum(len(json.dumps(m)) for m in messages) // 4
+        usage = Usage(
+            prompt_tokens=prompt,
+            completion_tokens=15 + 10 * len(turn.calls) + len(turn.text.split()),
+            cached_tokens=(prompt // 2 // 64) * 64 if len(messages) > 2 else 0,
+            reasoning_tokens=7 if "reasoning_effort" in body else 0,
+        )
+        with self.lock:
+            self.reported[self.ids[body["model"]]].append(usage)
+        return sse_reply(self.dialect, body["model"], Turn(turn.text, turn.calls, usage))  # type: ignore[arg-type]
+
+    def main(self, body: dict[str, Any]) -> Turn:
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            agents = next(t for t in body["tools"] if t["function"]["name"] == "agents")
+            model = agents["function"]["parameters"]["properties"]["tasks"]["items"]["properties"]["model"]["enum"][0]
+            tasks = [
+                {
+                    "instruction": "List the 2024 invoices of Bimbamjob and whether they were paid.",
+                    "model": model,
+                    "resources": ["kb:factures"],
+                },
+                {
+                    "instruction": "What do the meeting reports say about Bimbamjob?",
+                    "model": model,
+                    "resources": ["kb:comptes-rendus"],
+                    "max_rounds": 2,
+                },
+            ]
+            return Turn("I will hand the searches to two agents.", (("agents", json.dumps({"tasks": tasks})),))
+        return Turn(
+            "Bimbamjob paid invoice F-2024-031 late [doc-1], left F-2024-077 unpaid [doc-2] and asked for instalments [doc-3]."
+        )
+
+    def agent(self, body: dict[str, Any]) -> Turn:
+        messages = body["messages"]
+        results = [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+        kb = "factures" if "invoices" in messages[1]["content"] else "comptes-rendus"
+        forced = isinstance(body.get("tool_choice"), dict)
+        read = [d for r in results for d in r.get("documents", [])]
+        if forced or read:
+            report = {
+                "findings": " ".join(f"{d['text']} [{d['id']}]" for d in read) or "Only search results so far.",
+                "sources": [d["id"] for d in read],
+                "gaps": [] if read else ["the documents were not read"],
+            }
+            return Turn(calls=(("submit_result", json.dumps(report)),))
+        if not results and kb == "factures":
+            return Turn(
+                calls=(("kb_search", '{"query": "Bimbamjob", "kb": "factures"'),)
+            )  # invalid JSON: corrected next turn
+        hits = [h["id"] for r in results for h in r.get("hits", [])]
+        if hits:
+            return Turn(calls=(("kb_read", json.dumps({"ids": hits})),))
+        return Turn(calls=(("kb_search", json.dumps({"query": "Bimbamjob", "kb": kb})),))
+
+
+async def test_delegation_scenario_counts_what_the_server_reported_at_catalogue_prices(wire: Wire) -> None:
+    main_id, agent_id, names = MODELS[wire.dialect]
+    brain = Brain(wire.dialect, names)
+    wire.server.brain = brain
+    catalogue = Catalogue([SHIPPED[main_id], SHIPPED[agent_id]])
+    for model_id in (main_id, agent_id):
+        wire.model(SHIPPED[model_id], api_model=names[model_id])
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    ctx = RunContext(
+        catalogue=catalogue,
+        models=wire.models.__getitem__,
+        toolbox=Toolbox(knowledge=KNOWLEDGE),
+        emit=emit,
+        electricity_zone="FRA",
+    )
+    request = RunRequest(
+        messages=(Message.user(QUESTION),),
+        model=main_id,
+        level="approfondi",
+        resources=("kb:factures", "kb:comptes-rendus", "agents"),
+    )
+
+    outcome = await run_chat(request, ctx)
+
+    # The run: two agents, the first ok after correcting its invalid call, the second landed by force.
+    assert outcome.status == "ok", outcome.error
+    assert "[doc-1]" in outcome.text and outcome.text == "".join(
+        e.text for e in events if isinstance(e, TextDeltaEvent)
+    )
+    first, second = sorted(outcome.agents, key=lambda a: a.task.resources)[::-1]
+    assert (first.task.resources, first.status, first.rounds) == (("kb:factures",), "ok", 4)
+    assert "Invalid arguments" in json.dumps([r.body for r in wire.server.requests])
+    assert {s.id for s in first.sources} == {"doc-1", "doc-2"}
+    assert (second.status, second.forced_landing, second.rounds) == ("interrupted", True, 2)
+    assert "call budget" in second.reason
+    assert {s.id for s in outcome.agents[0].sources} | {s.id for s in outcome.agents[1].sources} == set(ctx.sources)
+
+    # What reached the wire: reasoning effort only for a model that reasons, the forced landing, the
+    # agents' isolation, and each agent's requests growing by appending only (the cache prefix holds).
+    bodies = [r.body for r in wire.server.requests]
+    main_bodies = [b for b in bodies if b["model"] == names[main_id]]
+    agent_bodies = [b for b in bodies if b["model"] == names[agent_id]]
+    assert len(main_bodies) == 2 and len(agent_bodies) == 6
+    if SHIPPED[main_id].reasons:
+        assert main_bodies[0]["reasoning_effort"] == "high"
+    else:
+        assert all("reasoning_effort" not in b for b in main_bodies)
+    assert all("reasoning_effort" not in b for b in agent_bodies)  # agents follow the main model's effort (none here)
+    forced = [b for b in agent_bodies if isinstance(b.get("tool_choice"), dict)]
+    assert [b["tool_choice"]["function"]["name"] for b in forced] == ["submit_result"]
+    by_agent: dict[str, list[list[Any]]] = defaultdict(list)
+    for b in agent_bodies:
+        assert QUESTION not in json.dumps(b["messages"])
+        by_agent[b["messages"][1]["content"]].append(b["messages"])
+    assert len(by_agent) == 2
+    for requests in by_agent.values():
+        for before, after in itertools.pairwise(requests):
+            assert after[: len(before)] == before
+
+    # Usage: exactly what the server reported, at the catalogue's prices.
+    assert set(ctx.usage.by_model) == {main_id, agent_id}
+    expected_cost = 0.0
+    for model_id, reported in brain.reported.items():
+        got = ctx.usage.by_model[model_id]
+        assert got.calls == len(reported)
+        assert got.prompt_tokens == sum(u.prompt_tokens for u in reported)
+        assert got.completion_tokens == sum(u.completion_tokens for u in reported)
+        assert got.cached_prompt_tokens == sum(u.cached_tokens for u in reported)
+        assert got.reasoning_tokens == sum(u.reasoning_tokens for u in reported)
+        info = catalogue[model_id]
+        fresh = got.prompt_tokens - got.cached_prompt_tokens
+        cost = (
+            fresh * info.input_price
+            + got.cached_prompt_tokens * info.cached_input_price
+            + got.completion_tokens * info.output_price
+        ) / 1e6
+        assert got.cost_eur == pytest.approx(cost)
+        assert got.cost_eur == pytest.approx(
+            sum(info.cost_eur(UsagePart(u.prompt_tokens, u.completion_tokens, u.cached_tokens)) for u in reported)
+        )
+        expected_cost += cost
+        assert got.carbon_g > 0 and got.estimated_calls == got.calls
+    assert ctx.usage.cost_eur == pytest.approx(expected_cost)
+    assert first.usage.cost_eur + second.usage.cost_eur == pytest.approx(ctx.usage.by_model[agent_id].cost_eur)
+    totals = ctx.usage.as_dict()
+    assert totals["carbon_estimated"] is True
+    assert totals["carbon_g"] == pytest.approx(sum(m.carbon_g for m in ctx.usage.by_model.values()), abs=1e-6)
