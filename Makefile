@@ -19,10 +19,11 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_catalogue
 	$(BIN)/python manage.py load_demo
+	$(BIN)/python manage.py recover_runs
 	@echo ""
 	@echo "  Open http://$(HOST):$(PORT)/  and sign in as demo / demo-password"
 	@echo ""
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
 
 test: install
 	$(BIN)/ruff check .

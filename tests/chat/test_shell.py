@@ -151,3 +151,13 @@ def test_load_demo_is_idempotent(demo_data: None) -> None:
     counts = (Organisation.objects.count(), KnowledgeBase.objects.count(), get_user_model().objects.count())
     call_command("load_demo", verbosity=0)
     assert counts == (Organisation.objects.count(), KnowledgeBase.objects.count(), get_user_model().objects.count())
+
+
+def test_runs_left_running_by_a_stopped_server_are_marked_failed_with_their_answer(demo_data: None) -> None:
+    demo = get_user_model().objects.get(username="demo")
+    org = Organisation.objects.get(slug="demo")
+    conv = Conversation.objects.create(organisation=org, user=demo, title="t")
+    run = Run.objects.create(conversation=conv, organisation=org, user=demo, model="demo-large", answer="Partial")
+    call_command("recover_runs", verbosity=0)
+    run.refresh_from_db()
+    assert run.status == "error" and "server stopped" in run.error and run.answer == "Partial"
