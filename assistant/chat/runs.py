@@ -215,7 +215,7 @@ async def execute_run(run_id: uuid.UUID) -> None:
         catalogue=providers.catalogue(),
         models=providers.resolve,
         toolbox=toolbox_for(run.organisation_id),
-        policy=policy_for(run.organisation),
+        policy=await sync_to_async(policy_for)(run.organisation),  # reads the settings' rows
         emit=recorder.emit,
         cancel=token,
         electricity_zone=settings.ELECTRICITY_ZONE,

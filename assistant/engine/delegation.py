@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 from .catalogue import ModelInfo
 from .errors import BudgetExceeded, ModelError, ModelTimeout
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted, Source
-from .policy import AgentProfile, Plan
+from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
 from .tools import Scope, Tool, ToolRun, run_tool_call
 from .types import Effort, Message, ModelRequest, NamedTool, ToolCall, ToolSpec
@@ -377,6 +377,12 @@ def _not_run(calls: list[ToolCall], why: str) -> list[Message]:
     return [Message.tool(c, json.dumps({"error": why})) for c in calls]
 
 
+def _profile_line(profile: AgentProfile) -> str:
+    kinds = ", ".join(k for k in RESOURCE_KINDS if k in profile.tools)
+    model = f"; default model {profile.default_model}" if profile.default_model else ""
+    return f"{profile.name} (receives: {kinds}{model})"
+
+
 def _brief(e: Exception) -> str:
     if isinstance(e, ValidationError):
         return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors()[:3])
@@ -417,6 +423,9 @@ class Delegation:
             f"You are {main.id} ({main.input_price:g} EUR in / {main.output_price:g} EUR out per million tokens). "
             f"Models for agents: {prices}."
         )
+        if profiles:
+            lines = "; ".join(_profile_line(p) for p in self.ctx.policy.profiles.values())
+            description += f" Agent profiles (optional): {lines}."
         task_properties: dict[str, Any] = {
             "instruction": {"type": "string", "description": "What the agent must find, written for it."},
             "model": {"type": "string", "enum": [m.id for m in self.models]},
@@ -484,6 +493,14 @@ class Delegation:
                 f"Resource(s) {', '.join(outside)} are not part of this request and cannot be given to an agent. "
                 f"Available: {', '.join(self.resources)}."
             )
+        if profile is not None:
+            barred = [str(r) for r in resources if resource_kind(str(r)) not in profile.tools]
+            if barred:
+                kinds = ", ".join(k for k in RESOURCE_KINDS if k in profile.tools) or "none"
+                return (
+                    f"The agent profile '{profile.name}' may only receive these kinds of resources: {kinds}; "
+                    f"{', '.join(barred)} cannot be given to it."
+                )
         rounds = raw.get("max_rounds") or self.plan.agent_rounds
         try:
             rounds = int(rounds)

@@ -35,13 +35,32 @@ DEFAULT_LEVELS: Mapping[Level, LevelSettings] = {
 }
 
 
+ResourceKind: TypeAlias = Literal["kb", "web", "code"]
+RESOURCE_KINDS: tuple[ResourceKind, ...] = ("kb", "web", "code")
+
+
+def resource_kind(resource: str) -> ResourceKind | None:
+    """``kb`` for ``kb:<slug>``, ``web``, ``code``; None for anything else (``agents`` included)."""
+    if resource.startswith(KB_PREFIX):
+        return "kb"
+    if resource == "web":
+        return "web"
+    if resource == "code":
+        return "code"
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentProfile:
-    """A named agent profile an organisation defines and a delegation can name."""
+    """A named agent profile an organisation defines and a delegation can name.
+
+    ``tools`` are the kinds of resources an agent of this profile may receive.
+    """
 
     name: str
     instructions: str
     default_model: str | None = None
+    tools: frozenset[ResourceKind] = frozenset(RESOURCE_KINDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

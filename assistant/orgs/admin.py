@@ -1,14 +1,53 @@
+"""Staff edit organisations, members and each organisation's policy here; admins use the settings page."""
+
+from __future__ import annotations
+
+from django import forms
 from django.contrib import admin
 
-from .models import Membership, Organisation
+from .models import AgentProfile, Membership, Organisation, ReasoningLevel
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(admin.TabularInline):  # type: ignore[type-arg]
     model = Membership
     extra = 0
 
 
+class ReasoningLevelInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = ReasoningLevel
+    extra = 0
+    max_num = 4
+
+
+class AgentProfileInline(admin.StackedInline):  # type: ignore[type-arg]
+    model = AgentProfile
+    extra = 0
+
+
+class OrganisationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = Organisation
+        fields = "__all__"
+        help_texts = {
+            "allowed_models": 'Empty (null) for the whole catalogue, else a list of model ids: ["mistral-small"].'
+        }
+
+
 @admin.register(Organisation)
-class OrganisationAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug"]
-    inlines = [MembershipInline]
+class OrganisationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = OrganisationAdminForm
+    list_display = ["name", "slug", "allowed_models", "max_parallel_agents"]
+    inlines = [MembershipInline, ReasoningLevelInline, AgentProfileInline]
+
+
+@admin.register(ReasoningLevel)
+class ReasoningLevelAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["organisation", "level", "effort", "main_rounds", "agent_rounds"]
+    list_filter = ["organisation", "level"]
+
+
+@admin.register(AgentProfile)
+class AgentProfileAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["name", "organisation", "default_model", "tools"]
+    list_filter = ["organisation"]
+    search_fields = ["name", "instructions"]

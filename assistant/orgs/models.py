@@ -1,9 +1,29 @@
-"""Organisations and their members. Every object of the product belongs to one organisation."""
+"""Organisations, their members and their policy. Every object of the product belongs to one organisation.
+
+The policy an admin sets (allowed models, reasoning levels, the parallel-agent cap, agent profiles)
+is stored here; ``services.policy_for`` turns it into the engine's ``Policy`` for each run.
+"""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from assistant.engine.policy import DEFAULT_LEVELS, LEVELS, RESOURCE_KINDS
+from assistant.engine.types import EFFORTS
+
+MAX_PARALLEL_AGENTS = 4
+MAX_MAIN_ROUNDS = 50
+MAX_AGENT_ROUNDS = 20
+# Delegation starts at Approfondi: below it, the agents tool is ignored whatever is stored.
+DELEGATING_LEVELS = ("approfondi", "maximal")
+LEVEL_CHOICES = [(lv, lv.capitalize()) for lv in LEVELS]
+EFFORT_LABELS = {"minimal": _("Minimal"), "low": _("Low"), "medium": _("Medium"), "high": _("High")}
+EFFORT_CHOICES = [("", _("None (the provider's default)")), *((e, EFFORT_LABELS[e]) for e in EFFORTS)]
+KIND_CHOICES = [("kb", _("Knowledge bases")), ("web", _("Web")), ("code", _("Code"))]
 
 
 class Organisation(models.Model):
@@ -11,10 +31,28 @@ class Organisation(models.Model):
     slug = models.SlugField(unique=True)
     # None: the whole catalogue; else the list of model ids the assistant may use.
     allowed_models = models.JSONField(null=True, blank=True)
+    max_parallel_agents = models.PositiveSmallIntegerField(
+        default=MAX_PARALLEL_AGENTS,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_PARALLEL_AGENTS)],
+        help_text=f"Agents of one request running at once (1 to {MAX_PARALLEL_AGENTS}).",
+    )
     created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(max_parallel_agents__gte=1, max_parallel_agents__lte=MAX_PARALLEL_AGENTS),
+                name="parallel_agents_1_to_4",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        allowed = self.allowed_models
+        if allowed is not None and (not isinstance(allowed, list) or not all(isinstance(m, str) for m in allowed)):
+            raise ValidationError({"allowed_models": "Empty for the whole catalogue, else a list of model ids."})
 
 
 class Membership(models.Model):
@@ -29,3 +67,86 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.organisation} ({self.role})"
+
+
+class ReasoningLevel(models.Model):
+    """One reasoning level of an organisation; a level without a row keeps ``DEFAULT_LEVELS``."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="reasoning_levels")
+    level = models.CharField(max_length=12, choices=LEVEL_CHOICES)
+    effort = models.CharField(
+        max_length=10, choices=EFFORT_CHOICES, blank=True, help_text="The reasoning effort asked of the provider."
+    )
+    main_rounds = models.PositiveSmallIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_MAIN_ROUNDS)],
+        help_text="Tool rounds of the main model before it must answer.",
+    )
+    agent_rounds = models.PositiveSmallIntegerField(
+        validators=[MaxValueValidator(MAX_AGENT_ROUNDS)],
+        help_text="Turn budget of each sub-agent; 0 = no agents at this level (always 0 below Approfondi).",
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "level"], name="one_setting_per_level"),
+            models.CheckConstraint(condition=models.Q(main_rounds__gte=1), name="main_rounds_at_least_1"),
+            models.CheckConstraint(
+                condition=models.Q(agent_rounds__lte=MAX_AGENT_ROUNDS), name="agent_rounds_at_most_20"
+            ),
+        ]
+        ordering = ["organisation", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.organisation}: {self.get_level_display()}"
+
+    @classmethod
+    def default(cls, organisation: Organisation, level: str) -> ReasoningLevel:
+        """An unsaved row holding the engine's default for ``level``."""
+        d = DEFAULT_LEVELS[level]  # type: ignore[index]
+        return cls(
+            organisation=organisation,
+            level=level,
+            effort=d.effort or "",
+            main_rounds=d.main_rounds,
+            agent_rounds=d.agent_rounds,
+        )
+
+    def clean(self) -> None:
+        if self.level not in DELEGATING_LEVELS and self.agent_rounds:
+            raise ValidationError({"agent_rounds": "Below Approfondi there are no agents: the budget stays 0."})
+
+
+class AgentProfile(models.Model):
+    """A named agent profile a delegation can name: its instructions, default model and resource kinds."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="agent_profiles")
+    name = models.CharField(
+        max_length=60,
+        validators=[RegexValidator(r"^[\w][\w .-]*$", "Letters, digits, spaces and . _ - only.")],
+        help_text="The name the main model gives when it delegates to this profile.",
+    )
+    instructions = models.TextField(help_text="Added to the agent's system prompt.")
+    default_model = models.CharField(
+        max_length=100, blank=True, help_text="Used when a delegation names this profile but no model."
+    )
+    tools = models.JSONField(default=list, help_text="Kinds of resources it may receive: kb, web, code.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organisation", "name"], name="profile_name_per_org")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        # The catalogue as users are offered it (database entries with a key, and the demo models).
+        from assistant.chat.providers import catalogue
+
+        errors: dict[str, str] = {}
+        tools = self.tools
+        if not isinstance(tools, list) or not tools or any(t not in RESOURCE_KINDS for t in tools):
+            errors["tools"] = f"At least one of {', '.join(RESOURCE_KINDS)}."
+        if self.default_model and self.default_model not in catalogue():
+            errors["default_model"] = f"'{self.default_model}' is not in the model catalogue."
+        if errors:
+            raise ValidationError(errors)

@@ -1,13 +1,17 @@
-"""The organisation of a request, and its policy as the engine understands it."""
+"""The organisation of a request, who may administer it, and its policy as the engine understands it."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from assistant.engine.policy import Policy
+from assistant.engine.policy import LEVELS, AgentProfile, Level, LevelSettings, Policy, ResourceKind
+from assistant.engine.types import Effort
 
-from .models import Organisation
+from .models import DELEGATING_LEVELS, Membership, Organisation, ReasoningLevel
 
 
 def organisation_of(user: AbstractBaseUser | AnonymousUser) -> Organisation:
@@ -18,6 +22,54 @@ def organisation_of(user: AbstractBaseUser | AnonymousUser) -> Organisation:
     return org
 
 
+def is_admin(user: AbstractBaseUser | AnonymousUser, org: Organisation) -> bool:
+    return Membership.objects.filter(organisation=org, user__pk=user.pk, role="admin").exists()
+
+
+def administered_organisation(user: AbstractBaseUser | AnonymousUser) -> Organisation:
+    """The user's organisation if they administer it; a member gets 403, a user with none 404."""
+    org = organisation_of(user)
+    if not is_admin(user, org):
+        raise PermissionDenied("Only an admin of the organisation can change its settings.")
+    return org
+
+
+def levels_of(org: Organisation) -> list[ReasoningLevel]:
+    """The four levels in order, saved rows first, else the engine's defaults (unsaved)."""
+    saved = {row.level: row for row in org.reasoning_levels.all()}
+    return [saved.get(lv) or ReasoningLevel.default(org, lv) for lv in LEVELS]
+
+
 def policy_for(org: Organisation) -> Policy:
+    """The engine's ``Policy`` from what the organisation's admins set (sync: call it off the event loop)."""
     allowed = frozenset(org.allowed_models) if org.allowed_models is not None else None
-    return Policy(allowed_models=allowed)
+    levels: dict[Level, LevelSettings] = {
+        cast(Level, row.level): LevelSettings(
+            effort=cast(Effort, row.effort) if row.effort else None,
+            main_rounds=row.main_rounds,
+            # Below Approfondi the agents tool is ignored, whatever a row says.
+            agent_rounds=row.agent_rounds if row.level in DELEGATING_LEVELS else 0,
+        )
+        for row in levels_of(org)
+    }
+    profiles = {
+        p.name: AgentProfile(
+            name=p.name,
+            instructions=p.instructions,
+            default_model=p.default_model or None,
+            tools=frozenset(cast(list[ResourceKind], p.tools)),
+        )
+        for p in org.agent_profiles.all()
+    }
+    approfondi = levels["approfondi"]
+    return Policy(
+        allowed_models=allowed,
+        levels=levels,
+        max_parallel_agents=org.max_parallel_agents,
+        # A request with no level (the API) gets Approfondi's budgets, the engine's defaults before any edit;
+        # a delegation may ask for more turns up to the largest budget the admin set.
+        default_main_rounds=approfondi.main_rounds,
+        default_agent_rounds=approfondi.agent_rounds,
+        max_agent_rounds=max(s.agent_rounds for s in levels.values()),
+        profiles=profiles,
+    )

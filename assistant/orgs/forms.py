@@ -1,0 +1,144 @@
+"""The settings forms: allowed models, reasoning levels with the parallel-agent cap, agent profiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from assistant.chat import providers
+
+from .models import (
+    DELEGATING_LEVELS,
+    KIND_CHOICES,
+    MAX_AGENT_ROUNDS,
+    MAX_MAIN_ROUNDS,
+    MAX_PARALLEL_AGENTS,
+    AgentProfile,
+    Organisation,
+    ReasoningLevel,
+)
+
+
+def _model_choices() -> list[tuple[str, str]]:
+    catalogue = providers.catalogue()
+    return [(m.id, f"{m.label} — {m.input_price:g} / {m.output_price:g} EUR") for m in catalogue.values()]
+
+
+class AllowedModelsForm(forms.Form):
+    """Every model of the catalogue (including models added later), or only the ones ticked."""
+
+    restrict = forms.TypedChoiceField(
+        choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
+        coerce=bool,
+        empty_value=False,
+        required=False,
+        widget=forms.RadioSelect,
+    )
+    models = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
+        allowed = organisation.allowed_models
+        kwargs.setdefault(
+            "initial",
+            {"restrict": "1" if allowed is not None else "", "models": allowed if allowed is not None else []},
+        )
+        super().__init__(*args, **kwargs)
+        self.organisation = organisation
+        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("restrict") and not data.get("models"):
+            self.add_error("models", _("Tick at least one model, or allow the whole catalogue."))
+        return data
+
+    def save(self) -> Organisation:
+        org = self.organisation
+        if self.cleaned_data["restrict"]:
+            chosen = set(self.cleaned_data["models"])
+            org.allowed_models = [m for m in providers.catalogue() if m in chosen]  # catalogue order
+        else:
+            org.allowed_models = None
+        org.save(update_fields=["allowed_models"])
+        return org
+
+
+class LevelForm(forms.ModelForm):  # type: ignore[type-arg]
+    """One reasoning level; below Approfondi the agent budget is fixed at 0."""
+
+    class Meta:
+        model = ReasoningLevel
+        fields = ["effort", "main_rounds", "agent_rounds"]
+        widgets = {
+            "main_rounds": forms.NumberInput(attrs={"min": 1, "max": MAX_MAIN_ROUNDS}),
+            "agent_rounds": forms.NumberInput(attrs={"min": 0, "max": MAX_AGENT_ROUNDS}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["effort"].label = _("Provider effort")
+        self.fields["main_rounds"].label = _("Main-loop round limit")
+        self.fields["agent_rounds"].label = _("Agent turn budget")
+        if self.instance.level not in DELEGATING_LEVELS:
+            # A disabled field keeps its initial value (0) whatever is posted.
+            self.fields["agent_rounds"].disabled = True
+
+
+class ParallelForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = Organisation
+        fields = ["max_parallel_agents"]
+        widgets = {"max_parallel_agents": forms.NumberInput(attrs={"min": 1, "max": MAX_PARALLEL_AGENTS})}
+        labels = {"max_parallel_agents": _("Agents running at once")}
+
+
+class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]
+    """An agent profile of one organisation; the name is unique within it."""
+
+    tools = forms.MultipleChoiceField(
+        choices=KIND_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        label=_("Resources it may receive"),
+        error_messages={"required": _("Tick at least one kind of resource.")},
+    )
+    default_model = forms.ChoiceField(
+        required=False,
+        label=_("Default model"),
+        help_text=_(
+            "Used when a delegation names this profile but no model; it must be allowed and at least twice cheaper than the main model."
+        ),
+    )
+
+    class Meta:
+        model = AgentProfile
+        fields = ["name", "instructions", "default_model", "tools"]
+        labels = {"name": _("Name"), "instructions": _("Instructions")}
+        help_texts = {
+            "name": _("The name the main model gives when it delegates to this profile."),
+            "instructions": _("Added to the agent's system prompt."),
+        }
+        widgets = {"instructions": forms.Textarea(attrs={"rows": 6})}
+
+    def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.organisation = organisation
+        self.instance.organisation = organisation
+        choices = [("", _("None: the delegation names the model")), *_model_choices()]
+        current = self.instance.default_model
+        if current and current not in dict(choices):
+            # A model that left the catalogue stays visible, so that saving tells the admin about it.
+            choices.append((current, current))
+        self.fields["default_model"].choices = choices  # type: ignore[attr-defined]
+
+    def clean_tools(self) -> list[str]:
+        chosen = set(self.cleaned_data["tools"])
+        return [kind for kind, _label in KIND_CHOICES if kind in chosen]
+
+    def clean_name(self) -> str:
+        name = str(self.cleaned_data["name"]).strip()
+        taken = AgentProfile.objects.filter(organisation=self.organisation, name__iexact=name)
+        if taken.exclude(pk=self.instance.pk).exists():
+            raise forms.ValidationError(_("A profile with this name already exists."))
+        return name

@@ -1,0 +1,129 @@
+"""The organisation settings pages, for its admins: models, reasoning levels, parallel agents, agent profiles.
+
+Every view starts from the signed-in admin's own organisation: a member gets 403, and another
+organisation's profile does not exist here (404). Forms post, then redirect (a refused form comes
+back with its errors and status 400).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from assistant.chat import providers
+
+from .forms import AgentProfileForm, AllowedModelsForm, LevelForm, ParallelForm
+from .models import AgentProfile, Organisation
+from .services import administered_organisation, levels_of, policy_for
+
+# The levels' names are the product's words, the same in every language.
+LEVEL_LABELS = {"rapide": "Rapide", "standard": "Standard", "approfondi": "Approfondi", "maximal": "Maximal"}
+
+
+def _level_forms(org: Organisation, data: Any = None) -> list[LevelForm]:
+    return [LevelForm(data, instance=row, prefix=row.level) for row in levels_of(org)]
+
+
+def _page(
+    request: HttpRequest,
+    org: Organisation,
+    *,
+    models_form: AllowedModelsForm | None = None,
+    level_forms: list[LevelForm] | None = None,
+    parallel_form: ParallelForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    catalogue = providers.catalogue()
+    policy = policy_for(org)
+    profiles = [
+        {
+            "profile": p,
+            "model_unavailable": bool(p.default_model)
+            and not (p.default_model in catalogue and policy.allows(p.default_model)),
+        }
+        for p in org.agent_profiles.all()
+    ]
+    context = {
+        "organisation": org,
+        "models_form": models_form or AllowedModelsForm(organisation=org),
+        "levels": [(LEVEL_LABELS[f.instance.level], f) for f in (level_forms or _level_forms(org))],
+        "parallel_form": parallel_form or ParallelForm(instance=org, prefix="parallel"),
+        "profiles": profiles,
+        "allowed_now": [catalogue[m] for m in policy.allowed_ids(catalogue)],
+    }
+    return render(request, "orgs/settings.html", context, status=status)
+
+
+@login_required
+@require_GET
+def settings_page(request: HttpRequest) -> HttpResponse:
+    return _page(request, administered_organisation(request.user))
+
+
+@login_required
+@require_POST
+def save_models(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    form = AllowedModelsForm(request.POST, organisation=org)
+    if not form.is_valid():
+        return _page(request, org, models_form=form, status=400)
+    form.save()
+    messages.success(request, _("The models the assistant may use are saved."))
+    return redirect("org_settings")
+
+
+@login_required
+@require_POST
+def save_levels(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    forms = _level_forms(org, request.POST)
+    parallel = ParallelForm(request.POST, instance=org, prefix="parallel")
+    if not (all([f.is_valid() for f in forms]) and parallel.is_valid()):
+        return _page(request, org, level_forms=forms, parallel_form=parallel, status=400)
+    with transaction.atomic():
+        for f in forms:
+            f.save()
+        parallel.save()
+    messages.success(request, _("The reasoning levels and the parallel-agent cap are saved."))
+    return redirect("org_settings")
+
+
+def _profile_page(request: HttpRequest, org: Organisation, profile: AgentProfile | None) -> HttpResponse:
+    form = AgentProfileForm(request.POST or None, instance=profile, organisation=org)
+    if request.method == "POST":
+        if form.is_valid():
+            saved = form.save()
+            messages.success(request, _("The agent profile “%(name)s” is saved.") % {"name": saved.name})
+            return redirect("org_settings")
+        return render(request, "orgs/profile.html", {"form": form, "profile": profile}, status=400)
+    return render(request, "orgs/profile.html", {"form": form, "profile": profile})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def profile_new(request: HttpRequest) -> HttpResponse:
+    return _profile_page(request, administered_organisation(request.user), None)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def profile_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    org = administered_organisation(request.user)
+    return _profile_page(request, org, get_object_or_404(AgentProfile, pk=pk, organisation=org))
+
+
+@login_required
+@require_POST
+def profile_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    org = administered_organisation(request.user)
+    profile = get_object_or_404(AgentProfile, pk=pk, organisation=org)
+    profile.delete()
+    messages.success(request, _("The agent profile “%(name)s” is deleted.") % {"name": profile.name})
+    return redirect("org_settings")

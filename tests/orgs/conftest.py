@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+import pytest
+from orgs_support import World, build_world
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: object) -> None:
+    """These tests sign many users in: a fast hasher keeps them quick (never in production)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    return build_world()
