@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# The PostgreSQL that `make test` runs the PostgreSQL full-text tests against.
+PG_TEST_URL ?= postgres://postgres@127.0.0.1:5432/test
 
 .PHONY: run test lint typecheck bench install clean
 
@@ -28,7 +30,8 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy assistant/engine
-	$(BIN)/python -m pytest
+	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres"
+	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/knowledge
 
 lint: install
 	$(BIN)/ruff check .

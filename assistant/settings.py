@@ -77,6 +77,11 @@ DATABASES = {
         "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"},
     }
 }
+# DATABASE_URL (e.g. postgres://user@host:5432/name) switches to that database; SQLite stays the default.
+if os.environ.get("DATABASE_URL"):
+    import dj_database_url
+
+    DATABASES["default"] = dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)
 
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -116,6 +121,23 @@ OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or None
 # The electricity mix carbon estimates use (ISO 3166-1 alpha-3 code, e.g. FRA, DEU, USA; WOR = world).
 ELECTRICITY_ZONE = os.environ.get("ELECTRICITY_ZONE", "FRA")
+
+# Knowledge bases: uploaded originals live under MEDIA_ROOT; uploads above the limit are refused.
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(BASE_DIR / "media")))
+KB_MAX_UPLOAD_MB = float(os.environ.get("KB_MAX_UPLOAD_MB", "20"))
+# Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
+# with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
+# except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).
+WEB_SEARCH_URL = os.environ.get("WEB_SEARCH_URL", "")
+WEB_FETCH_ENABLED = env_bool("WEB_FETCH_ENABLED", bool(WEB_SEARCH_URL))
+WEB_FETCH_ALLOWED_HOSTS = [h.strip().lower() for h in os.environ.get("WEB_FETCH_ALLOWED_HOSTS", "").split(",") if h.strip()]
+WEB_TIMEOUT_SECONDS = float(os.environ.get("WEB_TIMEOUT_SECONDS", "15"))
+WEB_FETCH_MAX_MB = float(os.environ.get("WEB_FETCH_MAX_MB", "5"))
+# run_code: Python in a sandboxed child process (see README); off unless enabled.
+RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
+RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))
+RUN_CODE_WALL_SECONDS = float(os.environ.get("RUN_CODE_WALL_SECONDS", "20"))
+RUN_CODE_MEMORY_MB = int(os.environ.get("RUN_CODE_MEMORY_MB", "512"))
 
 LOGGING = {
     "version": 1,

@@ -7,6 +7,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
+    path("kb/", include("assistant.knowledge.urls")),
     path("settings/", include("assistant.orgs.urls")),
     path("", include("assistant.chat.urls")),
 ]

@@ -34,6 +34,7 @@ from assistant.engine.tools import Toolbox
 from assistant.engine.types import Message as EngineMessage
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.models import KnowledgeBase
+from assistant.knowledge.tools import tool_factories
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
 
@@ -199,7 +200,8 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
 
 def toolbox_for(organisation_id: int) -> Toolbox:
     """The tools a run of this organisation can be given (web and code only when configured)."""
-    return Toolbox(knowledge=OrgKnowledge(organisation_id))
+    knowledge = OrgKnowledge(organisation_id)
+    return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge))
 
 
 async def execute_run(run_id: uuid.UUID) -> None:

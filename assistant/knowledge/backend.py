@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from asgiref.sync import sync_to_async
 
-from assistant.engine.knowledge import bm25
 from assistant.engine.tools import Document, Hit, KnowledgeBaseInfo
 
+from . import fulltext
 from .models import Document as DocumentRow
 from .models import KnowledgeBase
 
@@ -27,23 +27,22 @@ class OrgKnowledge:
         return KnowledgeBaseInfo(slug=row.slug, name=row.name, description=row.description, document_count=count)
 
     async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
-        # Ranked BM25 over the base's documents; the full-text index comes with its own issue.
-        documents = await sync_to_async(self._documents)(kb)
-        hits = bm25(documents, query)
-        return hits[:limit], len(hits)
-
-    def _documents(self, kb: str) -> list[Document]:
-        rows = DocumentRow.objects.filter(
-            knowledge_base__organisation_id=self.organisation_id, knowledge_base__slug=kb
-        ).values_list("pk", "title", "text")
-        return [Document(id=f"doc-{pk}", kb=kb, title=title, text=text) for pk, title, text in rows]
+        """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches."""
+        return await sync_to_async(fulltext.search)(self.organisation_id, kb, query, limit)
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
         pks = [int(i[4:]) for i in ids if i.startswith("doc-") and i[4:].isdigit()]
-        rows = DocumentRow.objects.filter(pk__in=pks, knowledge_base__organisation_id=self.organisation_id).select_related(
-            "knowledge_base"
-        )
+        rows = DocumentRow.objects.filter(
+            pk__in=pks, knowledge_base__organisation_id=self.organisation_id
+        ).select_related("knowledge_base")
         return {
             f"doc-{row.pk}": Document(id=f"doc-{row.pk}", kb=row.knowledge_base.slug, title=row.title, text=row.text)
             async for row in rows
         }
+
+    async def documents(self, kb: str) -> list[Document]:
+        """Every document of the base ``kb`` of this organisation (``run_code``'s read-only export)."""
+        rows = DocumentRow.objects.filter(
+            knowledge_base__organisation_id=self.organisation_id, knowledge_base__slug=kb
+        ).values_list("pk", "title", "text")
+        return [Document(id=f"doc-{pk}", kb=kb, title=title, text=text) async for pk, title, text in rows]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
 from django.db import models
 
 from assistant.orgs.models import Organisation
@@ -21,11 +24,21 @@ class KnowledgeBase(models.Model):
         return self.name
 
 
+def _upload_to(document: Document, filename: str) -> str:
+    # The stored name never comes from the user: the base's id and a random name, the extension kept.
+    suffix = Path(filename).suffix.lower()[:10]
+    return f"kb/{document.knowledge_base_id}/{uuid.uuid4().hex}{suffix}"
+
+
 class Document(models.Model):
     knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents")
     title = models.CharField(max_length=300)
     text = models.TextField()
     created = models.DateTimeField(auto_now_add=True)
+    # The uploaded original (none for documents created by code, e.g. the demo data).
+    file = models.FileField(upload_to=_upload_to, blank=True, max_length=300)
+    filename = models.CharField(max_length=255, blank=True)
+    size = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["pk"]

@@ -1,0 +1,125 @@
+"""Shared fixtures' data for the knowledge, web and code tests: two organisations, files to upload."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.test import Client
+
+from assistant.knowledge.models import Document, KnowledgeBase
+from assistant.orgs.models import Membership, Organisation
+
+# A small corpus whose ranking is known: the query "turbine maintenance" must rank the documents
+# in this order (two matches in the title first, then the text that repeats both words, then one word).
+CORPUS = [
+    ("Turbine maintenance schedule", "Yearly plan for the wind farm: inspections in spring and autumn."),
+    (
+        "Maintenance report 2024",
+        "The turbine maintenance crew replaced two gearboxes; turbine maintenance costs rose by 12 %.",
+    ),
+    ("Supplier list", "Blades from Nordwind; the turbine controller from Kestrel Systems."),
+    ("Canteen menu", "Lunch menu for the week: soup, salad, and a vegetarian dish."),
+]
+RANKING_QUERY = "turbine maintenance"
+EXPECTED_ORDER = ["Turbine maintenance schedule", "Maintenance report 2024", "Supplier list"]
+SECRET = "Confidential: the zorglub merger closes on 2025-03-01."
+
+
+@dataclass
+class Org:
+    org: Organisation
+    user: AbstractBaseUser
+    kb: KnowledgeBase
+    docs: list[Document]
+
+    def client(self) -> Client:
+        c = Client()
+        c.force_login(self.user)
+        return c
+
+
+def make_org(slug: str, corpus: list[tuple[str, str]], kb_slug: str = "factures") -> Org:
+    org = Organisation.objects.create(name=slug.title(), slug=slug)
+    user = get_user_model().objects.create_user(username=f"{slug}-user", password="pw-123456789")
+    Membership.objects.create(organisation=org, user=user, role="member")
+    kb = KnowledgeBase.objects.create(organisation=org, slug=kb_slug, name=kb_slug.title())
+    docs = [Document.objects.create(knowledge_base=kb, title=t, text=x) for t, x in corpus]
+    return Org(org, user, kb, docs)
+
+
+def two_orgs() -> tuple[Org, Org]:
+    """Organisation A with the ranking corpus; B with a base of the same slug holding a secret."""
+    a = make_org("alpha", CORPUS)
+    b = make_org(
+        "beta", [("Zorglub merger", SECRET), ("Turbine maintenance at Beta", "turbine maintenance turbine maintenance")]
+    )
+    return a, b
+
+
+def make_pdf(text: str, title: str = "") -> bytes:
+    """A minimal, valid one-page PDF whose text layer is ``text``."""
+
+    def esc(s: str) -> bytes:
+        return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)").encode("latin-1")
+
+    content = b"BT /F1 12 Tf 72 720 Td (" + esc(text) + b") Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Title (" + esc(title) + b") >>",
+    ]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return out
+
+
+def make_docx(paragraphs: list[str], title: str = "") -> bytes:
+    import docx
+
+    document = docx.Document()
+    for p in paragraphs:
+        document.add_paragraph(p)
+    document.core_properties.title = title
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def files_under(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def check_ranking(a: Org, b: Org) -> None:
+    """The ranking every database must give on ``CORPUS``, confined to one organisation."""
+    from assistant.knowledge.fulltext import search
+
+    hits, total = search(a.org.pk, "factures", RANKING_QUERY, 8)
+    assert [h.title for h in hits] == EXPECTED_ORDER
+    assert total == 3
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.kb == "factures" and h.id.startswith("doc-") for h in hits)
+    assert "**turbine**" in hits[1].snippet.lower() and "**maintenance**" in hits[1].snippet.lower()
+    ids = {d.public_id for d in b.docs}
+    assert not ids & {h.id for h in hits}, "another organisation's documents never show up"
+    # Organisation B has a base with the same slug: its search sees its own documents only.
+    hits_b, total_b = search(b.org.pk, "factures", RANKING_QUERY, 8)
+    assert {h.id for h in hits_b} <= ids and total_b == 1
+    assert search(a.org.pk, "factures", "zorglub merger", 8) == ([], 0)
+    assert search(a.org.pk, "no-such-base", RANKING_QUERY, 8) == ([], 0)
+    # The limit cuts the hits, not the count.
+    limited, count = search(a.org.pk, "factures", RANKING_QUERY, 1)
+    assert [h.title for h in limited] == EXPECTED_ORDER[:1] and count == 3

@@ -1,0 +1,66 @@
+"""Full-text search on PostgreSQL: the same ranking, snippets by ts_headline, the GIN index used.
+
+Run by ``make test`` with DATABASE_URL pointing at PostgreSQL; an unreachable server fails them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from knowledge_support import RANKING_QUERY, check_ranking, make_org, two_orgs
+
+from assistant.knowledge.fulltext import INDEX_NAME, search
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+
+@pytest.fixture(autouse=True)
+def _postgresql() -> None:
+    assert connection.vendor == "postgresql", "these tests need DATABASE_URL=postgres://…"
+
+
+def test_ranking_and_snippets_on_a_small_corpus() -> None:
+    a, b = two_orgs()
+    check_ranking(a, b)
+
+
+def test_the_gin_index_serves_the_search() -> None:
+    two_orgs()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [INDEX_NAME])
+        (definition,) = cursor.fetchone()
+        assert "USING gin" in definition and "to_tsvector" in definition
+        cursor.execute("SET enable_seqscan = off")  # the table is tiny: make the planner show its choice
+    from django.contrib.postgres.search import SearchQuery
+
+    from assistant.knowledge.fulltext import CONFIG, pg_vector
+    from assistant.knowledge.models import Document
+
+    plan = (
+        Document.objects.annotate(document=pg_vector()).filter(document=SearchQuery("turbine", config=CONFIG)).explain()
+    )
+    assert INDEX_NAME in plan
+
+
+def test_words_not_substrings_prefixes_kept() -> None:
+    org = make_org("gamma", [("Factures 2024", "Les factures sont réglées."), ("Other", "disturbing news")])
+    assert search(org.org.pk, "factures", "urbin", 8) == ([], 0)
+    assert [h.title for h in search(org.org.pk, "factures", "FACTUR", 8)[0]] == ["Factures 2024"]
+
+
+@pytest.mark.parametrize("query", ["turbine & | ! (", "'; DROP TABLE x; --", "a:* <-> b", "  "])
+def test_query_syntax_cannot_reach_the_engine(query: str) -> None:
+    a, _ = two_orgs()
+    hits, total = search(a.org.pk, "factures", query, 8)
+    assert total >= len(hits)
+
+
+def test_updates_and_deletes_are_searched_at_once() -> None:
+    a, _ = two_orgs()
+    doc = a.docs[3]
+    doc.text = "Wind turbine picnic"
+    doc.save()
+    assert [h.title for h in search(a.org.pk, "factures", "picnic", 8)[0]] == ["Canteen menu"]
+    doc.delete()
+    assert search(a.org.pk, "factures", "picnic", 8) == ([], 0)
+    assert search(a.org.pk, "factures", RANKING_QUERY, 8)[1] == 3
