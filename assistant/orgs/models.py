@@ -6,6 +6,8 @@ is stored here; ``services.policy_for`` turns it into the engine's ``Policy`` fo
 
 from __future__ import annotations
 
+import zoneinfo
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
@@ -26,6 +28,13 @@ EFFORT_CHOICES = [("", _("None (the provider's default)")), *((e, EFFORT_LABELS[
 KIND_CHOICES = [("kb", _("Knowledge bases")), ("web", _("Web")), ("code", _("Code"))]
 
 
+def validate_time_zone(value: str) -> None:
+    if value not in zoneinfo.available_timezones():
+        raise ValidationError(
+            _("“%(value)s” is not a time zone (Europe/Paris, America/New_York, UTC…)."), params={"value": value}
+        )
+
+
 class Organisation(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(unique=True)
@@ -36,6 +45,8 @@ class Organisation(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(MAX_PARALLEL_AGENTS)],
         help_text=f"Agents of one request running at once (1 to {MAX_PARALLEL_AGENTS}).",
     )
+    # Monthly budgets reset at midnight on the 1st in this time zone.
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
