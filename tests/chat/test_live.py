@@ -176,6 +176,8 @@ def test_delegation_lines_in_french(client: Client) -> None:
     page = client.get(f"/c/{done.conversation_id}/").content.decode()
     assert f"Délégation à un agent (demo-small) : « {INSTRUCTION} » (revenu en 2 tours)" in page
     assert "Un agent travaille" not in page
+    assert "0,0012 €" in page  # numbers as French readers write them
+    assert ">English</button>" in page and ">Français</button>" in page  # each language in its own name
 
 
 def test_the_browser_language_is_the_default() -> None:
@@ -340,20 +342,20 @@ def test_the_compiled_french_catalogue_matches_its_source() -> None:
 
 
 def _po_entries(text: str) -> list[tuple[str, str | None, list[str]]]:
-    entries = []
-    for block in text.split("\n\n"):
-        fields: dict[str, str] = {}
-        key = ""
-        for line in block.splitlines():
-            if line.startswith("#"):
-                continue
-            match = re.match(r"^(msgid_plural|msgid|msgstr\[\d\]|msgstr) (\".*\")$", line)
-            if match:
-                key = match.group(1)
-                fields[key] = ""
-                line = match.group(2)
-            fields[key] += line[1:-1].encode().decode("unicode_escape").encode("latin-1").decode("utf-8")
-        if fields.get("msgid"):
-            msgstrs = [fields[k] for k in sorted(fields) if k.startswith("msgstr")]
-            entries.append((fields["msgid"], fields.get("msgid_plural"), msgstrs))
-    return entries
+    """(msgid, msgid_plural, msgstrs) of each entry of a .po file, the header excepted."""
+    entries: list[dict[str, str]] = []
+    key = ""
+    for line in text.splitlines():
+        line = line.strip()
+        match = re.match(r"^(msgid_plural|msgid|msgstr\[\d\]|msgstr) (\".*\")$", line)
+        if match:
+            key, line = match.group(1), match.group(2)
+            if key == "msgid":
+                entries.append({})
+            entries[-1][key] = ""
+        elif not line.startswith('"'):
+            continue
+        entries[-1][key] += line[1:-1].encode().decode("unicode_escape").encode("latin-1").decode("utf-8")
+    return [
+        (e["msgid"], e.get("msgid_plural"), [e[k] for k in sorted(e) if k.startswith("msgstr")]) for e in entries if e["msgid"]
+    ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 
 from ..rendering import render_markdown
@@ -15,4 +16,5 @@ def markdown(text: str) -> SafeString:
 
 @register.filter
 def eur(value: float) -> str:
-    return f"{value:.4f} €" if value < 1 else f"{value:.2f} €"
+    # In the reader's number format: 0.0042 € in English, 0,0042 € in French.
+    return f"{number_format(value, 4 if value < 1 else 2)} €"

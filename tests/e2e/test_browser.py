@@ -1,0 +1,157 @@
+"""The chat in a real headless Chromium against the running server, with the demo provider."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+pytestmark = pytest.mark.slow
+Shot = Callable[[str], None]
+
+WORKING_EN = "An agent is working; waiting for its answer to continue"
+WORKING_FR = "Un agent travaille, en attente de sa réponse pour continuer"
+
+
+def ask(page: Page, text: str, kbs: tuple[str, ...] = ("factures", "comptes-rendus"), level: str = "approfondi") -> None:
+    """Write a message with these knowledge bases and agents, and send it."""
+    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
+        box.set_checked(False)
+    for kb in kbs:
+        page.check(f"#composer input[value='kb:{kb}']")
+    page.check("#composer input[value=agents]")
+    page.select_option("#composer select[name=level]", level)
+    page.fill("#composer textarea[name=text]", text)
+    page.click("#composer button[type=submit]")
+
+
+def last_run(page: Page) -> Locator:
+    return page.locator("article.answer").last
+
+
+def line_of(summary: str) -> str:
+    """A delegation line without its state, which may move on between two looks."""
+    return re.sub(r" \((working…|returned in .*)\)$", "", summary.strip())
+
+
+def answer_of(run: Locator) -> Locator:
+    return run.locator(".text")
+
+
+def test_ask_with_two_knowledge_bases_and_agents_and_watch_it_live(page: Page, shot: Shot) -> None:
+    shot("0-new-chat")
+    ask(page, "Bimbamjob: invoices, payments and relationship")
+    run = last_run(page)
+    # Two delegation lines appear live, each with its instruction and model, while the agents work.
+    lines = run.locator(".delegation")
+    expect(run.locator(".delegation[data-status=running]")).to_have_count(2)
+    expect(lines.first.locator("summary")).to_contain_text('Delegated to an agent (demo-small): "Find in the knowledge base')
+    expect(lines.first.locator("summary")).to_contain_text("(working…)")
+    expect(run.locator(".working")).to_have_text(WORKING_EN)
+    expect(run.locator(".actions.live li").first).to_contain_text("Search “")  # actions show as they happen
+    shot("1-agents-working")
+    # Both come back; the working line goes; the answer streams in.
+    expect(run.locator(".delegation[data-status=ok]")).to_have_count(2)
+    expect(run.locator(".working")).to_have_count(0)
+    expect(lines.first.locator("summary")).to_contain_text("(returned in 3 rounds)")
+    expect(answer_of(run)).to_contain_text("Here is what the documents say")
+    growing = [len(answer_of(run).inner_text())]
+    for _ in range(20):
+        page.wait_for_timeout(100)
+        growing.append(len(answer_of(run).inner_text()))
+        if growing[-1] > growing[0] and run.get_attribute("data-status") == "running":
+            break
+    assert growing[-1] > growing[0], "the answer did not grow while streaming"
+    shot("2-answer-streaming")
+    expect(run).to_have_attribute("data-status", "ok")
+    # Under the answer: sources, cost in EUR, tokens per model.
+    footer = run.locator("footer.meta")
+    expect(footer.locator(".sources li").first).to_contain_text("(doc-")
+    expect(footer.locator(".cost")).to_contain_text(re.compile(r"Cost: \d+\.\d+ €"))
+    expect(footer.locator(".tokens")).to_have_count(2)
+    # Clicking a line expands its panel: model, rounds, duration, resources, actions, status, cost, report.
+    panel = lines.first.locator("details")
+    lines.first.locator("summary").click()
+    expect(panel).to_have_attribute("open", "")
+    expect(panel.locator("dd").first).to_have_text("Demo Small (offline demo)")
+    expect(panel.locator(".actions li").first).to_contain_text(re.compile(r"Search “\S+: .+”: \d+ results?"))
+    expect(panel.locator(".actions li").nth(1)).to_contain_text("Read: ")
+    expect(panel.locator("dd.status")).to_have_text("ok")
+    expect(panel.locator("dd.cost")).to_contain_text(re.compile(r"\d+\.\d+ €"))
+    expect(panel.locator(".report")).to_contain_text("[doc-")
+    shot("3-delegation-expanded")
+
+
+def test_reload_mid_run_shows_the_same_state_and_continues_as_does_a_second_tab(page: Page, shot: Shot) -> None:
+    ask(page, "Bimbamjob: invoices, payments and relationship")
+    run = last_run(page)
+    expect(run.locator(".delegation[data-status=running]")).to_have_count(2)
+    expect(run.locator(".actions.live li").first).to_be_visible()
+    seen = run.locator(".delegation summary").all_inner_texts()
+    other = page.context.new_page()  # a second tab on the same conversation, opened mid-run
+    other.goto(page.url)
+    page.reload()
+    run = last_run(page)
+    # Everything so far, rendered from the saved steps: the same two lines, and the run still going.
+    assert [line_of(t) for t in run.locator(".delegation summary").all_inner_texts()] == [line_of(t) for t in seen]
+    assert run.get_attribute("data-status") == "running"
+    assert run.locator(".actions li").count() >= 1
+    shot("4-reloaded-mid-run")
+    expect(run.locator(".delegation[data-status=ok]")).to_have_count(2)
+    expect(answer_of(run)).to_contain_text("Here is what the documents say")
+    for tab in (page, other):
+        expect(last_run(tab)).to_have_attribute("data-status", "ok", timeout=20_000)
+    live = answer_of(run).inner_text()
+    assert answer_of(last_run(other)).inner_text() == live
+    page.reload()
+    assert answer_of(last_run(page)).inner_text() == live  # nothing was missed or repeated
+    other.close()
+
+
+def test_stop_keeps_the_partial_answer_and_marks_agents_stopped(page: Page, shot: Shot) -> None:
+    ask(page, "Bimbamjob: invoices, payments and relationship", level="maximal")
+    run = last_run(page)
+    expect(run.locator(".delegation[data-status=running]")).to_have_count(2)
+    run.locator("button.stop").click()
+    expect(run).to_have_attribute("data-status", "stopped")
+    # Each agent stops before its next turn; one whose last turn was already under way may come back
+    # with its report (on a loaded machine the click can take that long). None is left running.
+    stopped = run.locator(".delegation[data-status=stopped]")
+    expect(stopped.first).to_be_visible()
+    assert stopped.count() + run.locator(".delegation[data-status=ok]").count() == 2
+    expect(stopped.first.locator(".badge")).to_have_text("stopped on request")
+    expect(run.locator(".status.stopped")).to_contain_text("Stopped on request. The partial answer and the agents' findings are kept.")
+    expect(answer_of(run)).to_contain_text("I am handing the search of 2 knowledge base(s) to agents")
+    expect(run.locator("button.stop")).to_have_count(0)
+    expect(answer_of(run)).not_to_contain_text("Here is what the documents say")
+    stopped.first.locator("summary").click()
+    expect(stopped.first.locator("dd.status")).to_have_text("stopped on request")
+    expect(stopped.first.locator(".report")).to_contain_text("Stopped on request")
+    shot("5-stopped")
+
+
+def test_in_french_and_markup_from_a_document_or_a_model_shows_as_text(page: Page, shot: Shot) -> None:
+    page.click("header button[lang=fr]")
+    expect(page.locator("#composer button[type=submit]")).to_have_text("Envoyer")
+    ask(page, "Zorglub", kbs=("factures",))
+    run = last_run(page)
+    line = run.locator(".delegation summary").first
+    expect(line).to_contain_text("Délégation à un agent (demo-small) : « Find in the knowledge base factures")
+    expect(line).to_contain_text("(en cours…)")
+    expect(run.locator(".working")).to_have_text(WORKING_FR)
+    expect(line).to_contain_text("» (revenu en 3 tours)")
+    expect(run).to_have_attribute("data-status", "ok", timeout=20_000)
+    expect(run.locator("footer .cost")).to_contain_text("Coût : ")
+    # The document's <script> and onerror image, quoted by the agent and by the main model: text only.
+    text = answer_of(run)
+    expect(text).to_contain_text('<script>window.__pwned = "script"</script>')
+    expect(text).to_contain_text("<img src=x onerror=")
+    line.click()
+    expect(run.locator(".delegation .report").first).to_contain_text("<img src=x onerror=")
+    assert run.locator("script, img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    shot("6-french-markup-shown-as-text")
+    page.click("header button[lang=en]")
+    expect(page.locator("#composer button[type=submit]")).to_have_text("Send")
