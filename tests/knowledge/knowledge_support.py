@@ -13,14 +13,11 @@ from django.test import Client
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
 
-# A small corpus whose ranking is known: the query "turbine maintenance" must rank the documents
-# in this order (two matches in the title first, then the text that repeats both words, then one word).
+# A small corpus whose ranking is known: for "turbine maintenance", both words in the title and
+# repeated in the text first, then one word in the title and both in the text, then one word once.
 CORPUS = [
-    ("Turbine maintenance schedule", "Yearly plan for the wind farm: inspections in spring and autumn."),
-    (
-        "Maintenance report 2024",
-        "The turbine maintenance crew replaced two gearboxes; turbine maintenance costs rose by 12 %.",
-    ),
+    ("Turbine maintenance schedule", "Turbine maintenance every spring: each turbine gets a full maintenance check."),
+    ("Maintenance report 2024", "The maintenance crew replaced two gearboxes on one turbine."),
     ("Supplier list", "Blades from Nordwind; the turbine controller from Kestrel Systems."),
     ("Canteen menu", "Lunch menu for the week: soup, salad, and a vegetarian dish."),
 ]
@@ -44,7 +41,7 @@ class Org:
 
 def make_org(slug: str, corpus: list[tuple[str, str]], kb_slug: str = "factures") -> Org:
     org = Organisation.objects.create(name=slug.title(), slug=slug)
-    user = get_user_model().objects.create_user(username=f"{slug}-user", password="pw-123456789")
+    user = get_user_model().objects.create_user(username=f"{slug}-user", password=None)
     Membership.objects.create(organisation=org, user=user, role="member")
     kb = KnowledgeBase.objects.create(organisation=org, slug=kb_slug, name=kb_slug.title())
     docs = [Document.objects.create(knowledge_base=kb, title=t, text=x) for t, x in corpus]
