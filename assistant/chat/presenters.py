@@ -134,6 +134,18 @@ def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeS
         # Called by the template only when it shows the answer (live pushes replace it).
         "answer_html": functools.partial(render_markdown, run.answer),
         "emitted": None,
-        # Carbon per answer comes with the providers' carbon data (another issue); the footer has its place.
-        "carbon": run.usage.get("carbon"),
+        "carbon": carbon_line(run.usage),
     }
+
+
+def carbon_line(usage: dict[str, Any]) -> str:
+    """The footer's carbon: the run's estimate, or why there is none (never a made-up zero)."""
+    if "carbon_g" not in usage:  # a run saved before carbon was estimated
+        return ""
+    grams = float(usage["carbon_g"])
+    shown = f"{grams:.2g}" if grams < 1 else f"{grams:.1f}"
+    if usage.get("carbon_estimated"):
+        return _("Carbon: %(grams)s g CO₂e") % {"grams": shown}
+    if grams:
+        return _("Carbon: at least %(grams)s g CO₂e (some models have no carbon data)") % {"grams": shown}
+    return _("Carbon: not estimated (no carbon data for these models)")

@@ -2,7 +2,8 @@
 
 ``RunUsage`` adds each call once, per model, with its cost and, when the model's carbon data is
 known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``). ``AgentBudget`` and
-``AgentCounter`` bound a sub-agent: calls, cumulative tokens and seconds, checked before each call, updated after it.
+``AgentCounter`` bound a sub-agent: calls, cumulative tokens and seconds, checked before each call,
+updated after it.
 ``UsageLedger`` is the hook a category budget reserves against before each call.
 """
 

@@ -62,3 +62,19 @@ def test_run_usage_adds_carbon_per_model_and_in_total() -> None:
     data = usage.as_dict()
     assert "carbon_g" not in data["by_model"]["demo-small"]  # type: ignore[index]
     assert data["carbon_estimated"] is False and data["carbon_g"] == pytest.approx(0.77)
+
+
+def test_the_answer_footer_shows_the_estimate_or_why_there_is_none() -> None:
+    from django.utils import translation
+
+    from assistant.chat.presenters import carbon_line
+
+    estimated = {"carbon_g": 0.04213, "carbon_estimated": True}
+    assert carbon_line(estimated) == "Carbon: 0.042 g CO₂e"
+    assert carbon_line({"carbon_g": 12.34, "carbon_estimated": False}).startswith("Carbon: at least 12.3 g CO₂e")
+    assert carbon_line({"carbon_g": 0.0, "carbon_estimated": False}) == (
+        "Carbon: not estimated (no carbon data for these models)"
+    )
+    assert carbon_line({}) == ""
+    with translation.override("fr"):
+        assert carbon_line(estimated) == "Carbone : 0.042 g CO₂e"
