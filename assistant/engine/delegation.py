@@ -18,13 +18,15 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from .catalogue import ModelInfo
+from .compaction import compact
 from .errors import BudgetExceeded, ModelError, ModelTimeout
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted, Source
+from .models.function import prompt_tokens
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
 from .tools import Scope, Tool, ToolRun, run_tool_call
 from .types import Effort, Message, ModelRequest, NamedTool, ToolCall, ToolSpec
-from .usage import AgentBudget, AgentCounter, RunUsage, estimate_tokens
+from .usage import AgentBudget, AgentCounter, RunUsage
 
 AGENTS_TOOL = "agents"
 RESULT_TOOL = "submit_result"
@@ -174,26 +176,6 @@ def agent_first_message(task: AgentTask, scope: Scope, tools: Iterable[str]) -> 
     return "\n".join(parts)
 
 
-def _compact(messages: list[Message], context_window: int) -> None:
-    """Shorten old tool results before the history nears the model's context window.
-
-    The system prompt, the instruction with its scope and the latest turn stay whole.
-    """
-    limit = int(context_window * 0.75)
-    if sum(estimate_tokens(m.content) for m in messages) <= limit:
-        return
-    for i, m in enumerate(messages[2:-2], start=2):
-        if m.role == "tool" and len(m.content) > 600:
-            messages[i] = Message(
-                role="tool",
-                content=m.content[:500] + " …[compacted: the rest of this tool result was dropped to fit the context]",
-                tool_call_id=m.tool_call_id,
-                name=m.name,
-            )
-            if sum(estimate_tokens(x.content) for x in messages) <= limit:
-                return
-
-
 async def run_agent(
     ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None
 ) -> AgentOutcome:
@@ -201,6 +183,7 @@ async def run_agent(
     scope = Scope.from_resources(task.resources)
     tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(scope) if t.read_only}
     specs = (*(t.spec for t in tools.values()), RESULT_SPEC)
+    spec_tokens = prompt_tokens(ModelRequest(messages=(), tools=specs))
     system = AGENT_SYSTEM_PROMPT
     if task.profile is not None:
         system += f"\n\nProfile «{task.profile.name}»:\n{task.profile.instructions.strip()}"
@@ -283,7 +266,7 @@ async def run_agent(
         if landing and not forced:
             forced = True
             messages.append(Message.user(LANDING_NOTICE))
-        _compact(messages, info.context_window)
+        compact(messages, info.context_window, reserve=cap + spec_tokens)
         request = ModelRequest(
             messages=tuple(messages),
             tools=specs,

@@ -1,0 +1,111 @@
+"""An agent's history, shortened before it nears its own model's context window.
+
+What stays whole: the system prompt, the first message (the instruction and the scope), the agent's
+own messages (what it wrote and the calls it made) and the latest turn (the call whose results it
+has not read yet, those results, and any notice after them). What shrinks, oldest first: the tool
+results of earlier turns, each replaced by a digest that keeps what was found (the ids, titles and
+opening lines of the documents read; the ids and titles of the search hits), so the findings so far
+remain in the history.
+
+It triggers at ``TRIGGER`` of the window (or sooner, when the room left for the answer and the tool
+specs is smaller) and then goes down to ``TARGET``, so that it does not happen again at every turn:
+each compaction changes the prompt's prefix, and with it what the provider has cached. When the
+latest turn alone does not fit, its results are cut too, since the call would certainly fail.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from .models.function import request_tokens
+from .types import Message
+
+TRIGGER = 0.75
+TARGET = 0.5
+EXCERPT_CHARS = 300
+COMPACTED = (
+    "This earlier tool result was shortened to fit the context; what it found is kept below. "
+    "Read a document again if you need more of its text."
+)
+CUT = " …[cut: the rest of this result did not fit in the context]"
+
+
+def compact(messages: list[Message], context_window: int, reserve: int = 0) -> bool:
+    """Shorten ``messages`` in place when they near the window; return whether anything changed.
+
+    ``reserve`` is what the call needs besides the history: its tool specs and its answer.
+    """
+    room = max(context_window - reserve, context_window // 4)
+    if _tokens(messages) <= min(int(context_window * TRIGGER), room):
+        return False
+    target = min(int(context_window * TARGET), room)
+    latest = _latest_turn(messages)
+    changed = False
+    for i in range(2, latest):
+        m = messages[i]
+        if m.role != "tool" or m.content.startswith('{"compacted"'):
+            continue
+        digest = _digest(m.content)
+        if len(digest) < len(m.content):
+            messages[i] = replace(m, content=digest)
+            changed = True
+            if _tokens(messages) <= target:
+                return True
+    over = _tokens(messages) - room
+    results = [i for i in range(latest, len(messages)) if messages[i].role == "tool"]
+    if over > 0 and results:
+        # The latest results are cut to share what room is left, longest first (about 4 characters a token).
+        excess = over * 4 + 4
+        for i in sorted(results, key=lambda i: -len(messages[i].content)):
+            m = messages[i]
+            keep = max(EXCERPT_CHARS, len(m.content) - excess - len(CUT))
+            if keep < len(m.content):
+                excess -= len(m.content) - keep - len(CUT)
+                messages[i] = replace(m, content=m.content[:keep] + CUT)
+                changed = True
+            if excess <= 0:
+                break
+    return changed
+
+
+def _tokens(messages: list[Message]) -> int:
+    return request_tokens(tuple(messages))
+
+
+def _latest_turn(messages: list[Message]) -> int:
+    """Where the latest turn starts: the last message of the agent's own, else the end."""
+    for i in range(len(messages) - 1, 1, -1):
+        if messages[i].role == "assistant":
+            return i
+    return len(messages)
+
+
+def _digest(content: str) -> str:
+    """What an earlier tool result found, in a few lines."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        value = None
+    digest: dict[str, Any] = {"compacted": COMPACTED}
+    if isinstance(value, dict) and isinstance(value.get("documents"), list):
+        digest["documents"] = [
+            {
+                "id": d.get("id"),
+                "title": d.get("title"),
+                "excerpt": " ".join(str(d.get("text", "")).split())[:EXCERPT_CHARS],
+            }
+            for d in value["documents"]
+            if isinstance(d, dict)
+        ]
+        if value.get("errors"):
+            digest["errors"] = value["errors"]
+    elif isinstance(value, dict) and isinstance(value.get("hits"), list):
+        digest.update({k: value[k] for k in ("kb", "query", "count") if k in value})
+        digest["hits"] = [{"id": h.get("id"), "title": h.get("title")} for h in value["hits"] if isinstance(h, dict)]
+    elif isinstance(value, dict) and set(value) == {"error"}:
+        return content
+    else:
+        digest["excerpt"] = content[: EXCERPT_CHARS * 2]
+    return json.dumps(digest, ensure_ascii=False)
