@@ -95,7 +95,7 @@ def _pdf(name: str, data: bytes) -> tuple[str, str]:
     except ExtractionError:
         raise
     except Exception as e:  # pypdf raises many kinds of errors on a damaged file
-        raise _corrupt(name, "PDF") from e
+        raise _corrupt(name, _("a PDF")) from e
     return title, "\n\n".join(p.strip() for p in pages if p.strip())
 
 
@@ -115,7 +115,7 @@ def _docx(name: str, data: bytes) -> tuple[str, str]:
     except ExtractionError:
         raise
     except Exception as e:  # a broken zip, a missing part, bad XML
-        raise _corrupt(name, "a Word document (.docx)") from e
+        raise _corrupt(name, _("a Word document (.docx)")) from e
     return title, "\n".join(p for p in parts if p.strip())
 
 
@@ -123,4 +123,4 @@ def _html(name: str, data: bytes) -> tuple[str, str]:
     try:
         return html_to_text(data)
     except Exception as e:  # lxml and trafilatura raise several kinds of errors on broken markup
-        raise _corrupt(name, "HTML") from e
+        raise _corrupt(name, _("an HTML page")) from e

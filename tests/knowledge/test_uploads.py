@@ -77,7 +77,7 @@ def test_an_oversized_upload_is_refused_and_leaves_nothing(media: Path, settings
 @pytest.mark.parametrize(
     ("name", "data", "message"),
     [
-        ("broken.pdf", make_pdf("Some text")[:180], "broken.pdf could not be read as PDF"),
+        ("broken.pdf", make_pdf("Some text")[:180], "broken.pdf could not be read as a PDF"),
         ("broken.docx", b"PK\x03\x04 this is not a zip archive", "broken.docx could not be read as a Word document"),
         ("binary.txt", b"\x00\x01\x02 ELF", "binary.txt is not a text file"),
         ("empty.pdf", make_pdf(""), "empty.pdf: no text could be found"),
@@ -229,3 +229,16 @@ def test_login_csrf_and_membership_are_required(media: Path) -> None:
     assert client.get(reverse("kb_bases")).status_code == 404
     assert client.get(reverse("kb_base", args=["factures"])).status_code == 404
     assert Document.objects.filter(pk=a.docs[0].pk).exists()
+
+
+def test_pages_and_errors_speak_french(media: Path, settings: object) -> None:
+    settings.KB_MAX_UPLOAD_MB = 0.01  # type: ignore[attr-defined]
+    a, _ = two_orgs()
+    client = a.client()
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "fr"  # type: ignore[attr-defined]
+    page = client.get(reverse("kb_bases")).content.decode()
+    assert "Bases de connaissances" in page and "4 documents" in page
+    response = upload(client, "factures", ("big.txt", b"x" * 20_000), ("b.pdf", b"%PDF"))
+    assert "big.txt est trop volumineux" in response.content.decode()  # type: ignore[attr-defined]
+    response = upload(client, "factures", ("b.pdf", b"%PDF-1.4 broken"))
+    assert "b.pdf n’a pas pu être lu comme un PDF" in response.content.decode()  # type: ignore[attr-defined]
