@@ -52,9 +52,9 @@ class _Snapshot:
 
 _snapshot: _Snapshot | None = None
 # One provider (one connection pool) per event loop and configuration: a pool must not outlive its loop.
-_providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, ...], object]] = (
-    weakref.WeakKeyDictionary()
-)
+_providers: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str | None, ...], OpenAIProvider | MistralProvider]
+] = weakref.WeakKeyDictionary()
 
 
 def catalogue() -> Catalogue:
@@ -74,6 +74,12 @@ def resolve(model_id: str) -> Model:
     key, url = settings.MISTRAL_API_KEY, settings.MISTRAL_BASE_URL
     mistral = _shared(("mistral", key, url), lambda: MistralProvider(api_key=key, base_url=url))
     return MistralModel(info, mistral, api_model=offer.api_model, adjustable_reasoning=offer.adjustable_reasoning)
+
+
+async def aclose_providers() -> None:
+    """Close the connections this event loop's providers hold (shutdown, tests)."""
+    for provider in _providers.pop(asyncio.get_running_loop(), {}).values():
+        await provider.aclose()
 
 
 def forget_catalogue() -> None:
