@@ -3,11 +3,16 @@
 Public surface (see docs/ARCHITECTURE.md):
 
 - ``types``: provider-neutral messages, tool specs, tool calls, model requests and stream parts.
-- ``models.base.Model``: the one interface every provider implements.
-- ``usage``: ``Usage`` per call, ``RunUsage`` per run (by model, with cost), ``AgentBudget``.
+- ``models.base.Model``: the one interface every provider implements; ``models.openai`` and
+  ``models.mistral`` map it to the official SDKs, ``models.streaming`` holds what they share
+  (retries, the tool-call buffer), ``providers`` own the clients, keys and base URLs.
+- ``errors``: the engine's few typed errors; SDK errors are translated into them at the boundary.
+- ``usage``: ``Usage`` per call, ``RunUsage`` per run (by model, with cost, energy and carbon), ``AgentBudget``.
+- ``carbon``: energy and carbon of a call with EcoLogits' direct computation.
 - ``events``: the typed event stream of a run.
 - ``cancel.CancelToken``: one token shared by a run and its agents.
 - ``tools``: read-only tools enforcing a ``Scope``.
-- ``delegation``: the ``agents`` tool and the sub-agent loop.
+- ``delegation``: the ``agents`` tool and the sub-agent loop; ``compaction`` keeps an agent's
+  history within its model's context window.
 - ``loop.run_chat``: the main loop.
 """
