@@ -21,6 +21,7 @@ from .runs import group_name
 
 CLOSE_SIGN_IN = 4401  # not signed in
 CLOSE_NOT_FOUND = 4404  # not a conversation of this user: the same answer as for one that does not exist
+PUSH_INTERVAL = 0.02  # seconds between two pushes to one page, at most 50 a second
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -33,6 +34,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.runs: dict[str, live.LiveRun] = {}
         self.joined: set[str] = set()
         self.pushing: asyncio.Task[None] | None = None
+        self.last_push = 0.0
         # Accept, then close with a code: a refused handshake looks like a network failure, which
         # htmx would retry forever.
         await self.accept()
@@ -58,6 +60,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             self.pushing.cancel()
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before each message, a hop to the one thread
+        # that runs database code, which is busy saving steps while runs stream. Live events touch
+        # no database (a catch-up goes through database_sync_to_async, which closes them itself),
+        # and a page receives hundreds a second from a fast model: they skip that hop.
+        if message["type"] == "run.event":
+            await self.run_event(message)
+        else:
+            await super().dispatch(message)
 
     # Group messages --------------------------------------------------------------------------
 
@@ -112,11 +124,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=html)
 
     def _schedule_push(self) -> None:
-        # One push at a time: events that arrive meanwhile go into the next one together.
+        # One push at a time, at most one per PUSH_INTERVAL: a burst of events (a fast model writes
+        # hundreds of words a second) goes out as one fragment, rendered once. After a pause, the
+        # next event goes out at once.
         if self.pushing is None or self.pushing.done():
-            self.pushing = asyncio.ensure_future(self._push())
+            wait = self.last_push + PUSH_INTERVAL - asyncio.get_running_loop().time()
+            self.pushing = asyncio.ensure_future(self._push(wait))
 
-    async def _push(self) -> None:
+    async def _push(self, wait: float) -> None:
+        await asyncio.sleep(max(wait, 0))  # at least once round the loop: events already queued join in
+        self.last_push = asyncio.get_running_loop().time()
         with translation.override(self.language):
             html = "".join(run.render_changes() for run in self.runs.values())
         if html:
