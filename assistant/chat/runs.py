@@ -123,7 +123,12 @@ async def request_stop(run_id: uuid.UUID) -> bool:
 
 
 class Recorder:
-    """Saves events as steps (text deltas folded into the answer) and publishes each one at once."""
+    """Saves events as steps (text deltas folded into the answer) and publishes each one at once.
+
+    Text deltas are published on the loop's next turn, together: a model streaming at human pace
+    yields between words, so each word still goes out at once, while a burst (a fast model, a
+    provider's buffered chunk) goes out as one message instead of hundreds.
+    """
 
     def __init__(self, run_id: uuid.UUID) -> None:
         self.run_id = run_id
@@ -135,25 +140,47 @@ class Recorder:
         self._closed = False
         self._layer = get_channel_layer()
         self._writer = asyncio.ensure_future(self._write_loop())
+        self._text: list[str] = []  # deltas not published yet, from ``_text_offset`` in the answer
+        self._text_offset = 0
+        self._text_t = 0.0
+        self._text_agent: str | None = None
+        self._text_task: asyncio.Future[None] | None = None
+        self._publishing = asyncio.Lock()  # messages leave in the order of the events
 
     async def emit(self, event: Event) -> None:
-        data = event.model_dump(mode="json")
-        # A listener that joins mid-run places each event after what it read from the database:
-        # steps by ``seq``, text by ``offset`` in the answer. ``t`` (monotonic) measures delivery delay.
-        message = {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": data, "t": time.monotonic()}
         if isinstance(event, TextDeltaEvent):
-            message["offset"] = len(self.answer)
+            if self._text and event.agent_id != self._text_agent:
+                await self._publish_text()
+            if not self._text:
+                self._text_offset, self._text_t, self._text_agent = len(self.answer), time.monotonic(), event.agent_id
+                asyncio.get_running_loop().call_soon(self._publish_text_soon)
+            self._text.append(event.text)
             self.answer += event.text
             self._dirty = True
-        else:
-            self.seq += 1
-            message["seq"] = self.seq
-            self._pending.append(
-                Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
-            )
-            self._wake.set()
+            return
+        await self._publish_text()
+        data = event.model_dump(mode="json")
+        self.seq += 1
+        self._pending.append(Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data))
+        self._wake.set()
+        await self._publish({"seq": self.seq, "event": data, "t": time.monotonic()})
+
+    def _publish_text_soon(self) -> None:
+        self._text_task = asyncio.ensure_future(self._publish_text())
+
+    async def _publish_text(self) -> None:
+        if not self._text:
+            return
+        text, self._text = "".join(self._text), []
+        event = {"kind": "text_delta", "agent_id": self._text_agent, "text": text}
+        # ``offset`` places the text in the answer, for a listener that read part of it from the database.
+        await self._publish({"seq": self.seq, "event": event, "t": self._text_t, "offset": self._text_offset})
+
+    async def _publish(self, message: dict[str, object]) -> None:
+        # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.
         if self._layer is not None:
-            await self._layer.group_send(group_name(self.run_id), message)
+            async with self._publishing:
+                await self._layer.group_send(group_name(self.run_id), {"type": "run.event", "run": self.run_id.hex, **message})
 
     async def _write_loop(self) -> None:
         while not self._closed:
@@ -169,6 +196,7 @@ class Recorder:
             await sync_to_async(_save, thread_sensitive=True)(self.run_id, steps, answer if dirty else None)
 
     async def close(self) -> None:
+        await self._publish_text()
         self._closed = True
         self._wake.set()
         await self._writer
