@@ -31,7 +31,7 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy assistant/engine
 	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres"
-	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/knowledge
+	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/knowledge tests/budgets
 
 lint: install
 	$(BIN)/ruff check .

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "assistant.knowledge",
     "assistant.chat",
     "assistant.catalogue",
+    "assistant.budgets",
 ]
 
 MIDDLEWARE = [
@@ -141,6 +142,17 @@ RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
 RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))
 RUN_CODE_WALL_SECONDS = float(os.environ.get("RUN_CODE_WALL_SECONDS", "20"))
 RUN_CODE_MEMORY_MB = int(os.environ.get("RUN_CODE_MEMORY_MB", "512"))
+
+# Budget alerts are emailed to organisation admins. Without EMAIL_BACKEND, a development server prints
+# them on the console and production sends them over SMTP (EMAIL_HOST, EMAIL_PORT…).
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "assistant@localhost")
 
 LOGGING = {
     "version": 1,

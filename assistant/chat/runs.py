@@ -24,6 +24,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from assistant.budgets import services as budgets
+from assistant.budgets.ledger import ledger_for
 from assistant.engine.cancel import CancelToken
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import Event, TextDeltaEvent
@@ -63,6 +65,8 @@ class Ask:
     model: str
     level: Level | None
     resources: tuple[str, ...]
+    category: str = ""
+    """The task category's slug; empty for the organisation's default."""
 
 
 def check(org: Organisation, ask: Ask) -> None:
@@ -81,6 +85,7 @@ def check(org: Organisation, ask: Ask) -> None:
 def create_run(user: AbstractBaseUser, org: Organisation, conversation: Conversation | None, ask: Ask) -> Run:
     """Check the request, then save the user's message and a running run, together."""
     check(org, ask)
+    category = budgets.admit(org, ask.category, ask.text, ask.model)
     with transaction.atomic():
         if conversation is None:
             conversation = Conversation.objects.create(organisation=org, user=user, title=ask.text[:80])
@@ -91,6 +96,7 @@ def create_run(user: AbstractBaseUser, org: Organisation, conversation: Conversa
             model=ask.model,
             level=ask.level or "",
             resources=list(ask.resources),
+            category=category.slug if category is not None else "",
         )
         Message.objects.create(conversation=conversation, role="user", content=ask.text, run=run)
         conversation.save(update_fields=["updated"])
@@ -248,6 +254,7 @@ async def execute_run(run_id: uuid.UUID) -> None:
         policy=await sync_to_async(policy_for)(run.organisation),  # reads the settings' rows
         emit=recorder.emit,
         cancel=token,
+        ledger=await sync_to_async(ledger_for)(run.organisation_id, run.category),
         electricity_zone=settings.ELECTRICITY_ZONE,
     )
     status, error, rounds = "error", "", 0

@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from assistant.budgets import services as budgets
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.tools import Scope
@@ -50,14 +51,17 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         {"value": value, "label": label, "available": bool(toolbox.tools_for(Scope.from_resources([value])))}
         for value, label in (("web", _("Web")), ("code", _("Code")))
     ]
+    categories = budgets.categories_of(org)
     defaults = {
         "text": "",
+        "category": next((c.slug for c in categories if c.is_default), ""),
         "model": allowed[0].id if allowed else "",
         "level": "approfondi",
         "resources": [f"kb:{kb.slug}" for kb in kbs] + ["agents"],
     }
     return {
         "models": allowed,
+        "categories": categories,
         "levels": [(lv, LEVEL_LABELS[lv]) for lv in LEVELS],
         "knowledge_bases": kbs,
         "tools": tools,
@@ -111,8 +115,11 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[runs.Ask, dic
     text = str(post.get("text", "")).strip()
     level_raw = str(post.get("level", ""))
     level: Level | None = level_raw if level_raw in LEVELS else None  # type: ignore[assignment]
-    values = {"text": text, "model": str(post.get("model", "")), "level": level_raw, "resources": resources}
-    return runs.Ask(text=text, model=values["model"], level=level, resources=tuple(resources)), values
+    category = str(post.get("category", ""))
+    model = str(post.get("model", ""))
+    values = {"text": text, "model": model, "level": level_raw, "resources": resources, "category": category}
+    ask = runs.Ask(text=text, model=model, level=level, resources=tuple(resources), category=category)
+    return ask, values
 
 
 def _refusal(org: Organisation, ask: runs.Ask) -> str | None:
@@ -167,7 +174,7 @@ def _create(request: HttpRequest, pk: int | None) -> tuple[Run | None, HttpRespo
 def _sent(request: HttpRequest, run: Run) -> HttpResponse:
     """The composer again, empty with the same settings, and the new turn appended to the page."""
     org = organisation_of(request.user)
-    values = {"model": run.model, "level": run.level, "resources": run.resources}
+    values = {"model": run.model, "level": run.level, "resources": run.resources, "category": run.category}
     question = Message.objects.get(run=run, role="user")
     context = {
         "conversation": run.conversation,

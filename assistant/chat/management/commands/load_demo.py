@@ -8,11 +8,20 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from assistant.budgets.models import Category
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
+
+# The seed's split of a monthly total into task categories (slug, name, share); the first is the default.
+DEMO_MONTHLY_TOKENS = 10_000_000
+CATEGORIES = [
+    ("catalogue", "Short catalogue questions", 40),
+    ("syntheses", "Long multi-document syntheses", 45),
+    ("administration", "Administration", 15),
+]
 
 BASES: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     "factures": (
@@ -62,7 +71,9 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
-        org, _ = Organisation.objects.get_or_create(slug="demo", defaults={"name": "Demo Company"})
+        org, _ = Organisation.objects.get_or_create(
+            slug="demo", defaults={"name": "Demo Company", "time_zone": "Europe/Paris"}
+        )
         User = get_user_model()
         user, created = User.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "demo@example.com"})
         if created or not user.check_password(DEMO_PASSWORD):
@@ -75,4 +86,17 @@ class Command(BaseCommand):
             )
             for title, text in documents:
                 Document.objects.update_or_create(knowledge_base=kb, title=title, defaults={"text": text})
+        # Created once: what an admin changes afterwards (budgets, the default) stays.
+        has_default = Category.objects.filter(organisation=org, is_default=True).exists()
+        for position, (slug, name, share) in enumerate(CATEGORIES):
+            Category.objects.get_or_create(
+                organisation=org,
+                slug=slug,
+                defaults={
+                    "name": name,
+                    "monthly_tokens": DEMO_MONTHLY_TOKENS * share // 100,
+                    "is_default": position == 0 and not has_default,
+                    "position": position,
+                },
+            )
         self.stdout.write(f"Demo data ready: organisation '{org.slug}', user '{DEMO_USERNAME}' / '{DEMO_PASSWORD}'.")

@@ -1,0 +1,123 @@
+"""Task categories with their monthly token budgets, the month counters, temporary raises and alerts.
+
+A run is charged to one ``Category``. Each category has one ``CategoryMonth`` per month (in the
+organisation's time zone) holding what was used and what is reserved by calls in flight; a call
+reserves there before it starts and settles after it ends (``ledger``). A ``BudgetRaise`` adds tokens
+to one category until its end date, never taken from another one. A ``BudgetAlert`` records that a
+category crossed a threshold in a month, once.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from assistant.orgs.models import Organisation
+
+MAX_CATEGORIES = 4
+DEFAULT_THRESHOLDS = (80, 100)
+
+
+def default_thresholds() -> list[int]:
+    return list(DEFAULT_THRESHOLDS)
+
+
+def validate_thresholds(value: object) -> None:
+    if not isinstance(value, list) or not value or not all(isinstance(t, int) and 1 <= t <= 100 for t in value):
+        raise ValidationError(_("Thresholds are percentages of the budget, from 1 to 100 (for instance 80, 100)."))
+
+
+class Category(models.Model):
+    """A broad task category of an organisation, with its own monthly token budget."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="categories")
+    slug = models.SlugField(max_length=40, help_text="What the composer, the API and scheduled tasks name it by.")
+    name = models.CharField(max_length=100)
+    monthly_tokens = models.PositiveBigIntegerField(
+        validators=[MinValueValidator(1)], help_text="Tokens (input + output, agents included) per month."
+    )
+    is_default = models.BooleanField(default=False, help_text="Requests that name no category are charged here.")
+    alert_thresholds = models.JSONField(
+        default=default_thresholds,
+        validators=[validate_thresholds],
+        help_text="Percentages of the budget, e.g. [80, 100].",
+    )
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "slug"], name="category_slug_per_org"),
+            models.UniqueConstraint(
+                fields=["organisation"], condition=models.Q(is_default=True), name="one_default_category_per_org"
+            ),
+        ]
+        ordering = ["organisation", "position", "pk"]
+        verbose_name_plural = "categories"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CategoryMonth(models.Model):
+    """One category's counters for one month: tokens used (settled) and reserved by calls in flight."""
+
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="months")
+    month = models.DateField(help_text="The month's first day, in the organisation's time zone.")
+    used = models.BigIntegerField(default=0)
+    reserved = models.BigIntegerField(default=0)
+    cost_eur = models.FloatField(default=0.0)
+    calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["category", "month"], name="one_counter_per_category_month")]
+        ordering = ["-month", "category"]
+
+    def __str__(self) -> str:
+        return f"{self.category} {self.month:%Y-%m}"
+
+
+class BudgetRaise(models.Model):
+    """Tokens an admin added to one category's monthly budget, until its end date (included)."""
+
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="raises")
+    tokens = models.PositiveBigIntegerField(validators=[MinValueValidator(1)])
+    reason = models.TextField()
+    ends_on = models.DateField(help_text="Last day it applies, in the organisation's time zone.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    # The name stays when the account goes: who raised a budget is part of the record.
+    created_by_name = models.CharField(max_length=150)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"+{self.tokens} on {self.category} until {self.ends_on}"
+
+
+class BudgetAlert(models.Model):
+    """A category crossed one of its thresholds in a month; recorded (and emailed) once."""
+
+    category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="alerts")
+    month = models.DateField()
+    threshold = models.PositiveSmallIntegerField()
+    used = models.BigIntegerField()
+    budget = models.BigIntegerField()
+    emailed_to = models.JSONField(default=list)
+    created = models.DateTimeField(auto_now_add=True)
+    seen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["category", "month", "threshold"], name="one_alert_per_threshold_month")
+        ]
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.category} at {self.threshold} % ({self.month:%Y-%m})"

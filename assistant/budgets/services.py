@@ -1,0 +1,296 @@
+"""Classifying a request, a category's month, reserving and settling tokens, raises and alerts.
+
+Synchronous Django code; ``ledger.CategoryLedger`` calls it from the event loop. The reservation is
+one conditional UPDATE (``used + reserved + n <= budget``), atomic in the database whatever the number
+of requests, threads or processes: concurrent calls never overshoot a budget by more than what they
+reserved (only a call whose real usage exceeds its reservation can push ``used`` past the budget).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import F, QuerySet, Sum
+from django.utils import formats, timezone, translation
+from django.utils.translation import gettext as _
+
+from assistant.engine.errors import BudgetExceeded, RequestRefused
+from assistant.engine.usage import estimate_tokens
+from assistant.orgs.models import Organisation
+from assistant.orgs.services import is_admin
+
+from .models import BudgetAlert, BudgetRaise, Category, CategoryMonth
+from .months import month_bounds, month_of, zone
+
+log = logging.getLogger(__name__)
+
+
+class CategoryExhausted(RequestRefused):
+    """The request's category has no room left this month; the message names it and when it resets."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Tokens held on one category's month until the call settles."""
+
+    month_id: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryState:
+    """A category's month as it stands: its budget (raises included), used, reserved, cost."""
+
+    category: Category
+    month: date
+    base: int
+    raised: int
+    used: int
+    reserved: int
+    cost_eur: float
+    calls: int
+    resets_at: datetime
+
+    @property
+    def budget(self) -> int:
+        return self.base + self.raised
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.budget - self.used - self.reserved)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.used / self.budget if self.budget else 100.0
+
+
+def categories_of(org: Organisation) -> list[Category]:
+    return list(Category.objects.filter(organisation=org))
+
+
+def classify(org: Organisation, slug: str = "") -> Category | None:
+    """The category a request is charged to: the one it names, else the default; None if the organisation has none."""
+    categories = categories_of(org)
+    if not categories:
+        if slug:
+            raise RequestRefused(_("This organisation has no task categories: send the request without one."))
+        return None
+    if slug:
+        for category in categories:
+            if category.slug == slug:
+                return category
+        raise RequestRefused(
+            _("The category “%(slug)s” does not exist here. Categories: %(known)s.")
+            % {"slug": slug, "known": ", ".join(c.slug for c in categories)}
+        )
+    return next((c for c in categories if c.is_default), categories[0])
+
+
+def raised_tokens(category: Category, today: date) -> int:
+    """Tokens added by the category's raises still running on ``today`` (their end date included)."""
+    return int(category.raises.filter(ends_on__gte=today).aggregate(total=Sum("tokens"))["total"] or 0)
+
+
+def month_row(category: Category, month: date) -> CategoryMonth:
+    row, _created = CategoryMonth.objects.get_or_create(category=category, month=month)
+    return row
+
+
+def _state(category: Category, row: CategoryMonth, now: datetime) -> CategoryState:
+    tz = zone(category.organisation.time_zone)
+    return CategoryState(
+        category=category,
+        month=row.month,
+        base=category.monthly_tokens,
+        raised=raised_tokens(category, now.astimezone(tz).date()),
+        used=row.used,
+        reserved=row.reserved,
+        cost_eur=row.cost_eur,
+        calls=row.calls,
+        resets_at=month_bounds(row.month, tz)[1],
+    )
+
+
+def state_of(category: Category, now: datetime | None = None, month: date | None = None) -> CategoryState:
+    """The category's current month (or ``month``); a month with no call yet has no row and reads as zero."""
+    now = now or timezone.now()
+    month = month or month_of(now, zone(category.organisation.time_zone))
+    row = CategoryMonth.objects.filter(category=category, month=month).first()
+    return _state(category, row or CategoryMonth(category=category, month=month), now)
+
+
+def exhausted_message(state: CategoryState) -> str:
+    tz = zone(state.category.organisation.time_zone)
+    return _(
+        "The category “%(name)s” has reached its monthly budget (%(used)s of %(budget)s tokens used or in use). "
+        "It resets on %(date)s at midnight (%(zone)s). Only an admin can raise it in the meantime."
+    ) % {
+        "name": state.category.name,
+        "used": formats.number_format(state.used + state.reserved, force_grouping=True),
+        "budget": formats.number_format(state.budget, force_grouping=True),
+        "date": formats.date_format(state.resets_at.astimezone(tz).date(), "j F Y"),
+        "zone": tz.key,
+    }
+
+
+def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:
+    """Refuse a request, before any model call, when its category cannot take its first call."""
+    state = state_of(category, now)
+    if state.remaining < tokens:
+        check_alerts(state, refused=True)
+        raise CategoryExhausted(exhausted_message(state))
+
+
+def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | None = None) -> Category | None:
+    """Classify a request and refuse it, before any model call, if its category cannot take its first call.
+
+    The first call reserves at least the message and the main model's output cap.
+    """
+    from assistant.chat import providers  # here, not at the top: the chat app imports this module
+
+    category = classify(org, slug)
+    if category is not None:
+        catalogue = providers.catalogue()
+        cap = catalogue[model].output_cap if model in catalogue else 0
+        ensure_room(category, estimate_tokens(text) + cap, now)
+    return category
+
+
+def reserve(category_id: int, tokens: int, now: datetime | None = None) -> Reservation:
+    """Hold ``tokens`` on the category's month, atomically, or raise ``BudgetExceeded``."""
+    now = now or timezone.now()
+    category = Category.objects.select_related("organisation").get(pk=category_id)
+    tz = zone(category.organisation.time_zone)
+    row = month_row(category, month_of(now, tz))
+    budget = category.monthly_tokens + raised_tokens(category, now.astimezone(tz).date())
+    # One statement: the check and the hold cannot be separated by another request's reservation.
+    held = CategoryMonth.objects.filter(pk=row.pk, used__lte=budget - tokens - F("reserved")).update(
+        reserved=F("reserved") + tokens
+    )
+    if not held:
+        row.refresh_from_db()
+        state = _state(category, row, now)
+        check_alerts(state, refused=True)
+        raise BudgetExceeded(f"category '{category.slug}': {tokens} tokens wanted, {state.remaining} left")
+    return Reservation(row.pk, tokens)
+
+
+def settle(reservation: Reservation, spent: int, cost_eur: float, now: datetime | None = None) -> None:
+    """Release the hold and charge what the call really used; then check the category's thresholds."""
+    CategoryMonth.objects.filter(pk=reservation.month_id).update(
+        reserved=F("reserved") - reservation.tokens,
+        used=F("used") + spent,
+        cost_eur=F("cost_eur") + cost_eur,
+        calls=F("calls") + 1,
+    )
+    row = CategoryMonth.objects.select_related("category__organisation").get(pk=reservation.month_id)
+    check_alerts(_state(row.category, row, now or timezone.now()))
+
+
+def raise_budget(
+    category: Category, user: AbstractBaseUser | AnonymousUser, tokens: int, reason: str, ends_on: date
+) -> BudgetRaise:
+    """Add ``tokens`` to one category until ``ends_on``: only an admin of its organisation may."""
+    if not user.is_authenticated or not is_admin(user, category.organisation):
+        raise PermissionDenied("Only an admin of the organisation can raise a category's budget.")
+    if tokens < 1 or not reason.strip():
+        raise ValueError("A raise needs a positive number of tokens and a reason.")
+    return BudgetRaise.objects.create(
+        category=category,
+        tokens=tokens,
+        reason=reason.strip(),
+        ends_on=ends_on,
+        created_by=user,  # type: ignore[misc]
+        created_by_name=user.get_username(),
+    )
+
+
+# Alerts -------------------------------------------------------------------------------------------
+
+
+def check_alerts(state: CategoryState, *, refused: bool = False) -> list[BudgetAlert]:
+    """Record (and email) each threshold the category crossed this month, once.
+
+    A refused call or request counts as 100 %: the category cannot take more work.
+    """
+    category = state.category
+    level = max(state.percent, 100.0) if refused else state.percent
+    due = sorted(t for t in category.alert_thresholds if t <= level)
+    if not due:
+        return []
+    known = set(BudgetAlert.objects.filter(category=category, month=state.month).values_list("threshold", flat=True))
+    alerts = []
+    for threshold in due:
+        if threshold in known:
+            continue
+        try:
+            with transaction.atomic():
+                alerts.append(
+                    BudgetAlert.objects.create(
+                        category=category, month=state.month, threshold=threshold, used=state.used, budget=state.budget
+                    )
+                )
+        except IntegrityError:
+            pass  # another request recorded this threshold first: it is sent once
+    if alerts:
+        _email(state, alerts)
+    return alerts
+
+
+def _email(state: CategoryState, alerts: list[BudgetAlert]) -> None:
+    org = state.category.organisation
+    recipients = sorted(
+        {
+            email
+            for email in get_user_model()
+            .objects.filter(memberships__organisation=org, memberships__role="admin", is_active=True)
+            .values_list("email", flat=True)
+            if email
+        }
+    )
+    if not recipients:
+        return
+    threshold = max(a.threshold for a in alerts)
+    tz = zone(org.time_zone)
+    # The site's language: the email answers no one's request, so not the language of whoever crossed the line.
+    with translation.override(settings.LANGUAGE_CODE):
+        subject = _("%(org)s: the category “%(name)s” is at %(threshold)s %% of its monthly budget") % {
+            "org": org.name,
+            "name": state.category.name,
+            "threshold": threshold,
+        }
+        body = _(
+            "The category “%(name)s” of %(org)s has used %(used)s of its %(budget)s tokens this month "
+            "(%(percent)s %%), for %(cost)s EUR.\n"
+            "At 100 %% its requests are refused until the budget resets, on %(date)s at midnight (%(zone)s); "
+            "no other category's budget is used for it. An admin can raise it temporarily on the budgets page.\n"
+        ) % {
+            "name": state.category.name,
+            "org": org.name,
+            "used": f"{state.used:,}",
+            "budget": f"{state.budget:,}",
+            "percent": f"{state.percent:.0f}",
+            "cost": f"{state.cost_eur:.2f}",
+            "date": state.resets_at.astimezone(tz).date().isoformat(),
+            "zone": tz.key,
+        }
+    try:
+        send_mail(subject, body, None, recipients)
+    except Exception:
+        # A mail server that is down must not fail the run that crossed the threshold.
+        log.exception("could not email the budget alert of category %s", state.category.pk)
+        return
+    BudgetAlert.objects.filter(pk__in=[a.pk for a in alerts]).update(emailed_to=recipients)
+
+
+def open_alerts(org: Organisation) -> QuerySet[BudgetAlert]:
+    """Alerts no admin has marked as seen yet."""
+    return BudgetAlert.objects.filter(category__organisation=org, seen__isnull=True).select_related("category")
