@@ -13,3 +13,9 @@ def fast_passwords(settings: object) -> None:
 @pytest.fixture
 def world(db: None) -> World:
     return build_world()
+
+
+@pytest.fixture
+def aworld(transactional_db: None) -> World:
+    """The same two organisations, committed, for runs executing in the event loop."""
+    return build_world()

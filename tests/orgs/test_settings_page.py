@@ -8,29 +8,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.test import Client
-from orgs_support import World, signed_in
+from orgs_support import World, levels_post, signed_in
 
-from assistant.engine.policy import DEFAULT_LEVELS, LEVELS
+from assistant.engine.policy import DEFAULT_LEVELS
 from assistant.engine.policy import AgentProfile as EngineProfile
 from assistant.orgs.models import AgentProfile, Organisation, ReasoningLevel
 from assistant.orgs.services import policy_for
 
 pytestmark = pytest.mark.django_db
-
-
-def levels_post(**changes: Any) -> dict[str, Any]:
-    """The levels form as the page posts it, with the defaults, then ``changes`` (``approfondi__agent_rounds=2``)."""
-    data: dict[str, Any] = {"parallel-max_parallel_agents": 4}
-    for lv in LEVELS:
-        d = DEFAULT_LEVELS[lv]
-        data |= {
-            f"{lv}-effort": d.effort or "",
-            f"{lv}-main_rounds": d.main_rounds,
-            f"{lv}-agent_rounds": d.agent_rounds,
-        }
-    for key, value in changes.items():
-        data[key.replace("__", "-")] = value
-    return data
 
 
 def profile_post(**changes: Any) -> dict[str, Any]:
