@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+_HERE = Path(__file__).resolve().parent
 _deselected: list[pytest.Item] = []
 
 
@@ -23,17 +24,17 @@ def _on_postgresql() -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _on_postgresql():
         return
-    pg = [item for item in items if item.get_closest_marker("postgres") is not None]
+    pg = [i for i in items if i.get_closest_marker("postgres") is not None and _HERE in Path(str(i.path)).parents]
     if pg:
         _deselected.extend(pg)
         config.hook.pytest_deselected(items=pg)
-        items[:] = [item for item in items if item.get_closest_marker("postgres") is None]
+        items[:] = [i for i in items if i not in pg]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _deselected:
         terminalreporter.write_line(
-            f"{len(_deselected)} PostgreSQL tests deselected: this run uses SQLite. "
+            f"{len(_deselected)} PostgreSQL full-text tests deselected: this run uses SQLite. "
             "`make test` runs them with DATABASE_URL=postgres://postgres@127.0.0.1:5432/test.",
             yellow=True,
         )
