@@ -76,3 +76,7 @@ class MemoryKnowledge:
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
         return {i: self.by_id[i] for i in ids if i in self.by_id}
+
+    async def documents(self, kb: str) -> list[Document]:
+        """Every document of ``kb`` (``run_code``'s read-only export)."""
+        return list(self.bases.get(kb, []))

@@ -7,11 +7,15 @@ server fails (pytest-django cannot create the test database). Nothing is skipped
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings
+
+# The engine tests' builders (scripted models, the harness) serve the agent-level tests here too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
 _HERE = Path(__file__).resolve().parent
 _deselected: list[pytest.Item] = []
