@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 from provider_support import Brain, Wire
+from wire import Turn, sse_reply
 
 from assistant.catalogue.loading import infos_from_file
 from assistant.engine.catalogue import Catalogue
+from assistant.engine.delegation import AgentTask, run_agent
 from assistant.engine.events import Event, TextDeltaEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import run_chat
@@ -25,6 +27,7 @@ from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import Message, UsagePart
+from assistant.engine.usage import AgentBudget
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
 
@@ -158,3 +161,30 @@ async def test_delegation_scenario_counts_what_the_server_reported_at_catalogue_
     totals = ctx.usage.as_dict()
     assert totals["carbon_estimated"] is True
     assert totals["carbon_g"] == pytest.approx(sum(m.carbon_g for m in ctx.usage.by_model.values()), abs=1e-6)
+
+
+async def test_a_stream_broken_after_text_ends_the_agent_or_the_run_in_error_never_a_crash(wire: Wire) -> None:
+    main_id, agent_id, names = MODELS[wire.dialect]
+    catalogue = Catalogue([SHIPPED[main_id], SHIPPED[agent_id]])
+    wire.model(SHIPPED[agent_id], api_model=names[agent_id])
+    wire.model(SHIPPED[main_id], api_model=names[main_id])
+    ctx = RunContext(catalogue=catalogue, models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE))
+
+    # An agent whose answer breaks off after its first words: the agent fails, with the reason.
+    search = (("kb_search", json.dumps({"query": "Bimbamjob", "kb": "factures"})),)
+    wire.server.script(
+        sse_reply(wire.dialect, names[agent_id], Turn("Let me search the invoices.", search), cut_after=3)
+    )
+    task = AgentTask(
+        instruction="Find the invoices.", model=catalogue[agent_id], resources=("kb:factures",), max_rounds=3
+    )
+    outcome = await run_agent(ctx, "agent-1", task, AgentBudget(), None)
+    assert outcome.status == "error" and "broke off" in outcome.reason
+
+    # The main model's answer breaking off: the run ends in error and keeps what was written.
+    wire.server.script(
+        sse_reply(wire.dialect, names[main_id], Turn("Bimbamjob paid late and then stopped"), cut_after=4)
+    )
+    result = await run_chat(RunRequest(messages=(Message.user(QUESTION),), model=main_id), ctx)
+    assert result.status == "error" and "broke off" in (result.error or "")
+    assert result.text == "Bimbamjob paid late"
