@@ -546,6 +546,7 @@ class Delegation:
 
     async def _run_one(self, agent_id: str, task: AgentTask, budget: AgentBudget) -> AgentOutcome:
         try:
-            return await run_agent(self.ctx, agent_id, task, budget, self.plan.effort)
+            # The level's effort, translated for the agent's own model (not the main model's translation).
+            return await run_agent(self.ctx, agent_id, task, budget, self.plan.level_effort)
         finally:
             self.ctx.active_agents -= 1

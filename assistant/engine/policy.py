@@ -104,6 +104,7 @@ class Plan:
 
     model: str
     effort: Effort | None
+    level_effort: Effort | None
     main_rounds: int
     scope: Scope
     agents: bool
@@ -146,6 +147,7 @@ def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> P
     return Plan(
         model=request.model,
         effort=catalogue[request.model].effort_for(effort),
+        level_effort=effort,
         main_rounds=main_rounds,
         scope=scope,
         agents=agents,
