@@ -12,6 +12,7 @@ EngineError
 ├── ToolError             a tool refused or failed in a way the model should read and correct
 │   └── OutOfScope        a resource outside the caller's scope, or one that does not exist
 └── BudgetExceeded        an agent's calls, tokens or seconds are used up
+    └── CostCapReached    a run's cost cap (a scheduled task's, per execution) is reached
 """
 
 from __future__ import annotations
@@ -71,3 +72,7 @@ class BudgetExceeded(EngineError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class CostCapReached(BudgetExceeded):
+    """A run's cost cap is reached; the run stops as Stop does, with the cause ``cost_cap``."""

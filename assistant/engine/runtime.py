@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .cancel import CancelToken
 from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
-from .errors import BudgetExceeded, ModelError, ModelTimeout
+from .errors import BudgetExceeded, CostCapReached, ModelError, ModelTimeout
 from .events import Event, Source, UsageEvent
 from .models.base import ModelResolver
 from .models.function import prompt_tokens, request_tokens
@@ -78,8 +78,8 @@ class RunContext:
         if self.ledger is not None:
             try:
                 reservation = await self.ledger.reserve(model_id, prompt_tokens(request) + cap)
-            except BudgetExceeded:
-                self.cancel.cancel("budget")
+            except BudgetExceeded as e:
+                self.cancel.cancel("cost_cap" if isinstance(e, CostCapReached) else "budget")
                 return ModelResponse(finish_reason="cancelled")
         response = ModelResponse()
         started = time.monotonic()

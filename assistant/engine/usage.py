@@ -4,7 +4,8 @@
 known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``). ``AgentBudget`` and
 ``AgentCounter`` bound a sub-agent: calls, cumulative tokens and seconds, checked before each call,
 updated after it.
-``UsageLedger`` is the hook a category budget reserves against before each call.
+``UsageLedger`` is the hook a category budget reserves against before each call; ``CostCap`` caps
+what one run may cost (a scheduled task's cap, per execution); ``Ledgers`` makes several ledgers one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .errors import BudgetExceeded
+from .errors import BudgetExceeded, CostCapReached
 from .types import UsagePart
 
 
@@ -193,6 +194,54 @@ class UsageLedger(Protocol):
     async def reserve(self, model: str, tokens: int) -> object: ...
 
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None: ...
+
+
+class CostCap:
+    """What one run may cost, in EUR: a ``UsageLedger`` checked before each call, counted after it.
+
+    Like an agent's budget, the call that crosses the cap finishes and is billed; no call starts
+    after it (``reserve`` raises ``CostCapReached``) and the run stops as Stop does, with the cause
+    ``cost_cap``. Calls already in flight then (parallel agents, one each at most) still finish, so a
+    run can end above its cap by what those calls cost.
+    """
+
+    def __init__(self, cap_eur: float) -> None:
+        self.cap_eur = cap_eur
+        self.spent_eur = 0.0
+
+    async def reserve(self, model: str, tokens: int) -> object:
+        if self.spent_eur >= self.cap_eur:
+            raise CostCapReached(f"cost cap reached ({self.spent_eur:.4f} of {self.cap_eur:.4f} EUR)")
+        return None
+
+    async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
+        self.spent_eur += cost_eur
+
+
+class Ledgers:
+    """Several ledgers as one (a scheduled run's cost cap and its category): a call must fit in each.
+
+    When one refuses, what the ones before it reserved is released (settled with no usage).
+    """
+
+    def __init__(self, *ledgers: UsageLedger) -> None:
+        self.ledgers = ledgers
+
+    async def reserve(self, model: str, tokens: int) -> object:
+        held: list[tuple[UsageLedger, object]] = []
+        try:
+            for ledger in self.ledgers:
+                held.append((ledger, await ledger.reserve(model, tokens)))
+        except BudgetExceeded:
+            for ledger, reservation in held:
+                await ledger.settle(reservation, model, None, 0.0)
+            raise
+        return held
+
+    async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
+        assert isinstance(reservation, list)
+        for ledger, held in reservation:
+            await ledger.settle(held, model, usage, cost_eur)
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,0 +1,64 @@
+"""A run's cost cap (a scheduled task's, per execution) stops the run as Stop does, with its own cause."""
+
+from __future__ import annotations
+
+from test_ledger import REQUEST, TokenLedger, _context
+
+from assistant.engine.errors import BudgetExceeded, CostCapReached
+from assistant.engine.events import AgentFinished, Event, StoppedEvent
+from assistant.engine.loop import run_chat
+from assistant.engine.types import UsagePart
+from assistant.engine.usage import CostCap, Ledgers
+
+
+async def test_a_cap_above_the_run_changes_nothing() -> None:
+    events: list[Event] = []
+    ctx = _context(CostCap(1.0), events)
+    outcome = await run_chat(REQUEST, ctx)
+    assert outcome.status == "ok"
+    assert not any(isinstance(e, StoppedEvent) for e in events)
+
+
+async def test_a_cap_crossed_during_delegation_stops_the_run_with_the_agents_findings() -> None:
+    # The main model's first call costs about 0.0023 EUR and each agent's search about 0.0001 EUR:
+    # the cap is crossed by the agents' first calls, so no agent makes a second one.
+    cap = CostCap(0.0025)
+    events: list[Event] = []
+    ctx = _context(cap, events)
+    outcome = await run_chat(REQUEST, ctx)
+    assert outcome.status == "stopped"
+    assert ctx.cancel.cause == "cost_cap"
+    stopped = [e for e in events if isinstance(e, StoppedEvent)]
+    assert [e.message for e in stopped] == ["stopped: the task's cost cap is reached"]
+    finished = [e for e in events if isinstance(e, AgentFinished)]
+    assert {e.status for e in finished} == {"stopped"} and len(finished) == 2
+    assert all("Searched" in e.report for e in finished)  # each agent's findings so far are kept
+    assert cap.spent_eur == ctx.usage.cost_eur >= 0.0025
+    assert ctx.usage.calls == 3  # the main model once, each agent once: nothing started after the crossing
+
+
+async def test_a_cap_already_reached_refuses_the_next_call() -> None:
+    cap = CostCap(0.01)
+    await cap.settle(await cap.reserve("demo-large", 100), "demo-large", UsagePart(prompt_tokens=1, completion_tokens=1), 0.01)
+    try:
+        await cap.reserve("demo-large", 100)
+    except CostCapReached as e:
+        assert isinstance(e, BudgetExceeded)
+    else:
+        raise AssertionError("the cap should refuse")
+
+
+async def test_ledgers_release_what_an_earlier_one_reserved_when_a_later_one_refuses() -> None:
+    category = TokenLedger(10_000)
+    both = Ledgers(category, CostCap(0.0))
+    try:
+        await both.reserve("demo-large", 4_000)
+    except CostCapReached:
+        pass
+    else:
+        raise AssertionError("the cap should refuse")
+    assert category.remaining == 10_000  # the category's reservation was released
+    held = await Ledgers(category, CostCap(1.0)).reserve("demo-large", 4_000)
+    assert category.remaining == 6_000
+    await Ledgers(category, CostCap(1.0)).settle(held, "demo-large", UsagePart(prompt_tokens=1_000, completion_tokens=500), 0.001)
+    assert category.remaining == 8_500
