@@ -87,12 +87,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def run_finished(self, message: dict[str, Any]) -> None:
         run_id = message["run"]
-        if self.runs.pop(run_id, None) is None:
+        run = self.runs.pop(run_id, None)
+        if run is None:
             return
         await self._leave(group_name_of(run_id))
         if self.pushing is not None:
             await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
-        await self._send_finished(run_id, with_turn=False)
+        await database_sync_to_async(run.refresh_finished)()
+        with translation.override(self.language):
+            html = run.render_run()
+        await self.send(text_data=html)
 
     # Internals -------------------------------------------------------------------------------
 

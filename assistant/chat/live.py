@@ -33,6 +33,8 @@ from .models import Conversation, Message, Run, Step
 from .presenters import run_view
 from .rendering import StreamingMarkdown
 
+# The steps that change what the agents' block shows (an agent's usage, say, shows only at the end).
+VISIBLE_STEPS = frozenset({"agent_started", "round_started", "agent_action", "agent_finished", "tool_result"})
 CATCH_UP_TRIES = 40
 CATCH_UP_PAUSE = 0.05  # the recorder writes to the database at least every 0.1 s
 
@@ -119,7 +121,7 @@ class LiveRun:
             Step(run_id=self.run.pk, seq=seq, kind=event["kind"], agent_id=event.get("agent_id") or "", data=event)
         )
         self.seq = seq
-        if event.get("agent_id") or event["kind"] == "tool_result":
+        if event["kind"] in VISIBLE_STEPS and (event.get("agent_id") or event["kind"] == "tool_result"):
             self.dirty.add("work")
         return True
 
@@ -157,6 +159,17 @@ class LiveRun:
         self.dirty.clear()
         self.emitted = None
         return "".join(parts)
+
+
+    def refresh_finished(self) -> None:
+        """Once the run has ended: its saved outcome (status, sources, usage) and any step not seen."""
+        steps, _ = steps_since(self.run.pk, self.seq)
+        self.merge(steps, "")
+        self.run = Run.objects.get(pk=self.run.pk)
+
+    def render_run(self) -> str:
+        """The whole run, finished: what was rendered while it streamed is reused, not rendered again."""
+        return render_to_string("chat/_run.html", {"view": self.view()})
 
 
 def steps_since(run_id: uuid.UUID, seq: int) -> tuple[list[Step], str]:
