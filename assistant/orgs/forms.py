@@ -81,6 +81,9 @@ class LevelForm(forms.ModelForm):  # type: ignore[type-arg]
         self.fields["effort"].label = _("Provider effort")
         self.fields["main_rounds"].label = _("Main-loop round limit")
         self.fields["agent_rounds"].label = _("Agent turn budget")
+        self.fields["main_rounds"].widget.attrs["min"] = 1
+        for field in self.fields.values():
+            field.help_text = ""  # the section's text explains the columns
         if self.instance.level not in DELEGATING_LEVELS:
             # A disabled field keeps its initial value (0) whatever is posted.
             self.fields["agent_rounds"].disabled = True
