@@ -9,5 +9,6 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("kb/", include("assistant.knowledge.urls")),
     path("settings/", include("assistant.orgs.urls")),
+    path("settings/", include("assistant.budgets.urls")),
     path("", include("assistant.chat.urls")),
 ]

@@ -68,6 +68,11 @@ class CategoryState:
         return max(0, self.budget - self.used - self.reserved)
 
     @property
+    def warn_at(self) -> int:
+        """Tokens at the category's first alert threshold (where its gauge turns amber)."""
+        return self.budget * int(min(self.category.alert_thresholds or [100])) // 100
+
+    @property
     def percent(self) -> float:
         return 100.0 * self.used / self.budget if self.budget else 100.0
 

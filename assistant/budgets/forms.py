@@ -1,0 +1,98 @@
+"""The budgets page's forms: a category, a temporary raise, the organisation's time zone."""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import date
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from assistant.orgs.models import Organisation
+
+from .models import Category
+
+
+class ThresholdsField(forms.CharField):
+    """Percentages typed as ``80, 100``, stored as ``[80, 100]``."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return ", ".join(str(t) for t in value)
+        return value
+
+    def to_python(self, value: Any) -> list[int]:  # type: ignore[override]
+        text = str(super().to_python(value))
+        try:
+            thresholds = sorted({int(part) for part in text.replace(";", ",").split(",") if part.strip()})
+        except ValueError:
+            thresholds = []
+        if not thresholds or not all(1 <= t <= 100 for t in thresholds):
+            raise forms.ValidationError(_("Percentages from 1 to 100, separated by commas (for instance 80, 100)."))
+        return thresholds
+
+
+class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A category of one organisation; its slug is fixed once created (runs keep it)."""
+
+    alert_thresholds = ThresholdsField(label=_("Alerts at (%)"), initial="80, 100")
+
+    class Meta:
+        model = Category
+        fields = ["name", "slug", "monthly_tokens", "alert_thresholds"]
+        labels = {"name": _("Name"), "slug": _("Short name"), "monthly_tokens": _("Monthly tokens")}
+        widgets = {"monthly_tokens": forms.NumberInput(attrs={"min": 1, "step": 1000})}
+
+    def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.organisation = organisation
+        self.instance.organisation = organisation
+        self.fields["slug"].help_text = _("What the composer, the API and scheduled tasks name it by.")
+        if self.instance.pk:
+            self.fields["slug"].disabled = True
+
+    def clean_slug(self) -> str:
+        slug = str(self.cleaned_data["slug"])
+        taken = Category.objects.filter(organisation=self.organisation, slug=slug).exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise forms.ValidationError(_("Another category already has this short name."))
+        return slug
+
+
+class RaiseForm(forms.Form):
+    """Tokens added to one category until an end date: never taken from another category."""
+
+    category = forms.ModelChoiceField(queryset=Category.objects.none(), label=_("Category"))
+    tokens = forms.IntegerField(min_value=1, label=_("Tokens to add"), widget=forms.NumberInput(attrs={"step": 1000}))
+    ends_on = forms.DateField(label=_("Until (included)"), widget=forms.DateInput(attrs={"type": "date"}))
+    reason = forms.CharField(label=_("Reason"), max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args: Any, organisation: Organisation, today: date, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.today = today
+        self.fields["category"].queryset = Category.objects.filter(organisation=organisation)  # type: ignore[attr-defined]
+
+    def clean_reason(self) -> str:
+        reason = str(self.cleaned_data["reason"]).strip()
+        if not reason:
+            raise forms.ValidationError(_("Say why the budget is raised."))
+        return reason
+
+    def clean_ends_on(self) -> date:
+        ends_on: date = self.cleaned_data["ends_on"]
+        if ends_on < self.today:
+            raise forms.ValidationError(_("The end date is already past."))
+        return ends_on
+
+
+class TimeZoneForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = Organisation
+        fields = ["time_zone"]
+        labels = {"time_zone": _("Time zone")}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        zones = sorted(zoneinfo.available_timezones())
+        self.fields["time_zone"].widget = forms.Select(choices=[(z, z) for z in zones])

@@ -1,0 +1,325 @@
+"""What the usage page and its CSV show for one organisation and one month (in its time zone).
+
+Consumption against the budget comes from the category's counters (calls in flight included); the
+breakdowns (per day, per model, per agent, carbon) come from the month's runs, each run's usage being
+every call of its main model and its agents counted once.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+from assistant.chat.models import Run, Step
+from assistant.orgs.models import Organisation
+
+from .charts import PALETTE, Chart, Guide, Series
+from .models import BudgetAlert
+from .months import month_bounds, previous_month, zone
+from .services import CategoryState, categories_of, state_of
+
+# The cost-per-call chart covers the month and the two before it, so that a drift shows against its past.
+DRIFT_MONTHS = 3
+
+
+@dataclass(slots=True)
+class Totals:
+    runs: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cost_eur: float = 0.0
+    energy_wh: float = 0.0
+    carbon_g: float = 0.0
+    carbon_complete: bool = True
+    """Every call's carbon was estimated (else the carbon is a lower bound)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def carbon_text(self) -> str:
+        """The carbon, or why there is none: never a made-up zero."""
+        if not self.calls:
+            return "—"
+        grams = f"{self.carbon_g:.3g}" if self.carbon_g < 10 else f"{self.carbon_g:.0f}"
+        if self.carbon_complete:
+            return _("%(grams)s g CO₂e") % {"grams": grams}
+        if self.carbon_g:
+            return _("at least %(grams)s g CO₂e") % {"grams": grams}
+        return _("not estimated")
+
+    @property
+    def cost_per_call(self) -> float | None:
+        return self.cost_eur / self.calls if self.calls else None
+
+    def add_usage(self, usage: dict[str, Any]) -> None:
+        """One run's (or one agent's) usage dict, as ``RunUsage.as_dict`` saves it."""
+        for m in usage.get("by_model", {}).values():
+            self.add_model(m)
+
+    def add_model(self, m: dict[str, Any], sign: int = 1) -> None:
+        self.calls += sign * int(m.get("calls", 0))
+        self.prompt_tokens += sign * int(m.get("prompt_tokens", 0))
+        self.completion_tokens += sign * int(m.get("completion_tokens", 0))
+        self.cached_prompt_tokens += sign * int(m.get("cached_prompt_tokens", 0))
+        self.cost_eur += sign * float(m.get("cost_eur", 0.0))
+        self.energy_wh += sign * float(m.get("energy_wh", 0.0))
+        self.carbon_g += sign * float(m.get("carbon_g", 0.0))
+        if m.get("calls") and "carbon_g" not in m:
+            self.carbon_complete = False
+
+
+@dataclass(slots=True)
+class CategoryLine:
+    state: CategoryState
+    color: str
+    totals: Totals
+    previous: Totals
+
+    @property
+    def drift_percent(self) -> float | None:
+        """How the cost per call moved since the previous month."""
+        now, before = self.totals.cost_per_call, self.previous.cost_per_call
+        if now is None or not before:
+            return None
+        return 100.0 * (now - before) / before
+
+
+@dataclass(slots=True)
+class AgentLine:
+    model: str
+    profile: str
+    is_agent: bool
+    agents: int = 0
+    rounds: int = 0
+    statuses: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    totals: Totals = field(default_factory=Totals)
+
+    @property
+    def status_text(self) -> str:
+        return ", ".join(f"{status} {count}" for status, count in sorted(self.statuses.items()))
+
+
+def month_runs(org: Organisation, start: datetime, end: datetime) -> list[Run]:
+    return list(
+        Run.objects.filter(organisation=org, created__gte=start, created__lt=end)
+        .select_related("user")
+        .order_by("created")
+    )
+
+
+def _days(start: date, end: date) -> list[date]:
+    return [start + timedelta(days=i) for i in range((end - start).days)]
+
+
+def usage_report(org: Organisation, month: date, now: datetime) -> dict[str, Any]:
+    tz = zone(org.time_zone)
+    start, end = month_bounds(month, tz)
+    first = month
+    for _i in range(DRIFT_MONTHS - 1):
+        first = previous_month(first)
+    window = month_runs(org, month_bounds(first, tz)[0], end)
+    runs = [r for r in window if r.created >= start]
+    previous = [r for r in window if month_bounds(previous_month(month), tz)[0] <= r.created < start]
+    categories = categories_of(org)
+    colors = {c.slug: PALETTE[i % len(PALETTE)] for i, c in enumerate(categories)}
+
+    lines = []
+    for c in categories:
+        totals, before = Totals(), Totals()
+        for r in runs:
+            if r.category == c.slug:
+                totals.runs += 1
+                totals.add_usage(r.usage)
+        for r in previous:
+            if r.category == c.slug:
+                before.add_usage(r.usage)
+        lines.append(CategoryLine(state_of(c, now, month), colors[c.slug], totals, before))
+
+    by_model: dict[str, Totals] = defaultdict(Totals)
+    for r in runs:
+        for name, m in r.usage.get("by_model", {}).items():
+            by_model[name].add_model(m)
+    overall = Totals(runs=len(runs))
+    for r in runs:
+        overall.add_usage(r.usage)
+
+    today = now.astimezone(tz).date()
+    month_days = _days(start.date(), end.date())
+    shown_days = [d for d in month_days if d <= today] or month_days[:1]
+    return {
+        "month": month,
+        "previous_month": previous_month(month),
+        "next_month": None if end > now else end.astimezone(tz).date().replace(day=1),
+        "time_zone": tz.key,
+        "lines": lines,
+        "overall": overall,
+        "by_model": sorted(by_model.items()),
+        "agents": _agent_lines(runs),
+        "consumption_chart": _consumption_chart(lines, runs, month_days, shown_days, tz),
+        "cost_chart": _cost_chart(lines, window, _days(month_bounds(first, tz)[0].date(), end.date()), today, tz),
+        "alerts": BudgetAlert.objects.filter(category__organisation=org, month=month).select_related(
+            "category", "seen_by"
+        ),
+        "runs_count": len(runs),
+    }
+
+
+def _consumption_chart(
+    lines: list[CategoryLine], runs: list[Run], month_days: list[date], shown: list[date], tz: Any
+) -> Chart:
+    """Each category's cumulative tokens over the month, as a percentage of its budget."""
+    index = {d: i for i, d in enumerate(month_days)}
+    series = []
+    for line in lines:
+        per_day: dict[int, int] = defaultdict(int)
+        for r in runs:
+            if r.category == line.state.category.slug:
+                per_day[index[r.created.astimezone(tz).date()]] += int(r.usage.get("total_tokens", 0))
+        total, points = 0, []
+        for d in shown:
+            total += per_day.get(index[d], 0)
+            points.append((index[d], 100.0 * total / line.state.budget))
+        series.append(Series(line.state.category.name, points, line.color))
+    last = len(month_days) - 1
+    return Chart(
+        title=_("Consumption over the month, as a share of each category's budget"),
+        x_labels=[str(d.day) for d in month_days],
+        x_ticks=[i for i, d in enumerate(month_days) if d.day in (1, 5, 10, 15, 20, 25)],
+        series=series,
+        value_format=lambda v: f"{v:.0f} %",
+        guides=[
+            Guide(_("The budget (100 %)"), 0, 100.0, last, 100.0),
+            Guide(_("An even pace over the month"), 0, 100.0 / len(month_days), last, 100.0),
+        ],
+    )
+
+
+def _cost_chart(lines: list[CategoryLine], runs: list[Run], days: list[date], today: date, tz: Any) -> Chart:
+    """Each category's average cost per model call, day by day: a drift shows in its category."""
+    index = {d: i for i, d in enumerate(days)}
+    series = []
+    for line in lines:
+        per_day: dict[int, Totals] = defaultdict(Totals)
+        for r in runs:
+            if r.category == line.state.category.slug:
+                per_day[index[r.created.astimezone(tz).date()]].add_usage(r.usage)
+        points = [(i, t.cost_per_call) for i, t in sorted(per_day.items()) if t.cost_per_call is not None]
+        series.append(Series(line.state.category.name, points, line.color))
+    return Chart(
+        title=_("Cost per model call (EUR), day by day, over three months"),
+        x_labels=[d.strftime("%d/%m") for d in days],
+        x_ticks=[i for i, d in enumerate(days) if d.day in (1, 15)],
+        series=series,
+        value_format=lambda v: f"{v:.4f}" if v < 0.1 else f"{v:.2f}",
+    )
+
+
+def _agent_lines(runs: list[Run]) -> list[AgentLine]:
+    """Agents grouped by model and profile, and the main models with what their agents did not spend."""
+    steps = Step.objects.filter(run__in=[r.pk for r in runs], kind__in=["agent_started", "agent_finished"])
+    profiles: dict[tuple[Any, str], str] = {}
+    lines: dict[tuple[str, str], AgentLine] = {}
+    agents_usage: dict[Any, Totals] = defaultdict(Totals)
+    for s in steps.order_by("run_id", "seq"):
+        key = (s.run_id, s.agent_id)
+        if s.kind == "agent_started":
+            profiles[key] = s.data.get("profile") or ""
+            continue
+        d = s.data
+        line = lines.setdefault((d["model"], profiles.get(key, "")), AgentLine(d["model"], profiles.get(key, ""), True))
+        line.agents += 1
+        line.rounds += int(d.get("rounds", 0))
+        line.statuses[d["status"]] += 1
+        line.totals.add_usage(d.get("usage", {}))
+        agents_usage[s.run_id].add_usage(d.get("usage", {}))
+    main: dict[str, AgentLine] = {}
+    for r in runs:
+        line = main.setdefault(r.model, AgentLine(r.model, "", False))
+        line.agents += 1
+        line.rounds += r.rounds
+        line.statuses[r.status] += 1
+        line.totals.add_usage(r.usage)
+        spent_by_agents = agents_usage.get(r.pk)
+        if spent_by_agents is not None:
+            # The run's usage counts its agents' calls once; the main model's line shows the rest.
+            line.totals.add_model(
+                {
+                    "calls": spent_by_agents.calls,
+                    "prompt_tokens": spent_by_agents.prompt_tokens,
+                    "completion_tokens": spent_by_agents.completion_tokens,
+                    "cached_prompt_tokens": spent_by_agents.cached_prompt_tokens,
+                    "cost_eur": spent_by_agents.cost_eur,
+                    "energy_wh": spent_by_agents.energy_wh,
+                    "carbon_g": spent_by_agents.carbon_g,
+                },
+                sign=-1,
+            )
+    return [*(main[m] for m in sorted(main)), *(lines[k] for k in sorted(lines))]
+
+
+CSV_COLUMNS = [
+    "started",
+    "run",
+    "user",
+    "category",
+    "model",
+    "level",
+    "status",
+    "agents",
+    "calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_prompt_tokens",
+    "total_tokens",
+    "cost_eur",
+    "energy_wh",
+    "carbon_g",
+]
+
+
+def usage_csv(org: Organisation, month: date) -> str:
+    """One line per run of the month: who, which category, tokens, cost and carbon."""
+    tz = zone(org.time_zone)
+    runs = month_runs(org, *month_bounds(month, tz))
+    agents: dict[Any, int] = defaultdict(int)
+    for run_id in Step.objects.filter(run__in=[r.pk for r in runs], kind="agent_started").values_list(
+        "run_id", flat=True
+    ):
+        agents[run_id] += 1
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for r in runs:
+        t = Totals()
+        t.add_usage(r.usage)
+        writer.writerow(
+            [
+                r.created.astimezone(tz).isoformat(timespec="seconds"),
+                r.pk,
+                r.user.get_username(),
+                r.category,
+                r.model,
+                r.level,
+                r.status,
+                agents[r.pk],
+                t.calls,
+                t.prompt_tokens,
+                t.completion_tokens,
+                t.cached_prompt_tokens,
+                t.tokens,
+                f"{t.cost_eur:.6f}",
+                f"{t.energy_wh:.4f}",
+                f"{t.carbon_g:.4f}",
+            ]
+        )
+    return out.getvalue()

@@ -1,0 +1,174 @@
+"""The admins' budgets and usage pages: categories and their budgets, temporary raises, the time zone,
+alerts, and the month's consumption, cost and carbon with its CSV.
+
+Every view starts from the signed-in admin's own organisation: a member gets 403, another
+organisation's category or alert does not exist here (404). Forms post, then redirect (a refused form
+comes back with its errors and status 400).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from assistant.orgs.models import Organisation
+from assistant.orgs.services import administered_organisation
+
+from . import services
+from .forms import CategoryForm, RaiseForm, TimeZoneForm
+from .models import MAX_CATEGORIES, BudgetAlert, BudgetRaise, Category
+from .months import month_of, parse_month, zone
+from .report import usage_csv, usage_report
+
+
+def _today(org: Organisation) -> Any:
+    return timezone.now().astimezone(zone(org.time_zone)).date()
+
+
+def _category_forms(org: Organisation, data: Any = None) -> list[CategoryForm]:
+    return [CategoryForm(data, instance=c, organisation=org, prefix=f"c{c.pk}") for c in services.categories_of(org)]
+
+
+def _page(
+    request: HttpRequest,
+    org: Organisation,
+    *,
+    category_forms: list[CategoryForm] | None = None,
+    new_form: CategoryForm | None = None,
+    raise_form: RaiseForm | None = None,
+    zone_form: TimeZoneForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    now = timezone.now()
+    today = _today(org)
+    forms = category_forms or _category_forms(org)
+    rows = [{"form": f, "state": services.state_of(f.instance, now)} for f in forms]
+    raises = BudgetRaise.objects.filter(category__organisation=org).select_related("category")[:100]
+    context = {
+        "organisation": org,
+        "rows": rows,
+        "can_add": len(rows) < MAX_CATEGORIES,
+        "max_categories": MAX_CATEGORIES,
+        "new_form": new_form or CategoryForm(organisation=org, prefix="new"),
+        "raise_form": raise_form or RaiseForm(organisation=org, today=today, prefix="raise"),
+        "zone_form": zone_form or TimeZoneForm(instance=org, prefix="zone"),
+        "raises": [{"raise": r, "active": r.ends_on >= today} for r in raises],
+        "today": today,
+    }
+    return render(request, "budgets/budgets.html", context, status=status)
+
+
+@login_required
+@require_GET
+def budgets_page(request: HttpRequest) -> HttpResponse:
+    return _page(request, administered_organisation(request.user))
+
+
+@login_required
+@require_POST
+def save_categories(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    forms = _category_forms(org, request.POST)
+    chosen = request.POST.get("default", "")
+    default = next((f.instance for f in forms if str(f.instance.pk) == chosen), None)
+    if not all([f.is_valid() for f in forms]) or (forms and default is None):
+        if forms and default is None:
+            messages.error(request, _("Choose the default category."))
+        return _page(request, org, category_forms=forms, status=400)
+    with transaction.atomic():
+        for f in forms:
+            f.save()
+        # One default at a time: clear the others before setting it (a constraint checks it).
+        Category.objects.filter(organisation=org).exclude(pk=default.pk).update(is_default=False)  # type: ignore[union-attr]
+        Category.objects.filter(pk=default.pk).update(is_default=True)  # type: ignore[union-attr]
+    messages.success(request, _("The categories and their budgets are saved."))
+    return redirect("budgets")
+
+
+@login_required
+@require_POST
+def new_category(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    form = CategoryForm(request.POST, organisation=org, prefix="new")
+    if Category.objects.filter(organisation=org).count() >= MAX_CATEGORIES:
+        form.add_error(None, _("At most %(n)s categories: a few broad ones work best.") % {"n": MAX_CATEGORIES})
+    if not form.is_valid():
+        return _page(request, org, new_form=form, status=400)
+    category = form.save(commit=False)
+    category.is_default = not Category.objects.filter(organisation=org, is_default=True).exists()
+    category.position = Category.objects.filter(organisation=org).count()
+    category.save()
+    messages.success(request, _("The category “%(name)s” is created.") % {"name": category.name})
+    return redirect("budgets")
+
+
+@login_required
+@require_POST
+def add_raise(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    form = RaiseForm(request.POST, organisation=org, today=_today(org), prefix="raise")
+    if not form.is_valid():
+        return _page(request, org, raise_form=form, status=400)
+    data = form.cleaned_data
+    raised = services.raise_budget(data["category"], request.user, data["tokens"], data["reason"], data["ends_on"])
+    messages.success(
+        request,
+        _("“%(name)s” is raised by %(tokens)s tokens until %(date)s.")
+        % {"name": raised.category.name, "tokens": f"{raised.tokens:,}", "date": raised.ends_on.isoformat()},
+    )
+    return redirect("budgets")
+
+
+@login_required
+@require_POST
+def save_time_zone(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    # Its own copy: a refused zone must not reach the page that shows the form again.
+    form = TimeZoneForm(request.POST, instance=Organisation.objects.get(pk=org.pk), prefix="zone")
+    if not form.is_valid():
+        return _page(request, org, zone_form=form, status=400)
+    form.save()
+    messages.success(request, _("The time zone is saved: budgets reset at midnight on the 1st there."))
+    return redirect("budgets")
+
+
+def _month(request: HttpRequest, org: Organisation) -> Any:
+    return parse_month(request.GET.get("month")) or month_of(timezone.now(), zone(org.time_zone))
+
+
+@login_required
+@require_GET
+def usage_page(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    report = usage_report(org, _month(request, org), timezone.now())
+    return render(request, "budgets/usage.html", {"organisation": org, **report})
+
+
+@login_required
+@require_GET
+def usage_export(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    month = _month(request, org)
+    response = HttpResponse(usage_csv(org, month), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="usage-{org.slug}-{month:%Y-%m}.csv"'
+    return response
+
+
+@login_required
+@require_POST
+def alert_seen(request: HttpRequest, pk: int) -> HttpResponse:
+    org = administered_organisation(request.user)
+    alert = get_object_or_404(BudgetAlert, pk=pk, category__organisation=org)
+    if alert.seen is None:
+        alert.seen, alert.seen_by = timezone.now(), request.user  # type: ignore[assignment]
+        alert.save(update_fields=["seen", "seen_by"])
+    return redirect(f"{reverse('usage')}?month={alert.month:%Y-%m}")

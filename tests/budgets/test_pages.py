@@ -1,0 +1,217 @@
+"""The admins' budgets and usage pages: categories, raises (admins only, who and when recorded), the
+time zone, the usage page and its CSV; members get 403, and another organisation's data never shows."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from datetime import timedelta
+
+from budgets_support import World, signed_in, use
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from assistant.budgets import services
+from assistant.budgets.models import BudgetRaise, Category
+from assistant.chat.models import Conversation, Run
+from assistant.orgs.models import Organisation
+
+PAGES = ["/settings/budgets/", "/settings/usage/", "/settings/usage.csv"]
+
+
+def _categories_post(world: World, **changes: object) -> dict[str, object]:
+    data: dict[str, object] = {"default": world.catalogue.pk}
+    for c in Category.objects.filter(organisation=world.demo):
+        data |= {
+            f"c{c.pk}-name": c.name,
+            f"c{c.pk}-monthly_tokens": c.monthly_tokens,
+            f"c{c.pk}-alert_thresholds": "80, 100",
+        }
+    return data | changes
+
+
+def _run(org: Organisation, category: str, tokens: int, cost: float) -> Run:
+    user = get_user_model().objects.filter(memberships__organisation=org).first()
+    conv = Conversation.objects.create(organisation=org, user=user, title="t")
+    usage = {
+        "cost_eur": cost,
+        "total_tokens": tokens,
+        "carbon_g": 0.5,
+        "energy_wh": 1.0,
+        "carbon_estimated": True,
+        "by_model": {
+            "mistral-small": {
+                "calls": 2,
+                "prompt_tokens": tokens - 100,
+                "completion_tokens": 100,
+                "cached_prompt_tokens": 0,
+                "cost_eur": cost,
+                "energy_wh": 1.0,
+                "carbon_g": 0.5,
+            }
+        },
+    }
+    return Run.objects.create(
+        conversation=conv,
+        organisation=org,
+        user=user,
+        model="mistral-small",
+        category=category,
+        status="ok",
+        usage=usage,
+        cost_eur=cost,
+    )
+
+
+def test_only_admins_reach_the_pages(world: World) -> None:
+    for url in PAGES:
+        assert signed_in("demo").get(url).status_code == 200
+        assert signed_in("mia").get(url).status_code == 403
+    assert signed_in("mia").post("/settings/budgets/categories", _categories_post(world)).status_code == 403
+    assert signed_in("mia").post("/settings/budgets/time-zone", {"zone-time_zone": "UTC"}).status_code == 403
+
+
+def test_the_budgets_page_shows_each_category_and_its_month(world: World) -> None:
+    use(world.syntheses, 450_000)
+    page = html.unescape(signed_in("demo").get("/settings/budgets/").content.decode())
+    for name in ("Short catalogue questions", "Long multi-document syntheses", "Administration"):
+        assert name in page
+    assert "450,000 of 4,500,000 (10 %)" in page
+    assert "Obsidian" not in page  # the other organisation's category
+
+
+def test_an_admin_edits_budgets_and_the_default(world: World) -> None:
+    client = signed_in("demo")
+    data = _categories_post(
+        world, default=world.syntheses.pk, **{f"c{world.administration.pk}-monthly_tokens": 2_000_000}
+    )
+    assert client.post("/settings/budgets/categories", data).status_code == 302
+    world.administration.refresh_from_db()
+    assert world.administration.monthly_tokens == 2_000_000
+    assert services.classify(world.demo).slug == "syntheses"
+    # Thresholds must be percentages; a refused form keeps the page, with status 400.
+    bad = _categories_post(world, **{f"c{world.catalogue.pk}-alert_thresholds": "80, 150"})
+    assert client.post("/settings/budgets/categories", bad).status_code == 400
+
+
+def test_at_most_four_categories(world: World) -> None:
+    client = signed_in("demo")
+    new = {
+        "new-name": "Scheduled reports",
+        "new-slug": "reports",
+        "new-monthly_tokens": 500_000,
+        "new-alert_thresholds": "80, 100",
+    }
+    assert client.post("/settings/budgets/categories/new", new).status_code == 302
+    assert Category.objects.get(organisation=world.demo, slug="reports").is_default is False
+    again = {**new, "new-slug": "more"}
+    assert client.post("/settings/budgets/categories/new", again).status_code == 400
+    assert Category.objects.filter(organisation=world.demo).count() == 4
+    # The other organisation's slugs do not collide with this one's.
+    assert (
+        signed_in("mallory").post("/settings/budgets/categories/new", {**new, "new-slug": "catalogue"}).status_code
+        == 302
+    )
+
+
+def test_a_raise_by_an_admin_is_recorded_and_unblocks_the_category_until_its_end_date(world: World) -> None:
+    category = world.administration
+    use(category, 1_500_000)
+    refused = signed_in("mia").post(
+        "/c/new", {"text": "Rename the team", "model": "demo-large", "level": "rapide", "category": "administration"}
+    )
+    assert refused.status_code == 400
+
+    today = timezone.now().astimezone(services.zone("Europe/Paris")).date()
+    raise_form = {
+        "raise-category": category.pk,
+        "raise-tokens": 100_000,
+        "raise-reason": "Year-end closing",
+        "raise-ends_on": today.isoformat(),
+    }
+    # A member may not raise a budget, even by posting the form.
+    assert signed_in("mia").post("/settings/budgets/raises", raise_form).status_code == 403
+    assert not BudgetRaise.objects.exists()
+    # Another organisation's admin cannot name this category.
+    assert signed_in("mallory").post("/settings/budgets/raises", raise_form).status_code == 400
+    before = timezone.now()
+    assert signed_in("demo").post("/settings/budgets/raises", raise_form).status_code == 302
+    raised = BudgetRaise.objects.get()
+    assert (raised.created_by, raised.created_by_name, raised.tokens) == (world.admin, "demo", 100_000)
+    assert raised.created >= before
+    page = signed_in("demo").get("/settings/budgets/").content.decode()
+    assert "Year-end closing" in page and ">demo<" in page and "+100,000" in page
+
+    assert services.state_of(category).budget == 1_600_000
+    ok = signed_in("mia").post(
+        "/c/new", {"text": "Rename the team", "model": "demo-large", "level": "rapide", "category": "administration"}
+    )
+    assert ok.status_code == 302
+    # The day after its end date, the raise no longer counts.
+    assert services.state_of(category, timezone.now() + timedelta(days=1)).budget == 1_500_000
+    # No other category moved.
+    assert services.state_of(world.catalogue).budget == 4_000_000
+    assert services.state_of(world.syntheses).budget == 4_500_000
+
+
+def test_a_raise_needs_an_amount_a_reason_and_an_end_date_not_past(world: World) -> None:
+    client = signed_in("demo")
+    yesterday = (timezone.now() - timedelta(days=2)).date().isoformat()
+    base = {
+        "raise-category": world.catalogue.pk,
+        "raise-tokens": 10,
+        "raise-reason": "Because",
+        "raise-ends_on": yesterday,
+    }
+    assert client.post("/settings/budgets/raises", base).status_code == 400
+    assert (
+        client.post(
+            "/settings/budgets/raises", {**base, "raise-ends_on": "2099-01-01", "raise-reason": " "}
+        ).status_code
+        == 400
+    )
+    assert (
+        client.post("/settings/budgets/raises", {**base, "raise-ends_on": "2099-01-01", "raise-tokens": 0}).status_code
+        == 400
+    )
+    assert not BudgetRaise.objects.exists()
+
+
+def test_an_admin_sets_the_time_zone(world: World) -> None:
+    client = signed_in("demo")
+    assert client.post("/settings/budgets/time-zone", {"zone-time_zone": "Mars/Olympus"}).status_code == 400
+    assert client.post("/settings/budgets/time-zone", {"zone-time_zone": "Asia/Tokyo"}).status_code == 302
+    world.demo.refresh_from_db()
+    assert world.demo.time_zone == "Asia/Tokyo"
+
+
+def test_the_usage_page_shows_this_organisations_month_only(world: World) -> None:
+    _run(world.demo, "syntheses", 12_000, 0.04)
+    _run(world.demo, "catalogue", 900, 0.001)
+    _run(world.other, "obsidian", 77_777, 9.99)
+    use(world.syntheses, 12_000, 0.04)
+    page = html.unescape(signed_in("demo").get("/settings/usage/").content.decode())
+    assert "Long multi-document syntheses" in page and "<svg" in page
+    assert "Cost per model call (EUR), day by day, over three months" in page
+    assert "mistral-small" in page  # per model
+    assert "Main model" in page  # per main model and agent
+    assert "g CO₂e" in page
+    assert "Obsidian" not in page and "77,777" not in page and "9.99" not in page
+    other = html.unescape(signed_in("mallory").get("/settings/usage/").content.decode())
+    assert "Obsidian research" in other
+    assert "Long multi-document syntheses" not in other and "12,000" not in other
+
+
+def test_the_csv_lists_the_months_runs_of_this_organisation(world: World) -> None:
+    mine = _run(world.demo, "syntheses", 12_000, 0.04)
+    theirs = _run(world.other, "obsidian", 77_777, 9.99)
+    response = signed_in("demo").get("/settings/usage.csv")
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["run"] for r in rows] == [str(mine.pk)]
+    assert rows[0]["category"] == "syntheses" and rows[0]["total_tokens"] == "12000" and rows[0]["carbon_g"] == "0.5000"
+    assert str(theirs.pk) not in response.content.decode()
+    # Another month: nothing.
+    assert len(signed_in("demo").get("/settings/usage.csv?month=2020-01").content.decode().splitlines()) == 1

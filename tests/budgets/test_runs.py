@@ -1,0 +1,206 @@
+"""Runs and their category: classified at the start, every token charged once, refused before any model
+call when the category is exhausted, stopped as Stop does when it is crossed midway, never helped by
+another category."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+
+import pytest
+from asgiref.sync import sync_to_async
+from budgets_support import World, signed_in, this_month
+from django.test import AsyncClient
+from django.utils import formats, timezone
+
+from assistant.budgets import services
+from assistant.budgets.models import Category, CategoryMonth
+from assistant.budgets.months import month_of, next_month, zone
+from assistant.chat import runs
+from assistant.chat.models import Run, Step
+from assistant.engine.errors import BudgetExceeded
+
+SYNTHESIS = {
+    "text": "Bimbamjob: invoices 2024, payments and relationship",
+    "model": "demo-large",
+    "level": "approfondi",
+    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
+    "category": "syntheses",
+}
+QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
+
+
+def exhaust(category: Category) -> None:
+    """Other requests of the category used what was left of its month (calls in flight may still settle)."""
+    row = this_month(category)
+    CategoryMonth.objects.filter(pk=row.pk).update(used=category.monthly_tokens)
+
+
+def reset_date(category: Category) -> str:
+    month = month_of(timezone.now(), zone(category.organisation.time_zone))
+    return formats.date_format(next_month(month), "j F Y")
+
+
+# Classification --------------------------------------------------------------------------------------
+
+
+def test_the_composer_offers_the_categories_with_the_default_chosen(world: World) -> None:
+    page = signed_in("mia").get("/").content.decode()
+    assert '<select name="category">' in page
+    assert '<option value="catalogue" selected>Short catalogue questions</option>' in page
+    assert '<option value="syntheses">Long multi-document syntheses</option>' in page
+    assert '<option value="administration">Administration</option>' in page
+
+
+def test_a_request_is_classified_explicitly_else_into_the_default(world: World) -> None:
+    client = signed_in("mia")
+    assert client.post("/c/new", {**QUESTION, "category": "administration"}).status_code == 302
+    assert Run.objects.get().category == "administration"
+    Run.objects.all().delete()
+    assert client.post("/c/new", QUESTION).status_code == 302  # no category named: the default
+    assert Run.objects.get().category == "catalogue"
+
+
+def test_an_unknown_or_foreign_category_is_refused(world: World) -> None:
+    client = signed_in("mia")
+    response = client.post("/c/new", {**QUESTION, "category": "obsidian"})  # the other organisation's
+    assert response.status_code == 400
+    assert "does not exist here" in html.unescape(response.content.decode())
+    assert not Run.objects.exists()
+
+
+def test_an_organisation_without_categories_runs_unbudgeted(world: World) -> None:
+    world.other_category.delete()
+    assert services.classify(world.other) is None
+    assert services.admit(world.other, "", "Hello", "demo-large") is None
+
+
+# Every token charged once --------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_every_token_of_a_run_agents_included_is_charged_once_to_its_category(
+    tworld: World, fast_demo: None
+) -> None:
+    client = AsyncClient()
+    await client.aforce_login(tworld.member)
+    assert (await client.post("/c/new", SYNTHESIS)).status_code == 302
+    run = await Run.objects.aget()
+    await runs.wait_for(run.pk)
+    await run.arefresh_from_db()
+    assert run.status == "ok" and run.category == "syntheses"
+    assert set(run.usage["by_model"]) == {"demo-large", "demo-small"}  # the main model and its agents
+    row = await sync_to_async(this_month)(tworld.syntheses)
+    assert row.used == run.usage["total_tokens"]
+    assert row.calls == sum(m["calls"] for m in run.usage["by_model"].values())
+    assert row.cost_eur == pytest.approx(run.cost_eur)
+    assert row.reserved == 0
+    # Nothing was charged anywhere else.
+    others = CategoryMonth.objects.exclude(category=tworld.syntheses).filter(used__gt=0)
+    assert not await others.aexists()
+
+
+# Refused before any model call ---------------------------------------------------------------------
+
+
+def test_an_exhausted_category_refuses_before_any_model_call_and_keeps_the_text(world: World) -> None:
+    exhaust(world.syntheses)
+    before = this_month(world.syntheses)
+    client = signed_in("mia")
+    response = client.post("/c/new", SYNTHESIS, headers={"HX-Request": "true"})
+    assert response.status_code == 400
+    page = html.unescape(response.content.decode())
+    assert 'id="composer"' in page  # the composer comes back, with the reason and the typed text
+    assert "The category “Long multi-document syntheses” has reached its monthly budget" in page
+    assert f"It resets on {reset_date(world.syntheses)} at midnight (Europe/Paris)" in page
+    assert SYNTHESIS["text"] in page
+    assert '<option value="syntheses" selected>' in page  # and the category the user chose
+    assert not Run.objects.exists()
+    after = this_month(world.syntheses)
+    assert (after.used, after.reserved, after.calls) == (before.used, before.reserved, before.calls)
+
+
+def test_the_refusal_speaks_french(world: World) -> None:
+    exhaust(world.syntheses)
+    client = signed_in("mia")
+    client.cookies["django_language"] = "fr"
+    page = html.unescape(client.post("/c/new", SYNTHESIS).content.decode())
+    assert "La catégorie « Long multi-document syntheses » a atteint son budget mensuel" in page
+    assert "minuit (Europe/Paris)" in page
+
+
+def test_no_transfer_between_categories(world: World) -> None:
+    exhaust(world.syntheses)
+    catalogue_before = services.state_of(world.catalogue)
+    client = signed_in("mia")
+    assert client.post("/c/new", SYNTHESIS).status_code == 400
+    # The other categories still work, and their budgets are untouched by the exhausted one.
+    assert client.post("/c/new", {**QUESTION, "category": "catalogue"}).status_code == 302
+    assert client.post("/c/new", {**QUESTION, "category": "administration"}).status_code == 302
+    catalogue_after = services.state_of(world.catalogue)
+    assert catalogue_after.budget == catalogue_before.budget == 4_000_000
+    assert services.state_of(world.syntheses).budget == 4_500_000
+    # Even a single call of the exhausted category is refused while the others have plenty left.
+    with pytest.raises(BudgetExceeded):
+        services.reserve(world.syntheses.pk, 1)
+    services.reserve(world.administration.pk, 1)
+
+
+# Crossed midway: stopped as Stop does --------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agents_findings(
+    tworld: World, settings: object
+) -> None:
+    settings.DEMO_PACE = 0.0  # type: ignore[attr-defined]
+    settings.DEMO_LATENCY = 0.3  # type: ignore[attr-defined]
+    client = AsyncClient()
+    await client.aforce_login(tworld.member)
+    assert (await client.post("/c/new", SYNTHESIS)).status_code == 302
+    run = await Run.objects.aget()
+    for _ in range(100):  # the agents have searched: the delegation is under way
+        if await Step.objects.filter(run=run, kind="agent_action", data__action__kind="search").aexists():
+            break
+        await asyncio.sleep(0.05)
+    await sync_to_async(exhaust)(tworld.syntheses)
+    await runs.wait_for(run.pk)
+    await run.arefresh_from_db()
+
+    assert run.status == "stopped"
+    stopped = await Step.objects.aget(run=run, kind="stopped")
+    assert stopped.data["message"] == "stopped: the category's monthly budget is reached"
+    finished = [s.data async for s in Step.objects.filter(run=run, kind="agent_finished")]
+    assert len(finished) == 2 and {f["status"] for f in finished} == {"stopped"}
+    assert all("Searched" in f["report"] for f in finished)  # each agent's findings so far are kept
+    row = await sync_to_async(this_month)(tworld.syntheses)
+    assert row.reserved == 0
+    # The page shows why it stopped and what the agents had found.
+    page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
+    assert "stopped: the category&#x27;s monthly budget is reached" in page
+    assert "Searched" in page
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World, fast_demo: None) -> None:
+    category = tworld.administration
+    # A plain question is one call of demo-large, reserving its prompt and 8,192 tokens of output.
+    category.monthly_tokens = 5 * 9_000
+    await category.asave()
+    ask = runs.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="administration")
+    created = [await sync_to_async(runs.create_run)(tworld.member, tworld.demo, None, ask) for _ in range(20)]
+    await asyncio.gather(*(runs.execute_run(r.pk) for r in created))
+
+    done = [r async for r in Run.objects.all()]
+    row = await sync_to_async(this_month)(category)
+    assert row.reserved == 0
+    assert row.used <= category.monthly_tokens
+    assert row.used == sum(r.usage.get("total_tokens", 0) for r in done)  # each token counted once
+    ok = [r for r in done if r.status == "ok"]
+    stopped = [r for r in done if r.status == "stopped"]
+    assert len(ok) + len(stopped) == 20
+    assert 5 <= len(ok) < 20
+    for r in stopped:  # refused at their first reservation: no model call, nothing spent
+        assert r.usage["total_tokens"] == 0
+        stopped_step = await Step.objects.aget(run=r, kind="stopped")
+        assert stopped_step.data["message"] == "stopped: the category's monthly budget is reached"
