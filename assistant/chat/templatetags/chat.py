@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import template
 from django.utils.formats import number_format
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext, ngettext
 
 from ..rendering import render_markdown
 
@@ -18,3 +21,18 @@ def markdown(text: str) -> SafeString:
 def eur(value: float) -> str:
     # In the reader's number format: 0.0042 € in English, 0,0042 € in French.
     return f"{number_format(value, 4 if value < 1 else 2)} €"
+
+
+@register.filter
+def action_text(action: dict[str, Any]) -> str:
+    """One action in the reader's words: a search with its query and count, a read with its titles."""
+    # A filter rather than an included template: the agents' block is rendered at each of their steps.
+    if action.get("kind") == "search":
+        n = int(action.get("count") or 0)
+        return ngettext("Search “%(query)s”: %(n)s result", "Search “%(query)s”: %(n)s results", n) % {
+            "query": action.get("label", ""),
+            "n": n,
+        }
+    if action.get("kind") == "read":
+        return gettext("Read: %(title)s") % {"title": action.get("label", "")}
+    return str(action.get("label", ""))
