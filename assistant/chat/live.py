@@ -33,8 +33,10 @@ from .models import Conversation, Message, Run, Step
 from .presenters import run_view
 from .rendering import StreamingMarkdown
 
-# The steps that change what the agents' block shows (an agent's usage, say, shows only at the end).
+# The steps that change what the agents' block shows (an agent's usage, say, shows only at the end),
+# and those among them that change one agent's line only.
 VISIBLE_STEPS = frozenset({"agent_started", "round_started", "agent_action", "agent_finished", "tool_result"})
+AGENT_PROGRESS = frozenset({"round_started", "agent_action"})
 CATCH_UP_TRIES = 40
 CATCH_UP_PAUSE = 0.05  # the recorder writes to the database at least every 0.1 s
 
@@ -121,8 +123,10 @@ class LiveRun:
             Step(run_id=self.run.pk, seq=seq, kind=event["kind"], agent_id=event.get("agent_id") or "", data=event)
         )
         self.seq = seq
-        if event["kind"] in VISIBLE_STEPS and (event.get("agent_id") or event["kind"] == "tool_result"):
-            self.dirty.add("work")
+        if event["kind"] in AGENT_PROGRESS and event.get("agent_id"):
+            self.dirty.add(f"agent:{event['agent_id']}")  # that agent's line only
+        elif event["kind"] in VISIBLE_STEPS and (event.get("agent_id") or event["kind"] == "tool_result"):
+            self.dirty.add("work")  # a line appears, or the working line changes
         return True
 
     def merge(self, steps: list[Step], answer: str) -> None:
@@ -154,6 +158,11 @@ class LiveRun:
             )
         if "work" in self.dirty:
             parts.append(render_to_string("chat/_work.html", {"view": view}))
+        else:
+            changed = {d.removeprefix("agent:") for d in self.dirty if d.startswith("agent:")}
+            for agent in view["agents"]:
+                if agent.agent_id in changed:
+                    parts.append(render_to_string("chat/_agent.html", {"view": view, "agent": agent}))
         if "answer" in self.dirty:
             parts.append(render_to_string("chat/_answer.html", {"view": view}))
         self.dirty.clear()

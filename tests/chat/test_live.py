@@ -300,6 +300,11 @@ def test_a_follower_skips_what_it_read_and_fills_gaps_from_the_database(demo_dat
     assert f'id="run-{run.pk}-work"' in html and f'id="run-{run.pk}-answer"' in html
     assert 'data-emitted="1.000000"' in html
     assert follower.render_changes() == ""  # nothing changed since
+    # An agent's progress re-renders its own line only.
+    assert follower.apply(_message(7))
+    html = follower.render_changes()
+    assert html.lstrip().startswith(f'<div class="delegation status-running" id="agent-{run.pk}-agent-1"')
+    assert "-work" not in html
 
 
 @pytest.mark.django_db
