@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from .models import BudgetAlert, BudgetRaise, Category, CategoryMonth
+from .models import BudgetAlert, BudgetRaise, Category, CategoryMonth, Reservation
 
 
 @admin.register(Category)
@@ -30,3 +30,8 @@ class BudgetRaiseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class BudgetAlertAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["category", "month", "threshold", "used", "budget", "created", "emailed_to", "seen"]
     list_filter = ["category__organisation", "month"]
+
+
+@admin.register(Reservation)
+class ReservationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["month", "tokens", "created"]

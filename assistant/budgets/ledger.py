@@ -13,7 +13,7 @@ from django.utils import timezone
 from assistant.engine.types import UsagePart
 
 from . import services
-from .models import Category
+from .models import Category, Reservation
 
 
 class CategoryLedger:
@@ -27,7 +27,7 @@ class CategoryLedger:
         return await sync_to_async(services.reserve)(self.category_id, tokens, self.clock())
 
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
-        assert isinstance(reservation, services.Reservation)
+        assert isinstance(reservation, Reservation)
         spent = usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
         await sync_to_async(services.settle)(reservation, spent, cost_eur, self.clock())
 

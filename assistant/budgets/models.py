@@ -2,7 +2,8 @@
 
 A run is charged to one ``Category``. Each category has one ``CategoryMonth`` per month (in the
 organisation's time zone) holding what was used and what is reserved by calls in flight; a call
-reserves there before it starts and settles after it ends (``ledger``). A ``BudgetRaise`` adds tokens
+reserves there before it starts and settles after it ends (``ledger``), each hold also kept as a
+``Reservation`` row so that one left by a dead process can be released. A ``BudgetRaise`` adds tokens
 to one category until its end date, never taken from another one. A ``BudgetAlert`` records that a
 category crossed a threshold in a month, once.
 """
@@ -77,6 +78,21 @@ class CategoryMonth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.category} {self.month:%Y-%m}"
+
+
+class Reservation(models.Model):
+    """Tokens held on a category's month by one model call in flight, until it settles.
+
+    The month's ``reserved`` counter is what the budget check reads; these rows only let a hold whose
+    process died (a server stopped mid-call) be found and released instead of blocking the month.
+    """
+
+    month = models.ForeignKey(CategoryMonth, on_delete=models.CASCADE, related_name="reservations")
+    tokens = models.BigIntegerField()
+    created = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.tokens} on {self.month}"
 
 
 class BudgetRaise(models.Model):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -27,22 +27,17 @@ from assistant.engine.usage import estimate_tokens
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import is_admin
 
-from .models import BudgetAlert, BudgetRaise, Category, CategoryMonth
+from .models import BudgetAlert, BudgetRaise, Category, CategoryMonth, Reservation
 from .months import month_bounds, month_of, zone
 
 log = logging.getLogger(__name__)
 
+# A hold older than this belongs to a call whose process died (calls are cut long before): it is released.
+STALE_AFTER = timedelta(hours=1)
+
 
 class CategoryExhausted(RequestRefused):
     """The request's category has no room left this month; the message names it and when it resets."""
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """Tokens held on one category's month until the call settles."""
-
-    month_id: int
-    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,28 +171,52 @@ def reserve(category_id: int, tokens: int, now: datetime | None = None) -> Reser
     tz = zone(category.organisation.time_zone)
     row = month_row(category, month_of(now, tz))
     budget = category.monthly_tokens + raised_tokens(category, now.astimezone(tz).date())
-    # One statement: the check and the hold cannot be separated by another request's reservation.
-    held = CategoryMonth.objects.filter(pk=row.pk, used__lte=budget - tokens - F("reserved")).update(
-        reserved=F("reserved") + tokens
-    )
-    if not held:
+    reservation = _hold(row, budget, tokens, now)
+    if reservation is None and release_stale(row, now):
+        reservation = _hold(row, budget, tokens, now)
+    if reservation is None:
         row.refresh_from_db()
         state = _state(category, row, now)
         check_alerts(state, refused=True)
         raise BudgetExceeded(f"category '{category.slug}': {tokens} tokens wanted, {state.remaining} left")
-    return Reservation(row.pk, tokens)
+    return reservation
+
+
+def _hold(row: CategoryMonth, budget: int, tokens: int, now: datetime) -> Reservation | None:
+    with transaction.atomic():
+        # One statement: the check and the hold cannot be separated by another request's reservation.
+        held = CategoryMonth.objects.filter(pk=row.pk, used__lte=budget - tokens - F("reserved")).update(
+            reserved=F("reserved") + tokens
+        )
+        return Reservation.objects.create(month=row, tokens=tokens, created=now) if held else None
 
 
 def settle(reservation: Reservation, spent: int, cost_eur: float, now: datetime | None = None) -> None:
     """Release the hold and charge what the call really used; then check the category's thresholds."""
-    CategoryMonth.objects.filter(pk=reservation.month_id).update(
-        reserved=F("reserved") - reservation.tokens,
-        used=F("used") + spent,
-        cost_eur=F("cost_eur") + cost_eur,
-        calls=F("calls") + 1,
-    )
+    with transaction.atomic():
+        # A hold already released as stale is not released twice; what the call used is charged anyway.
+        released = reservation.tokens if Reservation.objects.filter(pk=reservation.pk).delete()[0] else 0
+        CategoryMonth.objects.filter(pk=reservation.month_id).update(
+            reserved=F("reserved") - released,
+            used=F("used") + spent,
+            cost_eur=F("cost_eur") + cost_eur,
+            calls=F("calls") + 1,
+        )
     row = CategoryMonth.objects.select_related("category__organisation").get(pk=reservation.month_id)
     check_alerts(_state(row.category, row, now or timezone.now()))
+
+
+def release_stale(row: CategoryMonth, now: datetime) -> int:
+    """Release the holds of the month older than ``STALE_AFTER``; returns the tokens given back."""
+    released = 0
+    for stale in Reservation.objects.filter(month=row, created__lt=now - STALE_AFTER):
+        with transaction.atomic():
+            if Reservation.objects.filter(pk=stale.pk).delete()[0]:  # only one process releases it
+                CategoryMonth.objects.filter(pk=row.pk).update(reserved=F("reserved") - stale.tokens)
+                released += stale.tokens
+    if released:
+        log.warning("released %s tokens held by calls that never settled on %s", released, row)
+    return released
 
 
 def raise_budget(

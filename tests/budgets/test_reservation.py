@@ -13,15 +13,17 @@ import os
 import sqlite3
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from budgets_support import World, this_month, use
 from django.db import connection
+from django.utils import timezone
 
 from assistant.budgets import services
-from assistant.budgets.models import Category
+from assistant.budgets.models import Category, Reservation
 from assistant.engine.errors import BudgetExceeded
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,3 +115,20 @@ def test_a_reservation_that_does_not_fit_is_refused_and_holds_nothing(tworld: Wo
     row.refresh_from_db()
     assert (row.used, row.reserved, row.calls) == (4_620, 0, 2)
     assert row.cost_eur == pytest.approx(0.5)
+
+
+def test_a_hold_left_by_a_dead_process_is_released_and_never_twice(tworld: World) -> None:
+    category = room_for_five(tworld.administration)
+    now = timezone.now()
+    dead = services.reserve(category.pk, 5_000, now - services.STALE_AFTER - timedelta(minutes=1))
+    # The month is full of a hold whose call never settled: the next reservation releases it.
+    fresh = services.reserve(category.pk, 1_000, now)
+    row = this_month(category)
+    assert (row.used, row.reserved) == (0, 1_000)
+    assert list(Reservation.objects.values_list("pk", flat=True)) == [fresh.pk]
+    # Should the old call settle after all, what it used is charged, its hold is not released twice.
+    services.settle(dead, 300, 0.0, now)
+    services.settle(fresh, 200, 0.0, now)
+    row.refresh_from_db()
+    assert (row.used, row.reserved, row.calls) == (500, 0, 2)
+    assert not Reservation.objects.exists()
