@@ -30,7 +30,9 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy assistant/engine
-	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres"
+	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e
+	# The browser tests run in their own process: Playwright's sync API keeps an event loop running.
+	DATABASE_URL= $(BIN)/python -m pytest tests/e2e
 	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/knowledge tests/budgets
 
 lint: install
