@@ -169,7 +169,6 @@ class LiveRun:
         self.emitted = None
         return "".join(parts)
 
-
     def refresh_finished(self) -> None:
         """Once the run has ended: its saved outcome (status, sources, usage) and any step not seen."""
         steps, _ = steps_since(self.run.pk, self.seq)

@@ -125,7 +125,9 @@ async def test_another_origin_is_refused() -> None:
     conversation = await sync_to_async(_conversation_of)("demo")
     _, session = await _signed_in()
     communicator = WebsocketCommunicator(
-        application, f"/ws/c/{conversation.pk}/", headers=[(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={session}".encode())]
+        application,
+        f"/ws/c/{conversation.pk}/",
+        headers=[(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={session}".encode())],
     )
     connected, _ = await communicator.connect()
     try:
@@ -139,7 +141,9 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id() -> 
     mine = await sync_to_async(_conversation_of)("demo")
     mallory = await sync_to_async(_member)("mallory", "other")
     theirs = await sync_to_async(_conversation_of)(mallory.username)
-    secret = await Run.objects.acreate(conversation=theirs, organisation_id=theirs.organisation_id, user=mallory, model="demo-large")
+    secret = await Run.objects.acreate(
+        conversation=theirs, organisation_id=theirs.organisation_id, user=mallory, model="demo-large"
+    )
     _, session = await _signed_in()
     communicator = await _socket(f"/ws/c/{mine.pk}/?running={secret.pk.hex},not-a-uuid", session)
     try:
@@ -173,7 +177,9 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
     assert "An agent is working; waiting for its answer to continue" in joined
     assert "Search “factures:" in joined  # an agent's action, while it works
     # Text arrives in order, never twice: each pushed answer is a beginning of the final one.
-    final = _letters(re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1))  # type: ignore[union-attr]
+    final = _letters(
+        re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1)
+    )  # type: ignore[union-attr]
     answers = re.findall(rf'<div class="text" id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*$', joined, re.S | re.M)
     assert len(answers) > 1
     for pushed in answers:
@@ -201,10 +207,17 @@ async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) 
     await runs.wait_for(run.pk)
     # The first push is the state so far: both agents back, and the answer up to now.
     first = frames[0]
-    assert set(re.findall(r'<div class="delegation status-ok" id="agent-[^"]+-(agent-\d)"', first)) == {"agent-1", "agent-2"}
+    assert set(re.findall(r'<div class="delegation status-ok" id="agent-[^"]+-(agent-\d)"', first)) == {
+        "agent-1",
+        "agent-2",
+    }
     assert "I am handing the search" in first
-    final = _letters(re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1))  # type: ignore[union-attr]
-    for pushed in re.findall(rf'<div class="text" id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*$', "".join(frames[:-1]), re.S | re.M):
+    final = _letters(
+        re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1)
+    )  # type: ignore[union-attr]
+    for pushed in re.findall(
+        rf'<div class="text" id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*$', "".join(frames[:-1]), re.S | re.M
+    ):
         assert final.startswith(_letters(pushed))
 
 

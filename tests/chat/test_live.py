@@ -44,7 +44,15 @@ def _run(status: str = "running", answer: str = "", **fields: Any) -> Run:
     user = get_user_model().objects.get(username="demo")
     org = Organisation.objects.get(slug="demo")
     conversation = Conversation.objects.create(organisation=org, user=user, title="Bimbamjob?")
-    run = Run.objects.create(conversation=conversation, organisation=org, user=user, model="demo-large", status=status, answer=answer, **fields)
+    run = Run.objects.create(
+        conversation=conversation,
+        organisation=org,
+        user=user,
+        model="demo-large",
+        status=status,
+        answer=answer,
+        **fields,
+    )
     Message.objects.create(conversation=conversation, role="user", content="Bimbamjob?", run=run)
     return run
 
@@ -104,7 +112,9 @@ def test_a_model_the_organisation_does_not_allow_is_refused_in_plain_words(clien
     assert not Run.objects.exists()
 
 
-def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(*args: Any) -> Run:
         raise RuntimeError("database on fire")
 
@@ -131,7 +141,9 @@ async def test_sending_with_htmx_returns_an_empty_composer_and_the_new_turn(fast
     response = await client.post("/c/new", ASK, headers={"HX-Request": "true"})
     conversation = await Conversation.objects.aget()
     assert response.status_code == 200 and response["HX-Redirect"] == f"/c/{conversation.pk}/"
-    response = await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": "And Tamaris?"}, headers={"HX-Request": "true"})
+    response = await client.post(
+        f"/c/{conversation.pk}/send", {**ASK, "text": "And Tamaris?"}, headers={"HX-Request": "true"}
+    )
     body = response.content.decode()
     run = await Run.objects.alatest("created")
     assert body.lstrip().startswith('<form id="composer"')
@@ -151,7 +163,15 @@ def test_a_running_page_subscribes_with_the_runs_it_shows(client: Client) -> Non
 
 
 def test_delegation_lines_and_panel_in_english(client: Client) -> None:
-    run = _run(status="ok", answer="Done [doc-1].", usage={"cost_eur": 0.01, "by_model": {"demo-small": {"prompt_tokens": 900, "completion_tokens": 40, "cached_prompt_tokens": 128}}}, cost_eur=0.01)
+    run = _run(
+        status="ok",
+        answer="Done [doc-1].",
+        usage={
+            "cost_eur": 0.01,
+            "by_model": {"demo-small": {"prompt_tokens": 900, "completion_tokens": 40, "cached_prompt_tokens": 128}},
+        },
+        cost_eur=0.01,
+    )
     _agent_steps(run, "ok")
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
     assert f'Delegated to an agent (demo-small): "{INSTRUCTION}" (returned in 2 rounds)' in page
@@ -220,7 +240,9 @@ def test_only_the_first_2000_characters_of_a_report_are_shown(client: Client) ->
 def test_a_stopped_run_keeps_its_answer_and_says_why(client: Client) -> None:
     client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
     run = _run(status="stopped", answer="Début de réponse")
-    Step.objects.create(run=run, seq=1, kind="stopped", data={"message": "stopped: the category's monthly budget is reached"})
+    Step.objects.create(
+        run=run, seq=1, kind="stopped", data={"message": "stopped: the category's monthly budget is reached"}
+    )
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
     assert "Début de réponse" in page
     assert "Arrêté : le budget mensuel de la catégorie est atteint." in page
@@ -230,7 +252,9 @@ def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypa
     def unreachable(request: ModelRequest, info: Any) -> ModelResponse:
         raise ModelUnavailable("the provider could not be reached (connection refused)")
 
-    monkeypatch.setattr(providers, "resolve", lambda model_id: FunctionModel(unreachable, providers.catalogue()[model_id]))
+    monkeypatch.setattr(
+        providers, "resolve", lambda model_id: FunctionModel(unreachable, providers.catalogue()[model_id])
+    )
     from asgiref.sync import async_to_sync
 
     from assistant.chat import runs
@@ -249,7 +273,9 @@ def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypa
 
 
 def test_script_and_onerror_from_a_model_or_a_document_show_as_text() -> None:
-    html = render_markdown('Hi <script>alert(1)</script> <img src=x onerror="alert(2)"> [x](javascript:alert(3)) **ok**')
+    html = render_markdown(
+        'Hi <script>alert(1)</script> <img src=x onerror="alert(2)"> [x](javascript:alert(3)) **ok**'
+    )
     assert "<script" not in html and "<img" not in html and "javascript:" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=" in html
@@ -269,7 +295,11 @@ def test_streaming_markdown_renders_each_finished_block_once() -> None:
 
 
 def _message(seq: int, kind: str = "agent_action", **extra: Any) -> dict[str, Any]:
-    event = {"kind": kind, "agent_id": "agent-1", "action": {"tool": "kb_search", "kind": "search", "label": "q", "count": 1, "ok": True}}
+    event = {
+        "kind": kind,
+        "agent_id": "agent-1",
+        "action": {"tool": "kb_search", "kind": "search", "label": "q", "count": 1, "ok": True},
+    }
     if kind == "text_delta":
         event = {"kind": "text_delta", "agent_id": None, "text": extra.pop("text")}
     return {"type": "run.event", "run": "x", "seq": seq, "event": event, "t": 1.0, **extra}
@@ -295,7 +325,10 @@ def test_a_follower_skips_what_it_read_and_fills_gaps_from_the_database(demo_dat
     steps, answer = live.steps_since(run.pk, follower.seq)
     follower.merge(steps, answer)
     assert follower.apply(_message(6)) and follower.seq == 6
-    assert follower.apply(_message(6, "text_delta", text="?", offset=21)) and follower.run.answer == "Hello world! And more?"
+    assert (
+        follower.apply(_message(6, "text_delta", text="?", offset=21))
+        and follower.run.answer == "Hello world! And more?"
+    )
     html = follower.render_changes()
     assert f'id="run-{run.pk}-work"' in html and f'id="run-{run.pk}-answer"' in html
     assert 'data-emitted="1.000000"' in html
@@ -362,5 +395,7 @@ def _po_entries(text: str) -> list[tuple[str, str | None, list[str]]]:
             continue
         entries[-1][key] += line[1:-1].encode().decode("unicode_escape").encode("latin-1").decode("utf-8")
     return [
-        (e["msgid"], e.get("msgid_plural"), [e[k] for k in sorted(e) if k.startswith("msgstr")]) for e in entries if e["msgid"]
+        (e["msgid"], e.get("msgid_plural"), [e[k] for k in sorted(e) if k.startswith("msgstr")])
+        for e in entries
+        if e["msgid"]
     ]

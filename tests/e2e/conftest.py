@@ -34,7 +34,7 @@ DEMO_LATENCY = "0.4"
 HOSTILE_TITLE = "Note — Zorglub"
 HOSTILE_TEXT = (
     'Zorglub paid with a script <script>window.__pwned = "script"</script> in the memo. '
-    'Zorglub also sent an image <img src=x onerror="window.__pwned = \'onerror\'"> by mail.'
+    "Zorglub also sent an image <img src=x onerror=\"window.__pwned = 'onerror'\"> by mail."
 )
 
 SERVER = f"""
@@ -133,7 +133,9 @@ def signed_in(browser: Any, server: str) -> dict[str, Any]:
 @pytest.fixture
 def page(browser: Any, server: str, signed_in: dict[str, Any]) -> Iterator[Any]:
     """A fresh signed-in English browser tab on a new chat; the page must raise no script error."""
-    context = browser.new_context(base_url=server, storage_state=signed_in, viewport={"width": 1280, "height": 900}, locale="en-GB")
+    context = browser.new_context(
+        base_url=server, storage_state=signed_in, viewport={"width": 1280, "height": 900}, locale="en-GB"
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     errors: list[str] = []

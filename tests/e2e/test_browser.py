@@ -15,7 +15,9 @@ WORKING_EN = "An agent is working; waiting for its answer to continue"
 WORKING_FR = "Un agent travaille, en attente de sa réponse pour continuer"
 
 
-def ask(page: Page, text: str, kbs: tuple[str, ...] = ("factures", "comptes-rendus"), level: str = "approfondi") -> None:
+def ask(
+    page: Page, text: str, kbs: tuple[str, ...] = ("factures", "comptes-rendus"), level: str = "approfondi"
+) -> None:
     """Write a message with these knowledge bases and agents, and send it."""
     for box in page.locator("#composer input[name=resources]:not([disabled])").all():
         box.set_checked(False)
@@ -47,7 +49,9 @@ def test_ask_with_two_knowledge_bases_and_agents_and_watch_it_live(page: Page, s
     # Two delegation lines appear live, each with its instruction and model, while the agents work.
     lines = run.locator(".delegation")
     expect(run.locator(".delegation[data-status=running]")).to_have_count(2)
-    expect(lines.first.locator("summary")).to_contain_text('Delegated to an agent (demo-small): "Find in the knowledge base')
+    expect(lines.first.locator("summary")).to_contain_text(
+        'Delegated to an agent (demo-small): "Find in the knowledge base'
+    )
     expect(lines.first.locator("summary")).to_contain_text("(working…)")
     expect(run.locator(".working")).to_have_text(WORKING_EN)
     expect(run.locator(".actions.live li").first).to_contain_text("Search “")  # actions show as they happen
@@ -122,7 +126,9 @@ def test_stop_keeps_the_partial_answer_and_marks_agents_stopped(page: Page, shot
     expect(stopped.first).to_be_visible()
     assert stopped.count() + run.locator(".delegation[data-status=ok]").count() == 2
     expect(stopped.first.locator(".badge")).to_have_text("stopped on request")
-    expect(run.locator(".status.stopped")).to_contain_text("Stopped on request. The partial answer and the agents' findings are kept.")
+    expect(run.locator(".status.stopped")).to_contain_text(
+        "Stopped on request. The partial answer and the agents' findings are kept."
+    )
     expect(answer_of(run)).to_contain_text("I am handing the search of 2 knowledge base(s) to agents")
     expect(run.locator("button.stop")).to_have_count(0)
     expect(answer_of(run)).not_to_contain_text("Here is what the documents say")
