@@ -34,6 +34,8 @@ test: install
 	# The browser tests run in their own process: Playwright's sync API keeps an event loop running.
 	DATABASE_URL= $(BIN)/python -m pytest tests/e2e
 	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/knowledge tests/budgets
+	# Scaled out: its own test database, Redis keys and real Celery worker processes (tests/scale/conftest.py).
+	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/scale
 
 lint: install
 	$(BIN)/ruff check .

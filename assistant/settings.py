@@ -37,6 +37,9 @@ INSTALLED_APPS = [
     "assistant.chat",
     "assistant.catalogue",
     "assistant.budgets",
+    "django_celery_beat",
+    "assistant.workers",
+    "assistant.schedules",
 ]
 
 MIDDLEWARE = [
@@ -88,6 +91,34 @@ if os.environ.get("DATABASE_URL"):
 # A run publishes every text delta; a page's queue must hold a whole answer streamed at full speed
 # (the in-memory layer drops what overflows, which the page then has to read back from the database).
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5_000}}}
+
+# Scale-out (README, "Scaling out"). REDIS_URL (e.g. redis://127.0.0.1:6379/0) switches the channel layer to
+# Redis, so that every web server and worker reaches every page, and is Celery's broker unless
+# CELERY_BROKER_URL names another. RUNS_EXECUTOR=celery sends runs to Celery workers instead of executing
+# them in the web server's event loop; each worker executes up to RUNS_WORKER_CONCURRENCY runs at once.
+# REDIS_PREFIX starts every key, so that several deployments (or test runs) can share one Redis.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "assistant")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_PREFIX}:asgi", "capacity": 5_000},
+        }
+    }
+RUNS_EXECUTOR = os.environ.get("RUNS_EXECUTOR", "embedded")
+if RUNS_EXECUTOR not in {"embedded", "celery"}:
+    raise RuntimeError("RUNS_EXECUTOR must be 'embedded' (the default) or 'celery'.")
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+if RUNS_EXECUTOR == "celery" and not CELERY_BROKER_URL:
+    raise RuntimeError("RUNS_EXECUTOR=celery needs REDIS_URL (or CELERY_BROKER_URL).")
+RUNS_WORKER_CONCURRENCY = int(os.environ.get("RUNS_WORKER_CONCURRENCY", "8"))
+# An executing run renews its lease every RUNS_HEARTBEAT_SECONDS; one not renewed for RUNS_LEASE_SECONDS
+# (its worker was killed, its machine lost) is marked failed. A run no worker took within
+# RUNS_QUEUE_SECONDS is failed too: no run stays "running" forever.
+RUNS_HEARTBEAT_SECONDS = float(os.environ.get("RUNS_HEARTBEAT_SECONDS", "5"))
+RUNS_LEASE_SECONDS = float(os.environ.get("RUNS_LEASE_SECONDS", "30"))
+RUNS_QUEUE_SECONDS = float(os.environ.get("RUNS_QUEUE_SECONDS", "900"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

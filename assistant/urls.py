@@ -9,6 +9,7 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("kb/", include("assistant.knowledge.urls")),
     path("settings/", include("assistant.orgs.urls")),
+    path("tasks/", include("assistant.schedules.urls")),
     path("settings/", include("assistant.budgets.urls")),
     path("", include("assistant.chat.urls")),
 ]

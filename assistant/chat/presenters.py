@@ -121,6 +121,10 @@ def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeS
     if steps is None:
         steps = list(run.steps.all())
     agents = agents_of(steps, reports)
+    if not run.is_running:
+        for agent in agents:
+            if agent.running:  # its run ended without it (the process executing it died)
+                agent.status, agent.reason = "error", _("the run ended before this agent returned")
     stopped = next((s.data.get("message", "") for s in steps if s.kind == "stopped"), "")
     return {
         "run": run,

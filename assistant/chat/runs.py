@@ -3,8 +3,10 @@
 ``execute_run`` is the one path a run takes, wherever it executes: the web server's event loop in
 the embedded default (``launch``), a Celery worker when scaled out. It feeds the engine's events to
 a ``Recorder`` that saves them as steps and publishes them to the run's channel-layer group, and it
-feeds the engine's ``CancelToken`` from two sides: this process (``request_stop``) and the shared
-``Run.stop_requested`` flag, so that Stop reaches a run wherever it runs.
+feeds the engine's ``CancelToken`` from this process (``request_stop``) and, through
+``workers.leases.Watch``, from the shared ``Run.stop_requested`` flag and a broadcast on the
+channel layer, so that Stop reaches a run wherever it runs. The process executing a run holds its
+lease; a run whose process dies is failed by ``workers.leases.reap``.
 """
 
 from __future__ import annotations
@@ -34,18 +36,19 @@ from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Toolbox
 from assistant.engine.types import Message as EngineMessage
+from assistant.engine.usage import CostCap, Ledgers, UsageLedger
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import tool_factories
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
+from assistant.workers import leases
 
 from . import providers
 from .models import Conversation, Message, Run, Step
 
 log = logging.getLogger(__name__)
 
-STOP_POLL_SECONDS = 0.5
 FLUSH_SECONDS = 0.1
 
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
@@ -103,10 +106,19 @@ def create_run(user: AbstractBaseUser, org: Organisation, conversation: Conversa
     return run
 
 
-def launch(run_id: uuid.UUID) -> asyncio.Task[None]:
-    """Execute a run in this process's event loop; it goes on when the browser goes away."""
+def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task[None]:
+    """Execute a run in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``).
+
+    Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost.
+    """
+    if settings.RUNS_EXECUTOR == "celery":
+        from assistant.workers.tasks import submit
+
+        work = submit(run_id, cost_cap_eur)
+    else:
+        work = execute_run(run_id, cost_cap_eur)
     # A fresh context: the run must not inherit the request's (its thread executor ends with it).
-    task = asyncio.get_running_loop().create_task(execute_run(run_id), context=contextvars.Context())
+    task = asyncio.get_running_loop().create_task(work, context=contextvars.Context())
     _tasks[run_id] = task
     task.add_done_callback(lambda _: _tasks.pop(run_id, None))
     return task
@@ -125,6 +137,8 @@ async def request_stop(run_id: uuid.UUID) -> bool:
     token = _tokens.get(run_id)
     if token is not None:
         token.cancel("user")
+    if updated:
+        await leases.broadcast_stop(run_id)
     return bool(updated)
 
 
@@ -217,13 +231,6 @@ def _save(run_id: uuid.UUID, steps: list[Step], answer: str | None) -> None:
             Run.objects.filter(pk=run_id).update(answer=answer)
 
 
-async def _watch_stop_flag(run_id: uuid.UUID, token: CancelToken) -> None:
-    while not token.cancelled:
-        await asyncio.sleep(STOP_POLL_SECONDS)
-        if await Run.objects.filter(pk=run_id, stop_requested=True).aexists():
-            token.cancel("user")
-
-
 def _history(run: Run) -> tuple[EngineMessage, ...]:
     """The conversation up to this run's user message, as the main model reads it."""
     request = Message.objects.get(run=run, role="user")
@@ -238,15 +245,30 @@ def toolbox_for(organisation_id: int) -> Toolbox:
     return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge))
 
 
-async def execute_run(run_id: uuid.UUID) -> None:
-    """Execute one run to its end and save its outcome; never raises for what happens inside."""
+def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:
+    """The run's category ledger, with its cost cap (a scheduled task's) checked first."""
+    if cost_cap_eur is None:
+        return ledger
+    cap = CostCap(cost_cap_eur)
+    return cap if ledger is None else Ledgers(cap, ledger)
+
+
+async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
+    """Execute one run to its end and save its outcome; never raises for what happens inside.
+
+    Only the process that claims the run executes it: one that has ended or that another process
+    holds is left alone.
+    """
+    if not await sync_to_async(leases.claim)(run_id):
+        return
     run = await Run.objects.select_related("organisation").aget(pk=run_id)
     token = CancelToken()
     _tokens[run_id] = token
     if run.stop_requested:
         token.cancel("user")
     recorder = Recorder(run_id)
-    watcher = asyncio.ensure_future(_watch_stop_flag(run_id, token))
+    watch = leases.Watch(run_id, token)
+    await watch.start()
     ctx = RunContext(
         catalogue=providers.catalogue(),
         models=providers.resolve,
@@ -254,7 +276,7 @@ async def execute_run(run_id: uuid.UUID) -> None:
         policy=await sync_to_async(policy_for)(run.organisation),  # reads the settings' rows
         emit=recorder.emit,
         cancel=token,
-        ledger=await sync_to_async(ledger_for)(run.organisation_id, run.category),
+        ledger=_capped(await sync_to_async(ledger_for)(run.organisation_id, run.category), cost_cap_eur),
         electricity_zone=settings.ELECTRICITY_ZONE,
     )
     status, error, rounds = "error", "", 0
@@ -270,7 +292,7 @@ async def execute_run(run_id: uuid.UUID) -> None:
         log.exception("run %s failed", run_id)
         error = "The assistant failed unexpectedly; what it had written so far is kept."
     finally:
-        watcher.cancel()
+        await watch.close()
         _tokens.pop(run_id, None)
         await recorder.close()
         await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
@@ -281,6 +303,8 @@ async def execute_run(run_id: uuid.UUID) -> None:
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
+        if run.status != "running":
+            return  # failed meanwhile by a reaper that took this process for dead: that stands
         run.status = status
         run.error = error
         run.rounds = rounds

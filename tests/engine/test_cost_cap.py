@@ -39,7 +39,9 @@ async def test_a_cap_crossed_during_delegation_stops_the_run_with_the_agents_fin
 
 async def test_a_cap_already_reached_refuses_the_next_call() -> None:
     cap = CostCap(0.01)
-    await cap.settle(await cap.reserve("demo-large", 100), "demo-large", UsagePart(prompt_tokens=1, completion_tokens=1), 0.01)
+    await cap.settle(
+        await cap.reserve("demo-large", 100), "demo-large", UsagePart(prompt_tokens=1, completion_tokens=1), 0.01
+    )
     try:
         await cap.reserve("demo-large", 100)
     except CostCapReached as e:
@@ -60,5 +62,7 @@ async def test_ledgers_release_what_an_earlier_one_reserved_when_a_later_one_ref
     assert category.remaining == 10_000  # the category's reservation was released
     held = await Ledgers(category, CostCap(1.0)).reserve("demo-large", 4_000)
     assert category.remaining == 6_000
-    await Ledgers(category, CostCap(1.0)).settle(held, "demo-large", UsagePart(prompt_tokens=1_000, completion_tokens=500), 0.001)
+    await Ledgers(category, CostCap(1.0)).settle(
+        held, "demo-large", UsagePart(prompt_tokens=1_000, completion_tokens=500), 0.001
+    )
     assert category.remaining == 8_500

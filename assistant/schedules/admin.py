@@ -1,0 +1,14 @@
+from django.contrib import admin
+
+from .models import Execution, ScheduledTask
+
+
+@admin.register(ScheduledTask)
+class ScheduledTaskAdmin(admin.ModelAdmin):
+    list_display = ["name", "organisation", "owner", "schedule", "cost_cap_eur", "enabled"]
+    list_filter = ["organisation", "enabled"]
+
+
+@admin.register(Execution)
+class ExecutionAdmin(admin.ModelAdmin):
+    list_display = ["task", "started", "run", "refused"]

@@ -1,0 +1,101 @@
+"""The scheduled task form: the composer's choices (models, levels, resources, categories) and a schedule."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from assistant.budgets import services as budgets
+from assistant.chat import providers, runs
+from assistant.chat.views import LEVEL_LABELS
+from assistant.engine.errors import RequestRefused
+from assistant.engine.policy import LEVELS
+from assistant.knowledge.models import KnowledgeBase
+from assistant.orgs.models import Organisation
+from assistant.orgs.services import policy_for
+
+from . import services
+from .models import ScheduledTask
+
+
+class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
+    model = forms.ChoiceField(label=_("Model"))
+    level = forms.ChoiceField(label=_("Reasoning level"), choices=[(lv, LEVEL_LABELS[lv]) for lv in LEVELS])
+    resources = forms.MultipleChoiceField(label=_("Resources"), widget=forms.CheckboxSelectMultiple, required=False)
+    category = forms.ChoiceField(label=_("Task category"), required=False)
+
+    class Meta:
+        model = ScheduledTask
+        fields = ["name", "prompt", "model", "level", "resources", "category", "cost_cap_eur", "schedule", "enabled"]
+        labels = {
+            "name": _("Name"),
+            "prompt": _("Prompt"),
+            "cost_cap_eur": _("Cost cap per execution (EUR)"),
+            "schedule": _("Schedule"),
+            "enabled": _("Enabled"),
+        }
+        help_texts = {
+            "cost_cap_eur": _(
+                "An execution that reaches it stops as Stop does: the partial answer and the agents' findings are kept."
+            ),
+            "schedule": _(
+                "Five fields, as in cron: minute hour day-of-month month day-of-week, in your organisation's time "
+                "zone. For example 0 7 * * 1-5 runs at 7:00 on weekdays."
+            ),
+        }
+        widgets = {"prompt": forms.Textarea(attrs={"rows": 4})}
+
+    def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.organisation = organisation
+        catalogue = providers.catalogue()
+        self.fields["model"].choices = [
+            (m, catalogue[m].display_name) for m in policy_for(organisation).allowed_ids(catalogue)
+        ]
+        kbs = KnowledgeBase.objects.filter(organisation=organisation)
+        self.fields["resources"].choices = [
+            *((f"kb:{kb.slug}", kb.name) for kb in kbs),
+            ("web", _("Web")),
+            ("code", _("Code")),
+            ("agents", _("Agents")),
+        ]
+        self.fields["category"].choices = [("", _("The default category"))] + [
+            (c.slug, c.name) for c in budgets.categories_of(organisation)
+        ]
+        self.fields["cost_cap_eur"].initial = Decimal("0.50")
+        if not self.instance.pk:
+            self.fields["level"].initial = "approfondi"
+            self.fields["resources"].initial = [f"kb:{kb.slug}" for kb in kbs] + ["agents"]
+
+    def clean_schedule(self) -> str:
+        value = " ".join(str(self.cleaned_data["schedule"]).split())
+        try:
+            services.parse_schedule(value)
+        except ValueError as e:
+            raise forms.ValidationError(_("This schedule cannot be read: %(reason)s") % {"reason": e}) from e
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        ask = runs.Ask(
+            text=data["prompt"],
+            model=data["model"],
+            level=data["level"],
+            resources=tuple(data["resources"]),
+            category=data["category"],
+        )
+        # Checked as a chat request is; each execution is checked again (the policy may change).
+        if "agents" in ask.resources and all(r == "agents" for r in ask.resources):
+            raise forms.ValidationError(
+                _("The agents tool needs at least one other resource (a knowledge base, the web or code).")
+            )
+        try:
+            runs.check(self.organisation, ask)
+        except RequestRefused as e:
+            raise forms.ValidationError(str(e)) from e
+        return data

@@ -1,0 +1,94 @@
+"""Scheduled tasks: checked like a chat request, kept in step with beat's entry, executed as runs.
+
+Beat (django-celery-beat's database scheduler) sends ``schedules.execute`` with the task's id on the
+task's crontab, in its organisation's time zone; a worker then calls ``start_execution`` and executes
+the run with the task's cost cap (``workers.tasks``). "Run now" does the same from the task's page.
+"""
+
+from __future__ import annotations
+
+import json
+import zoneinfo
+
+from celery.schedules import crontab
+from django.db import transaction
+from django.utils import timezone
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
+
+from assistant.chat import runs
+from assistant.chat.models import Conversation, Run
+from assistant.engine.errors import RequestRefused
+from assistant.engine.policy import LEVELS, Level
+from assistant.orgs.models import Membership
+
+from .models import Execution, ScheduledTask
+
+TASK_NAME = "schedules.execute"
+
+
+def parse_schedule(text: str) -> list[str]:
+    """The five crontab fields (minute hour day-of-month month day-of-week); ValueError when invalid."""
+    fields = text.split()
+    if len(fields) != 5:
+        raise ValueError("A schedule has five fields: minute hour day-of-month month day-of-week.")
+    minute, hour, day_of_month, month, day_of_week = fields
+    crontab(minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month, day_of_week=day_of_week)
+    return fields
+
+
+def ask_of(task: ScheduledTask) -> runs.Ask:
+    level: Level | None = task.level if task.level in LEVELS else None  # type: ignore[assignment]
+    return runs.Ask(
+        text=task.prompt, model=task.model, level=level, resources=tuple(task.resources), category=task.category
+    )
+
+
+@transaction.atomic
+def save_task(task: ScheduledTask) -> ScheduledTask:
+    """Save the task and its beat entry: the crontab in the organisation's time zone, enabled with the task."""
+    task.save()
+    minute, hour, day_of_month, month, day_of_week = parse_schedule(task.schedule)
+    schedule, _ = CrontabSchedule.objects.get_or_create(
+        minute=minute,
+        hour=hour,
+        day_of_month=day_of_month,
+        month_of_year=month,
+        day_of_week=day_of_week,
+        timezone=task.organisation.time_zone,
+    )
+    entry = task.periodic_task or PeriodicTask(name=f"scheduled task {task.pk}", task=TASK_NAME)
+    entry.crontab, entry.interval = schedule, None
+    entry.args = json.dumps([task.pk])
+    entry.enabled = task.enabled
+    entry.description = task.name
+    entry.save()
+    if task.periodic_task_id != entry.pk:
+        task.periodic_task = entry
+        task.save(update_fields=["periodic_task"])
+    return task
+
+
+def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | None:
+    """Create the run of one execution in a new conversation of the owner, with the task's cost cap.
+
+    Checked as a chat request is (policy, knowledge bases, the category's budget): a refusal is
+    recorded on the execution and nothing runs. A disabled task runs only when asked to ``now``.
+    """
+    task = ScheduledTask.objects.select_related("organisation", "owner").filter(pk=task_id).first()
+    if task is None or not (task.enabled or now):
+        return None
+    try:
+        if not Membership.objects.filter(organisation=task.organisation, user=task.owner).exists():
+            raise RequestRefused("The task's owner is no longer a member of the organisation.")
+        with transaction.atomic():
+            when = timezone.localtime(timezone.now(), timezone=zoneinfo.ZoneInfo(task.organisation.time_zone))
+            title = f"{task.name} — {when:%Y-%m-%d %H:%M}"
+            conversation = Conversation.objects.create(
+                organisation=task.organisation, user=task.owner, title=title[:200]
+            )
+            run = runs.create_run(task.owner, task.organisation, conversation, ask_of(task))
+            Execution.objects.create(task=task, run=run)
+    except RequestRefused as e:
+        Execution.objects.create(task=task, refused=str(e))
+        return None
+    return run, float(task.cost_cap_eur)

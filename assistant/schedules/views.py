@@ -1,0 +1,90 @@
+"""The owner's scheduled tasks: list, create, edit, delete, run now, and each task's executions."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from assistant.chat import live, runs
+from assistant.orgs.services import organisation_of
+
+from . import services
+from .forms import ScheduledTaskForm
+from .models import ScheduledTask
+
+EXECUTIONS_SHOWN = 20
+
+
+def _task(request: HttpRequest, pk: int) -> ScheduledTask:
+    # Another user's task, or one of another organisation, does not exist for this user.
+    return get_object_or_404(ScheduledTask, pk=pk, organisation=organisation_of(request.user), owner=request.user)
+
+
+def _context(request: HttpRequest, form: ScheduledTaskForm, task: ScheduledTask | None) -> dict[str, object]:
+    executions = list(task.executions.select_related("run", "run__conversation")[:EXECUTIONS_SHOWN]) if task else []
+    return {
+        "form": form,
+        "task": task,
+        "executions": executions,
+        "scheduled": settings.RUNS_EXECUTOR == "celery",
+    }
+
+
+@login_required
+def task_list(request: HttpRequest) -> HttpResponse:
+    org = organisation_of(request.user)
+    tasks = ScheduledTask.objects.filter(organisation=org, owner=request.user).prefetch_related("executions__run")
+    return render(
+        request,
+        "schedules/list.html",
+        {
+            "tasks": [(t, next(iter(t.executions.all()), None)) for t in tasks],
+            "scheduled": settings.RUNS_EXECUTOR == "celery",
+        },
+    )
+
+
+@login_required
+def task_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    org = organisation_of(request.user)
+    task = _task(request, pk) if pk is not None else ScheduledTask(organisation=org, owner=request.user)  # type: ignore[misc]
+    form = ScheduledTaskForm(request.POST or None, instance=task, organisation=org)
+    if request.method == "POST" and form.is_valid():
+        task = services.save_task(form.save(commit=False))
+        messages.success(request, _("The scheduled task is saved."))
+        return redirect("schedule", pk=task.pk)
+    return render(
+        request,
+        "schedules/task.html",
+        _context(request, form, task if task.pk else None),
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def task_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    task = _task(request, pk)
+    task.delete()
+    messages.success(request, _("The scheduled task “%(name)s” is deleted.") % {"name": task.name})
+    return redirect("schedules")
+
+
+@login_required
+@require_POST
+async def task_run_now(request: HttpRequest, pk: int) -> HttpResponseBase:
+    task = await sync_to_async(_task)(request, pk)
+    started = await sync_to_async(services.start_execution)(task.pk, now=True)
+    if started is None:
+        await sync_to_async(messages.error)(request, _("The task could not start; the reason is in its executions."))
+        return redirect("schedule", pk=task.pk)
+    run, cost_cap_eur = started
+    await live.announce(run)
+    runs.launch(run.pk, cost_cap_eur)
+    return redirect("conversation", pk=run.conversation_id)

@@ -1,0 +1,55 @@
+"""The Celery app: ``celery -A assistant.workers.celery worker`` executes runs, ``… beat`` fires the
+scheduled tasks whose schedule is in the database (django-celery-beat).
+
+Configured from the Django settings (README, "Scaling out"): the broker is ``REDIS_URL`` (or
+``CELERY_BROKER_URL``); each worker is one process whose ``RUNS_WORKER_CONCURRENCY`` task threads hand
+their runs to one event loop (``runner``), where they execute concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_ready
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "assistant.settings")
+
+app = Celery("assistant")
+
+
+def configure() -> None:
+    """Read the Django settings into the app (again, when a test changes them before any task is sent)."""
+    from django.conf import settings
+
+    broker: str = settings.CELERY_BROKER_URL
+    redis = broker.startswith(("redis://", "rediss://", "unix://"))
+    app.conf.update(
+        broker_url=broker,
+        # Several deployments (or test runs) can share one Redis: every key starts with the prefix.
+        broker_transport_options={"global_keyprefix": f"{settings.REDIS_PREFIX}:celery:"} if redis else {},
+        broker_connection_retry_on_startup=True,
+        task_ignore_result=True,
+        # Acknowledged when it starts: a run is never executed twice. A killed worker's runs are failed
+        # by the reaper (their lease expires), not delivered again.
+        task_acks_late=False,
+        worker_pool="threads",
+        worker_concurrency=settings.RUNS_WORKER_CONCURRENCY,
+        worker_prefetch_multiplier=1,  # a busy worker leaves the next runs to the others
+        worker_hijack_root_logger=False,
+        beat_scheduler="django_celery_beat.schedulers:DatabaseScheduler",
+        timezone=settings.TIME_ZONE,
+        include=["assistant.workers.tasks"],
+    )
+
+
+configure()
+
+
+@worker_ready.connect
+def _start_runner(**kwargs: Any) -> None:
+    # The event loop starts with the worker, so that it reaps the runs of dead workers from the start.
+    from .runner import runner
+
+    runner.start()

@@ -1,0 +1,196 @@
+"""Claiming a run, renewing its lease, Stop from any process, and failing runs whose executor died.
+
+The process that executes a run first claims it (``claim``: one ``Lease`` row per run, so a run a
+queue delivers twice is executed once), then, while the run goes on, ``Watch`` does three things:
+
+- it reads the shared ``Run.stop_requested`` flag every ``STOP_POLL_SECONDS``;
+- it listens on the run's channel-layer group ``stop_<hex>``, where ``broadcast_stop`` sends Stop
+  from whichever process received it (a web server, the API): the run hears it at once;
+- it renews the lease every ``RUNS_HEARTBEAT_SECONDS``.
+
+Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
+listened. A lease not renewed for ``RUNS_LEASE_SECONDS`` means its process died (a worker killed, a
+machine lost): ``reap`` marks the run failed, keeping its steps, its partial answer and what its
+saved usage events cost, and tells its pages (``areap``). Every worker reaps (``runner``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from assistant.chat.models import Message, Run, Step
+from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
+from assistant.engine.types import UsagePart
+from assistant.engine.usage import Impact, RunUsage
+
+from .models import Lease
+
+log = logging.getLogger(__name__)
+
+STOP_POLL_SECONDS = 0.5
+DIED = (
+    "The process writing this answer stopped unexpectedly (it was killed, or its machine was lost). "
+    "Ask again for a complete answer."
+)
+NOT_TAKEN = "No worker took this request in time. Ask again in a moment."
+NOT_QUEUED = "The request could not be handed to a worker (the queue is unreachable). Ask again in a moment."
+
+
+def executor_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def stop_group(run_id: uuid.UUID) -> str:
+    return f"stop_{run_id.hex}"
+
+
+def claim(run_id: uuid.UUID) -> bool:
+    """Take a running run for this process; False when it has ended or another process has it."""
+    close_old_connections()  # a worker's connection may have outlived the database's restart
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, status="running").exists():
+            return False
+        _, created = Lease.objects.get_or_create(
+            run_id=run_id, defaults={"executor": executor_name(), "heartbeat": timezone.now()}
+        )
+    return created
+
+
+async def broadcast_stop(run_id: uuid.UUID, cause: StopCause = "user") -> None:
+    """Tell the process executing the run, wherever it is, to stop it now."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(stop_group(run_id), {"type": "run.stop", "cause": cause})
+
+
+class Watch:
+    """While a run executes: Stop from the flag or the broadcast goes to its token; its lease is renewed."""
+
+    def __init__(self, run_id: uuid.UUID, token: CancelToken) -> None:
+        self.run_id = run_id
+        self.token = token
+        self._layer = get_channel_layer()
+        self._channel = ""
+        self._tasks: list[asyncio.Future[None]] = []
+
+    async def start(self) -> None:
+        if self._layer is not None:
+            self._channel = await self._layer.new_channel()
+            await self._layer.group_add(stop_group(self.run_id), self._channel)
+            self._tasks.append(asyncio.ensure_future(self._listen()))
+        # Joined first: a Stop sent before is in the flag, which the first poll reads at once.
+        self._tasks.append(asyncio.ensure_future(self._poll()))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            # A receive cancelled in the Redis client may end in its own TimeoutError: nothing to report.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._layer is not None:
+            await self._layer.group_discard(stop_group(self.run_id), self._channel)
+
+    async def _listen(self) -> None:
+        assert self._layer is not None
+        while True:
+            message = await self._layer.receive(self._channel)
+            if message.get("type") == "run.stop":
+                cause = message.get("cause")
+                self.token.cancel(cause if cause in STOP_MESSAGES else "user")
+
+    async def _poll(self) -> None:
+        renewed = time.monotonic()
+        while True:
+            try:
+                row = await Run.objects.filter(pk=self.run_id).values_list("status", "stop_requested").afirst()
+                # Stopped on request, or no longer running: failed by a reaper that thought this process dead.
+                if row is None or row[0] != "running" or row[1]:
+                    self.token.cancel("user")
+                if time.monotonic() - renewed >= settings.RUNS_HEARTBEAT_SECONDS:
+                    await Lease.objects.filter(run_id=self.run_id).aupdate(heartbeat=timezone.now())
+                    renewed = time.monotonic()
+            except Exception:
+                # The database away for a moment: try again; a lease left unrenewed too long fails the run.
+                log.exception("could not renew the lease of run %s", self.run_id)
+            await asyncio.sleep(STOP_POLL_SECONDS)
+
+
+def usage_of(steps: Iterable[Step]) -> RunUsage:
+    """A run's usage rebuilt from its saved usage events (each model call, agents included, once)."""
+    usage = RunUsage()
+    for step in steps:
+        d = step.data
+        part = UsagePart(
+            prompt_tokens=d["prompt_tokens"],
+            completion_tokens=d["completion_tokens"],
+            cached_prompt_tokens=d.get("cached_prompt_tokens", 0),
+            reasoning_tokens=d.get("reasoning_tokens", 0),
+        )
+        estimated = d.get("energy_wh", 0.0) or d.get("carbon_g", 0.0)
+        impact = (
+            Impact(energy_kwh=d.get("energy_wh", 0.0) / 1000, carbon_g=d.get("carbon_g", 0.0)) if estimated else None
+        )
+        usage.add(d["model"], part, d["cost_eur"], impact)
+    return usage
+
+
+def reap(now: datetime | None = None) -> list[uuid.UUID]:
+    """Fail the runs whose process died (lease expired) or, scaled out, that no worker took in time."""
+    now = now or timezone.now()
+    lease_cutoff = now - timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+    died = Run.objects.filter(status="running", lease__heartbeat__lt=lease_cutoff).values_list("pk", flat=True)
+    failed = [pk for pk in died if fail(pk, DIED, now, lease_cutoff)]
+    if settings.RUNS_EXECUTOR == "celery":
+        queue_cutoff = now - timedelta(seconds=settings.RUNS_QUEUE_SECONDS)
+        waiting = Run.objects.filter(status="running", lease__isnull=True, created__lt=queue_cutoff)
+        failed += [pk for pk in waiting.values_list("pk", flat=True) if fail(pk, NOT_TAKEN, now, None)]
+    return failed
+
+
+def fail(run_id: uuid.UUID, message: str, now: datetime, lease_cutoff: datetime | None) -> bool:
+    """Fail a running run that no process holds (none ever did, or its lease is older than ``lease_cutoff``)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
+        lease = Lease.objects.filter(run_id=run_id).first()
+        # Checked again under the lock: the run may have ended, or its process renewed the lease.
+        if run is None or (lease is not None and (lease_cutoff is None or lease.heartbeat >= lease_cutoff)):
+            return False
+        usage = usage_of(run.steps.filter(kind="usage"))
+        run.status, run.error, run.finished = "error", message, now
+        run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
+        run.save(update_fields=["status", "error", "finished", "usage", "cost_eur"])
+        if run.answer.strip():
+            Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=run.answer, run=run)
+    log.warning("run %s failed: %s", run_id, message)
+    return True
+
+
+async def areap() -> list[uuid.UUID]:
+    """``reap``, then tell the pages following each failed run that it ended."""
+    failed = await sync_to_async(reap)()
+    await announce_failed(failed)
+    return failed
+
+
+async def announce_failed(failed: list[uuid.UUID]) -> None:
+    from assistant.chat.runs import group_name
+
+    layer = get_channel_layer()
+    for run_id in failed:
+        if layer is not None:
+            await layer.group_send(group_name(run_id), {"type": "run.finished", "run": run_id.hex, "status": "error"})

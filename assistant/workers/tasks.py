@@ -1,0 +1,42 @@
+"""The Celery tasks: a run, and a scheduled task's execution (which beat sends)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from assistant.chat import runs
+from assistant.schedules import services as schedules
+
+from . import leases
+from .celery import app
+from .runner import runner
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name="runs.execute")
+def execute(run_id: str, cost_cap_eur: float | None = None) -> None:
+    runner.run(runs.execute_run(uuid.UUID(hex=run_id), cost_cap_eur))
+
+
+@app.task(name="schedules.execute")
+def execute_scheduled_task(task_id: int) -> None:
+    started = schedules.start_execution(task_id)
+    if started is not None:
+        run, cost_cap_eur = started
+        runner.run(runs.execute_run(run.pk, cost_cap_eur))
+
+
+async def submit(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
+    """Hand a run to whichever worker takes it; one that cannot be queued fails at once, saying so."""
+    try:
+        await asyncio.to_thread(execute.apply_async, (run_id.hex, cost_cap_eur))
+    except Exception:
+        log.exception("could not queue run %s", run_id)
+        if await sync_to_async(leases.fail)(run_id, leases.NOT_QUEUED, timezone.now(), None):
+            await leases.announce_failed([run_id])

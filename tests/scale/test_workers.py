@@ -1,0 +1,289 @@
+"""Runs executed by Celery workers: live over the websocket, Stop, scheduled tasks and their cost cap,
+a worker killed mid-run. The web side is this process (the real ASGI app, the Redis channel layer)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from conftest import Process, Processes
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import AsyncClient
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from assistant.asgi import application
+from assistant.chat import runs
+from assistant.chat.models import Conversation, Message, Run
+from assistant.orgs.models import Organisation
+from assistant.schedules import services as schedules
+from assistant.schedules.models import Execution, ScheduledTask
+from assistant.workers import leases
+from assistant.workers.models import Lease
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
+
+ASK = {
+    "text": "Bimbamjob: invoices 2024, payments and relationship",
+    "model": "demo-large",
+    "level": "approfondi",
+    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer(scaled: dict[str, str]) -> Iterator[None]:
+    # The Redis layer keeps connections per event loop: one layer per test (each test has its loop).
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def demo(scaled: dict[str, str]) -> None:
+    call_command("load_demo", verbosity=0)
+
+
+async def _signed_in() -> tuple[AsyncClient, str]:
+    client = AsyncClient()
+    assert await client.alogin(username="demo", password="demo-password")
+    return client, client.cookies["sessionid"].value
+
+
+async def _socket(conversation: int, session: str) -> WebsocketCommunicator:
+    headers = [(b"origin", b"http://testserver"), (b"cookie", f"sessionid={session}".encode())]
+    communicator = WebsocketCommunicator(application, f"/ws/c/{conversation}/?lang=en", headers=headers)
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def _until_finished(communicator: WebsocketCommunicator, run_id: Any, timeout: float = 60) -> list[str]:
+    frames: list[str] = []
+    finished = re.compile(rf'<article class="answer" id="run-{run_id}" data-status="(ok|stopped|error)"')
+    async with asyncio.timeout(timeout):
+        while True:
+            frames.append(await communicator.receive_from(timeout=timeout))
+            if finished.search(frames[-1]):
+                return frames
+
+
+async def _until(predicate: Any, timeout: float = 60, pause: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(pause)
+
+
+async def _conversation() -> Conversation:
+    user = await get_user_model().objects.aget(username="demo")
+    org = await Organisation.objects.aget(slug="demo")
+    return await Conversation.objects.acreate(organisation=org, user=user, title="A conversation")
+
+
+def _executor_pid(run: Run) -> int:
+    return int(Lease.objects.get(run=run).executor.rsplit(":", 1)[1])
+
+
+def _kinds(run: Run) -> list[str]:
+    return sorted(run.steps.values_list("kind", flat=True))
+
+
+async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_default(
+    workers: list[Process], demo: None, settings: Any
+) -> None:
+    client, session = await _signed_in()
+    conversation = await _conversation()
+    communicator = await _socket(conversation.pk, session)
+    try:
+        response = await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
+        assert response.status_code == 200
+        run = await Run.objects.aget(conversation=conversation)
+        frames = await _until_finished(communicator, run.pk)
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    assert run.status == "ok"
+    # Executed by one of the worker processes, not by this one.
+    assert await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    # The page saw what it sees embedded: the new turn, the agents at work, the answer streaming, the end.
+    assert f'id="turn-{run.pk}"' in frames[0]
+    joined = "".join(frames[:-1])
+    assert 'Delegated to an agent (demo-small): "Find in the knowledge base factures' in joined
+    assert "(working…)" in joined and "An agent is working; waiting for its answer to continue" in joined
+    assert "Search “factures:" in joined
+    assert len(re.findall(rf'id="run-{run.pk}-answer"', joined)) > 1  # the answer arrived in several pushes
+    assert "returned in 3 rounds" in frames[-1] and "Cost: " in frames[-1]
+
+    # The same request executed embedded (in this process) saves the same steps and the same answer.
+    settings.RUNS_EXECUTOR, settings.DEMO_PACE, settings.DEMO_LATENCY = "embedded", 0.002, 0.3
+    await client.post(f"/c/{conversation.pk}/send", ASK)
+    embedded = await Run.objects.filter(conversation=conversation).alatest("created")
+    await runs.wait_for(embedded.pk)
+    await embedded.arefresh_from_db()
+    assert embedded.status == "ok" and embedded.answer == run.answer
+    assert await sync_to_async(_kinds)(embedded) == await sync_to_async(_kinds)(run)
+    assert await sync_to_async(_executor_pid)(embedded) not in {w.pid for w in workers}
+
+
+async def test_any_worker_takes_any_run_and_each_runs_several_at_once(workers: list[Process], demo: None) -> None:
+    client, _ = await _signed_in()
+    conversations = [await _conversation() for _ in range(4)]
+    started = time.monotonic()
+    for conversation in conversations:
+        await client.post(f"/c/{conversation.pk}/send", ASK)
+    ids = [r.pk async for r in Run.objects.filter(conversation__in=conversations)]
+
+    async def all_ended() -> bool:
+        return not await Run.objects.filter(pk__in=ids, status="running").aexists()
+
+    await _until(all_ended)
+    elapsed = time.monotonic() - started
+    finished = [r async for r in Run.objects.filter(pk__in=ids).select_related("lease")]
+    assert {r.status for r in finished} == {"ok"}
+    executors = {r.lease.executor for r in finished}
+    assert {int(e.rsplit(":", 1)[1]) for e in executors} == {w.pid for w in workers}  # both workers took runs
+    # Four runs on two workers of two: they overlapped, in each worker too.
+    longest = max((r.finished - r.created).total_seconds() for r in finished if r.finished)
+    assert elapsed < 2 * longest
+    for executor in executors:
+        mine = sorted((r.created, r.finished) for r in finished if r.lease.executor == executor)
+        if len(mine) == 2:
+            assert mine[1][0] < mine[0][1]
+
+
+@pytest.mark.parametrize("path", ["broadcast", "button"])
+async def test_stop_during_a_delegation_reaches_the_worker(workers: list[Process], demo: None, path: str) -> None:
+    client, session = await _signed_in()
+    conversation = await _conversation()
+    communicator = await _socket(conversation.pk, session)
+    try:
+        await client.post(f"/c/{conversation.pk}/send", ASK)
+        run = await Run.objects.aget(conversation=conversation)
+        frame = ""
+        while "(working…)" not in frame:
+            frame = await communicator.receive_from(timeout=30)
+        asked = time.monotonic()
+        if path == "button":  # the flag and the broadcast, as the page's Stop does
+            response = await client.post(f"/runs/{run.pk}/stop", headers={"HX-Request": "true"})
+            assert "Stopping…" in response.content.decode()
+        else:  # the broadcast alone, no flag: the worker hears it at once
+            await leases.broadcast_stop(run.pk)
+        frames = await _until_finished(communicator, run.pk)
+        took = time.monotonic() - asked
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    assert run.status == "stopped" and run.stop_requested == (path == "button")
+    final = frames[-1]
+    assert final.count('data-status="stopped"') == 3  # the run and its two agents
+    assert "stopped on request" in final
+    assert "I am handing the search" in final  # the partial answer is kept
+    assert took < 10
+
+
+async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
+    workers: list[Process], processes: Processes, demo: None
+) -> None:
+    user = await get_user_model().objects.aget(username="demo")
+    org = await Organisation.objects.aget(slug="demo")
+    # The main model's first call costs about 0.0023 EUR and each agent's search about 0.0001 EUR: the
+    # agents' first calls cross the cap, mid-delegation.
+    task = ScheduledTask(
+        organisation=org,
+        owner=user,
+        name="Bimbamjob watch",
+        prompt=ASK["text"],
+        model="demo-large",
+        level="approfondi",
+        resources=ASK["resources"],
+        cost_cap_eur=Decimal("0.0025"),
+        schedule="0 7 * * 1-5",
+    )
+    await sync_to_async(schedules.save_task)(task)
+    entry = await PeriodicTask.objects.select_related("crontab").aget(pk=task.periodic_task_id)
+    assert (entry.task, entry.args, entry.crontab.hour, str(entry.crontab.timezone)) == (
+        "schedules.execute",
+        f"[{task.pk}]",
+        "7",
+        "Europe/Paris",
+    )
+    # Beat fires it from the database in a second rather than at 7:00: the same entry, once.
+    every_second, _ = await IntervalSchedule.objects.aget_or_create(every=1, period=IntervalSchedule.SECONDS)
+    entry.crontab, entry.interval, entry.one_off = None, every_second, True
+    await entry.asave()
+    beat = await asyncio.to_thread(processes.beat)
+    try:
+
+        async def executed() -> bool:
+            execution = await Execution.objects.filter(task=task).select_related("run").afirst()
+            return execution is not None and execution.run is not None and execution.run.status != "running"
+
+        await _until(executed, timeout=90, pause=0.2)
+    finally:
+        await asyncio.to_thread(beat.stop)
+    execution = await Execution.objects.select_related("run", "run__conversation").aget(task=task)
+    run = execution.run
+    assert run is not None
+    assert run.status == "stopped", run.error
+    assert run.conversation.user_id == user.pk and run.conversation.title.startswith("Bimbamjob watch — ")
+    assert run.cost_eur >= 0.0025
+    steps = [s async for s in run.steps.all()]
+    assert [s.data["message"] for s in steps if s.kind == "stopped"] == ["stopped: the task's cost cap is reached"]
+    agents = [s.data for s in steps if s.kind == "agent_finished"]
+    assert len(agents) == 2 and {a["status"] for a in agents} == {"stopped"}
+    # Each came back with what it had; an agent whose search was not launched before the crossing has
+    # nothing but the reason (Stop launches no further tool).
+    assert all("the task's cost cap is reached" in a["report"] for a in agents), agents
+    assert any("Searched" in a["report"] for a in agents), agents
+    # The owner sees it in the conversation as any stopped run, with the cap as the reason.
+    client, _ = await _signed_in()
+    page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
+    assert "Stopped: the task&#x27;s cost cap is reached." in page or "Stopped: the task's cost cap is reached." in page
+    listing = (await client.get("/tasks/")).content.decode()
+    assert "Bimbamjob watch" in listing and "stopped" in listing
+
+
+async def test_a_worker_killed_mid_run_fails_the_run_soon_and_keeps_what_it_saved(
+    workers: list[Process], demo: None
+) -> None:
+    client, session = await _signed_in()
+    conversation = await _conversation()
+    communicator = await _socket(conversation.pk, session)
+    try:
+        await client.post(f"/c/{conversation.pk}/send", ASK)
+        run = await Run.objects.aget(conversation=conversation)
+
+        async def delegating() -> bool:
+            return await run.steps.filter(kind="agent_action").aexists()
+
+        await _until(delegating)
+        executor = await sync_to_async(_executor_pid)(run)
+        victim = next(w for w in workers if w.pid == executor)
+        await asyncio.to_thread(victim.kill)  # SIGKILL: no goodbye, no cleanup
+        killed = time.monotonic()
+        saved = await run.steps.acount()
+        frames = await _until_finished(communicator, run.pk, timeout=30)
+        took = time.monotonic() - killed
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    # The other worker saw the lease expire (2 s) and failed the run: bounded, never "running" forever.
+    assert run.status == "error" and run.error == leases.DIED
+    assert took < 2.0 + 3 * 0.5 + 3  # the lease, the reaper's period, a loaded machine's slack
+    assert await run.steps.acount() == saved  # everything saved up to the kill is kept
+    assert run.cost_eur > 0  # what its saved calls cost
+    final = frames[-1]
+    assert "The assistant could not finish this answer; what it had written is kept." in final
+    assert "stopped unexpectedly" in final
+    assert "(working…)" not in final and "the run ended before this agent returned" in final
+    if run.answer.strip():
+        assert await Message.objects.filter(run=run, role="assistant").aexists()
