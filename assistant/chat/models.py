@@ -37,6 +37,8 @@ class Run(models.Model):
     level = models.CharField(max_length=20, blank=True)
     resources = models.JSONField(default=list)
     category = models.CharField(max_length=100, blank=True)
+    # The key of a run started through the API: its model restriction replaces the assistant's.
+    api_key = models.ForeignKey("orgs.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     status = models.CharField(max_length=10, choices=STATUSES, default="running")
     stop_requested = models.BooleanField(default=False)
     answer = models.TextField(blank=True)

@@ -145,3 +145,35 @@ class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]
         if taken.exclude(pk=self.instance.pk).exists():
             raise forms.ValidationError(_("A profile with this name already exists."))
         return name
+
+
+class ApiKeyForm(forms.Form):
+    """A new API key: a name, and the whole catalogue or only the models ticked."""
+
+    name = forms.CharField(max_length=100, label=_("Name"), help_text=_("What the key is for, e.g. the tool that uses it."))
+    restrict = forms.TypedChoiceField(
+        choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
+        coerce=bool,
+        empty_value=False,
+        required=False,
+        widget=forms.RadioSelect,
+        initial="",
+    )
+    models = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("restrict") and not data.get("models"):
+            self.add_error("models", _("Tick at least one model, or allow the whole catalogue."))
+        return data
+
+    def allowed_models(self) -> list[str] | None:
+        """The models ticked in catalogue order, or None for the whole catalogue."""
+        if not self.cleaned_data["restrict"]:
+            return None
+        chosen = set(self.cleaned_data["models"])
+        return [m for m in providers.catalogue() if m in chosen]

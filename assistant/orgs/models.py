@@ -161,3 +161,33 @@ class AgentProfile(models.Model):
             errors["default_model"] = f"'{self.default_model}' is not in the model catalogue."
         if errors:
             raise ValidationError(errors)
+
+
+class ApiKey(models.Model):
+    """An organisation's key for the API. Only a digest of the secret is stored: it is shown once.
+
+    ``allowed_models`` restricts what the key may use; None keeps the whole catalogue (the API does
+    not inherit the restriction an admin set on the assistant: a key carries its own).
+    """
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="The first characters of the key, to recognise it.")
+    digest = models.CharField(max_length=64, unique=True)
+    allowed_models = models.JSONField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked is None

@@ -11,7 +11,7 @@ from django.http import Http404
 from assistant.engine.policy import LEVELS, AgentProfile, Level, LevelSettings, Policy, ResourceKind
 from assistant.engine.types import Effort
 
-from .models import DELEGATING_LEVELS, Membership, Organisation, ReasoningLevel
+from .models import DELEGATING_LEVELS, ApiKey, Membership, Organisation, ReasoningLevel
 
 
 def organisation_of(user: AbstractBaseUser | AnonymousUser) -> Organisation:
@@ -40,9 +40,14 @@ def levels_of(org: Organisation) -> list[ReasoningLevel]:
     return [saved.get(lv) or ReasoningLevel.default(org, lv) for lv in LEVELS]
 
 
-def policy_for(org: Organisation) -> Policy:
-    """The engine's ``Policy`` from what the organisation's admins set (sync: call it off the event loop)."""
-    allowed = frozenset(org.allowed_models) if org.allowed_models is not None else None
+def policy_for(org: Organisation, api_key: ApiKey | None = None) -> Policy:
+    """The engine's ``Policy`` from what the organisation's admins set (sync: call it off the event loop).
+
+    A run of the API follows its key's model restriction instead of the assistant's: a key with
+    none keeps the whole catalogue.
+    """
+    models = api_key.allowed_models if api_key is not None else org.allowed_models
+    allowed = frozenset(models) if models is not None else None
     levels: dict[Level, LevelSettings] = {
         cast(Level, row.level): LevelSettings(
             effort=cast(Effort, row.effort) if row.effort else None,

@@ -9,4 +9,7 @@ urlpatterns = [
     path("profiles/new", views.profile_new, name="profile_new"),
     path("profiles/<int:pk>/", views.profile_edit, name="profile_edit"),
     path("profiles/<int:pk>/delete", views.profile_delete, name="profile_delete"),
+    path("api-keys/", views.api_keys, name="api_keys"),
+    path("api-keys/new", views.api_key_new, name="api_key_new"),
+    path("api-keys/<int:pk>/revoke", views.api_key_revoke, name="api_key_revoke"),
 ]

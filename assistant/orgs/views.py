@@ -1,4 +1,4 @@
-"""The organisation settings pages, for its admins: models, reasoning levels, parallel agents, agent profiles.
+"""The organisation settings pages, for its admins: models, reasoning levels, parallel agents, agent profiles, API keys.
 
 Every view starts from the signed-in admin's own organisation: a member gets 403, and another
 organisation's profile does not exist here (404). Forms post, then redirect (a refused form comes
@@ -19,8 +19,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from assistant.chat import providers
 
-from .forms import AgentProfileForm, AllowedModelsForm, LevelForm, ParallelForm
-from .models import AgentProfile, Organisation
+from . import keys
+from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
+from .models import AgentProfile, ApiKey, Organisation
 from .services import administered_organisation, levels_of, policy_for
 
 # The levels' names are the product's words, the same in every language.
@@ -127,3 +128,44 @@ def profile_delete(request: HttpRequest, pk: int) -> HttpResponse:
     profile.delete()
     messages.success(request, _("The agent profile “%(name)s” is deleted.") % {"name": profile.name})
     return redirect("org_settings")
+
+
+def _keys_page(
+    request: HttpRequest, org: Organisation, form: ApiKeyForm | None = None, secret: str = "", status: int = 200
+) -> HttpResponse:
+    context = {
+        "organisation": org,
+        "form": form or ApiKeyForm(),
+        "keys": org.api_keys.select_related("created_by"),
+        "secret": secret,
+    }
+    return render(request, "orgs/api_keys.html", context, status=status)
+
+
+@login_required
+@require_GET
+def api_keys(request: HttpRequest) -> HttpResponse:
+    return _keys_page(request, administered_organisation(request.user))
+
+
+@login_required
+@require_POST
+def api_key_new(request: HttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    form = ApiKeyForm(request.POST)
+    if not form.is_valid():
+        return _keys_page(request, org, form=form, status=400)
+    key, secret = keys.create_key(org, form.cleaned_data["name"], form.allowed_models(), created_by=request.user)  # type: ignore[arg-type]
+    messages.success(request, _("The key “%(name)s” is created. Copy it now: it will not be shown again.") % {"name": key.name})
+    # Rendered, not redirected: the secret exists only in this response.
+    return _keys_page(request, org, secret=secret)
+
+
+@login_required
+@require_POST
+def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    org = administered_organisation(request.user)
+    key = get_object_or_404(ApiKey, pk=pk, organisation=org)
+    keys.revoke(key)
+    messages.success(request, _("The key “%(name)s” is revoked: it opens nothing any more.") % {"name": key.name})
+    return redirect("api_keys")

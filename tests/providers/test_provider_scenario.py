@@ -121,7 +121,9 @@ async def test_delegation_scenario_counts_what_the_server_reported_at_catalogue_
         assert main_bodies[0]["reasoning_effort"] == "high"
     else:
         assert all("reasoning_effort" not in b for b in main_bodies)
-    assert all("reasoning_effort" not in b for b in agent_bodies)  # agents follow the main model's effort (none here)
+    # Agents reason at the level's effort (Approfondi: high) translated for their own model.
+    agent_effort = SHIPPED[agent_id].effort_for("high")
+    assert all(b.get("reasoning_effort") == agent_effort for b in agent_bodies)
     forced = [b for b in agent_bodies if isinstance(b.get("tool_choice"), dict)]
     assert [b["tool_choice"]["function"]["name"] for b in forced] == ["submit_result"]
     by_agent: dict[str, list[list[Any]]] = defaultdict(list)

@@ -1,0 +1,386 @@
+"""The OpenAI-compatible API: chat completions with delegation steps, usage and sources; models; runs; cancel.
+
+Every route takes an organisation API key (``Authorization: Bearer …``). A request becomes a run
+through the browser's path (``runs.create_run``, ``runs.launch``, ``runs.execute_run``), in a
+conversation of its own owned by the organisation's service user (``orgs.keys.api_user``), the
+client's earlier messages saved before the question. The key's model restriction replaces the
+assistant's. Another organisation's run, and a run started in the browser, do not exist here (404).
+
+The OpenAPI document is generated from ``schemas`` at ``/v1/openapi.json`` (browsable at ``/v1/docs``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils import timezone
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer
+
+from assistant.budgets import services as budgets
+from assistant.chat import providers, runs
+from assistant.chat.models import Conversation, Message, Run
+from assistant.engine.errors import RequestRefused
+from assistant.engine.tools import Scope
+from assistant.knowledge.models import KnowledgeBase
+from assistant.orgs import keys
+from assistant.orgs.models import ApiKey
+from assistant.orgs.services import policy_for
+
+from .errors import ApiError, error_response
+from .follow import RunFollower
+from .schemas import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    Choice,
+    ErrorOut,
+    ModelList,
+    ModelOut,
+    OutputMessage,
+    RunOut,
+    errors_schema,
+)
+from .trace import TraceBuilder, trace_of
+
+log = logging.getLogger(__name__)
+
+FINISH_REASONS = {"ok": "stop", "stopped": "cancelled", "error": "error"}
+STREAM_DESCRIPTION = """With `"stream": true` the answer comes as server-sent events in OpenAI's
+`chat.completion.chunk` format, ending with `data: [DONE]`. Chunks with an empty `choices` carry
+an `event` (`StreamEvent`): each agent's start (with its `agent_id`), its actions and its end, and
+the main model's tool calls, as they happen and before the final answer's deltas. The last chunk
+before `[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` and `reason`,
+as in the non-streamed response."""
+
+
+class KeyAuth(HttpBearer):
+    async def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        return await sync_to_async(keys.authenticate)(token)
+
+
+api = NinjaAPI(
+    title="Assistant API",
+    version="1",
+    description="OpenAI-compatible chat completions whose main model delegates to budgeted sub-agents.",
+    auth=KeyAuth(),
+    urls_namespace="api",
+)
+
+
+def _key(request: HttpRequest) -> ApiKey:
+    return cast(ApiKey, request.auth)  # type: ignore[attr-defined]
+
+
+# Errors in OpenAI's shape ---------------------------------------------------------------------------
+
+
+@api.exception_handler(ApiError)
+def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    headers = {"Retry-After": exc.extra.pop("retry_after")} if "retry_after" in exc.extra else None
+    return error_response(exc, headers)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return error_response(ApiError(401, "invalid_api_key", "Invalid API key: it is unknown or was revoked."))
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    first: dict[str, Any] = exc.errors[0] if exc.errors else {}
+    where = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload")]
+    message = str(first.get("msg", "invalid body")).removeprefix("Value error, ")
+    param = ".".join(where) or None
+    text = f"Invalid body: {param}: {message}" if param else f"Invalid body: {message}"
+    return error_response(ApiError(422, "invalid_body", text, param=param))
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return error_response(ApiError(exc.status_code, "invalid_request", str(exc)))
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return error_response(ApiError(404, "not_found", str(exc) or "Not found."))
+
+
+# Models ---------------------------------------------------------------------------------------------
+
+
+def _models(key: ApiKey) -> list[ModelOut]:
+    catalogue = providers.catalogue()
+    return [
+        ModelOut(
+            id=m.id,
+            owned_by=m.provider,
+            name=m.label,
+            input_price_eur=m.input_price,
+            cached_input_price_eur=m.cached_input_price,
+            output_price_eur=m.output_price,
+            context_window=m.context_window,
+            output_cap=m.output_cap,
+            reasoning_efforts=list(m.reasoning_efforts),
+        )
+        for m in (catalogue[i] for i in policy_for(key.organisation, key).allowed_ids(catalogue))
+    ]
+
+
+@api.get("/models", response={200: ModelList, **errors_schema(401)}, summary="The models this key may use")
+async def list_models(request: HttpRequest) -> ModelList:
+    return ModelList(data=await sync_to_async(_models)(_key(request)))
+
+
+@api.get(
+    "/models/{model_id}", response={200: ModelOut, **errors_schema(401, 404)}, summary="One model this key may use"
+)
+async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
+    for model in await sync_to_async(_models)(_key(request)):
+        if model.id == model_id:
+            return model
+    raise ApiError(
+        404, "model_not_found", f"The model '{model_id}' does not exist or this key may not use it.", param="model"
+    )
+
+
+# Chat completions -----------------------------------------------------------------------------------
+
+
+def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
+    """Each refusal with its status, before any model call and before anything is saved."""
+    org = key.organisation
+    catalogue = providers.catalogue()
+    if body.model not in catalogue:
+        raise ApiError(404, "model_not_found", f"The model '{body.model}' does not exist.", param="model")
+    policy = policy_for(org, key)
+    if not policy.allows(body.model):
+        allowed = ", ".join(policy.allowed_ids(catalogue)) or "none"
+        raise ApiError(
+            403,
+            "model_not_allowed",
+            f"This key may not use the model '{body.model}'. Allowed: {allowed}.",
+            param="model",
+        )
+    others = [r for r in body.tools_enabled if r != "agents"]
+    if "agents" in body.tools_enabled and not others:
+        raise ApiError(
+            400,
+            "agents_without_resource",
+            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
+            "an agent with nothing to read would be of no use.",
+            param="tools_enabled",
+        )
+    wanted = [r[3:] for r in others if r.startswith("kb:")]
+    known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
+    for slug in wanted:
+        if slug not in known:
+            raise ApiError(
+                404,
+                "knowledge_base_not_found",
+                f"The knowledge base '{slug}' does not exist or this key may not read it.",
+                param="tools_enabled",
+            )
+    toolbox = runs.toolbox_for(org.pk)
+    for resource in ("web", "code"):
+        if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):
+            raise ApiError(
+                400, "resource_unavailable", f"'{resource}' is not available on this server.", param="tools_enabled"
+            )
+    text = body.messages[-1].text
+    try:
+        budgets.admit(org, body.category, text, body.model)
+    except budgets.CategoryExhausted as e:
+        category = budgets.classify(org, body.category)
+        assert category is not None
+        resets_at = budgets.state_of(category).resets_at
+        seconds = max(0, int((resets_at - timezone.now()).total_seconds()))
+        raise ApiError(
+            429,
+            "category_budget_exhausted",
+            str(e),
+            param="category",
+            resets_at=resets_at.isoformat(),
+            retry_after=str(seconds),
+        ) from e
+    except RequestRefused as e:  # an unknown category
+        raise ApiError(400, "unknown_category", str(e), param="category") from e
+
+
+def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
+    _refusals(key, body)
+    org = key.organisation
+    question = body.messages[-1].text
+    ask = runs.Ask(
+        text=question,
+        model=body.model,
+        level=body.reasoning_level,
+        resources=tuple(body.tools_enabled),
+        category=body.category,
+    )
+    user = keys.api_user(org)
+    try:
+        with transaction.atomic():
+            conversation = Conversation.objects.create(organisation=org, user=user, title=question[:80])
+            for m in body.messages[:-1]:
+                if not m.text.strip():
+                    continue
+                # The client's system prompt reaches the main model as an earlier message (it has its own).
+                role, content = ("assistant", m.text) if m.role == "assistant" else ("user", m.text)
+                if m.role in ("system", "developer"):
+                    content = f"Instructions for this conversation:\n{m.text}"
+                Message.objects.create(conversation=conversation, role=role, content=content)
+            return runs.create_run(user, org, conversation, ask, api_key=key)
+    except budgets.CategoryExhausted as e:  # exhausted between the check and the run: a rare race
+        raise ApiError(429, "category_budget_exhausted", str(e), param="category") from e
+    except RequestRefused as e:
+        raise ApiError(400, "request_refused", str(e)) from e
+
+
+def _reason(run: Run) -> str:
+    if run.status == "error":
+        return run.error
+    if run.status == "stopped":
+        stopped = run.steps.filter(kind="stopped").values_list("data", flat=True).first()
+        return str(stopped.get("message", "")) if isinstance(stopped, dict) else ""
+    return ""
+
+
+def _completion(run_id: uuid.UUID) -> ChatCompletion:
+    run = Run.objects.get(pk=run_id)
+    trace = trace_of(run.steps.all(), run.usage, run.sources)
+    return ChatCompletion(
+        id=f"chatcmpl-{run.pk.hex}",
+        created=int(run.created.timestamp()),
+        model=run.model,
+        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=FINISH_REASONS[run.status])],  # type: ignore[arg-type]
+        run_id=str(run.pk),
+        status=run.status,  # type: ignore[arg-type]
+        reason=_reason(run),
+        **trace.model_dump(),
+    )
+
+
+def _sse(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
+    """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
+    base = {
+        "id": f"chatcmpl-{run.pk.hex}",
+        "object": "chat.completion.chunk",
+        "created": int(run.created.timestamp()),
+        "model": run.model,
+    }
+    builder = TraceBuilder()
+    try:
+        yield _sse(
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                "run_id": str(run.pk),
+            }
+        )
+        async for item in follower.items():
+            if isinstance(item, str):
+                yield _sse({**base, "choices": [{"index": 0, "delta": {"content": item}, "finish_reason": None}]})
+                continue
+            event = builder.add(item)
+            if event is not None:
+                data = {k: v for k, v in event.model_dump(mode="json").items() if v is not None}
+                yield _sse({**base, "choices": [], "event": data})
+    finally:
+        await follower.close()
+    done = await sync_to_async(_completion)(run.pk)
+    yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
+    final = done.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason"})
+    yield _sse({**base, "choices": [], **final})
+    yield "data: [DONE]\n\n"
+
+
+@api.post(
+    "/chat/completions",
+    response={200: ChatCompletion, **errors_schema(400, 401, 403, 404, 422, 429)},
+    summary="Create a chat completion (a run)",
+    description=STREAM_DESCRIPTION,
+)
+async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
+    run = await sync_to_async(_create)(_key(request), body)
+    follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
+    runs.launch(run.pk)
+    if body.stream:
+        response = StreamingHttpResponse(_stream(run, follower), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    try:
+        async for _item in follower.items():
+            pass
+    finally:
+        await follower.close()
+    return await sync_to_async(_completion)(run.pk)
+
+
+# Runs -------------------------------------------------------------------------------------------------
+
+
+def _run_of(key: ApiKey, run_id: str) -> Run:
+    """A run started through the API by the key's organisation; anything else does not exist here."""
+    try:
+        pk = uuid.UUID(run_id)
+    except ValueError:
+        pk = None
+    run = Run.objects.filter(pk=pk, organisation=key.organisation, api_key__isnull=False).first() if pk else None
+    if run is None:
+        raise ApiError(404, "run_not_found", f"No run '{run_id}' here.", param="run_id")
+    return run
+
+
+def _run_out(run: Run) -> RunOut:
+    finished = not run.is_running
+    trace = trace_of(run.steps.all(), run.usage if finished else None, run.sources if finished else None)
+    return RunOut(
+        id=str(run.pk),
+        created=int(run.created.timestamp()),
+        finished=int(run.finished.timestamp()) if run.finished else None,
+        model=run.model,
+        reasoning_level=run.level or None,
+        tools_enabled=list(run.resources),
+        category=run.category,
+        status=run.status,  # type: ignore[arg-type]
+        stop_requested=run.stop_requested,
+        answer=run.answer,
+        reason=_reason(run),
+        **trace.model_dump(),
+    )
+
+
+@api.get(
+    "/runs/{run_id}",
+    response={200: RunOut, **errors_schema(401, 404)},
+    summary="A run with its steps, live or finished",
+)
+async def retrieve_run(request: HttpRequest, run_id: str) -> RunOut:
+    key = _key(request)
+    return await sync_to_async(lambda: _run_out(_run_of(key, run_id)))()
+
+
+@api.post(
+    "/runs/{run_id}/cancel", response={200: RunOut, **errors_schema(401, 404)}, summary="Stop a run (as Stop does)"
+)
+async def cancel_run(request: HttpRequest, run_id: str) -> RunOut:
+    key = _key(request)
+    run = await sync_to_async(_run_of)(key, run_id)
+    await runs.request_stop(run.pk)
+    return await sync_to_async(lambda: _run_out(Run.objects.get(pk=run.pk)))()
+
+
+__all__ = ["ErrorOut", "api"]

@@ -1,0 +1,170 @@
+"""Every refusal with its status code in OpenAI's error shape, as the official client raises it;
+keys confined to their organisation and to their models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import openai
+import pytest
+from api_support import Live
+
+pytestmark = pytest.mark.slow
+
+ASK: list[Any] = [{"role": "user", "content": "Which invoices of Bimbamjob are unpaid?"}]
+
+
+def refused(live: Live, error: type[openai.APIStatusError], key: str = "demo", **request: Any) -> openai.APIStatusError:
+    """The client's exception for a request; the body is OpenAI's error object."""
+    arguments: dict[str, Any] = {"model": "demo-large", "messages": ASK} | request
+    with pytest.raises(error) as caught:
+        live.client(key).chat.completions.create(**arguments)
+    e = caught.value
+    assert isinstance(e.body, dict) and set(e.body) >= {"message", "type", "param", "code"}
+    assert e.message and e.code
+    return e
+
+
+def test_a_bad_key_gets_401(live: Live) -> None:
+    e = refused(live, openai.AuthenticationError, key="sk-org-not-a-key")
+    assert e.status_code == 401 and e.code == "invalid_api_key"
+    response = live.http("").get("/v1/models")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_revoked_key_gets_401(live: Live) -> None:
+    e = refused(live, openai.AuthenticationError, key="revoked")
+    assert e.status_code == 401
+    with pytest.raises(openai.AuthenticationError):
+        live.client("revoked").models.list()
+
+
+def test_a_model_the_key_may_not_use_gets_403(live: Live) -> None:
+    e = refused(live, openai.PermissionDeniedError, key="small", model="demo-large")
+    assert e.status_code == 403 and e.code == "model_not_allowed" and e.param == "model"
+    assert "demo-small" in e.message
+
+
+def test_an_unknown_model_gets_404(live: Live) -> None:
+    e = refused(live, openai.NotFoundError, model="gpt-nonexistent")
+    assert e.code == "model_not_found"
+
+
+def test_an_unknown_knowledge_base_gets_404(live: Live) -> None:
+    e = refused(live, openai.NotFoundError, extra_body={"tools_enabled": ["kb:nowhere", "agents"]})
+    assert e.status_code == 404 and e.code == "knowledge_base_not_found" and e.param == "tools_enabled"
+
+
+def test_another_organisations_knowledge_base_gets_404(live: Live) -> None:
+    """The other organisation has ``secrets``; the demo's key does not see it (nor the other's ``factures``)."""
+    e = refused(live, openai.NotFoundError, extra_body={"tools_enabled": ["kb:secrets"]})
+    assert "secrets" in e.message
+    # The other organisation's key reads its own base, never the demo's documents.
+    completion = live.client("other").chat.completions.create(
+        model="demo-small", messages=ASK, extra_body={"tools_enabled": ["kb:factures"]}
+    )
+    data = completion.model_dump()
+    assert data["status"] == "ok"
+    assert {s["title"] for s in data["sources"]} == {"Vault"}
+    refused(live, openai.NotFoundError, key="other", model="demo-small", extra_body={"tools_enabled": ["kb:contrats"]})
+
+
+def test_agents_without_another_resource_gets_400(live: Live) -> None:
+    e = refused(live, openai.BadRequestError, extra_body={"tools_enabled": ["agents"]})
+    assert e.status_code == 400 and e.code == "agents_without_resource"
+
+
+def test_an_unknown_category_gets_400(live: Live) -> None:
+    e = refused(live, openai.BadRequestError, extra_body={"category": "nope"})
+    assert e.code == "unknown_category" and e.param == "category"
+
+
+def test_an_exhausted_category_gets_429_with_when_it_resets(live: Live) -> None:
+    e = refused(live, openai.RateLimitError, extra_body={"category": "tiny"})
+    assert e.status_code == 429 and e.code == "category_budget_exhausted"
+    assert "Tiny" in e.message and "resets" in e.message
+    resets_at = datetime.fromisoformat(e.body["resets_at"])  # type: ignore[index]
+    assert resets_at > datetime.now(resets_at.tzinfo)
+    assert int(e.response.headers["retry-after"]) > 0
+    assert e.response.headers["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize(
+    ("request_body", "param"),
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "assistant", "content": "Hi"}]}, None),
+        ({"messages": [{"role": "robot", "content": "Hi"}]}, "messages.0.role"),
+        ({"extra_body": {"tools_enabled": ["kb:factures", "mail"]}}, "tools_enabled"),
+        ({"extra_body": {"reasoning_level": "turbo"}}, "reasoning_level"),
+    ],
+)
+def test_an_invalid_body_gets_422(live: Live, request_body: dict[str, Any], param: str | None) -> None:
+    e = refused(live, openai.UnprocessableEntityError, **request_body)
+    assert e.status_code == 422 and e.code == "invalid_body"
+    if param is not None:
+        assert e.param == param
+
+
+def test_a_body_that_is_not_json_gets_an_error_in_openai_shape(live: Live) -> None:
+    response = live.http().post(
+        "/v1/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code in (400, 422)
+    assert set(response.json()["error"]) >= {"message", "type", "code"}
+
+
+def test_models_are_those_the_key_may_use(live: Live) -> None:
+    assert [m.id for m in live.client("small").models.list()] == ["demo-small"]
+    # A key with no restriction keeps the whole catalogue, even where the assistant is restricted.
+    assert {m.id for m in live.client("other").models.list()} == {"demo-large", "demo-small"}
+    assert {m.id for m in live.client().models.list()} == {"demo-large", "demo-small"}
+    model = live.client("small").models.retrieve("demo-small")
+    assert model.owned_by == "demo" and (model.model_extra or {})["output_price_eur"] > 0
+    with pytest.raises(openai.NotFoundError):
+        live.client("small").models.retrieve("demo-large")
+
+
+def test_a_restricted_key_runs_its_model_and_its_agents_stay_within_it(live: Live) -> None:
+    completion = live.client("small").chat.completions.create(
+        model="demo-small", messages=ASK, extra_body={"tools_enabled": ["kb:factures", "agents"]}
+    )
+    data = completion.model_dump()
+    assert data["status"] == "ok"
+    assert set(data["usage"]["by_model"]) == {"demo-small"}
+
+
+def test_runs_are_confined_to_the_keys_organisation(live: Live) -> None:
+    completion = live.client().chat.completions.create(model="demo-small", messages=ASK)
+    run_id = completion.model_dump()["run_id"]
+    assert live.http("small").get(f"/v1/runs/{run_id}").status_code == 200  # another key of the same organisation
+    for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/cancel"):
+        method = "POST" if path.endswith("cancel") else "GET"
+        response = live.http("other").request(method, path)
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "run_not_found"
+    assert live.http().get("/v1/runs/not-a-run").status_code == 404
+    assert live.http().get("/v1/runs/00000000-0000-0000-0000-000000000000").status_code == 404
+
+
+def test_the_openapi_document_is_served(live: Live) -> None:
+    anonymous = live.http("")
+    document = anonymous.get("/v1/openapi.json").json()
+    assert {"/v1/chat/completions", "/v1/models", "/v1/runs/{run_id}", "/v1/runs/{run_id}/cancel"} <= set(
+        document["paths"]
+    )
+    schemas = document["components"]["schemas"]
+    assert {"steps", "usage", "rounds", "sources", "run_id"} <= set(schemas["ChatCompletion"]["properties"])
+    assert {"tools_enabled", "reasoning_level", "category"} <= set(schemas["ChatCompletionRequest"]["properties"])
+    assert {"model", "status", "rounds", "seconds", "cost_eur", "steps"} <= set(schemas["AgentOut"]["properties"])
+    assert set(document["paths"]["/v1/chat/completions"]["post"]["responses"]) >= {
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "422",
+        "429",
+    }
+    assert anonymous.get("/v1/docs").status_code == 200
