@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",  # the API's OpenAPI pages (/v1/docs)
     "assistant.orgs",
     "assistant.knowledge",
     "assistant.chat",

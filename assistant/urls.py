@@ -2,11 +2,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from assistant.api.api import api
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
+    path("v1/", api.urls),
     path("kb/", include("assistant.knowledge.urls")),
     path("settings/", include("assistant.orgs.urls")),
     path("tasks/", include("assistant.schedules.urls")),

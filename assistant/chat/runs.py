@@ -40,7 +40,7 @@ from assistant.engine.usage import CostCap, Ledgers, UsageLedger
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import tool_factories
-from assistant.orgs.models import Organisation
+from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
 from assistant.workers import leases
 
@@ -72,12 +72,12 @@ class Ask:
     """The task category's slug; empty for the organisation's default."""
 
 
-def check(org: Organisation, ask: Ask) -> None:
+def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     """Refuse, before any model call, what the policy or the organisation's knowledge bases forbid."""
     if ask.level is not None and ask.level not in LEVELS:
         raise RequestRefused(f"Unknown reasoning level '{ask.level}'.")
     request = RunRequest(messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources)
-    plan_request(request, providers.catalogue(), policy_for(org))
+    plan_request(request, providers.catalogue(), policy_for(org, api_key))
     wanted = [r[3:] for r in ask.resources if r.startswith("kb:")]
     known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
     for slug in wanted:
@@ -85,9 +85,11 @@ def check(org: Organisation, ask: Ask) -> None:
             raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
 
 
-def create_run(user: AbstractBaseUser, org: Organisation, conversation: Conversation | None, ask: Ask) -> Run:
+def create_run(
+    user: AbstractBaseUser, org: Organisation, conversation: Conversation | None, ask: Ask, api_key: ApiKey | None = None
+) -> Run:
     """Check the request, then save the user's message and a running run, together."""
-    check(org, ask)
+    check(org, ask, api_key)
     category = budgets.admit(org, ask.category, ask.text, ask.model)
     with transaction.atomic():
         if conversation is None:
@@ -100,6 +102,7 @@ def create_run(user: AbstractBaseUser, org: Organisation, conversation: Conversa
             level=ask.level or "",
             resources=list(ask.resources),
             category=category.slug if category is not None else "",
+            api_key=api_key,
         )
         Message.objects.create(conversation=conversation, role="user", content=ask.text, run=run)
         conversation.save(update_fields=["updated"])
@@ -261,7 +264,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     """
     if not await sync_to_async(leases.claim)(run_id):
         return
-    run = await Run.objects.select_related("organisation").aget(pk=run_id)
+    run = await Run.objects.select_related("organisation", "api_key").aget(pk=run_id)
     token = CancelToken()
     _tokens[run_id] = token
     if run.stop_requested:
@@ -273,7 +276,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         catalogue=providers.catalogue(),
         models=providers.resolve,
         toolbox=toolbox_for(run.organisation_id),
-        policy=await sync_to_async(policy_for)(run.organisation),  # reads the settings' rows
+        policy=await sync_to_async(policy_for)(run.organisation, run.api_key),  # reads the settings' rows
         emit=recorder.emit,
         cancel=token,
         ledger=_capped(await sync_to_async(ledger_for)(run.organisation_id, run.category), cost_cap_eur),
