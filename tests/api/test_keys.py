@@ -129,3 +129,13 @@ def test_the_service_user_cannot_sign_in(org: Organisation) -> None:
     assert user == keys.api_user(org)
     assert not user.is_active and not user.has_usable_password()
     assert not Membership.objects.filter(user=user).exists()
+
+
+def test_the_keys_page_speaks_french(org: Organisation) -> None:
+    keys.create_key(org, "Zapier", ["demo-small"])
+    admin = signed_in("ada", org, "admin")
+    admin.cookies["django_language"] = "fr"
+    html = admin.get("/settings/api-keys/").content.decode()
+    for text in ("Clés d’API de Demo Company", "Nouvelle clé", "Révoquer", "Créer la clé", "garde tout le catalogue"):
+        assert text in html
+    assert "Gérer les clés d’API" in admin.get("/settings/").content.decode()

@@ -1,0 +1,76 @@
+"""Following a run through its channel-layer group: in order, nothing twice, gaps filled from the
+database, the end of the run noticed even when its last message is lost."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
+
+from assistant.api import follow
+from assistant.api.follow import RunFollower
+from assistant.chat.models import Conversation, Run, Step
+from assistant.chat.runs import group_name
+from assistant.orgs.models import Organisation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROUND = {"kind": "round_started", "agent_id": None, "round": 1, "model": "demo-large", "forced": False}
+RESULT = {"kind": "tool_result", "agent_id": None, "call_id": "c1", "name": "kb_search", "ok": True}
+STARTED = {"kind": "agent_started", "agent_id": "agent-1", "instruction": "Look", "model": "demo-small"}
+
+
+def _run() -> Run:
+    org = Organisation.objects.create(name="Org", slug="org")
+    user = get_user_model().objects.create(username="u")
+    conversation = Conversation.objects.create(organisation=org, user=user, title="t")
+    return Run.objects.create(conversation=conversation, organisation=org, user=user, model="demo-large")
+
+
+async def _collect(follower: RunFollower, into: list[Any]) -> None:
+    async for item in follower.items():
+        into.append(item if isinstance(item, str) else (item.seq, item.kind))
+
+
+async def test_a_gap_is_filled_from_the_database_and_nothing_comes_twice() -> None:
+    run = await sync_to_async(_run)()
+    layer = get_channel_layer()
+    assert layer is not None
+    follower = await RunFollower(run.pk).open()
+    items: list[Any] = []
+    task = asyncio.ensure_future(_collect(follower, items))
+
+    async def publish(message: dict[str, Any]) -> None:
+        await layer.group_send(group_name(run.pk), {"type": "run.event", "run": run.pk.hex, **message})
+
+    # Steps 1 and 2 and the first words reached the database, but their messages were lost.
+    await Step.objects.abulk_create(
+        [Step(run=run, seq=1, kind="round_started", data=ROUND), Step(run=run, seq=2, kind="tool_result", data=RESULT)]
+    )
+    await Run.objects.filter(pk=run.pk).aupdate(answer="Hello ")
+    await publish({"seq": 2, "event": {"kind": "text_delta", "agent_id": None, "text": "Hello "}, "offset": 0})
+    await publish({"seq": 2, "event": RESULT})  # a repeat
+    await publish({"seq": 3, "event": STARTED})
+    await publish({"seq": 3, "event": {"kind": "text_delta", "agent_id": None, "text": "lo world"}, "offset": 3})
+    await Run.objects.filter(pk=run.pk).aupdate(status="ok", answer="Hello world")
+    await layer.group_send(group_name(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
+    await asyncio.wait_for(task, 5)
+    await follower.close()
+    assert items == [(1, "round_started"), (2, "tool_result"), "Hello ", (3, "agent_started"), "world"]
+
+
+async def test_the_end_is_noticed_when_its_message_is_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(follow, "QUIET_SECONDS", 0.05)
+    run = await sync_to_async(_run)()
+    follower = await RunFollower(run.pk).open()
+    items: list[Any] = []
+    task = asyncio.ensure_future(_collect(follower, items))
+    await Step.objects.acreate(run=run, seq=1, kind="round_started", data=ROUND)
+    await Run.objects.filter(pk=run.pk).aupdate(status="stopped", answer="Partial")
+    await asyncio.wait_for(task, 5)
+    await follower.close()
+    assert items == [(1, "round_started"), "Partial"]
