@@ -13,6 +13,7 @@ import zoneinfo
 from celery.schedules import crontab
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from assistant.chat import runs
@@ -30,14 +31,14 @@ def parse_schedule(text: str) -> list[str]:
     """The five crontab fields (minute hour day-of-month month day-of-week); ValueError when invalid."""
     fields = text.split()
     if len(fields) != 5:
-        raise ValueError("A schedule has five fields: minute hour day-of-month month day-of-week.")
+        raise ValueError(_("A schedule has five fields: minute hour day-of-month month day-of-week."))
     minute, hour, day_of_month, month, day_of_week = fields
     crontab(minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month, day_of_week=day_of_week)
     return fields
 
 
 def ask_of(task: ScheduledTask) -> runs.Ask:
-    level: Level | None = task.level if task.level in LEVELS else None  # type: ignore[assignment]
+    level: Level | None = task.level if task.level in LEVELS else None
     return runs.Ask(
         text=task.prompt, model=task.model, level=level, resources=tuple(task.resources), category=task.category
     )

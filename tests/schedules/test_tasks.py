@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gettext
+import re
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +134,21 @@ async def test_run_now_executes_it_with_its_cost_cap_in_a_new_conversation(fast_
     stopped = [s.data["message"] async for s in run.steps.filter(kind="stopped")]
     assert stopped == ["stopped: the task's cost cap is reached"]
     assert await Execution.objects.filter(task=task, run=run).aexists()
+
+
+def test_the_pages_speak_french(demo_data: None) -> None:
+    client = _client()
+    page = client.get("/tasks/new", HTTP_ACCEPT_LANGUAGE="fr").content.decode()
+    assert "Nouvelle tâche planifiée" in page and "Plafond de coût par exécution (EUR)" in page
+    assert "Tâches planifiées" in client.get("/", HTTP_ACCEPT_LANGUAGE="fr").content.decode()  # the header's link
+
+
+def test_the_compiled_french_catalogue_matches_its_source() -> None:
+    """The .mo is committed (so a fresh machine needs no gettext); it must say what the .po says."""
+    folder = Path(services.__file__).parent / "locale" / "fr" / "LC_MESSAGES"
+    with (folder / "django.mo").open("rb") as f:
+        compiled = gettext.GNUTranslations(f)
+    pairs = re.findall(r'^msgid "(.+)"\nmsgstr "(.+)"$', (folder / "django.po").read_text(encoding="utf-8"), re.M)
+    assert len(pairs) > 40
+    for msgid, msgstr in pairs:
+        assert compiled.gettext(msgid) == msgstr, msgid
