@@ -21,7 +21,7 @@ from .runs import group_name
 
 CLOSE_SIGN_IN = 4401  # not signed in
 CLOSE_NOT_FOUND = 4404  # not a conversation of this user: the same answer as for one that does not exist
-PUSH_INTERVAL = 0.02  # seconds between two pushes to one page, at most 50 a second
+PUSH_INTERVAL = 0.01  # seconds between two pushes to one page, at most 100 a second
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
