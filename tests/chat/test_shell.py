@@ -89,9 +89,9 @@ async def test_stop_keeps_partial_answer_and_agent_findings(settings: object) ->
     client = await _signed_in()
     await client.post("/c/new", ASK)
     run = await _last_run()
-    # Wait until the agents have read something, then press Stop.
-    for _ in range(100):
-        if await Step.objects.filter(run=run, kind="agent_action", data__action__kind="search").aexists():
+    # Wait until both agents have searched (each then spends 0.3 s in its next call), then press Stop.
+    for _ in range(400):
+        if await Step.objects.filter(run=run, kind="agent_action", data__action__kind="search").acount() == 2:
             break
         await asyncio.sleep(0.05)
     response = await client.post(f"/runs/{run.pk}/stop")
