@@ -85,11 +85,11 @@ async def test_a_second_message_continues_the_conversation(fast_demo: None) -> N
 
 async def test_stop_keeps_partial_answer_and_agent_findings(settings: object) -> None:
     settings.DEMO_PACE = 0.0  # type: ignore[attr-defined]
-    settings.DEMO_LATENCY = 0.3  # type: ignore[attr-defined]
+    settings.DEMO_LATENCY = 1.0  # type: ignore[attr-defined]
     client = await _signed_in()
     await client.post("/c/new", ASK)
     run = await _last_run()
-    # Wait until both agents have searched (each then spends 0.3 s in its next call), then press Stop.
+    # Wait until both agents have searched (each then spends 1 s in its next call), then press Stop.
     for _ in range(400):
         if await Step.objects.filter(run=run, kind="agent_action", data__action__kind="search").acount() == 2:
             break
