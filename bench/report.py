@@ -80,9 +80,10 @@ def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]]) -> 
         "# Benchmarks",
         "",
         f"Measured on {date} by `make bench` (`.venv/bin/python -m bench`), which rewrites this file: do not edit it "
-        "by hand. The benchmarks drive the engine alone (`assistant/engine`, no Django) with scripted "
-        "`FunctionModel` fakes, so the figures are the engine's, not a provider's. Each one is a single run on the "
-        "machine below; expect some spread from one run to the next.",
+        "by hand. The engine's benchmarks drive the engine alone (`assistant/engine`, no Django) with scripted "
+        "`FunctionModel` fakes, so the figures are the engine's, not a provider's; the live chat's runs the whole "
+        "server with the offline demo provider. Each one is a single run on the machine below unless its section "
+        "says otherwise; expect some spread from one run to the next.",
         "",
         "## Machine",
         "",
