@@ -104,7 +104,12 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_PREFIX}:asgi", "capacity": 5_000},
+            # redis-py 8 cuts reads after 5 s by default, as long as the layer's blocking pop: longer.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+                "prefix": f"{REDIS_PREFIX}:asgi",
+                "capacity": 5_000,
+            },
         }
     }
 RUNS_EXECUTOR = os.environ.get("RUNS_EXECUTOR", "embedded")

@@ -65,10 +65,11 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
         self.fields["category"].choices = [("", _("The default category"))] + [
             (c.slug, c.name) for c in budgets.categories_of(organisation)
         ]
-        self.fields["cost_cap_eur"].initial = Decimal("0.50")
         if not self.instance.pk:
-            self.fields["level"].initial = "approfondi"
-            self.fields["resources"].initial = [f"kb:{kb.slug}" for kb in kbs] + ["agents"]
+            # A new task starts as the composer does (the unsaved instance's empty values would win).
+            self.initial.update(
+                level="approfondi", resources=[f"kb:{kb.slug}" for kb in kbs] + ["agents"], cost_cap_eur=Decimal("0.50")
+            )
 
     def clean_schedule(self) -> str:
         value = " ".join(str(self.cleaned_data["schedule"]).split())

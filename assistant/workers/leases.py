@@ -108,7 +108,13 @@ class Watch:
     async def _listen(self) -> None:
         assert self._layer is not None
         while True:
-            message = await self._layer.receive(self._channel)
+            try:
+                message = await self._layer.receive(self._channel)
+            except Exception:
+                # Redis away for a moment: listen again (the flag still stops the run meanwhile).
+                log.exception("the stop broadcast of run %s could not be read", self.run_id)
+                await asyncio.sleep(STOP_POLL_SECONDS)
+                continue
             if message.get("type") == "run.stop":
                 cause = message.get("cause")
                 self.token.cancel(cause if cause in STOP_MESSAGES else "user")

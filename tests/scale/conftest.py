@@ -88,7 +88,12 @@ def scaled(django_db_setup: None) -> Iterator[dict[str, str]]:
     layers = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{PREFIX}:asgi", "capacity": 5_000},
+            # As in the settings (what the workers run with), with this run's prefix.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+                "prefix": f"{PREFIX}:asgi",
+                "capacity": 5_000,
+            },
         }
     }
     override = override_settings(

@@ -104,6 +104,8 @@ async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_defa
     conversation = await _conversation()
     communicator = await _socket(conversation.pk, session)
     try:
+        # A page left quiet for longer than Redis' default read timeout (5 s with redis-py 8) keeps its socket.
+        assert await communicator.receive_nothing(timeout=6.5)
         response = await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
         assert response.status_code == 200
         run = await Run.objects.aget(conversation=conversation)

@@ -152,3 +152,12 @@ def test_the_compiled_french_catalogue_matches_its_source() -> None:
     assert len(pairs) > 40
     for msgid, msgstr in pairs:
         assert compiled.gettext(msgid) == msgstr, msgid
+
+
+def test_a_new_task_starts_as_the_composer_does(demo_data: None) -> None:
+    page = _client().get("/tasks/new").content.decode()
+    assert 'value="approfondi" selected' in page or 'value="approfondi"\n  selected' in page
+    for value in ("kb:factures", "kb:comptes-rendus", "kb:contrats", "agents"):
+        assert f'value="{value}"' in page
+        assert re.search(rf'value="{value}"[^>]*checked', page), value
+    assert 'value="0.50"' in page
