@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -30,8 +29,6 @@ from django.db import connection, connections
 from django.test import override_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-_HERE = Path(__file__).parent
-_deselected: list[pytest.Item] = []
 
 REDIS_URL = os.environ.get("SCALE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 PREFIX = f"test-scale-{os.getpid()}"
@@ -40,32 +37,9 @@ TIMINGS = {"RUNS_HEARTBEAT_SECONDS": 0.5, "RUNS_LEASE_SECONDS": 2.0, "RUNS_QUEUE
 WORKER_START_SECONDS = 90  # a loaded machine imports Django slowly
 
 
-def _on_postgresql() -> bool:
-    return "postgresql" in str(settings.DATABASES["default"]["ENGINE"])
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _on_postgresql():
-        return
-    pg = [i for i in items if i.get_closest_marker("postgres") is not None and _HERE in Path(str(i.path)).parents]
-    if pg:
-        _deselected.extend(pg)
-        config.hook.pytest_deselected(items=pg)
-        items[:] = [i for i in items if i not in pg]
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _deselected:
-        terminalreporter.write_line(
-            f"{len(_deselected)} scale-out tests deselected: this run uses SQLite. `make test` runs them with "
-            "DATABASE_URL=postgres://postgres@127.0.0.1:5432/test, Redis and Celery workers.",
-            yellow=True,
-        )
-
-
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
-    if _on_postgresql():
+    if "postgresql" in str(settings.DATABASES["default"]["ENGINE"]):
         settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = f"test_scale_{os.getpid()}"
 
 
