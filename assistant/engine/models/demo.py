@@ -163,7 +163,7 @@ class DemoModel(Model):
     def _agent(self, request: ModelRequest) -> ModelResponse:
         messages = request.messages
         instruction = messages[1].content.split("Your scope:")[0].removeprefix("Instruction:").strip()
-        words = keywords(instruction.split(":", 1)[-1]) or keywords(instruction)
+        words = keywords(instruction.split(":", 1)[-1].split(". ")[0]) or keywords(instruction)
         search = _spec(request, "kb_search")
         kbs = _enum(search, "properties", "kb") if search else []
         searches = _tool_results(messages, "kb_search")
