@@ -26,8 +26,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-# Slow enough to watch a run live (agents take ~1.5 s, the answer 1–3 s), quick enough for CI.
-DEMO_PACE = "0.002"
+# Slow enough to watch a run live (agents take ~1.5 s, the answer streams for a second or more), quick enough for CI.
+DEMO_PACE = "0.01"
 DEMO_LATENCY = "0.4"
 
 # A document whose sentences the demo model quotes: its markup must show as text, never run.
