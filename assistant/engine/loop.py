@@ -26,7 +26,7 @@ from .events import (
 )
 from .policy import Plan, RunRequest, plan_request
 from .runtime import RunContext
-from .tools import KB_PREFIX, Tool, ToolRun, run_tool_call
+from .tools import Tool, ToolRun, run_tool_call
 from .types import Message, ModelRequest, ToolCall
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
@@ -172,4 +172,4 @@ class _MainLoop:
         return run
 
 
-__all__ = ["KB_PREFIX", "RunOutcome", "run_chat"]
+__all__ = ["RunOutcome", "run_chat"]
