@@ -119,11 +119,12 @@ def test_a_reservation_that_does_not_fit_is_refused_and_holds_nothing(tworld: Wo
 
 def test_a_hold_left_by_a_dead_process_is_released_and_never_twice(tworld: World) -> None:
     category = room_for_five(tworld.administration)
-    now = timezone.now()
+    # Mid-month: an hour before the first hour of a month, the dead hold would sit in the month before.
+    now = timezone.now().replace(day=15, hour=12)
     dead = services.reserve(category.pk, 5_000, now - services.STALE_AFTER - timedelta(minutes=1))
     # The month is full of a hold whose call never settled: the next reservation releases it.
     fresh = services.reserve(category.pk, 1_000, now)
-    row = this_month(category)
+    row = this_month(category, now)
     assert (row.used, row.reserved) == (0, 1_000)
     assert list(Reservation.objects.values_list("pk", flat=True)) == [fresh.pk]
     # Should the old call settle after all, what it used is charged, its hold is not released twice.
