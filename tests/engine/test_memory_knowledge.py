@@ -1,0 +1,54 @@
+"""The in-memory knowledge backend indexes each document once: a search tokenises only its query, and a
+document added after a search is ranked by the next one as if it had been there from the start."""
+
+from __future__ import annotations
+
+import pytest
+from engine_support import FACTURES, knowledge
+
+from assistant.engine import knowledge as module
+from assistant.engine.knowledge import MemoryKnowledge, bm25
+from assistant.engine.tools import Document
+
+
+async def test_a_search_tokenises_the_query_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    kb = knowledge()
+    tokenised: list[str] = []
+    real = module.terms
+
+    def counting(text: str) -> list[str]:
+        tokenised.append(text)
+        return real(text)
+
+    monkeypatch.setattr(module, "terms", counting)
+    for _ in range(3):
+        hits, total = await kb.search("factures", "Zorglub retard", 10)
+        assert hits and total == len(hits)
+    assert tokenised == ["Zorglub retard"] * 3
+
+
+async def test_a_document_added_after_a_search_is_found_by_the_next_one() -> None:
+    kb = knowledge()
+    before, _ = await kb.search("factures", "Zorglub pénalités", 10)
+    added = Document("fac-9", "factures", "Pénalités Zorglub", "Pénalités de retard facturées à Zorglub.")
+    kb.add(added)
+    after, total = await kb.search("factures", "Zorglub pénalités", 10)
+
+    assert "fac-9" not in {h.id for h in before} and "fac-9" in {h.id for h in after}
+    # Ranked with the statistics of the whole base, as a base built with it from the start ranks it.
+    assert after == bm25([*FACTURES, added], "Zorglub pénalités")
+    assert after == (await MemoryKnowledge({"factures": [*FACTURES, added]}).search("factures", "Zorglub pénalités", 10))[0]
+    assert total == len(after)
+    assert (await kb.read(["fac-9"])) == {"fac-9": added}
+    info = await kb.describe("factures")
+    assert info is not None and info.document_count == len(FACTURES) + 1
+
+
+async def test_a_document_added_to_a_new_base_makes_the_base() -> None:
+    kb = MemoryKnowledge({})
+    assert await kb.describe("notes") is None
+    assert await kb.search("notes", "hello", 5) == ([], 0)
+    kb.add(Document("n-1", "notes", "Note", "hello world"))
+    hits, total = await kb.search("notes", "hello", 5)
+    assert [h.id for h in hits] == ["n-1"] and total == 1
+    assert [d.id for d in await kb.documents("notes")] == ["n-1"]
