@@ -15,7 +15,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -52,13 +52,16 @@ from .trace import TraceBuilder, trace_of
 
 log = logging.getLogger(__name__)
 
-FINISH_REASONS = {"ok": "stop", "stopped": "cancelled", "error": "error"}
+# OpenAI's finish reason, whatever the run's outcome: how it ended is in ``status`` (and ``reason``).
+FINISH_REASON: Final = "stop"
 STREAM_DESCRIPTION = """With `"stream": true` the answer comes as server-sent events in OpenAI's
 `chat.completion.chunk` format, ending with `data: [DONE]`. Chunks with an empty `choices` carry
 an `event` (`StreamEvent`): each agent's start (with its `agent_id`), its actions and its end, and
-the main model's tool calls, as they happen and before the final answer's deltas. The last chunk
-before `[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` and `reason`,
-as in the non-streamed response."""
+the main model's tool calls, as they happen and before the final answer's deltas. The answer's
+last chunk has `finish_reason` `stop` (OpenAI's value) however the run ended; the last chunk before
+`[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` (`ok`, `stopped`,
+`error`: how the run ended) and `reason` (why it stopped, or the error), as in the non-streamed
+response."""
 
 
 class KeyAuth(HttpBearer):
@@ -260,7 +263,7 @@ def _completion(run_id: uuid.UUID) -> ChatCompletion:
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
         model=run.model,
-        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=FINISH_REASONS[run.status])],  # type: ignore[arg-type]
+        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=FINISH_REASON)],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
         reason=_reason(run),

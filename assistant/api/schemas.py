@@ -1,7 +1,8 @@
 """The API's bodies as pydantic models: they validate requests and generate the OpenAPI document.
 
 The shapes follow OpenAI's chat completions, with the product's extensions: in the request
-``tools_enabled``, ``reasoning_level`` and ``category``; in the response ``run_id``, ``status``,
+``tools_enabled``, ``reasoning_level`` and ``category``; in the response ``run_id``, ``status`` and
+``reason`` (how the run ended: ``finish_reason`` is OpenAI's ``stop`` whatever the outcome),
 ``steps``, ``rounds``, ``sources`` and a ``usage`` that adds cost, tokens by model and carbon.
 """
 
@@ -186,6 +187,14 @@ class RoundOut(BaseModel):
 
 
 RunStatusOut = Literal["running", "ok", "stopped", "error"]
+# OpenAI's finish reasons, and nothing else: the run's own outcome is ``status``.
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
+EndedStatusOut = Literal["ok", "stopped", "error"]
+STATUS_DESCRIPTION = (
+    "How the run ended, as `GET /v1/runs/{run_id}` names it: `ok`, `stopped` (Stop, a cancel, a spent budget or a "
+    "cost cap: the answer is what was written until then) or `error` (it failed; `reason` says why)."
+)
+REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
 
 
 class Trace(BaseModel):
@@ -208,8 +217,9 @@ class OutputMessage(BaseModel):
 class Choice(BaseModel):
     index: int = 0
     message: OutputMessage
-    finish_reason: Literal["stop", "cancelled", "error"] = Field(
-        description="stop when the run ended normally, cancelled when it was stopped, error when it failed."
+    finish_reason: FinishReason = Field(
+        description="One of OpenAI's values; this server answers `stop` however the run ended: whether it ended ok, "
+        "was stopped or failed is in the response's `status`, and why in its `reason`."
     )
     logprobs: None = None
 
@@ -221,8 +231,8 @@ class ChatCompletion(Trace):
     model: str
     choices: list[Choice]
     run_id: str = Field(description="Follow or cancel the run with /v1/runs/{run_id}.")
-    status: RunStatusOut
-    reason: str = Field(default="", description="Why the run stopped or failed.")
+    status: EndedStatusOut = Field(description=STATUS_DESCRIPTION)
+    reason: str = Field(default="", description=REASON_DESCRIPTION)
 
 
 class RunOut(Trace):
@@ -234,10 +244,10 @@ class RunOut(Trace):
     reasoning_level: str | None = None
     tools_enabled: list[str]
     category: str
-    status: RunStatusOut
+    status: RunStatusOut = Field(description="`running`, then how the run ended: `ok`, `stopped` or `error`.")
     stop_requested: bool
     answer: str = Field(description="The answer so far (whole once the run has ended).")
-    reason: str = ""
+    reason: str = Field(default="", description=REASON_DESCRIPTION)
 
 
 class ModelOut(BaseModel):

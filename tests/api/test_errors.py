@@ -155,7 +155,19 @@ def test_the_openapi_document_is_served(live: Live) -> None:
         document["paths"]
     )
     schemas = document["components"]["schemas"]
-    assert {"steps", "usage", "rounds", "sources", "run_id"} <= set(schemas["ChatCompletion"]["properties"])
+    assert {"steps", "usage", "rounds", "sources", "run_id", "status", "reason"} <= set(
+        schemas["ChatCompletion"]["properties"]
+    )
+    # OpenAI's finish reason only; the run's outcome is the extension `status`, named as the run's.
+    assert set(schemas["Choice"]["properties"]["finish_reason"]["enum"]) == {
+        "stop",
+        "length",
+        "tool_calls",
+        "content_filter",
+        "function_call",
+    }
+    assert schemas["ChatCompletion"]["properties"]["status"]["enum"] == ["ok", "stopped", "error"]
+    assert set(schemas["RunOut"]["properties"]["status"]["enum"]) == {"running", "ok", "stopped", "error"}
     assert {"tools_enabled", "reasoning_level", "category"} <= set(schemas["ChatCompletionRequest"]["properties"])
     assert {"model", "status", "rounds", "seconds", "cost_eur", "steps"} <= set(schemas["AgentOut"]["properties"])
     assert set(document["paths"]["/v1/chat/completions"]["post"]["responses"]) >= {

@@ -1,0 +1,95 @@
+"""A run that fails, through the official ``openai`` client in this process (the ASGI app behind
+httpx's ASGI transport, the run executed in the test's event loop): ``finish_reason`` stays OpenAI's
+``stop``, and the response's ``status`` and ``reason`` say that the run failed and why, plain and
+streamed, as ``GET /v1/runs/{id}`` does. The main model is the only fake: it fails as a provider
+refusing the key does."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+from asgiref.sync import sync_to_async
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from assistant.asgi import application
+from assistant.chat import providers
+from assistant.chat.models import Run
+from assistant.engine.errors import AuthenticationFailed
+from assistant.engine.models.base import Model
+from assistant.engine.models.function import CallInfo, FunctionModel
+from assistant.engine.types import ModelRequest, ModelResponse
+from assistant.orgs import keys
+from assistant.orgs.models import Organisation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REFUSED = "the provider refused the key"
+REASON = f"The model could not answer: {REFUSED}"
+QUESTION = [{"role": "user", "content": "Bimbamjob: which invoices are unpaid?"}]
+
+
+def refusing(request: ModelRequest, info: CallInfo) -> ModelResponse:
+    raise AuthenticationFailed(REFUSED)
+
+
+@pytest.fixture
+def failing_main_model(demo_data: None, fast_demo: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = providers.resolve
+
+    def resolve(model_id: str) -> Model:
+        if model_id == "demo-large":
+            return FunctionModel(refusing, providers.catalogue()[model_id])
+        return real(model_id)
+
+    monkeypatch.setattr(providers, "resolve", resolve)
+
+
+@pytest.fixture
+async def client(failing_main_model: None) -> AsyncIterator[openai.AsyncOpenAI]:
+    org = await Organisation.objects.aget(slug="demo")
+    _, secret = await sync_to_async(keys.create_key)(org, "outcomes")
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    async with openai.AsyncOpenAI(
+        base_url="http://testserver/v1", api_key=secret, http_client=http, max_retries=0
+    ) as client:
+        yield client
+
+
+async def _run_says(client: openai.AsyncOpenAI, run_id: str) -> dict[str, Any]:
+    response = await client.get(f"/runs/{run_id}", cast_to=httpx2.Response)
+    run: dict[str, Any] = response.json()
+    return run
+
+
+async def test_a_failed_run_ends_with_stop_and_says_it_failed(client: openai.AsyncOpenAI) -> None:
+    completion = await client.chat.completions.create(model="demo-large", messages=QUESTION)  # type: ignore[arg-type]
+    ChatCompletion.model_validate(completion.model_dump())  # OpenAI's types, strictly
+    assert completion.choices[0].finish_reason == "stop"
+    data = completion.model_dump()
+    assert data["status"] == "error" and data["reason"] == REASON
+
+    run = await _run_says(client, data["run_id"])
+    assert run["status"] == "error" and run["reason"] == REASON and run["finished"]
+    assert (await Run.objects.aget(pk=data["run_id"])).status == "error"
+
+
+async def test_a_failed_run_streamed_ends_with_stop_and_its_last_chunk_says_it_failed(
+    client: openai.AsyncOpenAI,
+) -> None:
+    stream = await client.chat.completions.create(model="demo-large", messages=QUESTION, stream=True)  # type: ignore[arg-type]
+    finishes: list[str] = []
+    chunks: list[dict[str, Any]] = []
+    async for chunk in stream:
+        ChatCompletionChunk.model_validate(chunk.model_dump())
+        finishes += [c.finish_reason for c in chunk.choices if c.finish_reason]
+        chunks.append(chunk.model_extra or {})
+    assert finishes == ["stop"]
+    final = chunks[-1]
+    assert final["status"] == "error" and final["reason"] == REASON
+
+    run = await _run_says(client, final["run_id"])
+    assert run["status"] == "error" and run["reason"] == REASON
