@@ -1,4 +1,4 @@
-"""Adding documents to a knowledge base from uploaded files, and removing them: all or nothing."""
+"""Adding documents to a knowledge base from uploaded files, and removing them or a whole base: all or nothing."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import PurePath
 
 from django.conf import settings
 from django.core.files.base import ContentFile
+from django.core.files.storage import Storage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -82,9 +83,33 @@ def add_documents(kb: KnowledgeBase, uploads: Sequence[UploadedFile]) -> list[Do
 
 def delete_document(doc: Document) -> None:
     """Delete the row, and its file once the deletion is committed."""
-    path = doc.file.name
-    storage = doc.file.storage
+    _delete_with_files(doc, [doc.file.name or ""])
+
+
+def delete_base(kb: KnowledgeBase) -> int:
+    """Delete a base and all its documents, then their files once the deletion is committed; how many documents.
+
+    The full-text index follows the rows, as for one document: SQLite's delete trigger removes each
+    document's FTS5 entry, and PostgreSQL's GIN index is on an expression of the rows themselves.
+    """
     with transaction.atomic():
-        doc.delete()
-        if path:
-            transaction.on_commit(lambda: storage.delete(path))
+        # Locked first (PostgreSQL): an upload under way commits before, or finds the base gone after.
+        list(KnowledgeBase.objects.select_for_update().filter(pk=kb.pk).values_list("pk", flat=True))
+        paths = list(Document.objects.filter(knowledge_base=kb).values_list("file", flat=True))
+        _delete_with_files(kb, paths)
+    return len(paths)
+
+
+def _delete_with_files(row: Document | KnowledgeBase, paths: Sequence[str]) -> None:
+    """Delete ``row`` (its documents cascade), and the stored files ``paths`` only once that is committed."""
+    storage = Document.file.field.storage
+    kept = [path for path in paths if path]
+    with transaction.atomic():
+        row.delete()
+        if kept:
+            transaction.on_commit(lambda: _remove(storage, kept))
+
+
+def _remove(storage: Storage, paths: Sequence[str]) -> None:
+    for path in paths:
+        storage.delete(path)

@@ -1,13 +1,16 @@
 """Knowledge-base pages: the organisation's bases, one base's documents, upload, delete.
 
 Every lookup goes through the user's organisation: another organisation's base or document does
-not exist here (404).
+not exist here (404), for its admins too. Members see the bases and upload documents; creating,
+editing and deleting a base, and deleting a document, are for the organisation's admins (403).
 """
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,22 +18,31 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from assistant.orgs.services import organisation_of
+from assistant.orgs.models import Organisation
+from assistant.orgs.services import administered_organisation, is_admin, organisation_of
 
 from .extract import SUPPORTED
+from .forms import KnowledgeBaseForm, slug_taken
 from .models import Document, KnowledgeBase
-from .uploads import UploadRefused, add_documents, delete_document
+from .uploads import UploadRefused, add_documents, delete_base, delete_document
 
 
 def _base(request: HttpRequest, slug: str) -> KnowledgeBase:
     return get_object_or_404(KnowledgeBase, organisation=organisation_of(request.user), slug=slug)
 
 
-def _base_context(kb: KnowledgeBase, error: str = "") -> dict[str, object]:
+def _require_admin(request: HttpRequest, org: Organisation) -> None:
+    """After the lookup in the user's own organisation (404 first), a member gets 403."""
+    if not is_admin(request.user, org):
+        raise PermissionDenied("Only an admin of the organisation can manage its knowledge bases.")
+
+
+def _base_context(request: HttpRequest, kb: KnowledgeBase, error: str = "") -> dict[str, object]:
     from django.conf import settings
 
     return {
         "kb": kb,
+        "can_manage": is_admin(request.user, kb.organisation),
         "documents": kb.documents.order_by("-created", "-pk"),
         "error": error,
         "accept": ",".join(SUPPORTED),
@@ -43,7 +55,62 @@ def _base_context(kb: KnowledgeBase, error: str = "") -> dict[str, object]:
 def bases(request: HttpRequest) -> HttpResponse:
     org = organisation_of(request.user)
     kbs = KnowledgeBase.objects.filter(organisation=org).annotate(document_count=Count("documents"))
-    return render(request, "knowledge/bases.html", {"bases": kbs, "organisation": org})
+    return render(
+        request, "knowledge/bases.html", {"bases": kbs, "organisation": org, "can_manage": is_admin(request.user, org)}
+    )
+
+
+def _form_page(request: HttpRequest, org: Organisation, kb: KnowledgeBase | None) -> HttpResponse:
+    form = KnowledgeBaseForm(request.POST or None, instance=kb, organisation=org)
+    context = {"form": form, "kb": kb}
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                with transaction.atomic():
+                    saved = form.save()
+            except IntegrityError:  # the same slug saved by someone else since the form was checked
+                form.add_error("slug", slug_taken(form.cleaned_data["slug"]))
+            else:
+                messages.success(request, _("The knowledge base “%(name)s” is saved.") % {"name": saved.name})
+                return redirect("kb_base", slug=saved.slug)
+        return render(request, "knowledge/form.html", context, status=400)
+    return render(request, "knowledge/form.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def base_new(request: HttpRequest) -> HttpResponse:
+    return _form_page(request, administered_organisation(request.user), None)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def base_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    kb = _base(request, slug)
+    _require_admin(request, kb.organisation)
+    return _form_page(request, kb.organisation, kb)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def base_delete(request: HttpRequest, slug: str) -> HttpResponse:
+    """GET asks for confirmation; only a POST deletes the base, its documents and their files."""
+    kb = _base(request, slug)
+    _require_admin(request, kb.organisation)
+    if request.method == "POST":
+        name = kb.name
+        count = delete_base(kb)
+        messages.success(
+            request,
+            ngettext(
+                "The knowledge base “%(name)s” and its %(count)d document were deleted.",
+                "The knowledge base “%(name)s” and its %(count)d documents were deleted.",
+                count,
+            )
+            % {"name": name, "count": count},
+        )
+        return redirect("kb_bases")
+    return render(request, "knowledge/delete.html", {"kb": kb, "document_count": kb.documents.count()})
 
 
 @login_required
@@ -54,13 +121,13 @@ def base(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             added = add_documents(kb, request.FILES.getlist("files"))
         except UploadRefused as e:
-            return render(request, "knowledge/base.html", _base_context(kb, str(e)), status=400)
+            return render(request, "knowledge/base.html", _base_context(request, kb, str(e)), status=400)
         messages.success(
             request,
             ngettext("%(count)d document added.", "%(count)d documents added.", len(added)) % {"count": len(added)},
         )
         return redirect("kb_base", slug=kb.slug)
-    return render(request, "knowledge/base.html", _base_context(kb))
+    return render(request, "knowledge/base.html", _base_context(request, kb))
 
 
 @login_required
@@ -69,9 +136,10 @@ def delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     org = organisation_of(request.user)
     doc = get_object_or_404(Document, pk=pk, knowledge_base__organisation=org, knowledge_base__slug=slug)
     kb = doc.knowledge_base
+    _require_admin(request, org)
     title = doc.title
     delete_document(doc)
     if request.htmx:  # type: ignore[attr-defined]
-        return render(request, "knowledge/_documents.html", _base_context(kb))
+        return render(request, "knowledge/_documents.html", _base_context(request, kb))
     messages.success(request, _("“%(title)s” was deleted.") % {"title": title})
     return redirect("kb_base", slug=kb.slug)

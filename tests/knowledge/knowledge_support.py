@@ -32,10 +32,18 @@ class Org:
     user: AbstractBaseUser
     kb: KnowledgeBase
     docs: list[Document]
+    admin: AbstractBaseUser
 
     def client(self) -> Client:
+        """Signed in as a member (not an admin) of the organisation."""
         c = Client()
         c.force_login(self.user)
+        return c
+
+    def admin_client(self) -> Client:
+        """Signed in as an admin of the organisation."""
+        c = Client()
+        c.force_login(self.admin)
         return c
 
 
@@ -43,9 +51,11 @@ def make_org(slug: str, corpus: list[tuple[str, str]], kb_slug: str = "factures"
     org = Organisation.objects.create(name=slug.title(), slug=slug)
     user = get_user_model().objects.create_user(username=f"{slug}-user", password=None)
     Membership.objects.create(organisation=org, user=user, role="member")
+    admin = get_user_model().objects.create_user(username=f"{slug}-admin", password=None)
+    Membership.objects.create(organisation=org, user=admin, role="admin")
     kb = KnowledgeBase.objects.create(organisation=org, slug=kb_slug, name=kb_slug.title())
     docs = [Document.objects.create(knowledge_base=kb, title=t, text=x) for t, x in corpus]
-    return Org(org, user, kb, docs)
+    return Org(org, user, kb, docs, admin)
 
 
 def two_orgs() -> tuple[Org, Org]:
@@ -120,3 +130,40 @@ def check_ranking(a: Org, b: Org) -> None:
     # The limit cuts the hits, not the count.
     limited, count = search(a.org.pk, "factures", RANKING_QUERY, 1)
     assert [h.title for h in limited] == EXPECTED_ORDER[:1] and count == 3
+
+
+def fts_rowids(word: str) -> set[int]:
+    """The document ids the full-text index itself answers for ``word``, whatever the documents' table holds.
+
+    SQLite's FTS5 table has external content: its index keeps the entries a missed delete left behind.
+    """
+    from django.db import connection
+
+    from assistant.knowledge.fulltext import CONFIG, FTS_TABLE, pg_vector
+
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [f'"{word}"'])
+            return {int(row[0]) for row in cursor.fetchall()}
+    from django.contrib.postgres.search import SearchQuery
+
+    matching = Document.objects.annotate(document=pg_vector()).filter(document=SearchQuery(word, config=CONFIG))
+    return set(matching.values_list("pk", flat=True))
+
+
+def check_base_deletion(a: Org, b: Org) -> None:
+    """Deleting A's base removes its documents from the search; B's base of the same slug keeps its own."""
+    from assistant.knowledge.fulltext import search
+    from assistant.knowledge.uploads import delete_base
+
+    ids = {d.pk for d in a.docs}
+    assert ids & fts_rowids("turbine") and search(a.org.pk, "factures", RANKING_QUERY, 8)[1] == 3
+    assert delete_base(a.kb) == len(CORPUS)
+    assert not KnowledgeBase.objects.filter(pk=a.kb.pk).exists() and not Document.objects.filter(pk__in=ids).exists()
+    assert not ids & fts_rowids("turbine") and not ids & fts_rowids("canteen")
+    assert search(a.org.pk, "factures", RANKING_QUERY, 8) == ([], 0)
+    hits_b, total_b = search(b.org.pk, "factures", RANKING_QUERY, 8)
+    assert total_b == 1 and hits_b[0].title == "Turbine maintenance at Beta"
+    # A new base of the same slug starts empty: nothing of the deleted one comes back.
+    KnowledgeBase.objects.create(organisation=a.org, slug="factures", name="Factures again")
+    assert search(a.org.pk, "factures", RANKING_QUERY, 8) == ([], 0)

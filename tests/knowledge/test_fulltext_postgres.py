@@ -5,11 +5,25 @@ Run by ``make test`` with DATABASE_URL pointing at PostgreSQL; an unreachable se
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
-from knowledge_support import RANKING_QUERY, check_ranking, make_org, two_orgs
+from django.urls import reverse
+from knowledge_support import (
+    RANKING_QUERY,
+    check_base_deletion,
+    check_ranking,
+    files_under,
+    fts_rowids,
+    make_org,
+    two_orgs,
+)
 
 from assistant.knowledge.fulltext import INDEX_NAME, search
+from assistant.knowledge.models import Document
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -34,7 +48,6 @@ def test_the_gin_index_serves_the_search() -> None:
     from django.contrib.postgres.search import SearchQuery
 
     from assistant.knowledge.fulltext import CONFIG, pg_vector
-    from assistant.knowledge.models import Document
 
     plan = (
         Document.objects.annotate(document=pg_vector()).filter(document=SearchQuery("turbine", config=CONFIG)).explain()
@@ -64,3 +77,23 @@ def test_updates_and_deletes_are_searched_at_once() -> None:
     doc.delete()
     assert search(a.org.pk, "factures", "picnic", 8) == ([], 0)
     assert search(a.org.pk, "factures", RANKING_QUERY, 8)[1] == 3
+
+
+def test_deleting_a_base_removes_its_documents_from_the_search() -> None:
+    check_base_deletion(*two_orgs())
+
+
+def test_an_admin_deleting_a_base_on_its_page_takes_its_files_and_index_entries(
+    media: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    a, b = two_orgs()
+    client = a.admin_client()
+    client.post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("n.txt", b"the wallaby turbine")]})
+    ids = set(Document.objects.filter(knowledge_base=a.kb).values_list("pk", flat=True))
+    assert len(ids) == 5 and ids & fts_rowids("wallaby") and len(files_under(media)) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post(reverse("kb_base_delete", args=["factures"])).status_code == 302
+    assert not Document.objects.filter(pk__in=ids).exists() and files_under(media) == []
+    assert not ids & (fts_rowids("wallaby") | fts_rowids("turbine"))
+    assert search(a.org.pk, "factures", "wallaby", 8) == ([], 0)
+    assert search(b.org.pk, "factures", RANKING_QUERY, 8)[1] == 1

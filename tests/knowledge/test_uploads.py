@@ -132,7 +132,7 @@ def test_delete_removes_the_row_its_file_and_its_index_entry(
     media: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
     a, _ = two_orgs()
-    client = a.client()
+    client = a.admin_client()
     upload(client, "factures", ("notes.txt", b"the wallaby report"))
     doc = Document.objects.get(filename="notes.txt")
     path = Path(doc.file.path)
@@ -147,7 +147,7 @@ def test_delete_removes_the_row_its_file_and_its_index_entry(
 @pytest.mark.django_db(transaction=True)
 def test_delete_through_htmx_answers_the_documents_fragment(media: Path) -> None:
     a, _ = two_orgs()
-    client = a.client()
+    client = a.admin_client()
     upload(client, "factures", ("notes.txt", b"the wallaby report"))
     doc = Document.objects.get(filename="notes.txt")
     path = Path(doc.file.path)
@@ -191,12 +191,13 @@ def test_another_organisations_base_is_404_for_list_and_upload(media: Path) -> N
 def test_another_organisations_document_cannot_be_deleted() -> None:
     a, b = two_orgs()
     target = b.docs[0]
-    client = a.client()
-    # Through the user's own base slug, and through the other base's slug: 404 both ways.
-    assert client.post(reverse("kb_delete", args=["factures", target.pk])).status_code == 404
+    # Through the user's own base slug, and through the other base's slug: 404 both ways, for admins and members.
+    for client in (a.admin_client(), a.client()):
+        assert client.post(reverse("kb_delete", args=["factures", target.pk])).status_code == 404
     b.kb.slug = "secrets"
     b.kb.save()
-    assert client.post(reverse("kb_delete", args=["secrets", target.pk])).status_code == 404
+    for client in (a.admin_client(), a.client()):
+        assert client.post(reverse("kb_delete", args=["secrets", target.pk])).status_code == 404
     assert Document.objects.filter(pk=target.pk).exists()
 
 
@@ -206,7 +207,7 @@ def test_a_document_of_another_base_of_the_same_organisation_is_not_deleted_thro
 
     other = KnowledgeBase.objects.create(organisation=a.org, slug="contrats", name="Contrats")
     doc = Document.objects.create(knowledge_base=other, title="C", text="c")
-    assert a.client().post(reverse("kb_delete", args=["factures", doc.pk])).status_code == 404
+    assert a.admin_client().post(reverse("kb_delete", args=["factures", doc.pk])).status_code == 404
     assert Document.objects.filter(pk=doc.pk).exists()
 
 
