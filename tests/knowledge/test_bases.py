@@ -287,3 +287,26 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "knowledge_base_not_found"
     assert Run.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_staff_deleting_in_the_django_admin_remove_the_stored_files_too(media: Path) -> None:
+    a, _ = two_orgs()
+    client = a.admin_client()
+    assert _upload(client, a.kb.slug, ("one.txt", b"Turbine one."), ("two.txt", b"Turbine two.")).status_code == 302
+    assert len(files_under(media)) == 2
+    staff = Client()
+    staff.force_login(
+        type(a.admin).objects.create_superuser(username="staff", password=None)  # type: ignore[attr-defined]
+    )
+    doc = Document.objects.filter(knowledge_base=a.kb).exclude(file="").first()
+    assert doc is not None
+    page = staff.post(reverse("admin:knowledge_document_delete", args=[doc.pk]), {"post": "yes"})
+    assert page.status_code == 302 and not Document.objects.filter(pk=doc.pk).exists()
+    assert len(files_under(media)) == 1
+    page = staff.post(
+        reverse("admin:knowledge_knowledgebase_changelist"),
+        {"action": "delete_selected", "_selected_action": [a.kb.pk], "post": "yes"},
+    )
+    assert page.status_code == 302 and not KnowledgeBase.objects.filter(pk=a.kb.pk).exists()
+    assert files_under(media) == []
