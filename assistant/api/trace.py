@@ -113,7 +113,9 @@ class TraceBuilder:
                 ok=a.get("ok", True),
                 action=_action(a),
                 error=None if a.get("ok", True) else a["label"],
+                sources=_sources(d.get("sources", ())),
             )
+            self._keep(tool.sources)
             self._agents[agent_id].steps.append(tool)
             return StreamEvent(type="agent_action", agent_id=agent_id, step=tool)
         elif kind == "agent_finished" and agent_id in self._agents:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import models
 
+from assistant.engine.events import Source
 from assistant.orgs.models import Organisation
 
 
@@ -56,6 +58,10 @@ class Run(models.Model):
     @property
     def is_running(self) -> bool:
         return self.status == "running"
+
+    def set_sources(self, sources: Iterable[Source]) -> None:
+        """What the run read, as the page and the API show it under the answer (saved with the run)."""
+        self.sources = [s.model_dump(mode="json") for s in sources]
 
 
 class Message(models.Model):

@@ -312,7 +312,7 @@ def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str
         run.error = error
         run.rounds = rounds
         run.answer = answer
-        run.sources = [s.model_dump(mode="json") for s in ctx.sources.values()]
+        run.set_sources(ctx.sources.values())
         run.usage = ctx.usage.as_dict()
         run.cost_eur = ctx.usage.cost_eur
         run.finished = timezone.now()

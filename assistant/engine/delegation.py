@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 from .catalogue import ModelInfo
 from .compaction import compact
 from .errors import BudgetExceeded, ModelError, ModelTimeout
-from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted, Source
+from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted, Source, keep_sources
 from .models.function import prompt_tokens
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
@@ -132,8 +132,7 @@ class _Record:
         if run.outcome is None:
             return
         action = run.outcome.action
-        for s in run.outcome.sources:
-            self.sources.setdefault(s.id, s)
+        keep_sources(self.sources, run.outcome.sources)
         if action is not None and action.kind == "search":
             try:
                 hits = json.loads(run.content).get("hits", [])
@@ -353,7 +352,8 @@ async def run_agent(
             )
             if not run.ok:
                 action = action.model_copy(update={"ok": False, "label": f"{run.call.name}: {run.error}"})
-            await ctx.emit(AgentAction(agent_id=agent_id, action=action))
+            sources = run.outcome.sources if run.outcome else ()
+            await ctx.emit(AgentAction(agent_id=agent_id, action=action, sources=sources))
 
 
 def _not_run(calls: list[ToolCall], why: str) -> list[Message]:

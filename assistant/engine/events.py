@@ -7,6 +7,7 @@ as steps and pushes them to the browser; the API serialises them. Events of a su
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -86,6 +87,8 @@ class AgentAction(_Event):
     kind: Literal["agent_action"] = "agent_action"
     agent_id: str
     action: Action
+    sources: tuple[Source, ...] = ()
+    """What this action read: saved as it happens, so a run whose process dies still knows what its agents read."""
 
 
 class AgentFinished(_Event):
@@ -159,3 +162,22 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 def event_from_dict(data: dict[str, Any]) -> Event:
     """Rebuild a persisted event."""
     return EVENT_ADAPTER.validate_python(data)
+
+
+def keep_sources(into: dict[str, Source], sources: Iterable[Source]) -> None:
+    """Add the sources ``into`` lacks, by id, the first one seen kept: how a run and an agent gather theirs."""
+    for s in sources:
+        into.setdefault(s.id, s)
+
+
+def sources_read(events: Iterable[Event]) -> list[Source]:
+    """What a run's events say was read, by the main model (its tool results) and by its agents (each action, and
+    what each returned), each once, first seen first.
+
+    The sources of a run that never said them itself (its process died mid-run), from its saved steps.
+    """
+    found: dict[str, Source] = {}
+    for event in events:
+        if isinstance(event, ToolResultEvent | AgentAction | AgentFinished):
+            keep_sources(found, event.sources)
+    return list(found.values())

@@ -12,7 +12,7 @@ from .cancel import CancelToken
 from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
 from .errors import BudgetExceeded, CostCapReached, ModelError, ModelTimeout
-from .events import Event, Source, UsageEvent
+from .events import Event, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
 from .models.function import prompt_tokens, request_tokens
 from .policy import Policy
@@ -51,8 +51,7 @@ class RunContext:
         return self.policy.request_seconds - (time.monotonic() - self.started)
 
     def add_sources(self, sources: tuple[Source, ...]) -> None:
-        for s in sources:
-            self.sources.setdefault(s.id, s)
+        keep_sources(self.sources, sources)
 
     async def call_model(
         self,

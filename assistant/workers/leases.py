@@ -10,8 +10,9 @@ queue delivers twice is executed once), then, while the run goes on, ``Watch`` d
 
 Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
 listened. A lease not renewed for ``RUNS_LEASE_SECONDS`` means its process died (a worker killed, a
-machine lost): ``reap`` marks the run failed, keeping its steps, its partial answer and what its
-saved usage events cost, and tells its pages (``areap``). Every worker reaps (``runner``).
+machine lost): ``reap`` marks the run failed, keeping its steps, its partial answer, what its
+saved usage events cost and what its saved steps say it read (its sources), and tells its pages
+(``areap``). Every worker reaps (``runner``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from django.utils import timezone
 
 from assistant.chat.models import Message, Run, Step
 from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
+from assistant.engine.events import Source, event_from_dict, sources_read
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import Impact, RunUsage
 
@@ -155,6 +157,15 @@ def usage_of(steps: Iterable[Step]) -> RunUsage:
     return usage
 
 
+# The steps that can say what was read: the main model's tool results, the agents' actions and their ends.
+SOURCE_STEPS = ("tool_result", "agent_action", "agent_finished")
+
+
+def sources_of(steps: Iterable[Step]) -> list[Source]:
+    """A run's sources rebuilt from its saved steps (``SOURCE_STEPS``), as the engine gathers them."""
+    return sources_read(event_from_dict(step.data) for step in steps)
+
+
 def reap(now: datetime | None = None) -> list[uuid.UUID]:
     """Fail the runs whose process died (lease expired) or, scaled out, that no worker took in time."""
     now = now or timezone.now()
@@ -176,14 +187,35 @@ def fail(run_id: uuid.UUID, message: str, now: datetime, lease_cutoff: datetime 
         # Checked again under the lock: the run may have ended, or its process renewed the lease.
         if run is None or (lease is not None and (lease_cutoff is None or lease.heartbeat >= lease_cutoff)):
             return False
-        usage = usage_of(run.steps.filter(kind="usage"))
-        run.status, run.error, run.finished = "error", message, now
-        run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
-        run.save(update_fields=["status", "error", "finished", "usage", "cost_eur"])
-        if run.answer.strip():
-            Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=run.answer, run=run)
+        abandon(run, message, now)
     log.warning("run %s failed: %s", run_id, message)
     return True
+
+
+def fail_all_running(message: str, now: datetime | None = None) -> list[uuid.UUID]:
+    """Fail every running run, leases or not: when no process can be executing any (the embedded default's start)."""
+    now = now or timezone.now()
+    failed = []
+    for run_id in Run.objects.filter(status="running").values_list("pk", flat=True):
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
+            if run is None:
+                continue
+            abandon(run, message, now)
+        failed.append(run_id)
+    return failed
+
+
+def abandon(run: Run, message: str, now: datetime) -> None:
+    """End a running run that no process executes any more as failed, with what its saved steps record: the cost of
+    its calls, what it read, and its partial answer as the assistant's message. In a transaction holding its row."""
+    usage = usage_of(run.steps.filter(kind="usage"))
+    run.status, run.error, run.finished = "error", message, now
+    run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
+    run.set_sources(sources_of(run.steps.filter(kind__in=SOURCE_STEPS)))
+    run.save(update_fields=["status", "error", "finished", "usage", "cost_eur", "sources"])
+    if run.answer.strip():
+        Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=run.answer, run=run)
 
 
 async def areap() -> list[uuid.UUID]:

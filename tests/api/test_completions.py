@@ -35,6 +35,8 @@ def check_delegation(data: dict[str, Any]) -> None:
         # The agent's own steps have the shape of the main ones.
         assert [s["action"]["kind"] for s in agent["steps"]][:2] == ["search", "read"]
         assert all(s["type"] == "tool_call" and s["ok"] for s in agent["steps"])
+        # Each read says what it read: together, what the agent returned as its sources.
+        assert {s["id"] for step in agent["steps"] for s in step["sources"]} == {s["id"] for s in agent["sources"]}
     # Rounds are the main model's only.
     rounds = data["rounds"]
     assert rounds and all(r["model"] == "demo-large" for r in rounds)
