@@ -80,7 +80,11 @@ DATABASES = {
         "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
         # Runs write steps while pages read them: WAL and a busy timeout avoid "database is locked";
         # synchronous=NORMAL (safe with WAL) spares each commit a disk flush, 50 runs saving at once.
-        "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
     }
 }
 # DATABASE_URL (e.g. postgres://user@host:5432/name) switches to that database; SQLite stays the default.
@@ -171,7 +175,9 @@ KB_MAX_UPLOAD_MB = float(os.environ.get("KB_MAX_UPLOAD_MB", "20"))
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).
 WEB_SEARCH_URL = os.environ.get("WEB_SEARCH_URL", "")
 WEB_FETCH_ENABLED = env_bool("WEB_FETCH_ENABLED", bool(WEB_SEARCH_URL))
-WEB_FETCH_ALLOWED_HOSTS = [h.strip().lower() for h in os.environ.get("WEB_FETCH_ALLOWED_HOSTS", "").split(",") if h.strip()]
+WEB_FETCH_ALLOWED_HOSTS = [
+    h.strip().lower() for h in os.environ.get("WEB_FETCH_ALLOWED_HOSTS", "").split(",") if h.strip()
+]
 WEB_TIMEOUT_SECONDS = float(os.environ.get("WEB_TIMEOUT_SECONDS", "15"))
 WEB_FETCH_MAX_MB = float(os.environ.get("WEB_FETCH_MAX_MB", "5"))
 # run_code: Python in a sandboxed child process (see README); off unless enabled.

@@ -76,7 +76,9 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     """Refuse, before any model call, what the policy or the organisation's knowledge bases forbid."""
     if ask.level is not None and ask.level not in LEVELS:
         raise RequestRefused(f"Unknown reasoning level '{ask.level}'.")
-    request = RunRequest(messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources)
+    request = RunRequest(
+        messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources
+    )
     plan_request(request, providers.catalogue(), policy_for(org, api_key))
     wanted = [r[3:] for r in ask.resources if r.startswith("kb:")]
     known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
@@ -86,7 +88,11 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
 
 
 def create_run(
-    user: AbstractBaseUser, org: Organisation, conversation: Conversation | None, ask: Ask, api_key: ApiKey | None = None
+    user: AbstractBaseUser,
+    org: Organisation,
+    conversation: Conversation | None,
+    ask: Ask,
+    api_key: ApiKey | None = None,
 ) -> Run:
     """Check the request, then save the user's message and a running run, together."""
     check(org, ask, api_key)
@@ -184,7 +190,9 @@ class Recorder:
         await self._publish_text()
         data = event.model_dump(mode="json")
         self.seq += 1
-        self._pending.append(Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data))
+        self._pending.append(
+            Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
+        )
         self._wake.set()
         await self._publish({"seq": self.seq, "event": data, "t": time.monotonic()})
 
@@ -203,7 +211,9 @@ class Recorder:
         # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.
         if self._layer is not None:
             async with self._publishing:
-                await self._layer.group_send(group_name(self.run_id), {"type": "run.event", "run": self.run_id.hex, **message})
+                await self._layer.group_send(
+                    group_name(self.run_id), {"type": "run.event", "run": self.run_id.hex, **message}
+                )
 
     async def _write_loop(self) -> None:
         while not self._closed:
@@ -238,7 +248,11 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
     """The conversation up to this run's user message, as the main model reads it."""
     request = Message.objects.get(run=run, role="user")
     prior = Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk).order_by("pk")
-    out = [EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content) for m in prior if m.content.strip()]
+    out = [
+        EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content)
+        for m in prior
+        if m.content.strip()
+    ]
     return (*out, EngineMessage.user(request.content))
 
 
@@ -300,7 +314,9 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         await recorder.close()
         await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
         if recorder._layer is not None:
-            await recorder._layer.group_send(group_name(run_id), {"type": "run.finished", "run": run_id.hex, "status": status})
+            await recorder._layer.group_send(
+                group_name(run_id), {"type": "run.finished", "run": run_id.hex, "status": status}
+            )
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:

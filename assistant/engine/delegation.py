@@ -56,7 +56,9 @@ NOTE_FOR_PARTIAL = (
 class AgentReport(BaseModel):
     """The arguments of ``submit_result``."""
 
-    findings: str = Field(min_length=1, description="What you established, with the ids of the documents it comes from.")
+    findings: str = Field(
+        min_length=1, description="What you established, with the ids of the documents it comes from."
+    )
     sources: list[str] = Field(default_factory=list, description="Ids or addresses of what you read.")
     gaps: list[str] = Field(default_factory=list, description="What you could not establish or check.")
 
@@ -305,7 +307,10 @@ async def run_agent(
                 extra_calls = 1 if forced else 0
                 messages += _not_run(others, "Not run: submit_result was called in the same turn.")
                 messages.append(
-                    Message.tool(result_call, json.dumps({"error": f"Invalid result: {_brief(e)}. Correct it and call submit_result again."}))
+                    Message.tool(
+                        result_call,
+                        json.dumps({"error": f"Invalid result: {_brief(e)}. Correct it and call submit_result again."}),
+                    )
                 )
                 continue
             status: AgentStatus = "interrupted" if forced else "ok"
@@ -347,8 +352,10 @@ async def run_agent(
         for run in runs:
             record.add(run)
             messages.append(Message.tool(run.call, run.content))
-            action = run.outcome.action if run.outcome and run.outcome.action else Action(
-                tool=run.call.name, kind="other", label=run.error or run.call.name, ok=run.ok
+            action = (
+                run.outcome.action
+                if run.outcome and run.outcome.action
+                else Action(tool=run.call.name, kind="other", label=run.error or run.call.name, ok=run.ok)
             )
             if not run.ok:
                 action = action.model_copy(update={"ok": False, "label": f"{run.call.name}: {run.error}"})
@@ -463,7 +470,9 @@ class Delegation:
         allowed = [m.id for m in self.models]
         if model_id not in allowed:
             if model_id in catalogue and not policy.allows(model_id):
-                return f"The model '{model_id}' is not allowed in this organisation. Choose one of: {', '.join(allowed)}."
+                return (
+                    f"The model '{model_id}' is not allowed in this organisation. Choose one of: {', '.join(allowed)}."
+                )
             return f"The model '{model_id}' cannot run agents here (allowed models at least twice cheaper than {self.main_model.id}): choose one of {', '.join(allowed)}."
         resources = raw.get("resources") or []
         if isinstance(resources, str):
@@ -510,7 +519,10 @@ class Delegation:
         runnable: list[tuple[int, AgentTask]] = []
         for i, raw in enumerate(tasks_raw):
             if i >= MAX_TASKS_PER_CALL:
-                results[i] = {"task": i + 1, "error": f"Refused: at most {MAX_TASKS_PER_CALL} tasks per call. Call again once these agents are back."}
+                results[i] = {
+                    "task": i + 1,
+                    "error": f"Refused: at most {MAX_TASKS_PER_CALL} tasks per call. Call again once these agents are back.",
+                }
                 continue
             checked = self._check(raw)
             if isinstance(checked, str):
@@ -522,7 +534,10 @@ class Delegation:
         started: list[tuple[int, asyncio.Task[AgentOutcome]]] = []
         for i, task in runnable:
             if ctx.active_agents >= ctx.policy.max_parallel_agents:
-                results[i] = {"task": i + 1, "error": f"Refused: at most {ctx.policy.max_parallel_agents} agents run at once."}
+                results[i] = {
+                    "task": i + 1,
+                    "error": f"Refused: at most {ctx.policy.max_parallel_agents} agents run at once.",
+                }
                 continue
             if seconds <= 1 or ctx.cancel.cancelled:
                 results[i] = {"task": i + 1, "error": "Refused: no time is left in this request for an agent."}

@@ -115,7 +115,13 @@ class Bm25Index:
             first = min((entry.first_word[t] for t in q if t in entry.first_word), default=None)
             doc = entry.document
             hits.append(
-                Hit(id=doc.id, kb=doc.kb, title=doc.title, snippet=_snippet_at(entry.words, first, 180), score=round(score, 4))
+                Hit(
+                    id=doc.id,
+                    kb=doc.kb,
+                    title=doc.title,
+                    snippet=_snippet_at(entry.words, first, 180),
+                    score=round(score, 4),
+                )
             )
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
@@ -144,7 +150,9 @@ class MemoryKnowledge:
     async def describe(self, kb: str) -> KnowledgeBaseInfo | None:
         if kb not in self.bases:
             return None
-        return KnowledgeBaseInfo(slug=kb, name=self.names.get(kb, kb), description="", document_count=len(self.bases[kb]))
+        return KnowledgeBaseInfo(
+            slug=kb, name=self.names.get(kb, kb), description="", document_count=len(self.bases[kb])
+        )
 
     async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
         index = self._indexes.get(kb)

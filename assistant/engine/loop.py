@@ -105,14 +105,23 @@ class _MainLoop:
                 if self.text and not self.text.endswith("\n"):
                     await self._on_text("\n\n")
                 response = await ctx.call_model(
-                    self.info.id, request, on_text=self._on_text, interruptible=True, timeout=ctx.policy.main_call_timeout
+                    self.info.id,
+                    request,
+                    on_text=self._on_text,
+                    interruptible=True,
+                    timeout=ctx.policy.main_call_timeout,
                 )
                 if response.finish_reason == "cancelled":
                     return await self._stopped()
                 self.messages.append(response.as_message())
                 if last or not response.tool_calls:
                     await ctx.emit(
-                        FinalEvent(text=self.text, rounds=self.rounds, sources=tuple(ctx.sources.values()), usage=ctx.usage.as_dict())
+                        FinalEvent(
+                            text=self.text,
+                            rounds=self.rounds,
+                            sources=tuple(ctx.sources.values()),
+                            usage=ctx.usage.as_dict(),
+                        )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
                 # Every call of the turn finishes before an unexpected failure of one of them ends the run.

@@ -92,7 +92,9 @@ class RunContext:
         task = asyncio.ensure_future(consume())
         waiter = asyncio.ensure_future(self.cancel.wait()) if interruptible else None
         try:
-            await asyncio.wait([task] if waiter is None else [task, waiter], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                [task] if waiter is None else [task, waiter], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             if waiter is not None:
                 waiter.cancel()

@@ -134,9 +134,7 @@ class KbSearch(Tool):
             name="kb_search",
             description=(
                 "Full-text search in one knowledge base. Returns ranked hits (id, title, snippet) and "
-                "the number of matches. Knowledge bases you can search: "
-                + ", ".join(self.scope.knowledge_bases)
-                + "."
+                "the number of matches. Knowledge bases you can search: " + ", ".join(self.scope.knowledge_bases) + "."
             ),
             parameters={
                 "type": "object",
@@ -207,9 +205,13 @@ class KbRead(Tool):
             if doc is None:
                 errors.append(f"{doc_id}: no such document.")
             elif doc.kb not in self.scope.knowledge_bases:
-                errors.append(f"{doc_id}: outside your scope; you may only read documents of {', '.join(self.scope.knowledge_bases) or 'no knowledge base'}.")
+                errors.append(
+                    f"{doc_id}: outside your scope; you may only read documents of {', '.join(self.scope.knowledge_bases) or 'no knowledge base'}."
+                )
             else:
-                documents.append({"id": doc.id, "kb": doc.kb, "title": doc.title, "text": doc.text[:MAX_CHARS_PER_DOCUMENT]})
+                documents.append(
+                    {"id": doc.id, "kb": doc.kb, "title": doc.title, "text": doc.text[:MAX_CHARS_PER_DOCUMENT]}
+                )
                 sources.append(Source(id=doc.id, title=doc.title, where=doc.kb))
         if not documents:
             raise OutOfScope(" ".join(errors))
@@ -271,7 +273,9 @@ async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str
     try:
         args = call.parsed_arguments()
     except ValueError as e:
-        return _error(call, f"Invalid arguments for '{call.name}' (not a JSON object: {e}). Call it again with valid JSON.")
+        return _error(
+            call, f"Invalid arguments for '{call.name}' (not a JSON object: {e}). Call it again with valid JSON."
+        )
     try:
         outcome = await tool.run(args)
     except ToolError as e:

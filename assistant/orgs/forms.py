@@ -150,7 +150,9 @@ class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]
 class ApiKeyForm(forms.Form):
     """A new API key: a name, and the whole catalogue or only the models ticked."""
 
-    name = forms.CharField(max_length=100, label=_("Name"), help_text=_("What the key is for, e.g. the tool that uses it."))
+    name = forms.CharField(
+        max_length=100, label=_("Name"), help_text=_("What the key is for, e.g. the tool that uses it.")
+    )
     restrict = forms.TypedChoiceField(
         choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
         coerce=bool,

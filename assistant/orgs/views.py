@@ -156,7 +156,9 @@ def api_key_new(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _keys_page(request, org, form=form, status=400)
     key, secret = keys.create_key(org, form.cleaned_data["name"], form.allowed_models(), created_by=request.user)  # type: ignore[arg-type]
-    messages.success(request, _("The key “%(name)s” is created. Copy it now: it will not be shown again.") % {"name": key.name})
+    messages.success(
+        request, _("The key “%(name)s” is created. Copy it now: it will not be shown again.") % {"name": key.name}
+    )
     # Rendered, not redirected: the secret exists only in this response.
     return _keys_page(request, org, secret=secret)
 

@@ -50,7 +50,9 @@ async def test_demo_delegates_to_two_agents_and_saves_every_step(fast_demo: None
     finished = [s async for s in Step.objects.filter(run=run, kind="agent_finished")]
     assert len(finished) == 2
     assert {s.data["status"] for s in finished} == {"ok"}
-    assert {tuple(s.data["resources"]) for s in [s async for s in Step.objects.filter(run=run, kind="agent_started")]} == {
+    assert {
+        tuple(s.data["resources"]) for s in [s async for s in Step.objects.filter(run=run, kind="agent_started")]
+    } == {
         ("kb:factures",),
         ("kb:comptes-rendus",),
     }

@@ -39,7 +39,9 @@ async def test_agent_reasons_under_a_main_model_that_does_not() -> None:
         models=models.__getitem__,
         toolbox=Toolbox(knowledge=MemoryKnowledge({"notes": [Document("doc-1", "notes", "Note", "hello")]})),
     )
-    request = RunRequest(messages=(Message.user("q"),), model=MAIN.id, level="approfondi", resources=("kb:notes", "agents"))
+    request = RunRequest(
+        messages=(Message.user("q"),), model=MAIN.id, level="approfondi", resources=("kb:notes", "agents")
+    )
     outcome = await run_chat(request, ctx)
     assert outcome.status == "ok" and outcome.agents[0].status == "ok"
     assert all(r.reasoning_effort is None for r in main.requests)  # the main model does not reason

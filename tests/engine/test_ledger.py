@@ -57,7 +57,13 @@ def _context(ledger: TokenLedger, events: list[Event]) -> RunContext:
     async def emit(event: Event) -> None:
         events.append(event)
 
-    return RunContext(catalogue=Catalogue(DEMO_MODELS), models=models.__getitem__, toolbox=Toolbox(knowledge=KB), emit=emit, ledger=ledger)
+    return RunContext(
+        catalogue=Catalogue(DEMO_MODELS),
+        models=models.__getitem__,
+        toolbox=Toolbox(knowledge=KB),
+        emit=emit,
+        ledger=ledger,
+    )
 
 
 async def test_every_call_is_reserved_then_settled_to_its_real_usage() -> None:

@@ -37,7 +37,10 @@ async def test_a_document_added_after_a_search_is_found_by_the_next_one() -> Non
     assert "fac-9" not in {h.id for h in before} and "fac-9" in {h.id for h in after}
     # Ranked with the statistics of the whole base, as a base built with it from the start ranks it.
     assert after == bm25([*FACTURES, added], "Zorglub pénalités")
-    assert after == (await MemoryKnowledge({"factures": [*FACTURES, added]}).search("factures", "Zorglub pénalités", 10))[0]
+    assert (
+        after
+        == (await MemoryKnowledge({"factures": [*FACTURES, added]}).search("factures", "Zorglub pénalités", 10))[0]
+    )
     assert total == len(after)
     assert (await kb.read(["fac-9"])) == {"fac-9": added}
     info = await kb.describe("factures")

@@ -60,9 +60,7 @@ def _died_mid_delegation(finished: Run, heartbeat_age: timedelta) -> tuple[Run, 
         answer="Partial answer",
     )
     Message.objects.create(conversation=conversation, role="user", content=ASK.text, run=run)
-    Step.objects.bulk_create(
-        [Step(run=run, seq=s.seq, kind=s.kind, agent_id=s.agent_id, data=s.data) for s in saved]
-    )
+    Step.objects.bulk_create([Step(run=run, seq=s.seq, kind=s.kind, agent_id=s.agent_id, data=s.data) for s in saved])
     Lease.objects.create(run=run, executor="gone:1", heartbeat=timezone.now() - heartbeat_age)
     return run, saved
 

@@ -191,7 +191,9 @@ class DemoModel(Model):
 
     def _main(self, request: ModelRequest) -> ModelResponse:
         messages = request.messages
-        question = next((m.content for m in reversed(messages) if m.role == "user" and not m.content.startswith("[")), "")
+        question = next(
+            (m.content for m in reversed(messages) if m.role == "user" and not m.content.startswith("[")), ""
+        )
         words = keywords(question)
         last = messages[-1]
         if last.role == "user" and request.tools:

@@ -39,7 +39,9 @@ ModelFunction = Callable[[ModelRequest, CallInfo], ModelResponse | Awaitable[Mod
 
 def request_tokens(messages: tuple[Message, ...]) -> int:
     """The estimated prompt size of a request."""
-    return sum(estimate_tokens(m.content) + sum(estimate_tokens(c.arguments) for c in m.tool_calls) + 4 for m in messages)
+    return sum(
+        estimate_tokens(m.content) + sum(estimate_tokens(c.arguments) for c in m.tool_calls) + 4 for m in messages
+    )
 
 
 def prompt_tokens(request: ModelRequest) -> int:
@@ -83,7 +85,10 @@ class FunctionModel(Model):
             yield ToolCallPart(call)
         yield response.usage or UsagePart(
             prompt_tokens=request_tokens(request.messages),
-            completion_tokens=estimate_tokens(response.text) + sum(estimate_tokens(c.arguments) for c in response.tool_calls),
+            completion_tokens=estimate_tokens(response.text)
+            + sum(estimate_tokens(c.arguments) for c in response.tool_calls),
         )
         self.intervals.append((started, loop.time()))
-        yield FinishPart(response.finish_reason if response.finish_reason != "stop" or not response.tool_calls else "tool_calls")
+        yield FinishPart(
+            response.finish_reason if response.finish_reason != "stop" or not response.tool_calls else "tool_calls"
+        )

@@ -28,39 +28,102 @@ BASES: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
         "Invoices",
         "Invoices issued to client companies, with payment follow-up.",
         [
-            ("Invoice F-2024-031 — Bimbamjob", "Invoice F-2024-031 issued to Bimbamjob on 2024-02-05 for 18,400 EUR (annual platform licence). Due 2024-03-06. Paid on 2024-05-21, 76 days late, after two reminders."),
-            ("Invoice F-2024-077 — Bimbamjob", "Invoice F-2024-077 issued to Bimbamjob on 2024-06-03 for 6,250 EUR (integration work, 25 days). Due 2024-07-03. Unpaid at 2024-12-31; a formal notice was sent on 2024-10-15."),
-            ("Invoice F-2024-112 — Bimbamjob", "Invoice F-2024-112 issued to Bimbamjob on 2024-09-10 for 4,900 EUR (support, third quarter). Due 2024-10-10. Partially paid: 2,000 EUR received on 2024-11-28; 2,900 EUR outstanding."),
-            ("Invoice F-2024-018 — Tamaris Conseil", "Invoice F-2024-018 issued to Tamaris Conseil on 2024-01-22 for 9,800 EUR (training, 4 sessions). Paid on 2024-02-12, on time."),
-            ("Invoice F-2024-090 — Tamaris Conseil", "Invoice F-2024-090 issued to Tamaris Conseil on 2024-07-15 for 12,000 EUR (licence renewal). Paid on 2024-08-09, on time."),
-            ("Invoice F-2024-045 — Orchidée Logistique", "Invoice F-2024-045 issued to Orchidée Logistique on 2024-03-18 for 22,500 EUR (route optimisation project, phase 1). Paid on 2024-04-30, 13 days late."),
-            ("Invoice F-2024-133 — Orchidée Logistique", "Invoice F-2024-133 issued to Orchidée Logistique on 2024-11-04 for 15,000 EUR (phase 2). Due 2024-12-04. Paid on 2024-12-02."),
-            ("Invoice F-2024-101 — Verdant Foods", "Invoice F-2024-101 issued to Verdant Foods on 2024-08-26 for 3,400 EUR (audit of data pipelines). Paid on 2024-09-20, on time."),
-            ("Payment follow-up summary 2024", "Payment follow-up for 2024: Bimbamjob accounts for 9,150 EUR of the 9,150 EUR overdue at year end (invoices F-2024-077 and F-2024-112). Every other client paid within 15 days of the due date."),
+            (
+                "Invoice F-2024-031 — Bimbamjob",
+                "Invoice F-2024-031 issued to Bimbamjob on 2024-02-05 for 18,400 EUR (annual platform licence). Due 2024-03-06. Paid on 2024-05-21, 76 days late, after two reminders.",
+            ),
+            (
+                "Invoice F-2024-077 — Bimbamjob",
+                "Invoice F-2024-077 issued to Bimbamjob on 2024-06-03 for 6,250 EUR (integration work, 25 days). Due 2024-07-03. Unpaid at 2024-12-31; a formal notice was sent on 2024-10-15.",
+            ),
+            (
+                "Invoice F-2024-112 — Bimbamjob",
+                "Invoice F-2024-112 issued to Bimbamjob on 2024-09-10 for 4,900 EUR (support, third quarter). Due 2024-10-10. Partially paid: 2,000 EUR received on 2024-11-28; 2,900 EUR outstanding.",
+            ),
+            (
+                "Invoice F-2024-018 — Tamaris Conseil",
+                "Invoice F-2024-018 issued to Tamaris Conseil on 2024-01-22 for 9,800 EUR (training, 4 sessions). Paid on 2024-02-12, on time.",
+            ),
+            (
+                "Invoice F-2024-090 — Tamaris Conseil",
+                "Invoice F-2024-090 issued to Tamaris Conseil on 2024-07-15 for 12,000 EUR (licence renewal). Paid on 2024-08-09, on time.",
+            ),
+            (
+                "Invoice F-2024-045 — Orchidée Logistique",
+                "Invoice F-2024-045 issued to Orchidée Logistique on 2024-03-18 for 22,500 EUR (route optimisation project, phase 1). Paid on 2024-04-30, 13 days late.",
+            ),
+            (
+                "Invoice F-2024-133 — Orchidée Logistique",
+                "Invoice F-2024-133 issued to Orchidée Logistique on 2024-11-04 for 15,000 EUR (phase 2). Due 2024-12-04. Paid on 2024-12-02.",
+            ),
+            (
+                "Invoice F-2024-101 — Verdant Foods",
+                "Invoice F-2024-101 issued to Verdant Foods on 2024-08-26 for 3,400 EUR (audit of data pipelines). Paid on 2024-09-20, on time.",
+            ),
+            (
+                "Payment follow-up summary 2024",
+                "Payment follow-up for 2024: Bimbamjob accounts for 9,150 EUR of the 9,150 EUR overdue at year end (invoices F-2024-077 and F-2024-112). Every other client paid within 15 days of the due date.",
+            ),
         ],
     ),
     "comptes-rendus": (
         "Meeting reports",
         "Reports of meetings with client companies.",
         [
-            ("Meeting report — Bimbamjob kick-off, 2024-01-18", "Kick-off with Bimbamjob (CEO Léa Martin, CTO Karim Haddad). Scope: platform licence and an integration with their HR software. Bimbamjob said its fundraising was delayed to the second half of 2024."),
-            ("Meeting report — Bimbamjob steering committee, 2024-06-20", "Steering committee with Bimbamjob. The integration was delivered. Bimbamjob asked to pay invoice F-2024-077 in three instalments, citing cash-flow tension; no agreement was signed. Relationship described as cordial but tense on payments."),
-            ("Meeting report — Bimbamjob review, 2024-11-07", "Quarterly review with Bimbamjob. Their new finance director announced a restructuring and a hiring freeze. They asked to reduce the support scope from 2025. Payment of the outstanding balance was promised before year end, without a date."),
-            ("Meeting report — Tamaris Conseil, 2024-03-05", "Meeting with Tamaris Conseil about a second training cycle. Satisfaction survey: 4.6/5. They plan to extend the licence to two more departments in 2025."),
-            ("Meeting report — Tamaris Conseil, 2024-10-14", "Follow-up with Tamaris Conseil: renewal signed for three years. No open issue."),
-            ("Meeting report — Orchidée Logistique, 2024-02-27", "Kick-off with Orchidée Logistique for route optimisation. Budget approved for two phases. Contact: operations director Samuel Petit."),
-            ("Meeting report — Orchidée Logistique, 2024-09-30", "Phase 1 results with Orchidée Logistique: 11% fewer kilometres driven. Phase 2 started. Late payment of phase 1 explained by an ERP migration on their side."),
-            ("Meeting report — Verdant Foods, 2024-08-12", "Discovery meeting with Verdant Foods: audit of their data pipelines. Possible follow-up project in 2025 if the audit is conclusive."),
+            (
+                "Meeting report — Bimbamjob kick-off, 2024-01-18",
+                "Kick-off with Bimbamjob (CEO Léa Martin, CTO Karim Haddad). Scope: platform licence and an integration with their HR software. Bimbamjob said its fundraising was delayed to the second half of 2024.",
+            ),
+            (
+                "Meeting report — Bimbamjob steering committee, 2024-06-20",
+                "Steering committee with Bimbamjob. The integration was delivered. Bimbamjob asked to pay invoice F-2024-077 in three instalments, citing cash-flow tension; no agreement was signed. Relationship described as cordial but tense on payments.",
+            ),
+            (
+                "Meeting report — Bimbamjob review, 2024-11-07",
+                "Quarterly review with Bimbamjob. Their new finance director announced a restructuring and a hiring freeze. They asked to reduce the support scope from 2025. Payment of the outstanding balance was promised before year end, without a date.",
+            ),
+            (
+                "Meeting report — Tamaris Conseil, 2024-03-05",
+                "Meeting with Tamaris Conseil about a second training cycle. Satisfaction survey: 4.6/5. They plan to extend the licence to two more departments in 2025.",
+            ),
+            (
+                "Meeting report — Tamaris Conseil, 2024-10-14",
+                "Follow-up with Tamaris Conseil: renewal signed for three years. No open issue.",
+            ),
+            (
+                "Meeting report — Orchidée Logistique, 2024-02-27",
+                "Kick-off with Orchidée Logistique for route optimisation. Budget approved for two phases. Contact: operations director Samuel Petit.",
+            ),
+            (
+                "Meeting report — Orchidée Logistique, 2024-09-30",
+                "Phase 1 results with Orchidée Logistique: 11% fewer kilometres driven. Phase 2 started. Late payment of phase 1 explained by an ERP migration on their side.",
+            ),
+            (
+                "Meeting report — Verdant Foods, 2024-08-12",
+                "Discovery meeting with Verdant Foods: audit of their data pipelines. Possible follow-up project in 2025 if the audit is conclusive.",
+            ),
         ],
     ),
     "contrats": (
         "Contracts",
         "Contracts and amendments signed with client companies.",
         [
-            ("Contract C-2024-004 — Bimbamjob", "Framework contract with Bimbamjob signed on 2024-01-25: platform licence 18,400 EUR per year, support billed quarterly, payment at 30 days. Late payment penalties: three times the legal interest rate. Termination with three months' notice."),
-            ("Contract C-2024-002 — Tamaris Conseil", "Contract with Tamaris Conseil signed on 2024-01-10: licence and training. Renewed on 2024-10-14 for three years."),
-            ("Contract C-2024-009 — Orchidée Logistique", "Contract with Orchidée Logistique signed on 2024-03-01 for a route optimisation project in two phases, 37,500 EUR in total."),
-            ("Contract C-2024-015 — Verdant Foods", "Statement of work with Verdant Foods signed on 2024-08-20 for a data pipeline audit, 3,400 EUR fixed price."),
+            (
+                "Contract C-2024-004 — Bimbamjob",
+                "Framework contract with Bimbamjob signed on 2024-01-25: platform licence 18,400 EUR per year, support billed quarterly, payment at 30 days. Late payment penalties: three times the legal interest rate. Termination with three months' notice.",
+            ),
+            (
+                "Contract C-2024-002 — Tamaris Conseil",
+                "Contract with Tamaris Conseil signed on 2024-01-10: licence and training. Renewed on 2024-10-14 for three years.",
+            ),
+            (
+                "Contract C-2024-009 — Orchidée Logistique",
+                "Contract with Orchidée Logistique signed on 2024-03-01 for a route optimisation project in two phases, 37,500 EUR in total.",
+            ),
+            (
+                "Contract C-2024-015 — Verdant Foods",
+                "Statement of work with Verdant Foods signed on 2024-08-20 for a data pipeline audit, 3,400 EUR fixed price.",
+            ),
         ],
     ),
 }
