@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -74,7 +75,7 @@ TEMPLATES = [
 ASGI_APPLICATION = "assistant.asgi.application"
 WSGI_APPLICATION = None
 
-DATABASES = {
+DATABASES: dict[str, dict[str, Any]] = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("SQLITE_PATH", str(BASE_DIR / "db.sqlite3")),
@@ -91,7 +92,8 @@ DATABASES = {
 if os.environ.get("DATABASE_URL"):
     import dj_database_url
 
-    DATABASES["default"] = dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)
+    # A plain dict like the one above (parse() returns a TypedDict, which a dict[str, Any] does not take).
+    DATABASES["default"] = dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60))
 
 # A run publishes every text delta; a page's queue must hold a whole answer streamed at full speed
 # (the in-memory layer drops what overflows, which the page then has to read back from the database).

@@ -4,18 +4,18 @@ from .models import Conversation, Run, Step
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["title", "user", "organisation", "updated"]
 
 
-class StepInline(admin.TabularInline):
+class StepInline(admin.TabularInline):  # type: ignore[type-arg]
     model = Step
     extra = 0
     readonly_fields = ["seq", "kind", "agent_id", "data"]
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["id", "conversation", "model", "level", "status", "cost_eur", "created"]
     list_filter = ["status", "model"]
     inlines = [StepInline]

@@ -300,7 +300,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     try:
         history = await sync_to_async(_history)(run)
         level = run.level if run.level in LEVELS else None
-        request = RunRequest(messages=history, model=run.model, level=level, resources=tuple(run.resources))  # type: ignore[arg-type]
+        request = RunRequest(messages=history, model=run.model, level=level, resources=tuple(run.resources))
         outcome = await run_chat(request, ctx)
         status, rounds, error = outcome.status, outcome.rounds, outcome.error or ""
     except RequestRefused as e:

@@ -114,7 +114,7 @@ def conversation(request: HttpRequest, pk: int) -> HttpResponse:
 def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[runs.Ask, dict[str, Any]]:
     text = str(post.get("text", "")).strip()
     level_raw = str(post.get("level", ""))
-    level: Level | None = level_raw if level_raw in LEVELS else None  # type: ignore[assignment]
+    level: Level | None = level_raw if level_raw in LEVELS else None
     category = str(post.get("category", ""))
     model = str(post.get("model", ""))
     values = {"text": text, "model": model, "level": level_raw, "resources": resources, "category": category}

@@ -32,7 +32,8 @@ class AllowedModelsForm(forms.Form):
     restrict = forms.TypedChoiceField(
         choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
         coerce=bool,
-        empty_value=False,
+        # Django takes any empty value; the stubs only a str or None.
+        empty_value=False,  # type: ignore[arg-type]
         required=False,
         widget=forms.RadioSelect,
     )
@@ -156,7 +157,8 @@ class ApiKeyForm(forms.Form):
     restrict = forms.TypedChoiceField(
         choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
         coerce=bool,
-        empty_value=False,
+        # Django takes any empty value; the stubs only a str or None.
+        empty_value=False,  # type: ignore[arg-type]
         required=False,
         widget=forms.RadioSelect,
         initial="",

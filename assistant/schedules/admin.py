@@ -4,11 +4,11 @@ from .models import Execution, ScheduledTask
 
 
 @admin.register(ScheduledTask)
-class ScheduledTaskAdmin(admin.ModelAdmin):
+class ScheduledTaskAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "organisation", "owner", "schedule", "cost_cap_eur", "enabled"]
     list_filter = ["organisation", "enabled"]
 
 
 @admin.register(Execution)
-class ExecutionAdmin(admin.ModelAdmin):
+class ExecutionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["task", "started", "run", "refused"]

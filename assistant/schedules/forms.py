@@ -48,21 +48,27 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
         }
         widgets = {"prompt": forms.Textarea(attrs={"rows": 4})}
 
+    def _choice_field(self, name: str) -> forms.ChoiceField:
+        # The form's copy of a field declared above as a ChoiceField (or MultipleChoiceField).
+        field = self.fields[name]
+        assert isinstance(field, forms.ChoiceField)
+        return field
+
     def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.organisation = organisation
         catalogue = providers.catalogue()
-        self.fields["model"].choices = [
+        self._choice_field("model").choices = [
             (m, catalogue[m].display_name) for m in policy_for(organisation).allowed_ids(catalogue)
         ]
         kbs = KnowledgeBase.objects.filter(organisation=organisation)
-        self.fields["resources"].choices = [
+        self._choice_field("resources").choices = [
             *((f"kb:{kb.slug}", kb.name) for kb in kbs),
             ("web", _("Web")),
             ("code", _("Code")),
             ("agents", _("Agents")),
         ]
-        self.fields["category"].choices = [("", _("The default category"))] + [
+        self._choice_field("category").choices = [("", _("The default category"))] + [
             (c.slug, c.name) for c in budgets.categories_of(organisation)
         ]
         if not self.instance.pk:
