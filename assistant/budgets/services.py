@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -220,7 +220,7 @@ def release_stale(row: CategoryMonth, now: datetime) -> int:
 
 
 def raise_budget(
-    category: Category, user: AbstractBaseUser | AnonymousUser, tokens: int, reason: str, ends_on: date
+    category: Category, user: User | AnonymousUser, tokens: int, reason: str, ends_on: date
 ) -> BudgetRaise:
     """Add ``tokens`` to one category until ``ends_on``: only an admin of its organisation may."""
     if not user.is_authenticated or not is_admin(user, category.organisation):
@@ -232,7 +232,7 @@ def raise_budget(
         tokens=tokens,
         reason=reason.strip(),
         ends_on=ends_on,
-        created_by=user,  # type: ignore[misc]
+        created_by=user,
         created_by_name=user.get_username(),
     )
 

@@ -13,13 +13,14 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
+from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation
 
@@ -39,7 +40,7 @@ def _category_forms(org: Organisation, data: Any = None) -> list[CategoryForm]:
 
 
 def _page(
-    request: HttpRequest,
+    request: AuthenticatedHttpRequest,
     org: Organisation,
     *,
     category_forms: list[CategoryForm] | None = None,
@@ -69,13 +70,13 @@ def _page(
 
 @login_required
 @require_GET
-def budgets_page(request: HttpRequest) -> HttpResponse:
+def budgets_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _page(request, administered_organisation(request.user))
 
 
 @login_required
 @require_POST
-def save_categories(request: HttpRequest) -> HttpResponse:
+def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     forms = _category_forms(org, request.POST)
     chosen = request.POST.get("default", "")
@@ -96,7 +97,7 @@ def save_categories(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def new_category(request: HttpRequest) -> HttpResponse:
+def new_category(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = CategoryForm(request.POST, organisation=org, prefix="new")
     if Category.objects.filter(organisation=org).count() >= MAX_CATEGORIES:
@@ -113,7 +114,7 @@ def new_category(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def add_raise(request: HttpRequest) -> HttpResponse:
+def add_raise(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = RaiseForm(request.POST, organisation=org, today=_today(org), prefix="raise")
     if not form.is_valid():
@@ -130,7 +131,7 @@ def add_raise(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def save_time_zone(request: HttpRequest) -> HttpResponse:
+def save_time_zone(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     # Its own copy: a refused zone must not reach the page that shows the form again.
     form = TimeZoneForm(request.POST, instance=Organisation.objects.get(pk=org.pk), prefix="zone")
@@ -141,13 +142,13 @@ def save_time_zone(request: HttpRequest) -> HttpResponse:
     return redirect("budgets")
 
 
-def _month(request: HttpRequest, org: Organisation) -> Any:
+def _month(request: AuthenticatedHttpRequest, org: Organisation) -> Any:
     return parse_month(request.GET.get("month")) or month_of(timezone.now(), zone(org.time_zone))
 
 
 @login_required
 @require_GET
-def usage_page(request: HttpRequest) -> HttpResponse:
+def usage_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     report = usage_report(org, _month(request, org), timezone.now())
     return render(request, "budgets/usage.html", {"organisation": org, **report})
@@ -155,7 +156,7 @@ def usage_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def usage_export(request: HttpRequest) -> HttpResponse:
+def usage_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     month = _month(request, org)
     response = HttpResponse(usage_csv(org, month), content_type="text/csv; charset=utf-8")
@@ -165,10 +166,10 @@ def usage_export(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def alert_seen(request: HttpRequest, pk: int) -> HttpResponse:
+def alert_seen(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     alert = get_object_or_404(BudgetAlert, pk=pk, category__organisation=org)
     if alert.seen is None:
-        alert.seen, alert.seen_by = timezone.now(), request.user  # type: ignore[assignment]
+        alert.seen, alert.seen_by = timezone.now(), request.user
         alert.save(update_fields=["seen", "seen_by"])
     return redirect(f"{reverse('usage')}?month={alert.month:%Y-%m}")

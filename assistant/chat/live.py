@@ -22,7 +22,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser
 from django.template.loader import render_to_string
 from django.utils import translation
 from django.utils.safestring import SafeString
@@ -52,8 +52,8 @@ async def announce(run: Run) -> None:
         await layer.group_send(conversation_group(run.conversation_id), {"type": "conversation.run", "run": run.pk.hex})
 
 
-def find_conversation(user: AbstractBaseUser | AnonymousUser, pk: int) -> Conversation | None:
-    """The user's own conversation in their organisation; anything else does not exist for them."""
+def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:
+    """The (signed-in) user's own conversation in their organisation; anything else does not exist for them."""
     org = Organisation.objects.filter(memberships__user__pk=user.pk).order_by("memberships__pk").first()
     if org is None:
         return None

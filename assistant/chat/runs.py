@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -88,7 +88,7 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
 
 
 def create_run(
-    user: AbstractBaseUser,
+    user: User,
     org: Organisation,
     conversation: Conversation | None,
     ask: Ask,

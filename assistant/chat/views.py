@@ -12,7 +12,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -24,6 +24,7 @@ from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.tools import Scope
 from assistant.knowledge.models import KnowledgeBase
+from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
 
@@ -79,7 +80,10 @@ def _turns(conversation: Conversation) -> list[dict[str, Any]]:
 
 
 def _page(
-    request: HttpRequest, conversation: Conversation | None, values: dict[str, Any] | None = None, error: str = ""
+    request: AuthenticatedHttpRequest,
+    conversation: Conversation | None,
+    values: dict[str, Any] | None = None,
+    error: str = "",
 ) -> dict[str, Any]:
     org = organisation_of(request.user)
     items = _turns(conversation) if conversation is not None else []
@@ -93,7 +97,7 @@ def _page(
     }
 
 
-def _conversation(request: HttpRequest, pk: int) -> Conversation:
+def _conversation(request: AuthenticatedHttpRequest, pk: int) -> Conversation:
     # Another user's or organisation's conversation does not exist for this user.
     org = organisation_of(request.user)
     return get_object_or_404(Conversation, pk=pk, organisation=org, user=request.user)
@@ -101,13 +105,13 @@ def _conversation(request: HttpRequest, pk: int) -> Conversation:
 
 @login_required
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "chat/page.html", _page(request, None))
 
 
 @login_required
 @require_GET
-def conversation(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     return render(request, "chat/page.html", _page(request, _conversation(request, pk)))
 
 
@@ -146,7 +150,7 @@ def _refusal(org: Organisation, ask: runs.Ask) -> str | None:
     return None
 
 
-def _create(request: HttpRequest, pk: int | None) -> tuple[Run | None, HttpResponse | None]:
+def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | None, HttpResponse | None]:
     conv = _conversation(request, pk) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     org = organisation_of(request.user)
@@ -155,7 +159,7 @@ def _create(request: HttpRequest, pk: int | None) -> tuple[Run | None, HttpRespo
         refusal = _refusal(org, ask)
         if refusal is not None:
             raise RequestRefused(refusal)
-        return runs.create_run(request.user, org, conv, ask), None  # type: ignore[arg-type]
+        return runs.create_run(request.user, org, conv, ask), None
     except RequestRefused as e:
         error = str(e)
     except Exception:
@@ -171,7 +175,7 @@ def _create(request: HttpRequest, pk: int | None) -> tuple[Run | None, HttpRespo
     return None, render(request, "chat/page.html", context, status=status)
 
 
-def _sent(request: HttpRequest, run: Run) -> HttpResponse:
+def _sent(request: AuthenticatedHttpRequest, run: Run) -> HttpResponse:
     """The composer again, empty with the same settings, and the new turn appended to the page."""
     org = organisation_of(request.user)
     values = {"model": run.model, "level": run.level, "resources": run.resources, "category": run.category}
@@ -186,7 +190,7 @@ def _sent(request: HttpRequest, run: Run) -> HttpResponse:
 
 @login_required
 @require_POST
-async def send(request: HttpRequest, pk: int | None = None) -> HttpResponseBase:
+async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> HttpResponseBase:
     run, refused = await sync_to_async(_create)(request, pk)
     if refused is not None:
         return refused
@@ -202,7 +206,7 @@ async def send(request: HttpRequest, pk: int | None = None) -> HttpResponseBase:
 
 @login_required
 @require_POST
-async def stop(request: HttpRequest, run_id: uuid.UUID) -> HttpResponseBase:
+async def stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID) -> HttpResponseBase:
     user = await request.auser()
     org = await sync_to_async(organisation_of)(user)
     run = await Run.objects.filter(pk=run_id, organisation=org, user=user).afirst()

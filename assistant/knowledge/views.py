@@ -12,12 +12,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation, is_admin, organisation_of
 
@@ -27,17 +28,17 @@ from .models import Document, KnowledgeBase
 from .uploads import UploadRefused, add_documents, delete_base, delete_document
 
 
-def _base(request: HttpRequest, slug: str) -> KnowledgeBase:
+def _base(request: AuthenticatedHttpRequest, slug: str) -> KnowledgeBase:
     return get_object_or_404(KnowledgeBase, organisation=organisation_of(request.user), slug=slug)
 
 
-def _require_admin(request: HttpRequest, org: Organisation) -> None:
+def _require_admin(request: AuthenticatedHttpRequest, org: Organisation) -> None:
     """After the lookup in the user's own organisation (404 first), a member gets 403."""
     if not is_admin(request.user, org):
         raise PermissionDenied("Only an admin of the organisation can manage its knowledge bases.")
 
 
-def _base_context(request: HttpRequest, kb: KnowledgeBase, error: str = "") -> dict[str, object]:
+def _base_context(request: AuthenticatedHttpRequest, kb: KnowledgeBase, error: str = "") -> dict[str, object]:
     from django.conf import settings
 
     return {
@@ -52,7 +53,7 @@ def _base_context(request: HttpRequest, kb: KnowledgeBase, error: str = "") -> d
 
 @login_required
 @require_GET
-def bases(request: HttpRequest) -> HttpResponse:
+def bases(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = organisation_of(request.user)
     kbs = KnowledgeBase.objects.filter(organisation=org).annotate(document_count=Count("documents"))
     return render(
@@ -60,7 +61,7 @@ def bases(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _form_page(request: HttpRequest, org: Organisation, kb: KnowledgeBase | None) -> HttpResponse:
+def _form_page(request: AuthenticatedHttpRequest, org: Organisation, kb: KnowledgeBase | None) -> HttpResponse:
     form = KnowledgeBaseForm(request.POST or None, instance=kb, organisation=org)
     context = {"form": form, "kb": kb}
     if request.method == "POST":
@@ -79,13 +80,13 @@ def _form_page(request: HttpRequest, org: Organisation, kb: KnowledgeBase | None
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def base_new(request: HttpRequest) -> HttpResponse:
+def base_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _form_page(request, administered_organisation(request.user), None)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def base_edit(request: HttpRequest, slug: str) -> HttpResponse:
+def base_edit(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     kb = _base(request, slug)
     _require_admin(request, kb.organisation)
     return _form_page(request, kb.organisation, kb)
@@ -93,7 +94,7 @@ def base_edit(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def base_delete(request: HttpRequest, slug: str) -> HttpResponse:
+def base_delete(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     """GET asks for confirmation; only a POST deletes the base, its documents and their files."""
     kb = _base(request, slug)
     _require_admin(request, kb.organisation)
@@ -115,7 +116,7 @@ def base_delete(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def base(request: HttpRequest, slug: str) -> HttpResponse:
+def base(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     kb = _base(request, slug)
     if request.method == "POST":
         try:
@@ -132,7 +133,7 @@ def base(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def delete(request: AuthenticatedHttpRequest, slug: str, pk: int) -> HttpResponse:
     org = organisation_of(request.user)
     doc = get_object_or_404(Document, pk=pk, knowledge_base__organisation=org, knowledge_base__slug=slug)
     kb = doc.knowledge_base

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
@@ -14,7 +14,7 @@ from assistant.engine.types import Effort
 from .models import DELEGATING_LEVELS, ApiKey, Membership, Organisation, ReasoningLevel
 
 
-def organisation_of(user: AbstractBaseUser | AnonymousUser) -> Organisation:
+def organisation_of(user: User) -> Organisation:
     """The user's organisation; a user with none reaches nothing (404)."""
     org = Organisation.objects.filter(memberships__user__pk=user.pk).order_by("memberships__pk").first()
     if org is None:
@@ -22,11 +22,11 @@ def organisation_of(user: AbstractBaseUser | AnonymousUser) -> Organisation:
     return org
 
 
-def is_admin(user: AbstractBaseUser | AnonymousUser, org: Organisation) -> bool:
+def is_admin(user: User, org: Organisation) -> bool:
     return Membership.objects.filter(organisation=org, user__pk=user.pk, role="admin").exists()
 
 
-def administered_organisation(user: AbstractBaseUser | AnonymousUser) -> Organisation:
+def administered_organisation(user: User) -> Organisation:
     """The user's organisation if they administer it; a member gets 403, a user with none 404."""
     org = organisation_of(user)
     if not is_admin(user, org):

@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -21,6 +21,7 @@ from assistant.chat import providers
 
 from . import keys
 from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
+from .http import AuthenticatedHttpRequest
 from .models import AgentProfile, ApiKey, Organisation
 from .services import administered_organisation, levels_of, policy_for
 
@@ -33,7 +34,7 @@ def _level_forms(org: Organisation, data: Any = None) -> list[LevelForm]:
 
 
 def _page(
-    request: HttpRequest,
+    request: AuthenticatedHttpRequest,
     org: Organisation,
     *,
     models_form: AllowedModelsForm | None = None,
@@ -64,13 +65,13 @@ def _page(
 
 @login_required
 @require_GET
-def settings_page(request: HttpRequest) -> HttpResponse:
+def settings_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _page(request, administered_organisation(request.user))
 
 
 @login_required
 @require_POST
-def save_models(request: HttpRequest) -> HttpResponse:
+def save_models(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = AllowedModelsForm(request.POST, organisation=org)
     if not form.is_valid():
@@ -82,7 +83,7 @@ def save_models(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def save_levels(request: HttpRequest) -> HttpResponse:
+def save_levels(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     forms = _level_forms(org, request.POST)
     parallel = ParallelForm(request.POST, instance=org, prefix="parallel")
@@ -96,7 +97,7 @@ def save_levels(request: HttpRequest) -> HttpResponse:
     return redirect("org_settings")
 
 
-def _profile_page(request: HttpRequest, org: Organisation, profile: AgentProfile | None) -> HttpResponse:
+def _profile_page(request: AuthenticatedHttpRequest, org: Organisation, profile: AgentProfile | None) -> HttpResponse:
     form = AgentProfileForm(request.POST or None, instance=profile, organisation=org)
     if request.method == "POST":
         if form.is_valid():
@@ -109,20 +110,20 @@ def _profile_page(request: HttpRequest, org: Organisation, profile: AgentProfile
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def profile_new(request: HttpRequest) -> HttpResponse:
+def profile_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _profile_page(request, administered_organisation(request.user), None)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def profile_edit(request: HttpRequest, pk: int) -> HttpResponse:
+def profile_edit(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     return _profile_page(request, org, get_object_or_404(AgentProfile, pk=pk, organisation=org))
 
 
 @login_required
 @require_POST
-def profile_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def profile_delete(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     profile = get_object_or_404(AgentProfile, pk=pk, organisation=org)
     profile.delete()
@@ -131,7 +132,11 @@ def profile_delete(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _keys_page(
-    request: HttpRequest, org: Organisation, form: ApiKeyForm | None = None, secret: str = "", status: int = 200
+    request: AuthenticatedHttpRequest,
+    org: Organisation,
+    form: ApiKeyForm | None = None,
+    secret: str = "",
+    status: int = 200,
 ) -> HttpResponse:
     context = {
         "organisation": org,
@@ -144,18 +149,18 @@ def _keys_page(
 
 @login_required
 @require_GET
-def api_keys(request: HttpRequest) -> HttpResponse:
+def api_keys(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _keys_page(request, administered_organisation(request.user))
 
 
 @login_required
 @require_POST
-def api_key_new(request: HttpRequest) -> HttpResponse:
+def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
         return _keys_page(request, org, form=form, status=400)
-    key, secret = keys.create_key(org, form.cleaned_data["name"], form.allowed_models(), created_by=request.user)  # type: ignore[arg-type]
+    key, secret = keys.create_key(org, form.cleaned_data["name"], form.allowed_models(), created_by=request.user)
     messages.success(
         request, _("The key “%(name)s” is created. Copy it now: it will not be shown again.") % {"name": key.name}
     )
@@ -165,7 +170,7 @@ def api_key_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+def api_key_revoke(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     key = get_object_or_404(ApiKey, pk=pk, organisation=org)
     keys.revoke(key)

@@ -6,12 +6,13 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from assistant.chat import live, runs
+from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.services import organisation_of
 
 from . import services
@@ -21,12 +22,14 @@ from .models import ScheduledTask
 EXECUTIONS_SHOWN = 20
 
 
-def _task(request: HttpRequest, pk: int) -> ScheduledTask:
+def _task(request: AuthenticatedHttpRequest, pk: int) -> ScheduledTask:
     # Another user's task, or one of another organisation, does not exist for this user.
     return get_object_or_404(ScheduledTask, pk=pk, organisation=organisation_of(request.user), owner=request.user)
 
 
-def _context(request: HttpRequest, form: ScheduledTaskForm, task: ScheduledTask | None) -> dict[str, object]:
+def _context(
+    request: AuthenticatedHttpRequest, form: ScheduledTaskForm, task: ScheduledTask | None
+) -> dict[str, object]:
     executions = list(task.executions.select_related("run", "run__conversation")[:EXECUTIONS_SHOWN]) if task else []
     return {
         "form": form,
@@ -37,7 +40,7 @@ def _context(request: HttpRequest, form: ScheduledTaskForm, task: ScheduledTask 
 
 
 @login_required
-def task_list(request: HttpRequest) -> HttpResponse:
+def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = organisation_of(request.user)
     tasks = ScheduledTask.objects.filter(organisation=org, owner=request.user).prefetch_related("executions__run")
     return render(
@@ -51,9 +54,9 @@ def task_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def task_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
+def task_edit(request: AuthenticatedHttpRequest, pk: int | None = None) -> HttpResponse:
     org = organisation_of(request.user)
-    task = _task(request, pk) if pk is not None else ScheduledTask(organisation=org, owner=request.user)  # type: ignore[misc]
+    task = _task(request, pk) if pk is not None else ScheduledTask(organisation=org, owner=request.user)
     form = ScheduledTaskForm(request.POST or None, instance=task, organisation=org)
     if request.method == "POST" and form.is_valid():
         task = services.save_task(form.save(commit=False))
@@ -69,7 +72,7 @@ def task_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
 
 @login_required
 @require_POST
-def task_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def task_delete(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     task = _task(request, pk)
     task.delete()
     messages.success(request, _("The scheduled task “%(name)s” is deleted.") % {"name": task.name})
@@ -78,7 +81,7 @@ def task_delete(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-async def task_run_now(request: HttpRequest, pk: int) -> HttpResponseBase:
+async def task_run_now(request: AuthenticatedHttpRequest, pk: int) -> HttpResponseBase:
     task = await sync_to_async(_task)(request, pk)
     started = await sync_to_async(services.start_execution)(task.pk, now=True)
     if started is None:
