@@ -29,7 +29,7 @@ run: install
 
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy assistant/engine
+	$(BIN)/mypy assistant
 	# A test whose setup meets SQLite's shared-cache "database table is locked" (a run's thread from the
 	# previous test still writing) is run again once; any other failure fails at once.
 	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e --reruns 1 --only-rerun "database table is locked"
