@@ -5,7 +5,8 @@ from .models import Conversation, Run, Step
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["title", "user", "organisation", "updated"]
+    list_display = ["title", "user", "organisation", "updated", "deleted"]
+    list_filter = ["deleted"]
 
 
 class StepInline(admin.TabularInline):  # type: ignore[type-arg]

@@ -21,6 +21,7 @@ from .runs import group_name
 
 CLOSE_SIGN_IN = 4401  # not signed in
 CLOSE_NOT_FOUND = 4404  # not a conversation of this user: the same answer as for one that does not exist
+CLOSE_DELETED = 4410  # its owner deleted the conversation (in this tab or another one)
 PUSH_INTERVAL = 0.01  # seconds between two pushes to one page, at most 100 a second
 
 
@@ -76,6 +77,17 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def conversation_run(self, message: dict[str, Any]) -> None:
         """A run started in this conversation (in this tab or another one)."""
         await self._follow(message["run"])
+
+    async def conversation_deleted(self, message: dict[str, Any]) -> None:
+        """The conversation was deleted: nothing more of it reaches this page."""
+        for run in self.runs.values():
+            run.dirty.clear()
+        self.runs.clear()
+        if self.pushing is not None:
+            self.pushing.cancel()
+        for group in list(self.joined):
+            await self._leave(group)
+        await self.close(code=CLOSE_DELETED)
 
     async def run_event(self, message: dict[str, Any]) -> None:
         run = self.runs.get(message["run"])

@@ -52,12 +52,20 @@ async def announce(run: Run) -> None:
         await layer.group_send(conversation_group(run.conversation_id), {"type": "conversation.run", "run": run.pk.hex})
 
 
+async def announce_deleted(conversation_id: int) -> None:
+    """Tell every page open on the conversation that it was deleted: each closes its websocket."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(conversation_group(conversation_id), {"type": "conversation.deleted"})
+
+
 def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:
-    """The (signed-in) user's own conversation in their organisation; anything else does not exist for them."""
+    """The (signed-in) user's own conversation in their organisation; anything else, a deleted one included,
+    does not exist for them."""
     org = Organisation.objects.filter(memberships__user__pk=user.pk).order_by("memberships__pk").first()
     if org is None:
         return None
-    return Conversation.objects.filter(pk=pk, organisation=org, user_id=user.pk).first()
+    return Conversation.objects.filter(pk=pk, organisation=org, user_id=user.pk, deleted__isnull=True).first()
 
 
 def running_runs(conversation_id: int) -> list[str]:

@@ -18,6 +18,8 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
+    deleted = models.DateTimeField(null=True, blank=True)
+    """When its owner deleted it: its text is erased (``chat.deletion``), the row and its runs stay for accounting."""
 
     class Meta:
         ordering = ["-updated"]

@@ -7,5 +7,7 @@ urlpatterns = [
     path("c/new", views.send, name="send_new"),
     path("c/<int:pk>/", views.conversation, name="conversation"),
     path("c/<int:pk>/send", views.send, name="send"),
+    path("c/<int:pk>/rename", views.rename, name="conversation_rename"),
+    path("c/<int:pk>/delete", views.delete, name="conversation_delete"),
     path("runs/<uuid:run_id>/stop", views.stop, name="stop"),
 ]

@@ -16,7 +16,7 @@ from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
@@ -28,7 +28,7 @@ from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
 
-from . import live, providers, runs
+from . import deletion, live, providers, runs
 from .models import Conversation, Message, Run
 from .presenters import run_view
 
@@ -88,7 +88,7 @@ def _page(
     org = organisation_of(request.user)
     items = _turns(conversation) if conversation is not None else []
     return {
-        "conversations": Conversation.objects.filter(organisation=org, user=request.user)[:50],
+        "conversations": Conversation.objects.filter(organisation=org, user=request.user, deleted__isnull=True)[:50],
         "conversation": conversation,
         "composer": _composer(org, values),
         "error": error,
@@ -98,9 +98,9 @@ def _page(
 
 
 def _conversation(request: AuthenticatedHttpRequest, pk: int) -> Conversation:
-    # Another user's or organisation's conversation does not exist for this user.
+    # Another user's or organisation's conversation, or a deleted one, does not exist for this user.
     org = organisation_of(request.user)
-    return get_object_or_404(Conversation, pk=pk, organisation=org, user=request.user)
+    return get_object_or_404(Conversation, pk=pk, organisation=org, user=request.user, deleted__isnull=True)
 
 
 @login_required
@@ -209,7 +209,7 @@ async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> Http
 async def stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID) -> HttpResponseBase:
     user = await request.auser()
     org = await sync_to_async(organisation_of)(user)
-    run = await Run.objects.filter(pk=run_id, organisation=org, user=user).afirst()
+    run = await Run.objects.filter(pk=run_id, organisation=org, user=user, conversation__deleted__isnull=True).afirst()
     if run is None:
         return HttpResponse("Not found", status=404)
     await runs.request_stop(run.pk)
@@ -218,3 +218,50 @@ async def stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID) -> HttpResp
         await run.arefresh_from_db()
         return await sync_to_async(render)(request, "chat/_stop.html", {"view": {"run": run}})
     return redirect("conversation", pk=run.conversation_id)
+
+
+TITLE_MAX_LENGTH = 200
+
+
+def _title_error(title: str) -> str:
+    if not title:
+        return _("A conversation needs a title: write at least one character. The title is unchanged.")
+    if len(title) > TITLE_MAX_LENGTH:
+        return _("A title has at most %(max)d characters. The title is unchanged.") % {"max": TITLE_MAX_LENGTH}
+    return ""
+
+
+@login_required
+@require_POST
+def rename(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
+    """The owner renames a conversation (trimmed, 1 to 200 characters); a refused title keeps the old one."""
+    conv = _conversation(request, pk)
+    title = str(request.POST.get("title", "")).strip()
+    error = _title_error(title)
+    if not error:
+        conv.title = title
+        conv.save(update_fields=["title"])  # the sidebar keeps its order: renaming is not activity
+    status = 400 if error else 200
+    if request.htmx:  # type: ignore[attr-defined]
+        # The heading again, and the sidebar's link swapped out of band.
+        context = {"conversation": conv, "rename_error": error, "rename_value": title, "renamed": not error}
+        return render(request, "chat/_head.html", context, status=status)
+    if error:
+        context = {**_page(request, conv), "rename_error": error, "rename_value": title}
+        return render(request, "chat/page.html", context, status=status)
+    return redirect("conversation", pk=conv.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+async def delete(request: AuthenticatedHttpRequest, pk: int) -> HttpResponseBase:
+    """GET: the confirmation page (without JavaScript). POST: stop its runs, erase it, back to the home page."""
+    conv = await sync_to_async(_conversation)(request, pk)
+    if request.method == "GET":
+        running = await Run.objects.filter(conversation=conv, status="running").aexists()
+        context = {"conversation": conv, "running": running}
+        return await sync_to_async(render)(request, "chat/delete.html", context)
+    await deletion.delete_conversation(conv)
+    if request.htmx:  # type: ignore[attr-defined]
+        return HttpResponseClientRedirect(reverse("home"))
+    return redirect("home")

@@ -42,7 +42,9 @@ def _context(
 @login_required
 def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = organisation_of(request.user)
-    tasks = ScheduledTask.objects.filter(organisation=org, owner=request.user).prefetch_related("executions__run")
+    tasks = ScheduledTask.objects.filter(organisation=org, owner=request.user).prefetch_related(
+        "executions__run__conversation"
+    )
     return render(
         request,
         "schedules/list.html",

@@ -43,7 +43,8 @@
   document.addEventListener("htmx:wsOpen", function () { banner(null); });
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail.event.code;
-    if (code === 4401 || code === 4404) banner("refused");
+    if (code === 4410) banner("deleted");
+    else if (code === 4401 || code === 4404) banner("refused");
     else if (code !== 1000 && code !== 1001) banner("lost");
   });
   document.addEventListener("htmx:responseError", function () { banner("failed"); });

@@ -161,3 +161,22 @@ def test_in_french_and_markup_from_a_document_or_a_model_shows_as_text(page: Pag
     shot("6-french-markup-shown-as-text")
     page.click("header button[lang=en]")
     expect(page.locator("#composer button[type=submit]")).to_have_text("Send")
+
+
+def test_rename_in_place_then_delete_after_confirming(page: Page, shot: Shot) -> None:
+    ask(page, "Zorglub: a conversation to rename", kbs=("factures",), level="rapide")
+    expect(last_run(page)).to_have_attribute("data-status", "ok", timeout=20_000)
+    path = page.url.removeprefix(page.url.split("/c/")[0])
+    head = page.locator("#conversation-head")
+    head.locator("summary").click()
+    head.locator("input[name=title]").fill("  Renamed in place  ")
+    head.locator("button[type=submit]").click()
+    # htmx swaps the heading and the sidebar's link; the page is not reloaded.
+    expect(page.locator("#conversation-head h1")).to_have_text("Renamed in place")
+    expect(page.locator(f".sidebar a[href='{path}']")).to_have_text("Renamed in place")
+    shot("7-renamed")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#conversation-head a.delete").click()
+    page.wait_for_url(re.compile(r"/$"))
+    expect(page.locator(f".sidebar a[href='{path}']")).to_have_count(0)
+    assert page.goto(path).status == 404  # type: ignore[union-attr]

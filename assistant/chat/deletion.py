@@ -1,0 +1,132 @@
+"""Deleting a conversation: its text is erased, its accounting is kept.
+
+Runs carry what the organisation spent (tokens, cost, carbon, charged to a budget category), and the
+usage page, its CSV and the API's ``GET /v1/runs/{id}`` read them, with their ``agent_started`` and
+``agent_finished`` steps (agents per run, per model and profile, their rounds, status and usage). So a
+deleted conversation is a tombstone: ``Conversation.deleted`` is set and its title emptied, its messages
+are deleted, and each run keeps every number (status, model, level, category, rounds, usage, cost, its
+steps' numbers) while every text the user wrote or the assistant produced from it is erased: the answer,
+the sources, the agents' instructions, reports and actions, the tool calls' arguments and results.
+Steps keep their shape (the same keys, text emptied), so every reader of runs works unchanged.
+
+Deleted conversations exist for no page, no websocket and no sidebar. A run still running is stopped
+first (``runs.request_stop``, as Stop does); whatever it writes as it ends (its answer, the assistant's
+message, steps saved late) is erased by the receivers at the bottom as soon as it is saved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+from django.utils import timezone
+
+from . import live, runs
+from .models import Conversation, Message, Run, Step
+
+log = logging.getLogger(__name__)
+
+# How long a delete waits for a run executing in this process to end once stopped (it usually takes
+# well under a second: the stream ends at once, agents return before their next turn).
+STOP_WAIT_SECONDS = 5.0
+
+# Per step kind, the fields holding text (the user's, the model's, a document's), emptied on deletion;
+# ``sources`` lists become empty. Every other field (numbers, model names, statuses) is kept.
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    "tool_call": ("arguments",),
+    "tool_result": ("error", "sources", "action.label"),
+    "agent_started": ("instruction",),
+    "agent_action": ("sources", "action.label"),
+    "agent_finished": ("report", "sources"),
+    "final": ("text", "sources"),
+    "stopped": ("text", "sources"),
+    "error": ("message",),
+    "text_delta": ("text",),
+}
+
+
+def _blank(value: Any) -> Any:
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, dict):
+        return {}
+    if isinstance(value, list | tuple):
+        return []
+    return value  # None stays None
+
+
+def erased_step_data(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A step's data with its text emptied and its shape kept."""
+    out = dict(data)
+    for name in TEXT_FIELDS.get(kind, ()):
+        head, _, tail = name.partition(".")
+        if tail:
+            inner = out.get(head)
+            if isinstance(inner, dict) and tail in inner:
+                out[head] = {**inner, tail: _blank(inner[tail])}
+        elif head in out:
+            out[head] = _blank(out[head])
+    return out
+
+
+def erase_run(run_id: Any) -> None:
+    """Empty one run's text (answer, sources, steps' text) and delete its messages; numbers stay."""
+    with transaction.atomic():
+        Run.objects.filter(pk=run_id).update(answer="", sources=[])
+        Message.objects.filter(run_id=run_id).delete()
+        changed = []
+        for step in Step.objects.filter(run_id=run_id).exclude(kind__in=["round_started", "usage"]):
+            data = erased_step_data(step.kind, step.data) if isinstance(step.data, dict) else {}
+            if data != step.data:
+                step.data = data
+                changed.append(step)
+        Step.objects.bulk_update(changed, ["data"], batch_size=500)
+
+
+def erase(conversation_id: int) -> None:
+    """Mark the conversation deleted and erase its text; its runs' accounting is untouched."""
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(deleted=timezone.now(), title="")
+        Message.objects.filter(conversation_id=conversation_id).delete()
+        for run_id in Run.objects.filter(conversation_id=conversation_id).values_list("pk", flat=True):
+            erase_run(run_id)
+
+
+async def delete_conversation(conversation: Conversation) -> None:
+    """Stop its running runs as Stop does, erase it, and close the pages open on it."""
+    running = [
+        pk async for pk in Run.objects.filter(conversation=conversation, status="running").values_list("pk", flat=True)
+    ]
+    for run_id in running:
+        await runs.request_stop(run_id)
+    for run_id in running:
+        # A run executing in this process ends within moments; one executing elsewhere is erased as it ends.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(runs.wait_for(run_id), STOP_WAIT_SECONDS)
+    await sync_to_async(erase)(conversation.pk)
+    await live.announce_deleted(conversation.pk)
+
+
+def _is_deleted(conversation_id: int) -> bool:
+    return Conversation.objects.filter(pk=conversation_id, deleted__isnull=False).exists()
+
+
+@receiver(post_save, sender=Run, dispatch_uid="chat.deletion.run_saved")
+def _run_saved(sender: type[Run], instance: Run, created: bool, **kwargs: Any) -> None:
+    # A run stopped by a delete saves its answer and sources as it ends (or a reaper fails it): erase them.
+    if not created and not instance.is_running and _is_deleted(instance.conversation_id):
+        log.info("erasing run %s of a deleted conversation as it ends", instance.pk)
+        erase_run(instance.pk)
+
+
+@receiver(post_save, sender=Message, dispatch_uid="chat.deletion.message_saved")
+def _message_saved(sender: type[Message], instance: Message, created: bool, **kwargs: Any) -> None:
+    # The assistant's message of a run that ended after its conversation was deleted.
+    if created and _is_deleted(instance.conversation_id):
+        Message.objects.filter(pk=instance.pk).delete()
