@@ -215,7 +215,10 @@ async def run_agent(
     async def finish(status: AgentStatus, reason: str = "", report: str | None = None) -> AgentOutcome:
         if report is None:
             headline = {
-                "stopped": f"Stopped on request ({reason}) before its report.",
+                # The stop reasons read as sentences already ("stopped on request", "stopped: ...").
+                "stopped": f"{reason[:1].upper()}{reason[1:]}; no report was written."
+                if reason.startswith("stopped")
+                else f"Stopped ({reason}); no report was written.",
                 "interrupted": f"Interrupted ({reason}) before its report.",
                 "error": f"Failed: {reason}.",
                 "ok": "",
