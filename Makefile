@@ -30,9 +30,7 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy assistant
-	# A test whose setup meets SQLite's shared-cache "database table is locked" (a run's thread from the
-	# previous test still writing) is run again once; any other failure fails at once.
-	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e --reruns 1 --only-rerun "database table is locked"
+	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e
 	# The browser tests run in their own process: Playwright's sync API keeps an event loop running.
 	DATABASE_URL= $(BIN)/python -m pytest tests/e2e
 	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/knowledge tests/budgets

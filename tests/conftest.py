@@ -7,12 +7,17 @@ reach the server fails. Nothing is skipped silently.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+from collections.abc import Generator
 from typing import Any
 
 import pytest
+from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.core.management import call_command
+from django.core.signals import request_finished
 
 _deselected: list[pytest.Item] = []
 
@@ -29,6 +34,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _deselected.extend(pg)
         config.hook.pytest_deselected(items=pg)
         items[:] = [i for i in items if i.get_closest_marker("postgres") is None]
+
+
+def background_db_work_done(**_: object) -> None:
+    """Wait until asgiref's single thread executor has run every call handed to it so far.
+
+    Async code outside a request's ``async_to_sync`` (a run, a consumer) runs its ``sync_to_async``
+    calls in that one thread, on its own connection to the test database. A task cancelled by the
+    close of its event loop stops awaiting its call, but the call goes on there: a run launched by an
+    async view that the sync test ``Client`` called (the request's loop closes at once and cancels
+    it while its lease claim is under way), a task left when pytest-asyncio closes a test's loop.
+    SQLite's shared-cache in-memory test database does not wait for locks: a write still going on
+    in that thread makes the main thread's next statement (often the next test's setup) fail at once
+    with "database table is locked". So the main thread waits for that thread between requests and
+    between tests.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # that thread itself (an AsyncClient's request), or another one: nothing to wait for here
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        SyncToAsync.single_thread_executor.submit(lambda: None).result(timeout=60)
+    # else: an event loop runs in this thread, which a call in that thread may be waiting for
+
+
+# After each sync test Client request (response.close() sends it), in the main thread.
+request_finished.connect(background_db_work_done, dispatch_uid="tests.background_db_work_done")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    background_db_work_done()  # before the test's fixtures end (its database flushed or rolled back)
+    try:
+        return (yield)
+    finally:
+        background_db_work_done()  # before the next test's setup
+
+
+def pytest_fixture_post_finalizer(fixturedef: Any, request: Any) -> None:
+    background_db_work_done()  # e.g. after pytest-asyncio closed a test's event loop, cancelling what was left
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
