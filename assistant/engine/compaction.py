@@ -1,4 +1,4 @@
-"""An agent's history, shortened before it nears its own model's context window.
+"""A history shortened before it nears its model's context window: an agent's, and the main model's.
 
 What stays whole: the system prompt, the first message (the instruction and the scope), the agent's
 own messages (what it wrote and the calls it made) and the latest turn (the call whose results it
@@ -68,6 +68,29 @@ def compact(messages: list[Message], context_window: int, reserve: int = 0) -> b
             if excess <= 0:
                 break
     return changed
+
+
+def fit_conversation(messages: list[Message], context_window: int, reserve: int, current: int) -> int:
+    """Leave out the oldest earlier messages of the conversation when the main model's history nears its window.
+
+    ``messages`` is the system prompt, the conversation's earlier messages, the request's message at
+    index ``current``, then this run's turns. The earlier messages go first, oldest first, down to
+    ``TARGET`` of the window (the next one left starting with a user's message); the request's
+    message and this run's turns stay, their earlier tool results shortened as an agent's are.
+    Returns how many earlier messages were left out, so that the caller can say so.
+    """
+    room = max(context_window - reserve, context_window // 4)
+    if _tokens(messages) <= min(int(context_window * TRIGGER), room):
+        return 0
+    target = min(int(context_window * TARGET), room)
+    size = _tokens(messages)
+    left_out = 0
+    while current - left_out > 1 and (size > target or messages[1].role != "user"):
+        size -= request_tokens((messages[1],))
+        del messages[1]
+        left_out += 1
+    compact(messages, context_window, reserve)
+    return left_out
 
 
 def _tokens(messages: list[Message]) -> int:

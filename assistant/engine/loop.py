@@ -12,6 +12,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
+from .compaction import fit_conversation
 from .delegation import AGENTS_TOOL, AgentOutcome, Delegation
 from .errors import ModelError, RequestRefused
 from .events import (
@@ -24,10 +25,11 @@ from .events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from .models.function import prompt_tokens
 from .policy import Plan, RunRequest, plan_request
 from .runtime import RunContext
 from .tools import Tool, ToolRun, run_tool_call
-from .types import Message, ModelRequest, ToolCall
+from .types import Message, ModelRequest, ToolCall, ToolSpec
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
 - Cite the documents you use by their id, in square brackets, e.g. [doc-12].
@@ -35,6 +37,7 @@ MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the re
 - When an agent comes back interrupted, stopped or in error, say what is missing; do not fill the gaps yourself."""
 
 ROUND_LIMIT_NOTICE = "[The round limit is reached: answer now from what you have, without tools.]"
+LEFT_OUT_NOTICE = "\n({count} earlier messages of this conversation were left out to fit your context window.)"
 MAIN_UNAVAILABLE = "Use only the tools you were given."
 
 
@@ -66,6 +69,8 @@ class _MainLoop:
         self.tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(plan.scope)}
         self.delegation = Delegation(ctx, plan, self.info) if plan.agents else None
         self.messages: list[Message] = [Message.system(self._system_prompt()), *request.messages]
+        self.current = len(request.messages)  # where the request's own message is
+        self.left_out = 0
         self.text = ""
         self.rounds = 0
         self.agents: list[AgentOutcome] = []
@@ -93,6 +98,7 @@ class _MainLoop:
                 last = self.rounds > self.plan.main_rounds or not specs
                 if last and specs:
                     self.messages.append(Message.user(ROUND_LIMIT_NOTICE))
+                self._fit(() if last else specs)
                 request = ModelRequest(
                     messages=tuple(self.messages),
                     tools=() if last else specs,
@@ -134,6 +140,17 @@ class _MainLoop:
             return await self._failed(f"The model could not answer: {e}")
         except Exception as e:  # a tool failing in a way no ToolError foresees
             return await self._failed(f"A tool failed: {type(e).__name__}: {e}")
+
+    def _fit(self, specs: tuple[ToolSpec, ...]) -> None:
+        """Keep the history inside the main model's window: the oldest earlier messages go first, said so."""
+        cap = self.info.output_cap_for(None, self.plan.effort)
+        reserve = cap + prompt_tokens(ModelRequest(messages=(), tools=specs))
+        left_out = fit_conversation(self.messages, self.info.context_window, reserve, self.current)
+        if left_out:
+            self.current -= left_out
+            self.left_out += left_out
+            notice = LEFT_OUT_NOTICE.format(count=self.left_out)
+            self.messages[0] = Message.system(self._system_prompt() + notice)
 
     async def _failed(self, message: str) -> RunOutcome:
         await self.ctx.emit(ErrorEvent(message=message))

@@ -145,3 +145,70 @@ async def test_an_agent_near_its_small_window_keeps_its_instruction_and_findings
         assert request.messages[:2] == first  # the instruction and the scope, byte for byte
         assert request_tokens(request.messages) + request.max_output_tokens <= small.context_window  # type: ignore[operator]
     assert any("compacted" in m.content for m in model.requests[-1].messages)
+
+
+# The main model's history: a long conversation ---------------------------------------------------------
+
+
+def conversation(turns: int, chars: int) -> list[Message]:
+    out: list[Message] = []
+    for n in range(turns):
+        out += [Message.user(f"Question {n}: " + "q" * chars), Message.assistant(f"Answer {n}: " + "a" * chars)]
+    return out
+
+
+async def test_a_long_conversation_leaves_out_its_oldest_messages_and_says_so() -> None:
+    from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
+    from assistant.engine.policy import RunRequest
+
+    small = ModelInfo(
+        id="small-main",
+        provider="test",
+        display_name="Small main",
+        input_price=1.0,
+        cached_input_price=0.1,
+        output_price=3.0,
+        context_window=8_000,
+        output_cap=1_000,
+    )
+    model = FunctionModel(lambda request, info: ModelResponse(text="Here it is."), small)
+    ctx = RunContext(catalogue=Catalogue([small]), models=lambda _: model, toolbox=Toolbox())
+    earlier = conversation(20, 2_000)  # about 20,000 tokens: far more than the window
+    question = Message.user("And the latest invoice of Bimbamjob?")
+
+    outcome = await run_chat(RunRequest(messages=(*earlier, question), model=small.id), ctx)
+
+    assert outcome.status == "ok" and outcome.text == "Here it is."
+    [request] = model.requests
+    assert request_tokens(request.messages) + request.max_output_tokens <= small.context_window  # type: ignore[operator]
+    system, *kept = request.messages
+    assert kept[-1] == question  # the request's own message is whole
+    assert kept[0].role == "user" and kept[0].content.startswith("Question ")  # whole turns, from a question
+    assert kept == [*earlier[-(len(kept) - 1) :], question] and len(kept) > 1  # the most recent ones, in order
+    left_out = len(earlier) - (len(kept) - 1)
+    assert system.content.startswith(MAIN_SYSTEM_PROMPT)
+    assert f"{left_out} earlier messages of this conversation were left out" in system.content
+
+
+async def test_a_conversation_that_fits_is_sent_whole() -> None:
+    from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
+    from assistant.engine.policy import RunRequest
+
+    info = ModelInfo(
+        id="roomy",
+        provider="test",
+        display_name="Roomy",
+        input_price=1.0,
+        cached_input_price=0.1,
+        output_price=3.0,
+        context_window=128_000,
+        output_cap=4_000,
+    )
+    model = FunctionModel(lambda request, info: ModelResponse(text="Fine."), info)
+    ctx = RunContext(catalogue=Catalogue([info]), models=lambda _: model, toolbox=Toolbox())
+    messages = (*conversation(5, 500), Message.user("Thanks, and the total?"))
+
+    await run_chat(RunRequest(messages=messages, model=info.id), ctx)
+
+    [request] = model.requests
+    assert request.messages == (Message.system(MAIN_SYSTEM_PROMPT), *messages)
