@@ -7,11 +7,12 @@ from datetime import date
 from typing import Any
 
 from django import forms
+from django.core.validators import MaxValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
 
-from .models import Category
+from .models import MAX_BUDGET_TOKENS, Category
 
 
 class ThresholdsField(forms.CharField):
@@ -49,6 +50,9 @@ class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]
         self.organisation = organisation
         self.instance.organisation = organisation
         self.fields["slug"].help_text = _("What the composer, the API and scheduled tasks name it by.")
+        tokens = self.fields["monthly_tokens"]
+        tokens.validators.append(MaxValueValidator(MAX_BUDGET_TOKENS))
+        tokens.widget.attrs["max"] = MAX_BUDGET_TOKENS
         if self.instance.pk:
             self.fields["slug"].disabled = True
 
@@ -64,7 +68,12 @@ class RaiseForm(forms.Form):
     """Tokens added to one category until an end date: never taken from another category."""
 
     category = forms.ModelChoiceField(queryset=Category.objects.none(), label=_("Category"))
-    tokens = forms.IntegerField(min_value=1, label=_("Tokens to add"), widget=forms.NumberInput(attrs={"step": 1000}))
+    tokens = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_BUDGET_TOKENS,
+        label=_("Tokens to add"),
+        widget=forms.NumberInput(attrs={"step": 1000}),
+    )
     ends_on = forms.DateField(label=_("Until (included)"), widget=forms.DateInput(attrs={"type": "date"}))
     reason = forms.CharField(label=_("Reason"), max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
 

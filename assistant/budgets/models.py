@@ -19,6 +19,9 @@ from django.utils.translation import gettext_lazy as _
 from assistant.orgs.models import Organisation
 
 MAX_CATEGORIES = 4
+# The most tokens a monthly budget or one raise may hold: a trillion, far above any month's use and far
+# below what the database's 64-bit sums overflow at (a month's budget adds its raises).
+MAX_BUDGET_TOKENS = 10**12
 DEFAULT_THRESHOLDS = (80, 100)
 
 

@@ -38,10 +38,17 @@ def month_bounds(month: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
     return month_start(month, tz), month_start(next_month(month), tz)
 
 
+# The months a page may ask for: the usage page reaches three months back and one forward, and aware
+# datetimes near year 1 or 9999 overflow in another time zone.
+FIRST_YEAR, LAST_YEAR = 1900, 9000
+
+
 def parse_month(value: str | None) -> date | None:
-    """``2026-03`` → 1 March 2026; anything else → None."""
+    """``2026-03`` → 1 March 2026; anything else (a year outside 1900-9000 included) → None."""
     try:
         year, month = (int(part) for part in (value or "").split("-"))
+        if not FIRST_YEAR <= year <= LAST_YEAR:
+            return None
         return date(year, month, 1)
     except ValueError:
         return None

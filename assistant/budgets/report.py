@@ -287,6 +287,16 @@ CSV_COLUMNS = [
 ]
 
 
+# A spreadsheet reads a cell starting with one of these as a formula (CSV injection): such a text cell gets a
+# leading apostrophe, which spreadsheets show as text and do not evaluate.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: str) -> str:
+    """A text cell of the CSV, never read as a formula by a spreadsheet."""
+    return f"'{value}" if value.startswith(FORMULA_STARTS) else value
+
+
 def usage_csv(org: Organisation, month: date) -> str:
     """One line per run of the month: who, which category, tokens, cost and carbon."""
     tz = zone(org.time_zone)
@@ -306,11 +316,12 @@ def usage_csv(org: Organisation, month: date) -> str:
             [
                 r.created.astimezone(tz).isoformat(timespec="seconds"),
                 r.pk,
-                r.user.get_username(),
-                r.category,
-                r.model,
-                r.level,
-                r.status,
+                # The texts someone chose (a user name, a category's slug, a model's id): never formulas.
+                csv_text(r.user.get_username()),
+                csv_text(r.category),
+                csv_text(r.model),
+                csv_text(r.level),
+                csv_text(r.status),
                 agents[r.pk],
                 t.calls,
                 t.prompt_tokens,

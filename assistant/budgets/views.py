@@ -79,18 +79,21 @@ def budgets_page(request: AuthenticatedHttpRequest) -> HttpResponse:
 def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     forms = _category_forms(org, request.POST)
+    if not forms:  # an organisation without categories has nothing to save here (it creates one first)
+        messages.error(request, _("There is no category to save yet: create one first."))
+        return _page(request, org, status=400)
     chosen = request.POST.get("default", "")
     default = next((f.instance for f in forms if str(f.instance.pk) == chosen), None)
-    if not all([f.is_valid() for f in forms]) or (forms and default is None):
-        if forms and default is None:
+    if not all([f.is_valid() for f in forms]) or default is None:
+        if default is None:
             messages.error(request, _("Choose the default category."))
         return _page(request, org, category_forms=forms, status=400)
     with transaction.atomic():
         for f in forms:
             f.save()
         # One default at a time: clear the others before setting it (a constraint checks it).
-        Category.objects.filter(organisation=org).exclude(pk=default.pk).update(is_default=False)  # type: ignore[union-attr]
-        Category.objects.filter(pk=default.pk).update(is_default=True)  # type: ignore[union-attr]
+        Category.objects.filter(organisation=org).exclude(pk=default.pk).update(is_default=False)
+        Category.objects.filter(pk=default.pk).update(is_default=True)
     messages.success(request, _("The categories and their budgets are saved."))
     return redirect("budgets")
 

@@ -32,6 +32,8 @@ def test_months_in_a_time_zone() -> None:
     assert previous_month(date(2026, 1, 1)) == date(2025, 12, 1)
     assert parse_month("2026-03") == date(2026, 3, 1)
     assert parse_month("March") is None and parse_month(None) is None and parse_month("2026-13") is None
+    # Years a page cannot show (its charts reach back three months, time zones shift a day) are not months.
+    assert parse_month("0001-01") is None and parse_month("9999-12") is None and parse_month("1900-01") is not None
 
 
 def test_the_month_rolls_over_at_midnight_in_the_organisations_time_zone(world: World) -> None:

@@ -215,3 +215,51 @@ def test_the_csv_lists_the_months_runs_of_this_organisation(world: World) -> Non
     assert str(theirs.pk) not in response.content.decode()
     # Another month: nothing.
     assert len(signed_in("demo").get("/settings/usage.csv?month=2020-01").content.decode().splitlines()) == 1
+
+
+def test_csv_cells_a_spreadsheet_would_read_as_formulas_are_kept_as_text(world: World) -> None:
+    # A user name, a category's slug or a model's id starting with = + - @ must not run in a spreadsheet.
+    user = get_user_model().objects.create_user("@SUM(A1)", password="x")
+    run = _run(world.demo, "-2+3", 100, 0.01)
+    Run.objects.filter(pk=run.pk).update(user=user, model="=HYPERLINK(1)", level="+1")
+    rows = list(csv.DictReader(io.StringIO(signed_in("demo").get("/settings/usage.csv").content.decode())))
+    assert (rows[0]["user"], rows[0]["category"], rows[0]["model"], rows[0]["level"]) == (
+        "'@SUM(A1)",
+        "'-2+3",
+        "'=HYPERLINK(1)",
+        "'+1",
+    )
+    assert rows[0]["total_tokens"] == "100" and rows[0]["status"] == "ok"  # numbers and plain texts unchanged
+
+
+def test_a_month_outside_the_calendar_shows_the_current_month_not_a_500(world: World) -> None:
+    client = signed_in("demo")
+    for month in ("0001-01", "1-3", "9999-12", "10000-01"):
+        for url in ("/settings/usage/", "/settings/usage.csv"):
+            assert client.get(f"{url}?month={month}").status_code == 200, (url, month)
+
+
+def test_saving_categories_when_there_are_none_is_a_400_not_a_500(world: World) -> None:
+    world.other_category.delete()
+    response = signed_in("mallory").post("/settings/budgets/categories", {"default": "1"})
+    assert response.status_code == 400
+    assert "create one first" in response.content.decode()
+
+
+def test_token_amounts_beyond_a_trillion_are_refused_before_a_sum_overflows(world: World) -> None:
+    client = signed_in("demo")
+    raise_post = {"raise-category": world.catalogue.pk, "raise-reason": "Audit", "raise-ends_on": "2099-01-01"}
+    for tokens in (10**12 + 1, 2**63 - 1, 10**30):
+        assert client.post("/settings/budgets/raises", {**raise_post, "raise-tokens": tokens}).status_code == 400
+    new = {"new-name": "Huge", "new-slug": "huge", "new-monthly_tokens": 2**63 - 1, "new-alert_thresholds": "80"}
+    assert client.post("/settings/budgets/categories/new", new).status_code == 400
+    edit = _categories_post(world, **{f"c{world.catalogue.pk}-monthly_tokens": 10**12 + 1})
+    assert client.post("/settings/budgets/categories", edit).status_code == 400
+    assert not BudgetRaise.objects.exists() and not Category.objects.filter(slug="huge").exists()
+    world.catalogue.refresh_from_db()
+    assert world.catalogue.monthly_tokens == 4_000_000
+    # A trillion is accepted, twice: the pages and the category's state still add them up.
+    for _ in range(2):
+        assert client.post("/settings/budgets/raises", {**raise_post, "raise-tokens": 10**12}).status_code == 302
+    assert client.get("/settings/budgets/").status_code == 200
+    assert services.state_of(world.catalogue).budget == 4_000_000 + 2 * 10**12
