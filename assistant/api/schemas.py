@@ -21,9 +21,19 @@ RESOURCE = re.compile(r"^(kb:[\w-]+|web|code|agents)$")
 # Requests -----------------------------------------------------------------------------------------
 
 
+def _without_nul(text: str) -> str:
+    # A NUL character is no text (PostgreSQL refuses it in a text column): dropped, as from documents.
+    return text.replace("\x00", "")
+
+
 class TextPart(BaseModel):
     type: Literal["text"]
     text: str
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _without_nul(value)
 
 
 class InputMessage(BaseModel):
@@ -33,6 +43,11 @@ class InputMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: str | list[TextPart] | None) -> str | list[TextPart] | None:
+        return _without_nul(value) if isinstance(value, str) else value
 
     @property
     def text(self) -> str:
@@ -81,6 +96,13 @@ class ChatCompletionRequest(BaseModel):
             if not RESOURCE.match(resource):
                 raise ValueError(f"unknown resource '{resource}': use kb:<slug>, web, code or agents")
         return list(dict.fromkeys(value))
+
+    @field_validator("category")
+    @classmethod
+    def _category(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("a category's slug has no NUL character")
+        return value
 
     @model_validator(mode="after")
     def _ends_with_the_question(self) -> ChatCompletionRequest:

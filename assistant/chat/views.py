@@ -115,12 +115,18 @@ def conversation(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     return render(request, "chat/page.html", _page(request, _conversation(request, pk)))
 
 
+def _field(post: dict[str, Any], name: str) -> str:
+    # A NUL character is no text (PostgreSQL refuses it in a text column): dropped, as from documents.
+    return str(post.get(name, "")).replace("\x00", "")
+
+
 def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[runs.Ask, dict[str, Any]]:
-    text = str(post.get("text", "")).strip()
-    level_raw = str(post.get("level", ""))
+    text = _field(post, "text").strip()
+    level_raw = _field(post, "level")
     level: Level | None = level_raw if level_raw in LEVELS else None
-    category = str(post.get("category", ""))
-    model = str(post.get("model", ""))
+    category = _field(post, "category")
+    model = _field(post, "model")
+    resources = [r.replace("\x00", "") for r in resources]
     values = {"text": text, "model": model, "level": level_raw, "resources": resources, "category": category}
     ask = runs.Ask(text=text, model=model, level=level, resources=tuple(resources), category=category)
     return ask, values
@@ -236,7 +242,7 @@ def _title_error(title: str) -> str:
 def rename(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     """The owner renames a conversation (trimmed, 1 to 200 characters); a refused title keeps the old one."""
     conv = _conversation(request, pk)
-    title = str(request.POST.get("title", "")).strip()
+    title = _field(request.POST.dict(), "title").strip()
     error = _title_error(title)
     if not error:
         conv.title = title

@@ -98,6 +98,10 @@ def test_an_exhausted_category_gets_429_with_when_it_resets(live: Live) -> None:
         ({"messages": [{"role": "robot", "content": "Hi"}]}, "messages.0.role"),
         ({"extra_body": {"tools_enabled": ["kb:factures", "mail"]}}, "tools_enabled"),
         ({"extra_body": {"reasoning_level": "turbo"}}, "reasoning_level"),
+        # NUL is no text: a question of NULs only is empty; a slug with one is refused, never a 500 on PostgreSQL.
+        ({"messages": [{"role": "user", "content": "\x00\x00"}]}, None),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "\x00"}]}]}, None),
+        ({"extra_body": {"category": "catalogue\x00"}}, "category"),
     ],
 )
 def test_an_invalid_body_gets_422(live: Live, request_body: dict[str, Any], param: str | None) -> None:

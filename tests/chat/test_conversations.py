@@ -175,6 +175,19 @@ def test_an_empty_or_too_long_title_is_refused_and_the_old_one_kept(demo_data: N
     assert len("x" * 200) == 200 and client.post(f"/c/{conv.pk}/rename", {"title": "x" * 200}).status_code == 302
 
 
+def test_nul_characters_are_dropped_from_a_title(demo_data: None) -> None:
+    # NUL is no text (PostgreSQL refuses it in a text column, which would be a 500): it is dropped.
+    conv = _conversation()
+    client = _client()
+    assert client.post(f"/c/{conv.pk}/rename", {"title": "March\x00 checked"}).status_code == 302
+    conv.refresh_from_db()
+    assert conv.title == "March checked"
+    response = client.post(f"/c/{conv.pk}/rename", {"title": "\x00\x00"})
+    assert response.status_code == 400 and "needs a title" in response.content.decode()
+    conv.refresh_from_db()
+    assert conv.title == "March checked"
+
+
 def test_the_french_page_says_it_in_french(demo_data: None) -> None:
     conv = _conversation()
     client = _client()

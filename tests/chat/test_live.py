@@ -112,6 +112,13 @@ def test_a_model_the_organisation_does_not_allow_is_refused_in_plain_words(clien
     assert not Run.objects.exists()
 
 
+def test_a_message_of_nul_characters_is_no_message(client: Client) -> None:
+    # NUL is no text (PostgreSQL refuses it in a text column, which would fail the request): it is dropped.
+    response = client.post("/c/new", {**ASK, "text": "\x00 \x00"}, headers={"HX-Request": "true"})
+    assert response.status_code == 400 and "Write a message first." in response.content.decode()
+    assert not Run.objects.exists()
+
+
 def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
