@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from assistant.chat import live, runs
 from assistant.orgs.http import AuthenticatedHttpRequest
@@ -40,6 +40,7 @@ def _context(
 
 
 @login_required
+@require_GET
 def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = organisation_of(request.user)
     tasks = ScheduledTask.objects.filter(organisation=org, owner=request.user).prefetch_related(
@@ -56,6 +57,7 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def task_edit(request: AuthenticatedHttpRequest, pk: int | None = None) -> HttpResponse:
     org = organisation_of(request.user)
     task = _task(request, pk) if pk is not None else ScheduledTask(organisation=org, owner=request.user)

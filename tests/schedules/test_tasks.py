@@ -136,6 +136,20 @@ async def test_run_now_executes_it_with_its_cost_cap_in_a_new_conversation(fast_
     assert await Execution.objects.filter(task=task, run=run).aexists()
 
 
+def test_the_pages_take_only_the_methods_they_answer(demo_data: None) -> None:
+    client = _client()
+    client.post("/tasks/new", FORM)
+    task = ScheduledTask.objects.get()
+    for method, url in (
+        ("post", "/tasks/"),
+        ("put", "/tasks/"),
+        ("put", "/tasks/new"),
+        ("delete", f"/tasks/{task.pk}/"),
+    ):
+        assert getattr(client, method)(url).status_code == 405, (method, url)
+    assert ScheduledTask.objects.filter(pk=task.pk).exists()
+
+
 def test_the_pages_speak_french(demo_data: None) -> None:
     client = _client()
     page = client.get("/tasks/new", HTTP_ACCEPT_LANGUAGE="fr").content.decode()
