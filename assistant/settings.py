@@ -14,13 +14,20 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
-# A development key is only acceptable with DEBUG on; production must set DJANGO_SECRET_KEY.
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]", "testserver"})
+# A development key is only acceptable with DEBUG on, on this machine: production must set DJANGO_SECRET_KEY.
+# A server that answers other hosts with the public development key would let anyone forge its sessions,
+# even when DJANGO_DEBUG was forgotten (it defaults to on for `make run`).
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
         raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off.")
+    if not LOCAL_HOSTS.issuperset(ALLOWED_HOSTS):
+        raise RuntimeError(
+            "DJANGO_SECRET_KEY must be set when DJANGO_ALLOWED_HOSTS names hosts other than this machine."
+        )
     SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
@@ -153,6 +160,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
+# Production (debug off) is served over HTTPS, by a proxy if need be: its cookies are never sent in clear.
+# DJANGO_SECURE_COOKIES=false for a server that must answer plain HTTP.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
