@@ -178,12 +178,19 @@ class KbRead(Tool):
             name="kb_read",
             description=(
                 f"Read up to {MAX_IDS_PER_READ} documents by id in one call (ids come from kb_search). "
-                "Read every document you need in the same call rather than one per turn."
+                "Read every document you need in the same call rather than one per turn. "
+                f"Each read gives up to {MAX_CHARS_PER_DOCUMENT} characters of a document; a longer one says "
+                "where to continue (from_char)."
             ),
             parameters={
                 "type": "object",
                 "properties": {
-                    "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_IDS_PER_READ}
+                    "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_IDS_PER_READ},
+                    "from_char": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Where to start reading in each document (default 0).",
+                    },
                 },
                 "required": ["ids"],
             },
@@ -196,8 +203,13 @@ class KbRead(Tool):
         if not isinstance(raw, list) or not raw:
             raise ToolError("kb_read needs 'ids', a list of document ids from kb_search.")
         ids = [str(i) for i in raw][:MAX_IDS_PER_READ]
+        start = args.get("from_char", 0)
+        if start is None:
+            start = 0
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ToolError("kb_read's 'from_char' must be a whole number of characters, 0 or more.")
         found = await self.backend.read(ids)
-        documents: list[dict[str, str]] = []
+        documents: list[dict[str, object]] = []
         errors: list[str] = []
         sources: list[Source] = []
         for doc_id in ids:
@@ -209,19 +221,32 @@ class KbRead(Tool):
                     f"{doc_id}: outside your scope; you may only read documents of {', '.join(self.scope.knowledge_bases) or 'no knowledge base'}."
                 )
             else:
-                documents.append(
-                    {"id": doc.id, "kb": doc.kb, "title": doc.title, "text": doc.text[:MAX_CHARS_PER_DOCUMENT]}
-                )
+                documents.append(_read_part(doc, start))
                 sources.append(Source(id=doc.id, title=doc.title, where=doc.kb))
         if not documents:
             raise OutOfScope(" ".join(errors))
         payload: dict[str, object] = {"documents": documents}
         if errors:
             payload["errors"] = errors
-        label = ", ".join(d["title"] for d in documents)
+        label = ", ".join(str(d["title"]) for d in documents)
         return ToolOutcome(
             _dump(payload), Action(tool="kb_read", kind="read", label=label, count=len(documents)), tuple(sources)
         )
+
+
+def _read_part(doc: Document, start: int) -> dict[str, object]:
+    """Up to ``MAX_CHARS_PER_DOCUMENT`` characters of ``doc`` from ``start``, saying where the rest goes on."""
+    end = start + MAX_CHARS_PER_DOCUMENT
+    part: dict[str, object] = {"id": doc.id, "kb": doc.kb, "title": doc.title, "text": doc.text[start:end]}
+    if start:
+        part["from_char"] = start
+    if end < len(doc.text):
+        part["continue_from_char"] = end
+        part["length"] = len(doc.text)
+    elif start >= len(doc.text):
+        part["text"] = ""
+        part["note"] = f"The document has {len(doc.text)} characters; nothing is left from {start}."
+    return part
 
 
 async def _kb_refusal(backend: KnowledgeBackend, kb: str, scope: Scope) -> str:

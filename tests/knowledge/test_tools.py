@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from knowledge_support import SECRET, Org, two_orgs
 
 from assistant.chat.runs import toolbox_for
-from assistant.engine.errors import OutOfScope
+from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.tools import Scope, Tool
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.knowledge.tools import available_resources
@@ -64,6 +64,33 @@ async def test_kb_read_reads_several_documents_in_one_call(orgs: tuple[Org, Org]
     data = json.loads(outcome.content)
     assert [d["id"] for d in data["documents"]] == ids and "errors" not in data
     assert [s.id for s in outcome.sources] == ids
+
+
+async def test_kb_read_goes_on_where_a_long_document_stopped(orgs: tuple[Org, Org]) -> None:
+    from assistant.engine.tools import MAX_CHARS_PER_DOCUMENT
+
+    a, _ = orgs
+    tail = "The penalty clause: three times the legal interest rate."
+    text = "Preamble. " + "x" * (MAX_CHARS_PER_DOCUMENT + 500) + tail
+
+    def add() -> str:
+        return Document.objects.create(knowledge_base=a.kb, title="Long contract", text=text).public_id
+
+    doc_id = await sync_to_async(add)()
+    read = tools(a, Scope(("factures",)))["kb_read"]
+    first = json.loads((await read.run({"ids": [doc_id]})).content)["documents"][0]
+    assert first["text"] == text[:MAX_CHARS_PER_DOCUMENT] and tail not in first["text"]
+    assert (first["continue_from_char"], first["length"]) == (MAX_CHARS_PER_DOCUMENT, len(text))
+    rest = json.loads((await read.run({"ids": [doc_id], "from_char": first["continue_from_char"]})).content)
+    [second] = rest["documents"]
+    assert second["text"].endswith(tail) and second["from_char"] == MAX_CHARS_PER_DOCUMENT
+    assert "continue_from_char" not in second  # nothing more to read
+    past = json.loads((await read.run({"ids": [doc_id], "from_char": len(text) + 10})).content)["documents"][0]
+    assert past["text"] == "" and f"{len(text)} characters" in past["note"]
+    with pytest.raises(ToolError, match="from_char"):
+        await read.run({"ids": [doc_id], "from_char": -1})
+    with pytest.raises(ToolError, match="from_char"):
+        await read.run({"ids": [doc_id], "from_char": "ten"})
 
 
 @pytest.mark.parametrize(
