@@ -61,7 +61,8 @@ def extract(name: str, data: bytes) -> Extracted:
         raise ExtractionError(
             _("%(name)s: its text is too long to be searched; split it into smaller files.") % {"name": name}
         )
-    return Extracted(title=" ".join(title.split())[:300], text=text)
+    # No NUL in a title either (PostgreSQL refuses it in text; a PDF's metadata may hold one).
+    return Extracted(title=" ".join(title.replace("\x00", " ").split())[:300], text=text)
 
 
 def _corrupt(name: str, kind: str) -> ExtractionError:

@@ -243,3 +243,12 @@ def test_pages_and_errors_speak_french(media: Path, settings: object) -> None:
     assert "big.txt est trop volumineux" in response.content.decode()  # type: ignore[attr-defined]
     response = upload(client, "factures", ("b.pdf", b"%PDF-1.4 broken"))
     assert "b.pdf n’a pas pu être lu comme un PDF" in response.content.decode()  # type: ignore[attr-defined]
+
+
+def test_a_nul_in_a_title_is_dropped() -> None:
+    from assistant.knowledge.extract import extract
+
+    # A PDF's title in UTF-16 (its byte-order mark first) holding a U+0000 between two words.
+    utf16 = "\xfe\xff" + "".join(f"\x00{c}" for c in "Nacelle") + "\x00\x00" + "".join(f"\x00{c}" for c in "inspection")
+    extracted = extract("memo.pdf", make_pdf("Bearing inspection notes", utf16))
+    assert extracted.title == "Nacelle inspection" and "\x00" not in extracted.title
