@@ -27,7 +27,7 @@ FORM = {
     "level": "approfondi",
     "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
     "category": "",
-    "cost_cap_eur": "0.0025",
+    "cost_cap_eur": "0.0027",
     "schedule": "0  7 * * 1-5",
     "enabled": "on",
 }
@@ -56,7 +56,7 @@ def test_the_owner_creates_a_task_and_beat_gets_its_entry(demo_data: None) -> No
     response = client.post("/tasks/new", FORM)
     assert response.status_code == 302
     task = ScheduledTask.objects.get()
-    assert (task.owner.username, task.schedule, task.cost_cap_eur) == ("demo", "0 7 * * 1-5", Decimal("0.0025"))
+    assert (task.owner.username, task.schedule, task.cost_cap_eur) == ("demo", "0 7 * * 1-5", Decimal("0.0027"))
     entry = PeriodicTask.objects.select_related("crontab").get(pk=task.periodic_task_id)
     assert (entry.task, entry.args, entry.enabled) == ("schedules.execute", f"[{task.pk}]", True)
     assert (entry.crontab.minute, entry.crontab.hour, entry.crontab.day_of_week) == ("0", "7", "1-5")
