@@ -130,6 +130,7 @@ async def _repetition() -> Repetition:
             "DJANGO_DEBUG": "0",
             "DJANGO_SECRET_KEY": "bench-only",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+            "DJANGO_SECURE_COOKIES": "false",  # plain HTTP on 127.0.0.1
             "DEMO_PACE": "0",
             "DEMO_LATENCY": "0",
             "LOG_LEVEL": "WARNING",

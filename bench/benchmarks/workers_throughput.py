@@ -157,6 +157,7 @@ def workers_throughput() -> list[Result]:
             "DEMO_LATENCY": LATENCY,
             "DJANGO_DEBUG": "0",
             "DJANGO_SECRET_KEY": "bench-only",
+            "DJANGO_SECURE_COOKIES": "false",  # plain HTTP on 127.0.0.1
         }
         subprocess.run([sys.executable, "-c", ADMIN, POSTGRES, database, "create"], check=True)
         try:
