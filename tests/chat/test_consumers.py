@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
+from chat_support import ASK
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
@@ -22,27 +21,7 @@ from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
 from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Membership, Organisation
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-ASK = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-}
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
-def fresh_channel_layer() -> Iterator[None]:
-    # The in-memory layer's queues belong to the event loop that made them: one per test.
-    channel_layers.backends.clear()
-    yield
-    channel_layers.backends.clear()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
 
 async def _signed_in(username: str = "demo", password: str = "demo-password") -> tuple[AsyncClient, str]:

@@ -28,11 +28,6 @@ ASK = {"text": "Bimbamjob?", "model": "demo-large", "level": "approfondi", "reso
 INSTRUCTION = "Find the invoices of Bimbamjob"
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def client(demo_data: None) -> Client:
     client = Client()

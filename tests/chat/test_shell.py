@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
+from chat_support import ASK, QUESTION
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
@@ -16,14 +17,6 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-QUESTION = "Bimbamjob: invoices 2024, payments and relationship"
-ASK = {
-    "text": QUESTION,
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-}
 
 
 async def _signed_in() -> AsyncClient:

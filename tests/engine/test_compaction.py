@@ -12,7 +12,9 @@ from assistant.engine.catalogue import Catalogue, ModelInfo
 from assistant.engine.compaction import CUT, compact
 from assistant.engine.delegation import AgentTask, run_agent
 from assistant.engine.knowledge import MemoryKnowledge
+from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
 from assistant.engine.models.function import CallInfo, FunctionModel, request_tokens
+from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCall
@@ -157,20 +159,21 @@ def conversation(turns: int, chars: int) -> list[Message]:
     return out
 
 
-async def test_a_long_conversation_leaves_out_its_oldest_messages_and_says_so() -> None:
-    from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
-    from assistant.engine.policy import RunRequest
-
-    small = ModelInfo(
-        id="small-main",
+def main_model(model_id: str, *, context_window: int, output_cap: int) -> ModelInfo:
+    return ModelInfo(
+        id=model_id,
         provider="test",
-        display_name="Small main",
+        display_name=model_id,
         input_price=1.0,
         cached_input_price=0.1,
         output_price=3.0,
-        context_window=8_000,
-        output_cap=1_000,
+        context_window=context_window,
+        output_cap=output_cap,
     )
+
+
+async def test_a_long_conversation_leaves_out_its_oldest_messages_and_says_so() -> None:
+    small = main_model("small-main", context_window=8_000, output_cap=1_000)
     model = FunctionModel(lambda request, info: ModelResponse(text="Here it is."), small)
     ctx = RunContext(catalogue=Catalogue([small]), models=lambda _: model, toolbox=Toolbox())
     earlier = conversation(20, 2_000)  # about 20,000 tokens: far more than the window
@@ -191,19 +194,7 @@ async def test_a_long_conversation_leaves_out_its_oldest_messages_and_says_so() 
 
 
 async def test_a_conversation_that_fits_is_sent_whole() -> None:
-    from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
-    from assistant.engine.policy import RunRequest
-
-    info = ModelInfo(
-        id="roomy",
-        provider="test",
-        display_name="Roomy",
-        input_price=1.0,
-        cached_input_price=0.1,
-        output_price=3.0,
-        context_window=128_000,
-        output_cap=4_000,
-    )
+    info = main_model("roomy", context_window=128_000, output_cap=4_000)
     model = FunctionModel(lambda request, info: ModelResponse(text="Fine."), info)
     ctx = RunContext(catalogue=Catalogue([info]), models=lambda _: model, toolbox=Toolbox())
     messages = (*conversation(5, 500), Message.user("Thanks, and the total?"))
