@@ -10,18 +10,12 @@ handed over through a JSON file: they are printed once, like any key.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from api_support import Live
+from live_server import start_server
 
-ROOT = Path(__file__).resolve().parents[2]
 # Agents take about a second: time to cancel a run mid-way, quick enough for CI.
 DEMO_PACE = "0.002"
 DEMO_LATENCY = "0.3"
@@ -57,51 +51,13 @@ call_command("runserver", sys.argv[1], use_reloader=False)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     folder = tmp_path_factory.mktemp("api")
     keys_path = folder / "keys.json"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "assistant.settings"),
-        "SQLITE_PATH": str(folder / "db.sqlite3"),
-        "DATABASE_URL": "",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DEMO_PACE": DEMO_PACE,
-        "DEMO_LATENCY": DEMO_LATENCY,
-        "PYTHONUNBUFFERED": "1",
-    }
-    port = _free_port()
-    log_path = folder / "server.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-c", SERVER, f"127.0.0.1:{port}", str(keys_path)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("the server did not start:\n" + log_path.read_text()) from None
-                    time.sleep(0.1)
-            yield Live(f"http://127.0.0.1:{port}", json.loads(keys_path.read_text()))
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
+    with start_server(SERVER, folder, str(keys_path), pace=DEMO_PACE, latency=DEMO_LATENCY) as server:
+        server.wait_until_up()
+        yield Live(server.url, json.loads(keys_path.read_text()))
 
 
 @pytest.fixture(autouse=True)

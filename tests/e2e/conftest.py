@@ -4,17 +4,13 @@ demo data, and a headless Chromium driven by Playwright. Screenshots go to artif
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from live_server import ROOT, LiveServer, start_server
 
-ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,54 +47,20 @@ call_command("runserver", sys.argv[1], use_reloader=False)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
-def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One process migrates a fresh database, loads the demo data, then serves (daphne's runserver)."""
-    folder = tmp_path_factory.mktemp("e2e")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "assistant.settings",
-        "SQLITE_PATH": str(folder / "db.sqlite3"),
-        "DATABASE_URL": "",
-        "DJANGO_DEBUG": "1",  # runserver serves the static files (htmx from django-htmx, the app's css/js)
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DEMO_PACE": DEMO_PACE,
-        "DEMO_LATENCY": DEMO_LATENCY,
-        "PYTHONUNBUFFERED": "1",
-    }
-    port = _free_port()
-    log_path = folder / "server.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-c", SERVER, f"127.0.0.1:{port}"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            yield process, port, log_path
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
+    # With debug on, runserver serves the static files (htmx from django-htmx, the app's css/js).
+    with start_server(
+        SERVER, tmp_path_factory.mktemp("e2e"), pace=DEMO_PACE, latency=DEMO_LATENCY, env={"DJANGO_DEBUG": "1"}
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
-def server(server_process: tuple[subprocess.Popen[bytes], int, Path], browser: Any) -> str:
+def server(server_process: LiveServer, browser: Any) -> str:
     """The server's address, once it answers (the browser starts meanwhile)."""
-    process, port, log_path = server_process
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return f"http://127.0.0.1:{port}"
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start:\n" + log_path.read_text()) from None
-            time.sleep(0.1)
+    return server_process.wait_until_up()
 
 
 @pytest.fixture(scope="session")

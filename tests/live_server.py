@@ -1,0 +1,86 @@
+"""A real server (daphne, through `manage.py runserver`) on a free port, for the tests that use the app from
+outside it: the API through the official ``openai`` client (tests/api) and the browser tests (tests/e2e).
+
+``script`` is Python run in the server's process: it prepares its own SQLite database (migrate, demo data,
+whatever the tests need) and then calls ``runserver`` on ``sys.argv[1]``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class LiveServer:
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_until_up(self, timeout: float = 60) -> str:
+        """The server's address, once it accepts connections; its log if it died or never answered."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self.url
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the server did not start:\n" + self.log_path.read_text()) from None
+                time.sleep(0.1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def start_server(
+    script: str, folder: Path, *args: str, pace: str, latency: str, env: dict[str, str] | None = None
+) -> Iterator[LiveServer]:
+    """Start ``script`` serving on a free port with its database in ``folder``; stop it at the end.
+
+    ``pace`` and ``latency`` set the demo model's speed; ``env`` adds to the environment.
+    """
+    environ = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "assistant.settings",
+        "SQLITE_PATH": str(folder / "db.sqlite3"),
+        "DATABASE_URL": "",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DEMO_PACE": pace,
+        "DEMO_LATENCY": latency,
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    port = free_port()
+    log_path = folder / "server.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", script, f"127.0.0.1:{port}", *args],
+            cwd=ROOT,
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield LiveServer(process, port, log_path)
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
