@@ -29,7 +29,7 @@ from .models.function import prompt_tokens
 from .policy import Plan, RunRequest, plan_request
 from .runtime import RunContext
 from .tools import Tool, ToolRun, run_tool_call
-from .types import Message, ModelRequest, ToolCall, ToolSpec
+from .types import Message, ModelRequest, ToolCall
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
 - Cite the documents you use by their id, in square brackets, e.g. [doc-12].
@@ -90,6 +90,7 @@ class _MainLoop:
         specs = tuple(t.spec for t in self.tools.values())
         if self.delegation is not None:
             specs += (self.delegation.spec,)
+        spec_tokens = prompt_tokens(ModelRequest(messages=(), tools=specs))  # the same every round
         try:
             while True:
                 if ctx.cancel.cancelled:
@@ -98,7 +99,7 @@ class _MainLoop:
                 last = self.rounds > self.plan.main_rounds or not specs
                 if last and specs:
                     self.messages.append(Message.user(ROUND_LIMIT_NOTICE))
-                self._fit(() if last else specs)
+                self._fit(0 if last else spec_tokens)
                 request = ModelRequest(
                     messages=tuple(self.messages),
                     tools=() if last else specs,
@@ -141,10 +142,9 @@ class _MainLoop:
         except Exception as e:  # a tool failing in a way no ToolError foresees
             return await self._failed(f"A tool failed: {type(e).__name__}: {e}")
 
-    def _fit(self, specs: tuple[ToolSpec, ...]) -> None:
+    def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the main model's window: the oldest earlier messages go first, said so."""
-        cap = self.info.output_cap_for(None, self.plan.effort)
-        reserve = cap + prompt_tokens(ModelRequest(messages=(), tools=specs))
+        reserve = self.info.output_cap_for(None, self.plan.effort) + spec_tokens
         left_out = fit_conversation(self.messages, self.info.context_window, reserve, self.current)
         if left_out:
             self.current -= left_out
