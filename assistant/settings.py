@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "csp",
     "django_htmx",
     "ninja",  # the API's OpenAPI pages (/v1/docs)
     "assistant.orgs",
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -165,6 +167,37 @@ CSRF_COOKIE_HTTPONLY = False
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Every page's Content-Security-Policy: scripts, styles, fetches and the live chat's websocket ('self'
+# covers ws: and wss: of the page's own host and port, CSP Level 3) from this site only, no inline script
+# or style, no eval, no plugin, never framed. A stored file served for download has its own sandboxing
+# policy (assistant/orgs/http.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "object-src": ["'none'"],
+    }
+}
+# Behind TLS (README, "Deploying behind TLS"): DJANGO_SECURE_SSL_REDIRECT sends plain HTTP to HTTPS,
+# DJANGO_HSTS_SECONDS makes browsers use HTTPS only for that long (0: no Strict-Transport-Security), and
+# behind a proxy that ends TLS, DJANGO_SECURE_PROXY_SSL_HEADER names the header it sets for HTTPS requests
+# (e.g. "X-Forwarded-Proto"; the proxy must drop that header from clients' requests).
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+_proxy_ssl_header = os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
 
 # The offline demo provider streams at this pace (seconds between words) so live progress shows.
 DEMO_PACE = float(os.environ.get("DEMO_PACE", "0.03"))

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from assistant.orgs.http import AuthenticatedHttpRequest
+from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation
 
@@ -162,9 +162,7 @@ def usage_page(request: AuthenticatedHttpRequest) -> HttpResponse:
 def usage_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     month = _month(request, org)
-    response = HttpResponse(usage_csv(org, month), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="usage-{org.slug}-{month:%Y-%m}.csv"'
-    return response
+    return attachment_response(usage_csv(org, month), f"usage-{org.slug}-{month:%Y-%m}.csv", "text/csv; charset=utf-8")
 
 
 @login_required

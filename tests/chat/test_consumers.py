@@ -31,7 +31,7 @@ async def _signed_in(username: str = "demo", password: str = "demo-password") ->
 
 
 async def _socket(path: str, session: str | None, origin: str = "http://testserver") -> WebsocketCommunicator:
-    headers = [(b"origin", origin.encode())]
+    headers = [(b"origin", origin.encode()), (b"host", b"testserver")]
     if session is not None:
         headers.append((b"cookie", f"sessionid={session}".encode()))
     communicator = WebsocketCommunicator(application, path, headers=headers)
@@ -106,13 +106,83 @@ async def test_another_origin_is_refused() -> None:
     communicator = WebsocketCommunicator(
         application,
         f"/ws/c/{conversation.pk}/",
-        headers=[(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={session}".encode())],
+        headers=[
+            (b"origin", b"http://evil.example"),
+            (b"host", b"testserver"),
+            (b"cookie", f"sessionid={session}".encode()),
+        ],
     )
     connected, _ = await communicator.connect()
     try:
         assert not connected
     finally:
         await communicator.disconnect()
+
+
+async def _handshake(path: str, session: str, origin: str, host: str = "testserver", **scope: Any) -> bool:
+    headers = [(b"origin", origin.encode()), (b"host", host.encode()), (b"cookie", f"sessionid={session}".encode())]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    communicator.scope.update(scope)
+    connected, _ = await communicator.connect()
+    await communicator.disconnect()
+    return bool(connected)
+
+
+async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "testserver"]
+    await _demo()
+    path = f"/ws/c/{(await sync_to_async(_conversation_of)('demo')).pk}/"
+    _, session = await _signed_in()
+    # A server on 127.0.0.1:8000: its own pages, with or without the default port spelled out.
+    assert await _handshake(path, session, "http://127.0.0.1:8000", host="127.0.0.1:8000")
+    assert await _handshake(path, session, "http://testserver:80", host="testserver")
+    assert await _handshake(path, session, "https://testserver", host="testserver", scheme="wss")
+    # Another port of the same host (another service on this machine), another scheme, another host.
+    assert not await _handshake(path, session, "http://127.0.0.1:9999", host="127.0.0.1:8000")
+    assert not await _handshake(path, session, "http://127.0.0.1", host="127.0.0.1:8000")
+    assert not await _handshake(path, session, "https://127.0.0.1:8000", host="127.0.0.1:8000")
+    assert not await _handshake(path, session, "http://testserver", host="testserver", scheme="wss")
+    assert not await _handshake(path, session, "http://localhost:8000", host="127.0.0.1:8000")
+    # A host this server does not serve (DNS rebinding) is refused even when Origin and Host agree.
+    assert not await _handshake(path, session, "http://evil.example:8000", host="evil.example:8000")
+    # No origin, or one that is not an origin.
+    for origin in ("", "null", "file://", "http://testserver/page", "javascript:1"):
+        assert not await _handshake(path, session, origin), origin
+
+
+async def test_behind_a_tls_proxy_the_forwarded_scheme_counts_and_trusted_origins_are_accepted(settings: Any) -> None:
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.org", "https://*.example.net"]
+    await _demo()
+    path = f"/ws/c/{(await sync_to_async(_conversation_of)('demo')).pk}/"
+    _, session = await _signed_in()
+    forwarded = [(b"x-forwarded-proto", b"https")]
+
+    async def through_proxy(origin: str) -> bool:
+        headers = [(b"origin", origin.encode()), (b"host", b"testserver"), (b"cookie", f"sessionid={session}".encode())]
+        communicator = WebsocketCommunicator(application, path, headers=headers + forwarded)
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return bool(connected)
+
+    assert await through_proxy("https://testserver")
+    assert not await through_proxy("http://testserver")
+    assert await _handshake(path, session, "https://chat.example.org")
+    assert await _handshake(path, session, "https://a.example.net")
+    assert not await _handshake(path, session, "http://chat.example.org")
+    assert not await _handshake(path, session, "https://chat.example.org:8443")
+    assert not await _handshake(path, session, "https://example.org")
+
+
+async def test_a_path_that_does_not_parse_is_closed_with_a_code_not_a_500() -> None:
+    await _demo()
+    _, session = await _signed_in()
+    for path in ("/ws/c/abc/", "/ws/c/", "/ws/", "/ws/c/1/extra/", "/nothing"):
+        communicator = await _socket(path, session)
+        try:
+            assert await _closed_with(communicator) == CLOSE_NOT_FOUND, path
+        finally:
+            await communicator.disconnect()
 
 
 async def test_another_organisations_run_cannot_be_followed_through_its_id() -> None:

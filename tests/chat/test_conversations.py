@@ -363,7 +363,11 @@ def test_a_scheduled_tasks_execution_in_a_deleted_conversation_links_nowhere(dem
 
 
 async def _socket(conv_id: int, session: str) -> WebsocketCommunicator:
-    headers = [(b"origin", b"http://testserver"), (b"cookie", f"sessionid={session}".encode())]
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"sessionid={session}".encode()),
+    ]
     communicator = WebsocketCommunicator(application, f"/ws/c/{conv_id}/", headers=headers)
     connected, _ = await communicator.connect()
     assert connected

@@ -59,7 +59,11 @@ async def _signed_in() -> tuple[AsyncClient, str]:
 
 
 async def _socket(conversation: int, session: str) -> WebsocketCommunicator:
-    headers = [(b"origin", b"http://testserver"), (b"cookie", f"sessionid={session}".encode())]
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"sessionid={session}".encode()),
+    ]
     communicator = WebsocketCommunicator(application, f"/ws/c/{conversation}/?lang=en", headers=headers)
     connected, _ = await communicator.connect()
     assert connected
