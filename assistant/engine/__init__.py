@@ -8,6 +8,7 @@ Public surface (see docs/ARCHITECTURE.md):
   (retries, the tool-call buffer), ``providers`` own the clients, keys and base URLs.
 - ``errors``: the engine's few typed errors; SDK errors are translated into them at the boundary.
 - ``usage``: ``Usage`` per call, ``RunUsage`` per run (by model, with cost, energy and carbon), ``AgentBudget``.
+- ``tokens``: token estimation (a text's, a history's, a request's), used by budgets and compaction.
 - ``carbon``: energy and carbon of a call with EcoLogits' direct computation.
 - ``events``: the typed event stream of a run.
 - ``cancel.CancelToken``: one token shared by a run and its agents.

@@ -19,7 +19,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from .models.function import request_tokens
+from .tokens import request_tokens
 from .types import Message
 
 TRIGGER = 0.75

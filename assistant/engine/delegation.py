@@ -21,9 +21,9 @@ from .catalogue import ModelInfo
 from .compaction import compact
 from .errors import BudgetExceeded, ModelError, ModelTimeout
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted, Source, keep_sources
-from .models.function import prompt_tokens
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
+from .tokens import prompt_tokens
 from .tools import Scope, Tool, ToolRun, run_tool_call
 from .types import Effort, Message, ModelRequest, NamedTool, ToolCall, ToolSpec
 from .usage import AgentBudget, AgentCounter, RunUsage

@@ -25,9 +25,9 @@ from .events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from .models.function import prompt_tokens
 from .policy import Plan, RunRequest, plan_request
 from .runtime import RunContext
+from .tokens import prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
 from .types import Message, ModelRequest, ToolCall
 

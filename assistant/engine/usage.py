@@ -242,8 +242,3 @@ class Ledgers:
         assert isinstance(reservation, list)
         for ledger, held in reservation:
             await ledger.settle(held, model, usage, cost_eur)
-
-
-def estimate_tokens(text: str) -> int:
-    """A provider-neutral estimate: about four characters a token."""
-    return len(text) // 4 + 1

@@ -13,9 +13,10 @@ from assistant.engine.compaction import CUT, compact
 from assistant.engine.delegation import AgentTask, run_agent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
-from assistant.engine.models.function import CallInfo, FunctionModel, request_tokens
+from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
+from assistant.engine.tokens import request_tokens
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCall
 from assistant.engine.usage import AgentBudget
