@@ -12,7 +12,7 @@ Public surface (see docs/ARCHITECTURE.md):
 - ``carbon``: energy and carbon of a call with EcoLogits' direct computation.
 - ``events``: the typed event stream of a run.
 - ``cancel.CancelToken``: one token shared by a run and its agents.
-- ``tools``: read-only tools enforcing a ``Scope``.
+- ``scope.Scope``: the resources one caller may read; ``tools``: read-only tools enforcing it.
 - ``delegation``: the ``agents`` tool and the sub-agent loop; ``compaction`` keeps an agent's
   history within its model's context window.
 - ``loop.run_chat``: the main loop.

@@ -23,8 +23,9 @@ from .errors import BudgetExceeded, ModelError, ModelTimeout
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted, Source, keep_sources
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
+from .scope import Scope
 from .tokens import prompt_tokens
-from .tools import Scope, Tool, ToolRun, run_tool_call
+from .tools import Tool, ToolRun, run_tool_call
 from .types import Effort, Message, ModelRequest, NamedTool, ToolCall, ToolSpec
 from .usage import AgentBudget, AgentCounter, RunUsage
 

@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias
 
 from .catalogue import Catalogue
 from .errors import RequestRefused
-from .tools import KB_PREFIX, Scope
+from .scope import KB_PREFIX, Scope
 from .types import Effort, Message
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]

@@ -29,7 +29,8 @@ import trafilatura
 
 from .errors import OutOfScope, ToolError
 from .events import Action, Source
-from .tools import Scope, Tool, ToolFactory, ToolOutcome
+from .scope import Scope
+from .tools import Tool, ToolFactory, ToolOutcome
 from .types import ToolSpec
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]

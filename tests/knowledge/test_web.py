@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from assistant.engine.errors import OutOfScope, ToolError
-from assistant.engine.tools import Scope
+from assistant.engine.scope import Scope
 from assistant.engine.web import WebConfig, WebFetch, WebSearch, is_public_address, web_tools
 
 ARTICLE = b"""<!doctype html><html><head><title>Wind report</title></head><body>
