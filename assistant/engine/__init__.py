@@ -13,7 +13,8 @@ Public surface (see docs/ARCHITECTURE.md):
 - ``events``: the typed event stream of a run.
 - ``cancel.CancelToken``: one token shared by a run and its agents.
 - ``scope.Scope``: the resources one caller may read; ``tools``: read-only tools enforcing it.
-- ``delegation``: the ``agents`` tool and the sub-agent loop; ``compaction`` keeps an agent's
-  history within its model's context window.
+- ``delegation``: the ``agents`` tool (its spec, its tasks' checks); ``agent``: the agent loop,
+  parallel to the main loop; ``outcomes``: an agent's task, report and outcome; ``compaction`` keeps
+  an agent's history within its model's context window.
 - ``loop.run_chat``: the main loop.
 """

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from .compaction import fit_conversation
-from .delegation import AGENTS_TOOL, AgentOutcome, Delegation
+from .delegation import AGENTS_TOOL, Delegation
 from .errors import ModelError, RequestRefused
 from .events import (
     ErrorEvent,
@@ -25,6 +25,7 @@ from .events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from .outcomes import AgentOutcome
 from .policy import Plan, RunRequest, plan_request
 from .runtime import RunContext
 from .tokens import prompt_tokens

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 
+from assistant.engine.agent import run_agent
 from assistant.engine.catalogue import Catalogue, ModelInfo
 from assistant.engine.compaction import CUT, compact
-from assistant.engine.delegation import AgentTask, run_agent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
 from assistant.engine.models.function import CallInfo, FunctionModel
+from assistant.engine.outcomes import AgentTask
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tokens import request_tokens
