@@ -1,7 +1,7 @@
 """The agent loop: one agent's rounds, from its instruction to its report.
 
 An agent gets a fresh context (its system prompt, its instruction and its scope, and nothing else),
-read-only tools over exactly its resources, and a budget of calls, tokens and seconds checked
+read-only tools over exactly its resources, and a budget of rounds, tokens and seconds checked
 before each round. Its last allowed round is a forced landing: only ``submit_result`` may be
 called. It ends by calling ``submit_result``, validated by ``AgentReport``; whatever else ends it
 (its budget, Stop, a failure) becomes its status, and what it had found so far is kept.
@@ -31,13 +31,13 @@ from .types import Effort, Message, ModelRequest, ModelResponse, NamedTool, Tool
 from .usage import AgentBudget, AgentCounter, RunUsage
 
 AGENT_SYSTEM_PROMPT = """You are a research agent. You work alone on one instruction, with read-only tools over the resources listed as your scope, and nothing else.
-- Search, then read every relevant document in one call (several ids at once) rather than one per turn.
+- Search, then read every relevant document in one call (several ids at once) rather than one per round.
 - Report facts as they are in the documents, with the ids of the documents they come from. Do not guess; say what you could not establish.
 - You cannot write, modify, send or store anything. You cannot delegate.
 - Finish by calling submit_result with your findings, the sources you read and the gaps that remain."""
 
 LANDING_NOTICE = (
-    "This is your last turn: your other tools are withdrawn. Call submit_result now with what you "
+    "This is your last round: your other tools are withdrawn. Call submit_result now with what you "
     "have established so far, and list as gaps what you could not check."
 )
 NOT_AVAILABLE_TO_AGENT = (
@@ -88,7 +88,7 @@ class _AgentLoop:
         self.record = AgentRecord()
         self.texts: list[str] = []
         self.started = time.monotonic()
-        self.extra_calls = 0  # calls granted past the budget: one to correct a result, one to relaunch a landing
+        self.extra_rounds = 0  # rounds granted past the budget: one to correct a result, one to relaunch a landing
         self.corrected = self.relaunched = self.forced = False
         self.landing: str | None = None  # why the forced landing, once it is decided
 
@@ -109,18 +109,18 @@ class _AgentLoop:
                 model_label=info.label,
                 resources=self.task.resources,
                 profile=self.task.profile.name if self.task.profile else None,
-                max_rounds=self.counter.budget.max_calls,
+                max_rounds=self.counter.budget.max_rounds,
             )
         )
         try:
             while True:
                 if ctx.cancel.cancelled:
                     return await self._stopped()
-                if self.extra_calls:
-                    self.extra_calls -= 1
+                if self.extra_rounds:
+                    self.extra_rounds -= 1
                 else:
                     try:
-                        self.counter.check_before_call()
+                        self.counter.check_before_round()
                     except BudgetExceeded as e:
                         return await self._finish("interrupted", e.reason)
                     self.landing = self.counter.landing_reason()
@@ -138,7 +138,7 @@ class _AgentLoop:
                 )
                 await ctx.emit(
                     RoundStarted(
-                        agent_id=self.agent_id, round=self.counter.calls + 1, model=info.id, forced=self.forced
+                        agent_id=self.agent_id, round=self.counter.rounds + 1, model=info.id, forced=self.forced
                     )
                 )
                 response = await self._call_model(request)
@@ -179,14 +179,14 @@ class _AgentLoop:
         if result_call is not None:
             return await self._submitted(result_call, others, response)
         if self.forced:
-            # The forced call returned no result: relaunch once, then give up with the partial record.
+            # The forced round returned no result: relaunch once, then give up with the partial record.
             if self.relaunched:
                 return await self._finish(
                     "error", "it returned no result after the forced landing, even when relaunched"
                 )
             self.relaunched = True
-            self.extra_calls = 1
-            self.messages += _not_run(others, "Not run: only submit_result is allowed on the last turn.")
+            self.extra_rounds = 1
+            self.messages += _not_run(others, "Not run: only submit_result is allowed on the last round.")
             return None
         if response.finish_reason == "length" and not response.tool_calls:
             return await self._finish("interrupted", "output cut at the token cap")
@@ -209,8 +209,8 @@ class _AgentLoop:
             if self.corrected:
                 return await self._finish("error", f"its result was invalid twice ({_brief(e)})")
             self.corrected = True
-            self.extra_calls = 1 if self.forced else 0
-            self.messages += _not_run(others, "Not run: submit_result was called in the same turn.")
+            self.extra_rounds = 1 if self.forced else 0
+            self.messages += _not_run(others, "Not run: submit_result was called in the same round.")
             error = f"Invalid result: {_brief(e)}. Correct it and call submit_result again."
             self.messages.append(Message.tool(result_call, json.dumps({"error": error})))
             return None
@@ -268,7 +268,7 @@ class _AgentLoop:
             task=self.task,
             status=status,
             reason=reason,
-            rounds=self.counter.calls,
+            rounds=self.counter.rounds,
             seconds=round(time.monotonic() - self.started, 3),
             usage=self.usage,
             report=report,

@@ -196,7 +196,7 @@ class Delegation:
             ctx.active_agents += 1
             ctx.agents_started += 1
             budget = AgentBudget(
-                max_calls=task.max_rounds,
+                max_rounds=task.max_rounds,
                 max_tokens=ctx.policy.agent_max_tokens,
                 max_seconds=seconds,
                 call_timeout=ctx.policy.agent_call_timeout,

@@ -132,7 +132,7 @@ class _MainLoop:
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
-                # Every call of the turn finishes before an unexpected failure of one of them ends the run.
+                # Every tool call of the round finishes before an unexpected failure of one of them ends the run.
                 runs = await asyncio.gather(*(self._run_call(c) for c in response.tool_calls), return_exceptions=True)
                 for run in runs:
                     if isinstance(run, BaseException):

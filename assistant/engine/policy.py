@@ -17,7 +17,7 @@ LEVELS: tuple[Level, ...] = ("rapide", "standard", "approfondi", "maximal")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LevelSettings:
-    """One reasoning level: the provider effort, the main loop's round limit, the agents' turn budget.
+    """One reasoning level: the provider effort, the main loop's round limit, the agents' round budget.
 
     ``agent_rounds == 0`` means no delegation at this level.
     """

@@ -143,7 +143,7 @@ class KbRead(Tool):
             name="kb_read",
             description=(
                 f"Read up to {MAX_IDS_PER_READ} documents by id in one call (ids come from kb_search). "
-                "Read every document you need in the same call rather than one per turn. "
+                "Read every document you need in the same call rather than one per round. "
                 f"Each read gives up to {MAX_CHARS_PER_DOCUMENT} characters of a document; a longer one says "
                 "where to continue (from_char)."
             ),
