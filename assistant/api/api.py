@@ -29,7 +29,7 @@ from assistant.budgets import services as budgets
 from assistant.chat import providers, runs
 from assistant.chat.models import Conversation, Message, Run
 from assistant.engine.errors import RequestRefused
-from assistant.engine.tools import Scope
+from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey

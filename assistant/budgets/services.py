@@ -23,7 +23,7 @@ from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _
 
 from assistant.engine.errors import BudgetExceeded, RequestRefused
-from assistant.engine.usage import estimate_tokens
+from assistant.engine.tokens import estimate_tokens
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import is_admin
 

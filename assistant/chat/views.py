@@ -22,7 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from assistant.budgets import services as budgets
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
-from assistant.engine.tools import Scope
+from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation

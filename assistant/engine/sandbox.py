@@ -36,7 +36,8 @@ from typing import Any, Protocol
 
 from .errors import ToolError
 from .events import Action, Source
-from .tools import Document, Scope, Tool, ToolFactory, ToolOutcome
+from .scope import Scope
+from .tools import Document, Tool, ToolFactory, ToolOutcome
 from .types import ToolSpec
 
 NOBODY = 65534

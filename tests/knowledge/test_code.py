@@ -22,7 +22,7 @@ from knowledge_support import SECRET, Org, two_orgs
 from assistant.chat.runs import toolbox_for
 from assistant.engine.errors import ToolError
 from assistant.engine.sandbox import CodeLimits, RunCode, Sandbox, detect
-from assistant.engine.tools import Scope
+from assistant.engine.scope import Scope
 from assistant.knowledge.models import Document, KnowledgeBase
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,8 @@ from knowledge_support import SECRET, Org, two_orgs
 
 from assistant.chat.runs import toolbox_for
 from assistant.engine.errors import OutOfScope, ToolError
-from assistant.engine.tools import Scope, Tool
+from assistant.engine.scope import Scope
+from assistant.engine.tools import Tool
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.knowledge.tools import available_resources
 
