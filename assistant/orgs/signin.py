@@ -1,0 +1,58 @@
+"""Signing in: the client's address, the page a locked-out account or address gets, and password reset.
+
+django-axes counts failed sign-ins (settings: ``SIGNIN_*``); once an account or an address is over the
+limit, its sign-ins are refused, even with the right password, until the lock-out time has passed
+since the last failure. ``locked_out`` is the page it then answers with: the sign-in form again, with
+the time to wait, status 429. A password reset by e-mail (Django's views) clears the account's count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from axes.utils import reset as reset_attempts
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm, SetPasswordForm
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse_lazy
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address: the connection's, or the one ``TRUSTED_PROXY_COUNT`` proxies saw and forwarded.
+
+    Each proxy appends the address it received from; the client-supplied part of the header (on the left)
+    is never trusted.
+    """
+    remote = str(request.META.get("REMOTE_ADDR") or "")
+    proxies = settings.TRUSTED_PROXY_COUNT
+    if proxies <= 0:
+        return remote
+    forwarded = [a.strip() for a in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",") if a.strip()]
+    return forwarded[-proxies] if len(forwarded) >= proxies else remote
+
+
+def locked_out(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """The sign-in page refusing a locked-out account or address (django-axes' ``AXES_LOCKOUT_CALLABLE``).
+
+    django-axes calls it with the original response and the credentials, or (under ASGI) with the
+    credentials only: neither is needed here.
+    """
+    context = {
+        "form": AuthenticationForm(request),
+        "next": request.POST.get("next", "") if request.method == "POST" else "",
+        "locked_out_minutes": settings.SIGNIN_LOCKOUT_MINUTES,
+    }
+    return render(request, "registration/login.html", context, status=429)
+
+
+class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
+    """Django's view; a new password also ends the account's lock-out (the address's stays)."""
+
+    success_url = reverse_lazy("password_reset_complete")
+
+    def form_valid(self, form: SetPasswordForm[Any]) -> HttpResponse:
+        response = super().form_valid(form)
+        reset_attempts(username=form.user.get_username())
+        return response
