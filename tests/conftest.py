@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from asgiref.sync import SyncToAsync
 from django.conf import settings
-from django.core.management import call_command
 from django.core.cache import cache
+from django.core.management import call_command
 from django.core.signals import request_finished
 from django.test import Client, RequestFactory
 
