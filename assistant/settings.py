@@ -218,7 +218,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "assistant@localhost")
 # SIGNIN_LOCKOUT_PARAMETERS lists what is counted apart, comma-separated, "+" joining a combination:
 # "username,ip_address" (the default), "username+ip_address", "ip_address"...
 AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",  # first: a locked-out account or address goes no further
+    "assistant.orgs.signin.SignInThrottle",  # django-axes' backend, first: a locked-out account or address stops here
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("SIGNIN_FAILURE_LIMIT", "10"))

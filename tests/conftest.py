@@ -19,21 +19,28 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.management import call_command
 from django.core.signals import request_finished
-from django.test import Client, RequestFactory
+from django.test import RequestFactory
+from django.test.client import ClientMixin
 
 _deselected: list[pytest.Item] = []
 
-_login = Client.login
+_login, _alogin = ClientMixin.login, ClientMixin.alogin
 
 
-def _login_with_a_request(self: Client, **credentials: Any) -> bool:
-    """``Client.login`` as the sign-in page authenticates: with the request, which django-axes needs to
-    count the attempt by address (it refuses an ``authenticate`` without one)."""
+def _login_with_a_request(self: ClientMixin, **credentials: Any) -> bool:
+    """``login`` as the sign-in page authenticates: with the request, which django-axes needs to count the
+    attempt by address (it refuses an ``authenticate`` without one)."""
     credentials.setdefault("request", RequestFactory().post("/login/"))
     return bool(_login(self, **credentials))
 
 
-Client.login = _login_with_a_request  # type: ignore[method-assign]
+async def _alogin_with_a_request(self: ClientMixin, **credentials: Any) -> bool:
+    credentials.setdefault("request", RequestFactory().post("/login/"))
+    return bool(await _alogin(self, **credentials))
+
+
+ClientMixin.login = _login_with_a_request  # type: ignore[method-assign]
+ClientMixin.alogin = _alogin_with_a_request  # type: ignore[method-assign]
 
 
 def on_postgresql() -> bool:

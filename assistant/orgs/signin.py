@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from axes.backends import AxesStandaloneBackend
 from axes.utils import reset as reset_attempts
 from django.conf import settings
 from django.contrib.auth import views as auth_views
@@ -17,6 +19,14 @@ from django.contrib.auth.forms import AuthenticationForm, SetPasswordForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse_lazy
+
+
+class SignInThrottle(AxesStandaloneBackend):  # type: ignore[misc]
+    """django-axes' backend (first in ``AUTHENTICATION_BACKENDS``), also for ``aauthenticate``, which it
+    lacks: an async sign-in is refused for a locked-out account or address as a sync one is."""
+
+    async def aauthenticate(self, request: HttpRequest | None, **credentials: Any) -> None:
+        await sync_to_async(self.authenticate)(request, **credentials)
 
 
 def client_address(request: HttpRequest) -> str:
@@ -48,7 +58,7 @@ def locked_out(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
 
 
 class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
-    """Django's view; a new password also ends the account's lock-out (the address's stays)."""
+    """Django's view; a new password also clears the failed sign-ins recorded for the account (its lock-out)."""
 
     success_url = reverse_lazy("password_reset_complete")
 

@@ -45,7 +45,7 @@ def test_an_expired_key_gets_401_in_openais_shape(org: Organisation) -> None:
     assert status == 401
     assert set(body["error"]) >= {"message", "type", "param", "code"}
     assert body["error"]["code"] == "expired_api_key" and "expired" in body["error"]["message"]
-    live, live_secret = keys.create_key(org, "later", expires=timezone.now() + timedelta(days=1))
+    _live, live_secret = keys.create_key(org, "later", expires=timezone.now() + timedelta(days=1))
     assert get(live_secret)[0] == 200
     # A key made before expiry existed has none and keeps working.
     old, old_secret = keys.create_key(org, "old")

@@ -118,3 +118,18 @@ def test_a_password_reset_ends_the_accounts_lock_out() -> None:
     page = client.get(found.group(1), follow=True)
     client.post(page.redirect_chain[-1][0], {"new_password1": "a-new-secret-9", "new_password2": "a-new-secret-9"})
     assert sign_in(Client(), "alice", "a-new-secret-9", address="198.51.100.9")[2]
+
+
+def test_an_async_sign_in_is_refused_for_a_locked_out_account_too() -> None:
+    from asgiref.sync import async_to_sync
+    from django.contrib.auth import aauthenticate
+    from django.test import RequestFactory
+
+    def attempt(password: str) -> object:
+        request = RequestFactory().post("/login/", REMOTE_ADDR="198.51.100.20")
+        return async_to_sync(aauthenticate)(request, username="alice", password=password)
+
+    assert attempt("alice-password") is not None
+    for _ in range(10):
+        sign_in(Client(), "alice", "guess")
+    assert attempt("alice-password") is None
