@@ -237,6 +237,7 @@ TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
 AXES_CLIENT_IP_CALLABLE = "assistant.orgs.signin.client_address"
 # Password reset links (Django's views, sent with the EMAIL_BACKEND above) are valid this long.
 PASSWORD_RESET_TIMEOUT = int(os.environ.get("PASSWORD_RESET_HOURS", "24")) * 3600
+PASSWORD_RESET_LIMIT = int(os.environ.get("PASSWORD_RESET_LIMIT", "5"))  # reset requests an hour from one address
 # The cache counts API requests per key and failed keys per address: Redis with REDIS_URL (shared by every
 # web server), else this process's memory.
 CACHES: dict[str, dict[str, Any]] = {

@@ -3,7 +3,9 @@
 django-axes counts failed sign-ins (settings: ``SIGNIN_*``); once an account or an address is over the
 limit, its sign-ins are refused, even with the right password, until the lock-out time has passed
 since the last failure. ``locked_out`` is the page it then answers with: the sign-in form again, with
-the time to wait, status 429. A password reset by e-mail (Django's views) clears the account's count.
+the time to wait, status 429. A password reset by e-mail (Django's views) clears the account's count;
+its requests are limited per address (``PASSWORD_RESET_LIMIT`` an hour), so that the form cannot be used
+to flood someone's mailbox.
 """
 
 from __future__ import annotations
@@ -15,10 +17,15 @@ from axes.backends import AxesStandaloneBackend
 from axes.utils import reset as reset_attempts
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.forms import AuthenticationForm, SetPasswordForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm, SetPasswordForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse_lazy
+from django.utils.translation import gettext as _
+
+from . import throttle
+
+RESET_WINDOW_SECONDS = 3600
 
 
 class SignInThrottle(AxesStandaloneBackend):  # type: ignore[misc]
@@ -55,6 +62,20 @@ def locked_out(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         "locked_out_minutes": settings.SIGNIN_LOCKOUT_MINUTES,
     }
     return render(request, "registration/login.html", context, status=429)
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's view, at most ``PASSWORD_RESET_LIMIT`` requests an hour from one address (then 429)."""
+
+    def form_valid(self, form: PasswordResetForm) -> HttpResponse:
+        sent, wait = throttle.count(f"reset:{client_address(self.request)}", RESET_WINDOW_SECONDS)
+        if sent > settings.PASSWORD_RESET_LIMIT:
+            minutes = max(1, round(wait / 60))
+            form.add_error(None, _("Too many reset requests from here; try again in %(n)s min.") % {"n": minutes})
+            response = self.form_invalid(form)
+            response.status_code = 429
+            return response
+        return super().form_valid(form)
 
 
 class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):

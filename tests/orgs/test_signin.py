@@ -133,3 +133,17 @@ def test_an_async_sign_in_is_refused_for_a_locked_out_account_too() -> None:
     for _ in range(10):
         sign_in(Client(), "alice", "guess")
     assert attempt("alice-password") is None
+
+
+def test_reset_requests_are_limited_per_address(settings: object) -> None:
+    settings.PASSWORD_RESET_LIMIT = 3  # type: ignore[attr-defined]
+    client = Client()
+    for _ in range(3):
+        assert (
+            client.post("/password-reset/", {"email": "alice@example.com"}, REMOTE_ADDR="192.0.2.5").status_code == 302
+        )
+    refused = client.post("/password-reset/", {"email": "bob@example.com"}, REMOTE_ADDR="192.0.2.5")
+    assert refused.status_code == 429 and "Too many reset requests from here" in refused.content.decode()
+    assert len(mail.outbox) == 3
+    assert client.post("/password-reset/", {"email": "bob@example.com"}, REMOTE_ADDR="192.0.2.6").status_code == 302
+    assert len(mail.outbox) == 4
