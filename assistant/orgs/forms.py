@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zoneinfo
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime
 from typing import Any
 
 from django import forms
@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from assistant.chat import providers
 
+from . import keys
 from .models import (
     DELEGATING_LEVELS,
     KIND_CHOICES,
@@ -204,9 +205,7 @@ class ApiKeyForm(forms.Form):
     def expires(self) -> datetime | None:
         """The moment the key stops working: midnight after the chosen day, in the organisation's time zone."""
         day: date | None = self.cleaned_data.get("expires_on")
-        if day is None:
-            return None
-        return datetime.combine(day + timedelta(days=1), time(), tzinfo=self.zone)
+        return keys.end_of(day, str(self.zone)) if day is not None else None
 
     def allowed_models(self) -> list[str] | None:
         """The models ticked in catalogue order, or None for the whole catalogue."""

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import zoneinfo
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -76,6 +77,11 @@ def authenticate(secret: str) -> ApiKey | None:
         return None
     touch(key)
     return key
+
+
+def end_of(day: date, time_zone: str) -> datetime:
+    """The moment a key chosen to work until ``day`` stops: the midnight after it, in ``time_zone``."""
+    return datetime.combine(day + timedelta(days=1), time(), tzinfo=zoneinfo.ZoneInfo(time_zone))
 
 
 def grace_period() -> timedelta:

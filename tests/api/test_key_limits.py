@@ -145,3 +145,32 @@ def test_behind_a_proxy_the_forwarded_address_is_counted(org: Organisation, sett
     assert through_proxy("sk-org-y", "2.2.2.2, 192.0.2.10") == 401
     assert through_proxy(secret, "3.3.3.3, 192.0.2.10") == 429
     assert through_proxy(secret, "192.0.2.11") == 200
+
+
+def test_the_command_sets_an_expiry_and_a_rate_limit(org: Organisation) -> None:
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    day = (timezone.now() + timedelta(days=3)).date()
+    out = io.StringIO()
+    call_command(
+        "create_api_key",
+        "--org",
+        "demo",
+        "--expires",
+        day.isoformat(),
+        "--rate-limit",
+        "9",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+    key = keys.authenticate(out.getvalue().strip())
+    assert key is not None and key.rate_limit == 9 and key.expires == keys.end_of(day, org.time_zone)
+    with pytest.raises(CommandError, match="choose today or a later day"):
+        call_command("create_api_key", "--org", "demo", "--expires", "2001-01-01", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="YYYY-MM-DD"):
+        call_command("create_api_key", "--org", "demo", "--expires", "soon", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="at least 1"):
+        call_command("create_api_key", "--org", "demo", "--rate-limit", "0", stdout=io.StringIO())
+    assert ApiKey.objects.count() == 1
