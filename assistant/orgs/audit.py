@@ -11,6 +11,8 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.serializers.json import DjangoJSONEncoder
+from django.utils import formats, timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
@@ -60,17 +62,60 @@ def wording(action: str) -> str:
     return str(label) if label is not None else action
 
 
+# The details' names as the page shows them; a name not here (a level, a category) shows as it is.
+DETAIL_LABELS: dict[str, Promise] = {
+    "allowed": _("models"),
+    "models": _("models"),
+    "expires": _("expires"),
+    "rate_limit": _("requests per minute"),
+    "new_key": _("new key"),
+    "old_key_until": _("old key works until"),
+    "changed": _("fields changed"),
+    "previous": _("previous name"),
+    "slug": _("address"),
+    "documents": _("documents"),
+    "tokens": _("tokens"),
+    "until": _("until"),
+    "reason": _("reason"),
+    "time_zone": _("time zone"),
+    "monthly_tokens": _("monthly tokens"),
+    "alert_thresholds": _("alerts at (%)"),
+    "default": _("default category"),
+    "name": _("name"),
+    "max_parallel_agents": _("agents at once"),
+    "effort": _("effort"),
+    "main_rounds": _("main-model rounds"),
+    "agent_rounds": _("agent round budget"),
+}
+# What None means for a detail (else "—").
+NONE_MEANS: dict[str, Promise] = {
+    "allowed": _("the whole catalogue"),
+    "models": _("the whole catalogue"),
+    "expires": _("never"),
+    "rate_limit": _("the server's default"),
+}
+
+
+def _label(name: str) -> str:
+    label = DETAIL_LABELS.get(name)
+    return str(label) if label is not None else name.replace("_", " ")
+
+
+def _value(name: str, value: Any) -> str:
+    if value is None:
+        meaning = NONE_MEANS.get(name)
+        return str(meaning) if meaning is not None else "—"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "—"
+    if isinstance(value, dict):
+        return "; ".join(f"{_label(k)}: {_value(k, v)}" for k, v in value.items())
+    if isinstance(value, str) and "T" in value:
+        moment = parse_datetime(value)
+        if moment is not None:
+            return formats.date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
+    return str(value)
+
+
 def details_text(details: dict[str, Any]) -> list[str]:
-    """``name: value`` lines for the page."""
-    lines = []
-    for name, value in details.items():
-        if isinstance(value, list):
-            shown = ", ".join(str(v) for v in value) or "—"
-        elif isinstance(value, dict):
-            shown = "; ".join(f"{k}: {v}" for k, v in value.items())
-        elif value is None:
-            shown = "—"
-        else:
-            shown = str(value)
-        lines.append(f"{name.replace('_', ' ')}: {shown}")
-    return lines
+    """``name: value`` lines for the page, in the active language."""
+    return [f"{_label(name)}: {_value(name, value)}" for name, value in details.items()]

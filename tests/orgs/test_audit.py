@@ -91,6 +91,7 @@ def test_the_page_is_for_this_organisations_admins_only(world: World) -> None:
     assert 'href="/settings/audit/"' in admin.get("/settings/").content.decode()
     html = admin.get("/settings/audit/").content.decode()
     assert "created an API key" in html and "Zapier (sk-org-" in html and ">demo<" in html
+    assert "models: the whole catalogue" in html and "expires: never" in html
     assert signed_in("mia").get("/settings/audit/").status_code == 403
     other = signed_in("mallory").get("/settings/audit/")
     assert other.status_code == 200 and "Zapier" not in other.content.decode()
@@ -108,6 +109,7 @@ def test_the_page_speaks_the_readers_language_and_is_paginated(world: World) -> 
     admin.cookies["django_language"] = "fr"
     french = admin.get("/settings/audit/").content.decode()
     assert "a créé une base de connaissances" in french and "Journal des modifications" in french
+    assert "adresse: base-59" in french
 
 
 def test_an_unknown_action_is_refused(world: World) -> None:
