@@ -70,14 +70,7 @@ def _form_page(request: AuthenticatedHttpRequest, org: Organisation, kb: Knowled
             try:
                 with transaction.atomic():
                     saved = form.save()
-                    audit.record(
-                        request.user,
-                        org,
-                        "kb.updated" if kb else "kb.created",
-                        saved.name,
-                        previous=form.initial.get("name"),
-                        slug=saved.slug,
-                    )
+                    audit.saved(request.user, org, "kb", kb is None, saved.name, previous=form.initial.get("name"))
             except IntegrityError:  # the same slug saved by someone else since the form was checked
                 form.add_error("slug", slug_taken(form.cleaned_data["slug"]))
             else:

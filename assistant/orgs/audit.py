@@ -56,6 +56,13 @@ def record(
     )
 
 
+def saved(
+    actor: User | AnonymousUser | None, org: Organisation, kind: str, created: bool, target: str, **details: Any
+) -> AuditEntry:
+    """``record`` of ``<kind>.created`` or ``<kind>.updated``."""
+    return record(actor, org, f"{kind}.{'created' if created else 'updated'}", target, **details)
+
+
 def wording(action: str) -> str:
     """The action in the active language (an unknown code, e.g. from a newer version, as it is)."""
     label = ACTIONS.get(action)
