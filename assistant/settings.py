@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "assistant.workers",
     "assistant.schedules",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -63,6 +65,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "assistant.urls"
@@ -241,6 +244,52 @@ EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "assistant@localhost")
+
+# Accounts and keys (README, "Accounts and keys"; docs/SECURITY.md) ---------------------------------------
+# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins of one account, or from one
+# address, that account or address is refused for SIGNIN_LOCKOUT_MINUTES (counted from the last failure).
+# SIGNIN_LOCKOUT_PARAMETERS lists what is counted apart, comma-separated, "+" joining a combination:
+# "username,ip_address" (the default), "username+ip_address", "ip_address"...
+AUTHENTICATION_BACKENDS = [
+    "assistant.orgs.signin.SignInThrottle",  # django-axes' backend, first: a locked-out account or address stops here
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("SIGNIN_FAILURE_LIMIT", "10"))
+SIGNIN_LOCKOUT_MINUTES = int(os.environ.get("SIGNIN_LOCKOUT_MINUTES", "15"))
+AXES_COOLOFF_TIME = timedelta(minutes=SIGNIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS: list[str | list[str]] = [
+    part.split("+") if "+" in part else part
+    for part in (p.strip() for p in os.environ.get("SIGNIN_LOCKOUT_PARAMETERS", "username,ip_address").split(","))
+    if part
+]
+AXES_LOCKOUT_CALLABLE = "assistant.orgs.signin.locked_out"
+AXES_RESET_ON_SUCCESS = False  # a success from the attacker's own account must not clear an address's count
+# Behind a reverse proxy, TRUSTED_PROXY_COUNT proxies append to X-Forwarded-For: the client is the address
+# they saw (used by sign-in throttling and the API's failed-key limit). 0: the connection's own address.
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+AXES_CLIENT_IP_CALLABLE = "assistant.orgs.signin.client_address"
+# Password reset links (Django's views, sent with the EMAIL_BACKEND above) are valid this long.
+PASSWORD_RESET_TIMEOUT = int(os.environ.get("PASSWORD_RESET_HOURS", "24")) * 3600
+PASSWORD_RESET_LIMIT = int(os.environ.get("PASSWORD_RESET_LIMIT", "5"))  # reset requests an hour from one address
+# The cache counts API requests per key and failed keys per address: Redis with REDIS_URL (shared by every
+# web server), else this process's memory.
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "assistant"}
+}
+if REDIS_URL:
+    CACHES["default"] = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"{REDIS_PREFIX}:cache",
+    }
+# API keys: requests per minute of a key without its own limit; a rotated key's grace period; and after
+# API_FAILED_KEY_LIMIT unknown, revoked or expired keys from one address within API_FAILED_KEY_WINDOW_SECONDS,
+# that address is refused (429) for API_FAILED_KEY_LOCKOUT_SECONDS.
+API_KEY_RATE_LIMIT = int(os.environ.get("API_KEY_RATE_LIMIT", "60"))
+API_KEY_ROTATION_GRACE_HOURS = float(os.environ.get("API_KEY_ROTATION_GRACE_HOURS", "24"))
+API_FAILED_KEY_LIMIT = int(os.environ.get("API_FAILED_KEY_LIMIT", "20"))
+API_FAILED_KEY_WINDOW_SECONDS = int(os.environ.get("API_FAILED_KEY_WINDOW_SECONDS", "600"))
+API_FAILED_KEY_LOCKOUT_SECONDS = int(os.environ.get("API_FAILED_KEY_LOCKOUT_SECONDS", "900"))
 
 LOGGING = {
     "version": 1,

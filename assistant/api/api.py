@@ -34,7 +34,9 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
+from assistant.orgs.signin import client_address
 
+from . import limits
 from .errors import ApiError, error_response
 from .follow import RunFollower
 from .schemas import (
@@ -64,9 +66,30 @@ last chunk has `finish_reason` `stop` (OpenAI's value) however the run ended; th
 response."""
 
 
+def _authenticate(request: HttpRequest, token: str) -> ApiKey | None:
+    """The usable key ``token`` is, after the address's and the key's limits (``limits``); None: 401."""
+    address = client_address(request)
+    limits.refuse_blocked(address)
+    key = keys.find(token)
+    if key is None or not key.is_usable():
+        limits.failed_key(address)
+        if key is not None and key.is_expired:
+            end = key.expires.isoformat() if key.expires else ""
+            message = (
+                f"This API key was replaced by a rotation; its grace period ended at {end}."
+                if key.rotated
+                else f"This API key expired at {end}."
+            )
+            raise ApiError(401, "expired_api_key", message)
+        return None
+    limits.take_request(key)
+    keys.touch(key)
+    return key
+
+
 class KeyAuth(HttpBearer):
     async def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        return await sync_to_async(keys.authenticate)(token)
+        return await sync_to_async(_authenticate)(request, token)
 
 
 api = NinjaAPI(
@@ -137,13 +160,13 @@ def _models(key: ApiKey) -> list[ModelOut]:
     ]
 
 
-@api.get("/models", response={200: ModelList, **errors_schema(401)}, summary="The models this key may use")
+@api.get("/models", response={200: ModelList, **errors_schema(401, 429)}, summary="The models this key may use")
 async def list_models(request: HttpRequest) -> ModelList:
     return ModelList(data=await sync_to_async(_models)(_key(request)))
 
 
 @api.get(
-    "/models/{model_id}", response={200: ModelOut, **errors_schema(401, 404)}, summary="One model this key may use"
+    "/models/{model_id}", response={200: ModelOut, **errors_schema(401, 404, 429)}, summary="One model this key may use"
 )
 async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
     for model in await sync_to_async(_models)(_key(request)):
@@ -368,7 +391,7 @@ def _run_out(run: Run) -> RunOut:
 
 @api.get(
     "/runs/{run_id}",
-    response={200: RunOut, **errors_schema(401, 404)},
+    response={200: RunOut, **errors_schema(401, 404, 429)},
     summary="A run with its steps, live or finished",
 )
 async def retrieve_run(request: HttpRequest, run_id: str) -> RunOut:
@@ -377,7 +400,7 @@ async def retrieve_run(request: HttpRequest, run_id: str) -> RunOut:
 
 
 @api.post(
-    "/runs/{run_id}/cancel", response={200: RunOut, **errors_schema(401, 404)}, summary="Stop a run (as Stop does)"
+    "/runs/{run_id}/cancel", response={200: RunOut, **errors_schema(401, 404, 429)}, summary="Stop a run (as Stop does)"
 )
 async def cancel_run(request: HttpRequest, run_id: str) -> RunOut:
     key = _key(request)

@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 
 from assistant.engine.errors import BudgetExceeded, RequestRefused
 from assistant.engine.tokens import estimate_tokens
+from assistant.orgs import audit
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import is_admin
 
@@ -227,7 +228,7 @@ def raise_budget(
         raise PermissionDenied("Only an admin of the organisation can raise a category's budget.")
     if tokens < 1 or not reason.strip():
         raise ValueError("A raise needs a positive number of tokens and a reason.")
-    return BudgetRaise.objects.create(
+    raised = BudgetRaise.objects.create(
         category=category,
         tokens=tokens,
         reason=reason.strip(),
@@ -235,6 +236,10 @@ def raise_budget(
         created_by=user,
         created_by_name=user.get_username(),
     )
+    audit.record(
+        user, category.organisation, "budget.raised", category.name, tokens=tokens, until=ends_on, reason=raised.reason
+    )
+    return raised
 
 
 # Alerts -------------------------------------------------------------------------------------------

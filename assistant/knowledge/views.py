@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from assistant.orgs import audit
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation, is_admin, organisation_of
@@ -69,6 +70,7 @@ def _form_page(request: AuthenticatedHttpRequest, org: Organisation, kb: Knowled
             try:
                 with transaction.atomic():
                     saved = form.save()
+                    audit.saved(request.user, org, "kb", kb is None, saved.name, previous=form.initial.get("name"))
             except IntegrityError:  # the same slug saved by someone else since the form was checked
                 form.add_error("slug", slug_taken(form.cleaned_data["slug"]))
             else:
@@ -101,6 +103,7 @@ def base_delete(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         name = kb.name
         count = delete_base(kb)
+        audit.record(request.user, kb.organisation, "kb.deleted", name, slug=slug, documents=count)
         messages.success(
             request,
             ngettext(
