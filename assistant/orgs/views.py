@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from assistant.chat import providers
+from assistant.knowledge.tools import code_status
 
 from . import audit, keys
 from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
@@ -61,6 +62,7 @@ def _page(
         "parallel_form": parallel_form or ParallelForm(instance=org, prefix="parallel"),
         "profiles": profiles,
         "allowed_now": [catalogue[m] for m in policy.allowed_ids(catalogue)],
+        "code": code_status(),
     }
     return render(request, "orgs/settings.html", context, status=status)
 
