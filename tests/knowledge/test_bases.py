@@ -19,6 +19,7 @@ from knowledge_support import (
     files_under,
     fts_rowids,
     two_orgs,
+    wait_processed,
 )
 
 from assistant.chat import runs
@@ -304,6 +305,7 @@ def test_staff_deleting_in_the_django_admin_remove_the_stored_files_too(media: P
     a, _ = two_orgs()
     client = a.admin_client()
     assert _upload(client, a.kb.slug, ("one.txt", b"Turbine one."), ("two.txt", b"Turbine two.")).status_code == 302
+    wait_processed(*Document.objects.filter(knowledge_base=a.kb).values_list("pk", flat=True))
     assert len(files_under(media)) == 2
     staff = Client()
     staff.force_login(
