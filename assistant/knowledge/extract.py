@@ -93,11 +93,11 @@ def extension(name: str) -> str:
     return PurePath(name).suffix.lower()
 
 
-def read_zip(data: bytes, budget: Budget) -> dict[str, bytes]:
+def read_zip(data: bytes, budget: Budget, kind: str) -> dict[str, bytes]:
     """Every entry of a zip archive, decompressed through a counting reader that stops past ``budget``.
 
     The sizes an archive declares are not trusted: the bytes actually decompressed are counted, chunk by
-    chunk, across all entries. For .docx today, .xlsx tomorrow.
+    chunk, across all entries. For .docx today, .xlsx tomorrow; ``kind`` names the format when it is corrupt.
     """
     parts: dict[str, bytes] = {}
     try:
@@ -115,7 +115,7 @@ def read_zip(data: bytes, budget: Budget) -> dict[str, bytes]:
     except ExtractionError:
         raise
     except Exception as e:  # a broken zip, a bad CRC, an unsupported compression
-        raise ExtractionError(CORRUPT, kind="docx") from e
+        raise ExtractionError(CORRUPT, kind=kind) from e
     return parts
 
 
@@ -183,7 +183,7 @@ def _docx(data: bytes, limits: Limits) -> tuple[str, str]:
     import docx
 
     # Decompressed first through the counting reader: python-docx then reads parts known to fit.
-    read_zip(data, expanded_budget(limits))
+    read_zip(data, expanded_budget(limits), "docx")
     chars = text_budget(limits)
     try:
         document = docx.Document(io.BytesIO(data))
