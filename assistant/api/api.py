@@ -26,7 +26,8 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.budgets import services as budgets
-from assistant.chat import providers, runs
+from assistant.catalogue import snapshot
+from assistant.chat import runs
 from assistant.chat.models import Conversation, Message, Run
 from assistant.engine.errors import RequestRefused
 from assistant.engine.tools import Scope
@@ -120,7 +121,7 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 
 def _models(key: ApiKey) -> list[ModelOut]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     return [
         ModelOut(
             id=m.id,
@@ -160,7 +161,7 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
     """Each refusal with its status, before any model call and before anything is saved."""
     org = key.organisation
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     if body.model not in catalogue:
         raise ApiError(404, "model_not_found", f"The model '{body.model}' does not exist.", param="model")
     policy = policy_for(org, key)

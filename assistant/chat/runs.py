@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from assistant.budgets import services as budgets
 from assistant.budgets.ledger import ledger_for
+from assistant.catalogue import snapshot
 from assistant.engine.cancel import CancelToken
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import Event, TextDeltaEvent
@@ -44,7 +45,6 @@ from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
 from assistant.workers import leases
 
-from . import providers
 from .models import Conversation, Message, Run, Step
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     request = RunRequest(
         messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources
     )
-    plan_request(request, providers.catalogue(), policy_for(org, api_key))
+    plan_request(request, snapshot.catalogue(), policy_for(org, api_key))
     wanted = [r[3:] for r in ask.resources if r.startswith("kb:")]
     known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
     for slug in wanted:
@@ -287,8 +287,8 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     watch = leases.Watch(run_id, token)
     await watch.start()
     ctx = RunContext(
-        catalogue=providers.catalogue(),
-        models=providers.resolve,
+        catalogue=snapshot.catalogue(),
+        models=snapshot.resolve,
         toolbox=toolbox_for(run.organisation_id),
         policy=await sync_to_async(policy_for)(run.organisation, run.api_key),  # reads the settings' rows
         emit=recorder.emit,

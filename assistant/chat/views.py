@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
+from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.tools import Scope
@@ -28,7 +29,7 @@ from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
 
-from . import deletion, live, providers, runs
+from . import deletion, live, runs
 from .models import Conversation, Message, Run
 from .presenters import run_view
 
@@ -44,7 +45,7 @@ LEVEL_LABELS: dict[str, str] = {
 
 
 def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[str, Any]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     allowed = [catalogue[m] for m in policy_for(org).allowed_ids(catalogue)]
     kbs = list(KnowledgeBase.objects.filter(organisation=org))
     toolbox = runs.toolbox_for(org.pk)
@@ -136,7 +137,7 @@ def _refusal(org: Organisation, ask: runs.Ask) -> str | None:
     """The reasons the user can act on, in their language, before the policy's own checks."""
     if not ask.text:
         return _("Write a message first.")
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     allowed = policy_for(org).allowed_ids(catalogue)
     if ask.model not in allowed:
         return _("The model '%(model)s' is not allowed here. Allowed models: %(allowed)s.") % {

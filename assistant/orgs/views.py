@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from assistant.chat import providers
+from assistant.catalogue import snapshot
 
 from . import keys
 from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
@@ -42,7 +42,7 @@ def _page(
     parallel_form: ParallelForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     policy = policy_for(org)
     profiles = [
         {

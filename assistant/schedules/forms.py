@@ -9,7 +9,8 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from assistant.budgets import services as budgets
-from assistant.chat import providers, runs
+from assistant.catalogue import snapshot
+from assistant.chat import runs
 from assistant.chat.views import LEVEL_LABELS
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS
@@ -57,7 +58,7 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
     def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.organisation = organisation
-        catalogue = providers.catalogue()
+        catalogue = snapshot.catalogue()
         self._choice_field("model").choices = [
             (m, catalogue[m].display_name) for m in policy_for(organisation).allowed_ids(catalogue)
         ]

@@ -15,7 +15,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import translation
 
-from assistant.chat import live, providers
+from assistant.catalogue import snapshot
+from assistant.chat import live
 from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
@@ -255,7 +256,7 @@ def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypa
         raise ModelUnavailable("the provider could not be reached (connection refused)")
 
     monkeypatch.setattr(
-        providers, "resolve", lambda model_id: FunctionModel(unreachable, providers.catalogue()[model_id])
+        snapshot, "resolve", lambda model_id: FunctionModel(unreachable, snapshot.catalogue()[model_id])
     )
     from asgiref.sync import async_to_sync
 

@@ -20,8 +20,9 @@ from django.contrib.auth.models import AbstractUser
 from django.core.management import call_command
 from django.test import Client
 
+from assistant.catalogue import snapshot
 from assistant.catalogue.models import CatalogueEntry
-from assistant.chat import providers, runs
+from assistant.chat import runs
 from assistant.engine.events import Event
 from assistant.engine.loop import RunOutcome, run_chat
 from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
@@ -158,7 +159,7 @@ async def run_scripted(
     text: str = "Bimbamjob invoices 2024",
 ) -> ScriptedRun:
     """``run_chat`` with the organisation's policy and toolbox, exactly as ``execute_run`` builds them."""
-    catalogue = await sync_to_async(providers.catalogue)()
+    catalogue = await sync_to_async(snapshot.catalogue)()
     models = {m: FunctionModel(fn, catalogue[m]) for m, fn in functions.items()}
     events: list[Event] = []
 

@@ -20,7 +20,8 @@ from orgs_support import (
 )
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from assistant.chat import providers, runs
+from assistant.catalogue import snapshot
+from assistant.chat import runs
 from assistant.chat.models import Run, Step
 from assistant.engine.errors import RequestRefused
 from assistant.engine.types import ModelRequest, ModelResponse
@@ -49,11 +50,11 @@ def _refused(org: Organisation, **changes: Any) -> str:
 def more_models(settings: SettingsWrapper) -> Iterator[None]:
     """Two more catalogue models: ``cheap-tiny`` (ten times cheaper than demo-large), ``mid-model`` (not twice)."""
     settings.MISTRAL_API_KEY = "mistral-test-key"
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()
     catalogue_entry("cheap-tiny", 0.1, 0.3)
     catalogue_entry("mid-model", 1.5, 4.5)
     yield
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()
 
 
 # Refused before any model call ---------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from assistant.chat import providers
+from assistant.catalogue import snapshot
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 
@@ -27,7 +27,7 @@ class Command(BaseCommand):
             raise CommandError(f"No organisation '{options['org']}'.")
         models: list[str] | None = options["models"]
         if models is not None:
-            unknown = [m for m in models if m not in providers.catalogue()]
+            unknown = [m for m in models if m not in snapshot.catalogue()]
             if unknown:
                 raise CommandError(f"Not in the catalogue: {', '.join(unknown)}.")
         key, secret = keys.create_key(org, options["name"], models)
