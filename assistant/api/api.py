@@ -28,13 +28,13 @@ from ninja.security import HttpBearer
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Message, Run
 from assistant.engine.errors import RequestRefused
 from assistant.engine.tools import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
+from assistant.runs.models import Conversation, Message, Run
 
 from .errors import ApiError, error_response
 from .follow import RunFollower

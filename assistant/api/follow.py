@@ -17,8 +17,8 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from assistant.chat.live import steps_since
-from assistant.chat.models import Run, Step
 from assistant.chat.runs import group_name
+from assistant.runs.models import Run, Step
 
 QUIET_SECONDS = 1.0  # with nothing received for this long, the database says whether the run has ended
 

@@ -27,8 +27,9 @@ from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
+from assistant.runs.models import Conversation, Message, Run, Step
+
 from . import live, runs
-from .models import Conversation, Message, Run, Step
 
 log = logging.getLogger(__name__)
 

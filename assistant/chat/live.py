@@ -28,8 +28,8 @@ from django.utils import translation
 from django.utils.safestring import SafeString
 
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Message, Run, Step
 
-from .models import Conversation, Message, Run, Step
 from .presenters import run_view
 from .rendering import StreamingMarkdown
 

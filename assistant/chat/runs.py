@@ -43,9 +43,8 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import tool_factories
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
+from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.workers import leases
-
-from .models import Conversation, Message, Run, Step
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
+from assistant.runs.models import Conversation, Message, Run
 
 from . import deletion, live, runs
-from .models import Conversation, Message, Run
 from .presenters import run_view
 
 log = logging.getLogger(__name__)

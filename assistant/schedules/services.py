@@ -17,10 +17,10 @@ from django.utils.translation import gettext as _
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.orgs.models import Membership
+from assistant.runs.models import Conversation, Run
 
 from .models import Execution, ScheduledTask
 

@@ -33,13 +33,11 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from assistant.chat.models import Message, Run, Step
 from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
 from assistant.engine.events import Source, event_from_dict, sources_read
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import Impact, RunUsage
-
-from .models import Lease
+from assistant.runs.models import Lease, Message, Run, Step
 
 log = logging.getLogger(__name__)
 

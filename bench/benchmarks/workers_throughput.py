@@ -40,7 +40,7 @@ import json, sys, time, django
 django.setup()
 from django.contrib.auth import get_user_model
 from assistant.chat import runs
-from assistant.chat.models import Run
+from assistant.runs.models import Run
 from assistant.orgs.models import Organisation
 from assistant.workers.tasks import execute
 user = get_user_model().objects.get(username="demo")

@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 
 from assistant.api import follow
 from assistant.api.follow import RunFollower
-from assistant.chat.models import Conversation, Run, Step
 from assistant.chat.runs import group_name
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,13 +17,13 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from assistant.asgi import application
 from assistant.catalogue import snapshot
-from assistant.chat.models import Run
 from assistant.engine.errors import AuthenticationFailed
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,8 +17,8 @@ from assistant.budgets import services
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone
 from assistant.chat import runs
-from assistant.chat.models import Run, Step
 from assistant.engine.errors import BudgetExceeded
+from assistant.runs.models import Run, Step
 
 SYNTHESIS = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",

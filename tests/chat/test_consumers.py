@@ -18,8 +18,8 @@ from django.test import AsyncClient
 from assistant.asgi import application
 from assistant.chat import runs
 from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
-from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs.models import Conversation, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

@@ -24,9 +24,9 @@ from django.test import AsyncClient, Client
 from assistant.asgi import application
 from assistant.chat import deletion, runs
 from assistant.chat.consumers import CLOSE_DELETED, CLOSE_NOT_FOUND
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs.models import Conversation, Message, Run, Step
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

@@ -17,13 +17,13 @@ from django.utils import translation
 
 from assistant.catalogue import snapshot
 from assistant.chat import live
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
 from assistant.engine.errors import ModelUnavailable
 from assistant.engine.models.function import FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Message, Run, Step
 
 ASK = {"text": "Bimbamjob?", "model": "demo-large", "level": "approfondi", "resources": ["kb:factures", "agents"]}
 INSTRUCTION = "Find the invoices of Bimbamjob"

@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.test import AsyncClient, Client
 
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs.models import Conversation, Message, Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,12 +14,12 @@ from django.urls import reverse
 from knowledge_support import CORPUS, RANKING_QUERY, check_base_deletion, files_under, fts_rowids, two_orgs
 
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.engine.errors import RequestRefused
 from assistant.knowledge.fulltext import search
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
 

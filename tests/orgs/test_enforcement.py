@@ -22,10 +22,10 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from assistant.catalogue import snapshot
 from assistant.chat import runs
-from assistant.chat.models import Run, Step
 from assistant.engine.errors import RequestRefused
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import AgentProfile, Organisation
+from assistant.runs.models import Run, Step
 
 ASK = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",

@@ -9,11 +9,11 @@ from django.test import AsyncClient
 from orgs_support import SECRET, World, call, levels_post, run_scripted, scripted, signed_in, tool_payloads
 
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Run, Step
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.models import Document
 from assistant.orgs.models import AgentProfile, Organisation
+from assistant.runs.models import Conversation, Run, Step
 
 ASK = {
     "text": "Bimbamjob invoices 2024 payments",

@@ -18,7 +18,7 @@ from wire import WireServer
 
 from assistant.catalogue import snapshot
 from assistant.chat import runs
-from assistant.chat.models import Run, Step
+from assistant.runs.models import Run, Step
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

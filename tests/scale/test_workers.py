@@ -22,12 +22,11 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from assistant.asgi import application
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Message, Run
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Lease, Message, Run
 from assistant.schedules import services as schedules
 from assistant.schedules.models import Execution, ScheduledTask
 from assistant.workers import leases
-from assistant.workers.models import Lease
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

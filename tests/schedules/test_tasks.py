@@ -15,8 +15,8 @@ from django.test import AsyncClient, Client
 from django_celery_beat.models import PeriodicTask
 
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs.models import Conversation, Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
 

@@ -20,10 +20,9 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from assistant.chat import runs
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.workers import leases
-from assistant.workers.models import Lease
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
