@@ -10,13 +10,13 @@ from django.utils.translation import gettext_lazy as _
 
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
-from assistant.chat import runs
-from assistant.chat.views import LEVEL_LABELS
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
+from assistant.runs import intake
+from assistant.runs.intake import LEVEL_LABELS
 
 from . import services
 from .models import ScheduledTask
@@ -90,7 +90,7 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
         data = super().clean() or {}
         if self.errors:
             return data
-        ask = runs.Ask(
+        ask = intake.Ask(
             text=data["prompt"],
             model=data["model"],
             level=data["level"],
@@ -103,7 +103,7 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
                 _("The agents tool needs at least one other resource (a knowledge base, the web or code).")
             )
         try:
-            runs.check(self.organisation, ask)
+            intake.check(self.organisation, ask)
         except RequestRefused as e:
             raise forms.ValidationError(str(e)) from e
         return data

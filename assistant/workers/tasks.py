@@ -9,10 +9,9 @@ import uuid
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from assistant.chat import runs
+from assistant.runs import execution, leases
 from assistant.schedules import services as schedules
 
-from . import leases
 from .celery import app
 from .runner import runner
 
@@ -21,7 +20,7 @@ log = logging.getLogger(__name__)
 
 @app.task(name="runs.execute")
 def execute(run_id: str, cost_cap_eur: float | None = None) -> None:
-    runner.run(runs.execute_run(uuid.UUID(hex=run_id), cost_cap_eur))
+    runner.run(execution.execute_run(uuid.UUID(hex=run_id), cost_cap_eur))
 
 
 @app.task(name="schedules.execute")
@@ -29,7 +28,7 @@ def execute_scheduled_task(task_id: int) -> None:
     started = schedules.start_execution(task_id)
     if started is not None:
         run, cost_cap_eur = started
-        runner.run(runs.execute_run(run.pk, cost_cap_eur))
+        runner.run(execution.execute_run(run.pk, cost_cap_eur))
 
 
 async def submit(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:

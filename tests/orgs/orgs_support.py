@@ -22,7 +22,6 @@ from django.test import Client
 
 from assistant.catalogue import snapshot
 from assistant.catalogue.models import CatalogueEntry
-from assistant.chat import runs
 from assistant.engine.events import Event
 from assistant.engine.loop import RunOutcome, run_chat
 from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
@@ -32,6 +31,7 @@ from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCal
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import AgentProfile, Membership, Organisation
 from assistant.orgs.services import policy_for
+from assistant.runs import execution
 
 # What the other organisation's documents say; a run of the demo must never see it.
 SECRET = "OBSIDIAN-42"
@@ -169,7 +169,7 @@ async def run_scripted(
     ctx = RunContext(
         catalogue=catalogue,
         models=lambda model_id: models[model_id],
-        toolbox=runs.toolbox_for(org.pk),
+        toolbox=execution.toolbox_for(org.pk),
         policy=await sync_to_async(policy_for)(org),
         emit=emit,
     )

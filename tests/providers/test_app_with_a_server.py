@@ -17,7 +17,7 @@ from pytest_django.fixtures import Settings
 from wire import WireServer
 
 from assistant.catalogue import snapshot
-from assistant.chat import runs
+from assistant.runs import execution
 from assistant.runs.models import Run, Step
 
 pytestmark = [
@@ -68,7 +68,7 @@ async def test_a_run_through_the_app_delegates_and_counts_what_the_server_report
     assert response.status_code == 302
     run = await Run.objects.order_by("-created").afirst()
     assert run is not None
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await snapshot.aclose_providers()
     await run.arefresh_from_db()
 
