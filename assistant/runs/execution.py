@@ -50,7 +50,7 @@ Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _tokens: dict[uuid.UUID, CancelToken] = {}
-# How each ``RUNS_EXECUTOR`` executes a run: here (``embedded``), or as the app that registers it says.
+# How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
 
 
@@ -64,9 +64,10 @@ def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task
 
     Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost.
     """
-    executor = _executors.get(settings.RUNS_EXECUTOR, execute_run if settings.RUNS_EXECUTOR == "embedded" else None)
+    name = settings.RUNS_EXECUTOR
+    executor = execute_run if name == "embedded" else _executors.get(name)
     if executor is None:
-        raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={settings.RUNS_EXECUTOR!r}.")
+        raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={name!r}.")
     # A fresh context: the run must not inherit the request's (its thread executor ends with it).
     task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=contextvars.Context())
     _tasks[run_id] = task
