@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "ninja",  # the API's OpenAPI pages (/v1/docs)
     "assistant.orgs",
     "assistant.knowledge",
+    "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
     "assistant.budgets",

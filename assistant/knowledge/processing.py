@@ -2,7 +2,7 @@
 
 An upload is saved ``processing``; once committed, ``enqueue`` hands it to the embedded default's
 bounded pool (``KB_EXTRACT_WORKERS`` threads, each waiting on one child) or, scaled out
-(``RUNS_EXECUTOR=celery``), to a Celery task (``knowledge.tasks``). Either way ``process`` reads the
+(``RUNS_EXECUTOR=celery``), to a Celery task (``workers.tasks.extract_document``, registered by the workers app). Either way ``process`` reads the
 file through Django's storage (a shared ``MEDIA_ROOT`` or an object store), runs ``extract_child``
 under CPU-time, memory and wall-time limits, and saves the document ``ready`` with its text, or
 ``failed`` with a failure code and its numbers. A document left processing by a stopped server is
@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -202,15 +202,24 @@ def _process_in_pool(document_id: int) -> None:
         close_old_connections()
 
 
+_queue: Callable[[int], None] | None = None
+
+
+def register_queue(queue: Callable[[int], None]) -> None:
+    """Scaled out, the ``workers`` app hands extractions to Celery through this (``knowledge`` does not import it)."""
+    global _queue
+    _queue = queue
+
+
 def enqueue(document_ids: Iterable[int]) -> list[Future[None]]:
     """Start extracting these documents off the request (call once they are committed)."""
     ids = list(document_ids)
     if settings.RUNS_EXECUTOR == "celery":
-        from .tasks import extract_document
-
         for pk in ids:
             try:
-                extract_document.apply_async((pk,))
+                if _queue is None:
+                    raise RuntimeError("no Celery queue registered for extractions")
+                _queue(pk)
             except Exception:
                 log.exception("could not queue the extraction of document %s", pk)
                 fail([pk], NOT_QUEUED)

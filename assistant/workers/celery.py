@@ -40,7 +40,7 @@ def configure() -> None:
         worker_hijack_root_logger=False,
         beat_scheduler="django_celery_beat.schedulers:DatabaseScheduler",
         timezone=settings.TIME_ZONE,
-        include=["assistant.workers.tasks", "assistant.knowledge.tasks"],
+        include=["assistant.workers.tasks"],
     )
 
 

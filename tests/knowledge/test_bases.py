@@ -22,13 +22,13 @@ from knowledge_support import (
     wait_processed,
 )
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.engine.errors import RequestRefused
 from assistant.knowledge.fulltext import search
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
+from assistant.runs import intake
+from assistant.runs.models import Conversation, Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
 
@@ -258,7 +258,7 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     assert client.post("/tasks/new", {**task_form, "schedule": "0 7 * * 1-5", "enabled": "on"}).status_code == 302
     task = ScheduledTask.objects.get()
     user = org.memberships.get(user__username="demo").user
-    earlier = runs.create_run(user, org, None, runs.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
+    earlier = intake.create_run(user, org, None, intake.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
     Run.objects.filter(pk=earlier.pk).update(status="ok", answer="Done.")
     _key, secret = keys.create_key(org, "client")
 
@@ -275,7 +275,7 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     assert response.status_code == 400 and message in response.content.decode()
     assert Run.objects.count() == 1
     with pytest.raises(RequestRefused, match="The knowledge base 'factures' does not exist or you may not read it"):
-        runs.create_run(user, org, None, runs.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
+        intake.create_run(user, org, None, intake.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
 
     # The scheduled task: its page still opens, and an execution is refused and recorded, nothing runs.
     assert client.get(f"/tasks/{task.pk}/").status_code == 200

@@ -1,6 +1,6 @@
 """Mark runs left 'running' by a server that stopped as failed, keeping what they had saved.
 
-What they had saved is kept as the workers' reaper keeps it (``workers.leases.abandon``): steps, the
+What they had saved is kept as the workers' reaper keeps it (``runs.leases.abandon``): steps, the
 partial answer (as the assistant's message), the cost of the saved calls and the sources the saved
 steps show were read.
 
@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from assistant.knowledge import processing
-from assistant.workers import leases
+from assistant.runs import leases
 
 MESSAGE = "The server stopped while this answer was being written; what it had written so far is kept."
 
