@@ -1,6 +1,6 @@
 """Bodies over the limit and Django's own error pages, answered in the caller's format.
 
-A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``MAX_REQUEST_BODY_MB``; file uploads excepted: a
+A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``MAX_REQUEST_BODY_MB``; uploaded files excepted: a
 knowledge base has its own limit) makes Django raise ``RequestDataTooBig`` wherever the body is
 first read (the CSRF check, a view), which ends as an error page. It is refused here first: under
 ``/v1/`` with OpenAI's error shape and 413, on a page with 413 and an HTML fragment that htmx puts
@@ -19,10 +19,12 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http.multipartparser import MultiPartParserError
 from django.template.loader import render_to_string
 from django.utils.decorators import sync_and_async_middleware
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
 from .errors import ApiError, error_response
@@ -39,24 +41,28 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
     """The response refusing a body over the limit (or a form with too many fields), or None."""
     if request.method not in BODY_METHODS:
         return None
-    if str(request.META.get("CONTENT_TYPE", "")).startswith("multipart/"):
-        return None  # uploads: their files do not count, their other fields are checked as Django does
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
-        body = request.body
-        if limit is not None and len(body) > limit:  # a body sent without Content-Length
-            raise RequestDataTooBig
-        if request.content_type == "application/x-www-form-urlencoded":
-            request.POST  # noqa: B018 - parsed here, so that too many fields is refused here
+        if request.content_type == "multipart/form-data":
+            # Files go to disk and do not count (a knowledge base has its own limit); the other fields do.
+            request.POST  # noqa: B018 - parsed here as the CSRF check would, so that a refusal is answered here
+        else:
+            body = request.body
+            if limit is not None and len(body) > limit:  # a body sent without Content-Length
+                raise RequestDataTooBig
+            if request.content_type == "application/x-www-form-urlencoded":
+                request.POST  # noqa: B018 - parsed here, so that too many fields is refused here
     except RequestDataTooBig:
         return _too_big(request)
-    except TooManyFieldsSent:
+    except (TooManyFieldsSent, TooManyFilesSent):
         return _page_error(request, _("This form has too many fields."), 400)
+    except MultiPartParserError:
+        return _page_error(request, _("This form could not be read; send it again."), 400)
     return None
 
 
 def _too_big(request: HttpRequest) -> HttpResponse:
-    limit = f"{_limit_mb():g}"
+    limit = f"{_limit_mb():.3g}"
     if request.path.startswith(API_PREFIX):
         message = f"The request body is over the limit of {limit} MB (MAX_REQUEST_BODY_MB)."
         return error_response(ApiError(413, "body_too_large", message))
@@ -70,7 +76,7 @@ def _page_error(request: HttpRequest, message: str, status: int) -> HttpResponse
         response["HX-Retarget"] = "this"
         response["HX-Reswap"] = "afterbegin"
         return response
-    return HttpResponse(render_to_string("_form_error_page.html", {"message": message}), status=status)
+    return HttpResponse(render_to_string("_form_error_page.html", {"message": message, "language": get_language()}), status=status)
 
 
 def _in_api_shape(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:

@@ -7,6 +7,8 @@ checked after each refusal: no run, no conversation, no message, no category tok
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -318,3 +320,23 @@ def test_a_wrong_method_names_the_allowed_ones(made: dict[str, str]) -> None:
     response = send(Client(), "GET", COMPLETIONS, None, made["demo"])
     check_shape(response, 405, "method_not_allowed", None)
     assert "POST" in response["Allow"]
+
+
+def readme_error_table() -> dict[str, tuple[int, str]]:
+    """README's API error table: code -> (status, when)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("**Errors** come in OpenAI's shape") :]
+    rows = re.findall(r"^\| (\d{3}) \| `([a-z_]+)` \| (.+) \|$", section.split("\n\n", 2)[1], re.MULTILINE)
+    return {code: (int(status), when) for status, code, when in rows}
+
+
+def test_readme_error_table_is_the_codes_the_api_emits() -> None:
+    assert readme_error_table() == CODES
+
+
+def test_every_code_raised_in_the_api_is_in_the_table() -> None:
+    source = "\n".join(p.read_text() for p in (Path(__file__).resolve().parents[2] / "assistant" / "api").glob("*.py"))
+    raised = set(re.findall(r"ApiError\(\s*\d{3},\s*\"([a-z_]+)\"", source))
+    assert raised and raised <= set(CODES)
+    for status, code in re.findall(r"ApiError\(\s*(\d{3}),\s*\"([a-z_]+)\"", source):
+        assert CODES[code][0] == int(status), code
