@@ -56,9 +56,7 @@ def post_at_once(username: str, path: str, posts: list[dict[str, Any]]) -> list[
     return statuses
 
 
-def run_on_sqlite_file(
-    tmp_path: Path, username: str, path: str, posts: list[dict[str, Any]]
-) -> tuple[list[int], Path]:
+def run_on_sqlite_file(tmp_path: Path, username: str, path: str, posts: list[dict[str, Any]]) -> tuple[list[int], Path]:
     """``post_at_once`` in a child process, on a file copy of the (committed) SQLite test database.
 
     Returns each post's status and the file, whose rows the caller then reads (``rows_of``).

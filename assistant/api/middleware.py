@@ -76,7 +76,9 @@ def _page_error(request: HttpRequest, message: str, status: int) -> HttpResponse
         response["HX-Retarget"] = "this"
         response["HX-Reswap"] = "afterbegin"
         return response
-    return HttpResponse(render_to_string("_form_error_page.html", {"message": message, "language": get_language()}), status=status)
+    return HttpResponse(
+        render_to_string("_form_error_page.html", {"message": message, "language": get_language()}), status=status
+    )
 
 
 def _in_api_shape(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:

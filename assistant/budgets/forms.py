@@ -59,7 +59,7 @@ class TokensField(forms.IntegerField):
         text = str(value if value is not None else "").strip()
         if GROUPED.match(text):
             text = re.sub(r"\D", "", text)
-        return super().to_python(text)  # type: ignore[no-any-return]
+        return super().to_python(text)
 
 
 class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]

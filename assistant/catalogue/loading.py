@@ -15,7 +15,6 @@ from typing import Any
 from django.db import transaction
 
 from assistant.engine.catalogue import ModelInfo
-
 from assistant.engine.models.demo import DEMO_MODELS
 
 from .models import DEMO_PROVIDER, CatalogueEntry

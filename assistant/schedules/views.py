@@ -26,7 +26,9 @@ from .models import ScheduledTask
 EXECUTIONS_SHOWN = 20
 
 
-def render(request: AuthenticatedHttpRequest, template: str, context: dict[str, object], status: int = 200) -> HttpResponse:
+def render(
+    request: AuthenticatedHttpRequest, template: str, context: dict[str, object], status: int = 200
+) -> HttpResponse:
     """The page with its times in the organisation's time zone, as its conversations show them."""
     zone = organisation_of(request.user).time_zone
     with timezone.override(zoneinfo.ZoneInfo(zone)):

@@ -100,7 +100,10 @@ def test_an_exhausted_category_gets_429_with_when_it_resets(live: Live) -> None:
         ({"extra_body": {"reasoning_level": "turbo"}}, "reasoning_level"),
         # NUL is no text: refused where it is, never a 500 on PostgreSQL (tests/api/test_bad_bodies.py has more).
         ({"messages": [{"role": "user", "content": "\x00\x00"}]}, "messages[0].content"),
-        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "\x00"}]}]}, "messages[0].content[0].text"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "\x00"}]}]},
+            "messages[0].content[0].text",
+        ),
         ({"extra_body": {"stream": "yes"}}, "stream"),
         ({"extra_body": {"category": "catalogue\x00"}}, "category"),
     ],

@@ -70,7 +70,9 @@ def test_the_database_refuses_a_name_that_differs_only_in_case(world: World) -> 
     from django.db import IntegrityError, transaction
 
     with pytest.raises(IntegrityError), transaction.atomic():
-        Category.objects.create(organisation=world.demo, slug="other-slug", name=world.catalogue.name.upper(), monthly_tokens=5)
+        Category.objects.create(
+            organisation=world.demo, slug="other-slug", name=world.catalogue.name.upper(), monthly_tokens=5
+        )
     # Another organisation may use the same name.
     Category.objects.create(organisation=world.other, slug="x", name=world.catalogue.name, monthly_tokens=5)
 

@@ -59,7 +59,10 @@ def offered_everywhere() -> dict[str, set[str]]:
 def agent_models(main: str) -> set[str]:
     """The models the agents tool offers a run of the demo organisation on ``main``."""
     catalogue = providers.catalogue()
-    return {m.id for m in catalogue.cheaper_than(main, policy_for(Organisation.objects.get(slug="demo")).allowed_ids(catalogue))}
+    return {
+        m.id
+        for m in catalogue.cheaper_than(main, policy_for(Organisation.objects.get(slug="demo")).allowed_ids(catalogue))
+    }
 
 
 def test_without_a_real_provider_the_demo_models_are_offered(loaded: SettingsWrapper) -> None:

@@ -4,20 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('catalogue', '0001_initial'),
+        ("catalogue", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='catalogueentry',
-            name='offered_with_real_providers',
-            field=models.BooleanField(default=False, help_text='Offline demo models only: also offered when a real provider (OpenAI, Mistral) is configured. Off, the demo models are offered only on a server with no real model, and stay out of real work.'),
+            model_name="catalogueentry",
+            name="offered_with_real_providers",
+            field=models.BooleanField(
+                default=False,
+                help_text="Offline demo models only: also offered when a real provider (OpenAI, Mistral) is configured. Off, the demo models are offered only on a server with no real model, and stay out of real work.",
+            ),
         ),
         migrations.AlterField(
-            model_name='catalogueentry',
-            name='provider',
-            field=models.CharField(choices=[('mistral', 'Mistral'), ('openai', 'OpenAI (or a compatible server)'), ('demo', 'Offline demo')], max_length=20),
+            model_name="catalogueentry",
+            name="provider",
+            field=models.CharField(
+                choices=[
+                    ("mistral", "Mistral"),
+                    ("openai", "OpenAI (or a compatible server)"),
+                    ("demo", "Offline demo"),
+                ],
+                max_length=20,
+            ),
         ),
     ]
