@@ -204,3 +204,28 @@ def test_the_openapi_document_is_served(live: Live) -> None:
         "429",
     }
     assert anonymous.get("/v1/docs").status_code == 200
+
+
+def test_agents_off_at_the_level_are_said_not_dropped_silently(live: Live) -> None:
+    client = live.client()
+    extensions = {"tools_enabled": ["kb:factures", "agents"], "reasoning_level": "Rapide"}
+    data = client.chat.completions.create(model="demo-large", messages=ASK, extra_body=extensions).model_dump()
+    assert data["status"] == "ok"
+    (warning,) = data["warnings"]
+    assert warning["code"] == "agents_off_at_level" and warning["param"] == "tools_enabled"
+    assert "Rapide" in warning["message"] and "0" in warning["message"]
+    assert not [s for s in data["steps"] if s["type"] == "run_agent"]
+    # Streamed: in the first chunk, and again with the end.
+    chunks = list(client.chat.completions.create(model="demo-large", messages=ASK, extra_body=extensions, stream=True))
+    assert (chunks[0].model_extra or {})["warnings"][0]["code"] == "agents_off_at_level"
+    assert (chunks[-1].model_extra or {})["warnings"][0]["code"] == "agents_off_at_level"
+    # No model cheap enough to delegate to: said too.
+    small = client.chat.completions.create(
+        model="demo-small", messages=ASK, extra_body={**extensions, "reasoning_level": "approfondi"}
+    )
+    assert [w["code"] for w in small.model_dump()["warnings"]] == ["agents_without_cheaper_model"]
+    # Where agents work, no warning.
+    deep = client.chat.completions.create(
+        model="demo-large", messages=ASK, extra_body={**extensions, "reasoning_level": "approfondi"}
+    ).model_dump()
+    assert deep["warnings"] == [] and [s for s in deep["steps"] if s["type"] == "run_agent"]
