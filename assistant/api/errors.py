@@ -36,6 +36,7 @@ CODES: Final[dict[str, tuple[int, str]]] = {
     "unknown_category": (400, "a `category` the organisation does not have"),
     "request_refused": (400, "the organisation's policy refuses the request (the message says why)"),
     "invalid_api_key": (401, "a missing, unknown or revoked key"),
+    "expired_api_key": (401, "an expired key, or a rotated one past its grace period"),
     "model_not_allowed": (403, "a model the key may not use (the message lists those it may)"),
     "model_not_found": (404, "an unknown model"),
     "knowledge_base_not_found": (404, "an unknown knowledge base (another organisation's is unknown)"),
@@ -47,6 +48,8 @@ CODES: Final[dict[str, tuple[int, str]]] = {
         429,
         "the category's monthly budget is spent: `resets_at` in the body, `Retry-After` in seconds",
     ),
+    "rate_limit_exceeded": (429, "the key is over its requests per minute (type `requests`, `Retry-After`)"),
+    "too_many_failed_keys": (429, "too many invalid keys from this address lately (type `requests`, `Retry-After`)"),
     "server_error": (500, "a fault of the server (logged), never a bad request"),
 }
 
@@ -54,7 +57,17 @@ CODES: Final[dict[str, tuple[int, str]]] = {
 class ApiError(Exception):
     """A request the API refuses: its status, OpenAI's ``code`` and ``param``, and a plain message."""
 
-    def __init__(self, status: int, code: str, message: str, *, param: str | None = None, **extra: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        param: str | None = None,
+        type: str | None = None,
+        retry: bool = False,
+        **extra: Any,
+    ) -> None:
         super().__init__(message)
         if CODES.get(code, (None,))[0] != status:
             raise ValueError(f"'{code}' with {status} is not in api.errors.CODES")
@@ -62,20 +75,23 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.param = param
+        self.type = type  # OpenAI's ``type`` when the status's usual one does not fit (``requests``: a rate limit)
+        self.retry = retry  # the client may retry after Retry-After (a rate limit), not a month's budget
         self.extra = extra
 
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JsonResponse:
     body = {
         "message": error.message,
-        "type": TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error"),
+        "type": error.type
+        or TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error"),
         "param": error.param,
         "code": error.code,
         **error.extra,
     }
     response = JsonResponse({"error": body}, status=error.status)
     # The openai client retries a 429 after its delay; a month's budget will not be back in seconds.
-    response["x-should-retry"] = "false"
+    response["x-should-retry"] = "true" if error.retry else "false"
     for name, value in (headers or {}).items():
         response[name] = value
     return response
