@@ -247,6 +247,15 @@ CASES: list[tuple[str, str, str, Any, str, int, str, str | None]] = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_counters() -> None:
+    """Counters kept in the cache (a key's requests per minute, bad keys per address) start afresh: key ids
+    come back after each test's rollback, and this corpus sends many requests within a minute."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def made(demo_data: None) -> dict[str, str]:
     demo = Organisation.objects.get(slug="demo")
