@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -385,3 +386,12 @@ def test_every_code_raised_in_the_api_is_in_the_table() -> None:
     assert raised and raised <= set(CODES)
     for status, code in re.findall(r"ApiError\(\s*(\d{3}),\s*\"([a-z_]+)\"", source):
         assert CODES[code][0] == int(status), code
+
+
+def test_twenty_thousand_tiny_messages_are_refused_at_once(made: dict[str, str]) -> None:
+    many = body(messages=[{"role": "user", "content": "hi"}] * 20_000)
+    started = time.monotonic()
+    error = check_shape(send(Client(), "POST", COMPLETIONS, many, made["demo"]), 400, "invalid_body", "messages")
+    assert time.monotonic() - started < 2.0  # counted before any message is read, let alone saved
+    assert "20000 messages: at most 500" in error["message"]
+    assert not Message.objects.exists()
