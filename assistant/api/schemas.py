@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from assistant.engine.policy import Level
 
-RESOURCE = re.compile(r"^(kb:[\w-]+|web|code|agents)$")
+RESOURCE = re.compile(r"^(kb:[\w-]+|mcp:[\w-]+|web|code|agents)$")
 
 
 # Requests -----------------------------------------------------------------------------------------
@@ -79,8 +79,8 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     tools_enabled: list[str] = Field(
         default_factory=list,
-        description="The request's resources: `kb:<slug>` (a knowledge base), `web`, `code`, `agents` (delegation, "
-        "with at least one other resource).",
+        description="The request's resources: `kb:<slug>` (a knowledge base), `mcp:<name>` (a connector), `web`, "
+        "`code`, `agents` (delegation, with at least one other resource).",
     )
     reasoning_level: Level | None = Field(
         default=None,
@@ -94,7 +94,7 @@ class ChatCompletionRequest(BaseModel):
     def _resources(cls, value: list[str]) -> list[str]:
         for resource in value:
             if not RESOURCE.match(resource):
-                raise ValueError(f"unknown resource '{resource}': use kb:<slug>, web, code or agents")
+                raise ValueError(f"unknown resource '{resource}': use kb:<slug>, mcp:<name>, web, code or agents")
         return list(dict.fromkeys(value))
 
     @field_validator("category")

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from assistant.budgets import services as budgets
 from assistant.budgets.ledger import ledger_for
+from assistant.connectors import directory as connectors
 from assistant.engine.cancel import CancelToken
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import Event, TextDeltaEvent
@@ -85,6 +86,9 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     for slug in wanted:
         if slug not in known:
             raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+    connector = connectors.unknown(org.pk, ask.resources)
+    if connector is not None:
+        raise RequestRefused(f"The connector '{connector}' does not exist or you may not use it.")
 
 
 def create_run(
@@ -257,9 +261,13 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
 
 
 def toolbox_for(organisation_id: int) -> Toolbox:
-    """The tools a run of this organisation can be given (web and code only when configured)."""
+    """The tools a run of this organisation can be given (web and code only when configured, its connectors)."""
     knowledge = OrgKnowledge(organisation_id)
-    return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge))
+    return Toolbox(
+        knowledge=knowledge,
+        factories=tool_factories(knowledge),
+        connectors=connectors.connector_source(organisation_id),
+    )
 
 
 def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
+from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.scope import Scope
@@ -65,6 +66,7 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         "categories": categories,
         "levels": [(lv, LEVEL_LABELS[lv]) for lv in LEVELS],
         "knowledge_bases": kbs,
+        "connectors": connectors.offered(org.pk),
         "tools": tools,
         "values": {**defaults, **(values or {})},
     }
@@ -153,6 +155,9 @@ def _refusal(org: Organisation, ask: runs.Ask) -> str | None:
     for r in others:
         if r.startswith("kb:") and r[3:] not in known:
             return _("The knowledge base '%(kb)s' does not exist or you may not read it.") % {"kb": r[3:]}
+    connector = connectors.unknown(org.pk, others)
+    if connector is not None:
+        return _("The connector '%(name)s' does not exist or you may not use it.") % {"name": connector}
     return None
 
 

@@ -304,7 +304,9 @@ class McpTool(Tool):
             f"Connector {self.config.name} (read-only), tool {self.picked.name}: "
             f"{self.picked.description.strip() or 'no description'}"
         )
-        return ToolSpec(name=self.name, description=description[:1024], parameters=_parameters(self.picked.input_schema))
+        return ToolSpec(
+            name=self.name, description=description[:1024], parameters=_parameters(self.picked.input_schema)
+        )
 
     def _label(self, args: dict[str, Any]) -> str:
         shown = json.dumps(args, ensure_ascii=False) if args else ""
