@@ -1,7 +1,7 @@
 """The OpenAI-compatible API: chat completions with delegation steps, usage and sources; models; runs; cancel.
 
 Every route takes an organisation API key (``Authorization: Bearer …``). A request becomes a run
-through the browser's path (``runs.create_run``, ``runs.launch``, ``runs.execute_run``), in a
+through the browser's path (``runs.intake.create_run``, ``runs.execution.launch``, ``runs.execution.execute_run``), in a
 conversation of its own owned by the organisation's service user (``orgs.keys.api_user``), the
 client's earlier messages saved before the question. The key's model restriction replaces the
 assistant's. Another organisation's run, and a run started in the browser, do not exist here (404).
@@ -26,8 +26,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.budgets import services as budgets
-from assistant.chat import providers, runs
-from assistant.chat.models import Conversation, Message, Run
+from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.scope import Scope
@@ -36,10 +35,12 @@ from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
 from assistant.orgs.signin import client_address
+from assistant.runs import execution, intake
+from assistant.runs.follow import RunFollower
+from assistant.runs.models import Conversation, Message, Run
 
 from . import limits
 from .errors import ApiError, error_response
-from .follow import RunFollower
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -144,7 +145,7 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 
 def _models(key: ApiKey) -> list[ModelOut]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     return [
         ModelOut(
             id=m.id,
@@ -184,7 +185,7 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
     """Each refusal with its status, before any model call and before anything is saved."""
     org = key.organisation
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     if body.model not in catalogue:
         raise ApiError(404, "model_not_found", f"The model '{body.model}' does not exist.", param="model")
     policy = policy_for(org, key)
@@ -223,7 +224,7 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
             f"The connector '{connector}' does not exist or this key may not use it.",
             param="tools_enabled",
         )
-    toolbox = runs.toolbox_for(org.pk)
+    toolbox = execution.toolbox_for(org.pk)
     for resource in ("web", "code"):
         if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):
             raise ApiError(
@@ -253,7 +254,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
     _refusals(key, body)
     org = key.organisation
     question = body.messages[-1].text
-    ask = runs.Ask(
+    ask = intake.Ask(
         text=question,
         model=body.model,
         level=body.reasoning_level,
@@ -272,7 +273,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                 if m.role in ("system", "developer"):
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
-            return runs.create_run(user, org, conversation, ask, api_key=key)
+            return intake.create_run(user, org, conversation, ask, api_key=key)
     except budgets.CategoryExhausted as e:  # exhausted between the check and the run: a rare race
         raise ApiError(429, "category_budget_exhausted", str(e), param="category") from e
     except RequestRefused as e:
@@ -350,7 +351,7 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
     run = await sync_to_async(_create)(_key(request), body)
     follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
-    runs.launch(run.pk)
+    execution.launch(run.pk)
     if body.stream:
         response = StreamingHttpResponse(_stream(run, follower), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
@@ -414,7 +415,7 @@ async def retrieve_run(request: HttpRequest, run_id: str) -> RunOut:
 async def cancel_run(request: HttpRequest, run_id: str) -> RunOut:
     key = _key(request)
     run = await sync_to_async(_run_of)(key, run_id)
-    await runs.request_stop(run.pk)
+    await execution.request_stop(run.pk)
     return await sync_to_async(lambda: _run_out(Run.objects.get(pk=run.pk)))()
 
 

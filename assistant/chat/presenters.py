@@ -15,8 +15,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from assistant.engine.cancel import STOP_MESSAGES
+from assistant.runs.models import Run, Step
 
-from .models import Run, Step
 from .rendering import render_markdown
 
 REPORT_PREVIEW_CHARS = 2_000

@@ -19,9 +19,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from assistant.chat import providers
+from assistant.catalogue import snapshot
 
 from . import audit, keys
+from .code import code_status
 from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
 from .http import AuthenticatedHttpRequest
 from .models import AgentProfile, ApiKey, AuditEntry, Organisation
@@ -44,7 +45,7 @@ def _page(
     parallel_form: ParallelForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     policy = policy_for(org)
     profiles = [
         {
@@ -61,6 +62,7 @@ def _page(
         "parallel_form": parallel_form or ParallelForm(instance=org, prefix="parallel"),
         "profiles": profiles,
         "allowed_now": [catalogue[m] for m in policy.allowed_ids(catalogue)],
+        "code": code_status(),
     }
     return render(request, "orgs/settings.html", context, status=status)
 
