@@ -154,3 +154,18 @@ def test_deleting_a_connector_is_recorded(world: World, crm_allowed: CrmServer) 
     assert AuditEntry.objects.filter(organisation=world.demo, action="connector.deleted", target="mcp:crm").exists()
     audit = admin.get("/settings/audit/").content.decode()
     assert "deleted a connector" in audit and "registered a connector" in audit
+
+
+def test_the_pages_speak_french(world: World, crm_allowed: CrmServer) -> None:
+    admin = signed_in("demo")
+    admin.post("/i18n/setlang/", {"language": "fr", "next": "/"})
+    response = register(admin, crm_allowed, headers_text="Authorization: DJANGO_SECRET_KEY")
+    body = response.content.decode()
+    assert "Nouveau connecteur" in body and "Adresse (HTTP streamable)" in body
+    assert "la valeur d’un en-tête ne vient que d’une variable d’environnement" in body
+    register(admin, crm_allowed)
+    page = admin.get("/settings/connectors/crm/").content.decode()
+    assert "Outils proposés" in page and "peut écrire : jamais proposé" in page
+    assert "Gérer les connecteurs" in admin.get("/settings/").content.decode()
+    assert "connecteur" in admin.get("/").content.decode()
+    assert "a enregistré un connecteur" in admin.get("/settings/audit/").content.decode()
