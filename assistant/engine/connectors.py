@@ -10,7 +10,8 @@ declared headers from the listing), call, close, all within the connector's time
 goes through the web tools' address guard (``netguard``), with the operator's ``allowed_hosts`` for
 internal servers. Header values come from environment variables named ``CONNECTOR_…`` only, read at
 call time and never kept. What the server answers is untrusted text: it is cut at ``max_chars`` and
-handed to the model wrapped in ``<connector_data>`` with a note that it is data, not instructions.
+handed to the model wrapped in ``<connector_data>`` with a note that it is data, not instructions; each
+tool read counts as a source (``mcp:<name>/<tool>``), as a document does.
 
 This module does not know Django: ``ConnectorDirectory`` is where the connectors' settings are looked up.
 """
@@ -33,7 +34,7 @@ from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as McpToolInfo
 
 from .errors import OutOfScope, ToolError
-from .events import Action
+from .events import Action, Source
 from .netguard import AddressGuard, BlockedAddress, GuardedTransport, Resolver, allowed_ports
 from .scope import Scope
 from .tools import Tool, ToolOutcome
@@ -343,7 +344,13 @@ class McpTool(Tool):
         wrapped = f'{note}\n<connector_data connector="{connector}" tool="{self.picked.name}">\n{_escape(text)}\n</connector_data>'
         if result.is_error:
             raise ToolError(f"The connector {connector} answered with an error.\n{wrapped}")
-        return ToolOutcome(wrapped, Action(tool=self.name, kind="other", label=self._label(args)))
+        # What was read counts as read, like a document: one source per connector tool.
+        source = Source(
+            id=f"mcp:{connector}/{self.picked.name}",
+            title=f"{connector} · {self.picked.name}",
+            where=f"mcp:{connector}",
+        )
+        return ToolOutcome(wrapped, Action(tool=self.name, kind="other", label=self._label(args)), (source,))
 
 
 class McpConnectors:

@@ -99,3 +99,49 @@ async def test_a_variable_unset_at_call_time_and_a_tool_gone_are_tool_errors(crm
     ):
         await export.run({})
     assert crm.calls == []
+
+
+async def test_stop_lets_a_call_in_flight_finish_within_its_timeout(crm: CrmServer) -> None:
+    """Stop during a connector call: the call finishes (bounded by its timeout), the run ends stopped."""
+    import asyncio
+    import time
+
+    from assistant.engine.catalogue import Catalogue
+    from assistant.engine.loop import run_chat
+    from assistant.engine.models.demo import DEMO_MODELS
+    from assistant.engine.models.function import CallInfo, FunctionModel
+    from assistant.engine.policy import RunRequest
+    from assistant.engine.runtime import RunContext
+    from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCall
+
+    catalogue = Catalogue(DEMO_MODELS)
+    config = ConnectorConfig(name="crm", url=crm.url, tools=(SEARCH,))
+    crm.delay = 1.0
+
+    def main(request: ModelRequest, info: CallInfo) -> ModelResponse:
+        assert info.index == 0, "no model call after Stop"
+        return ModelResponse(
+            tool_calls=[ToolCall(id="c1", name="mcp_crm__search_customers", arguments='{"query": "acme"}')]
+        )
+
+    model = FunctionModel(main, catalogue["demo-large"])
+    ctx = RunContext(
+        catalogue=catalogue,
+        models=lambda _: model,
+        toolbox=Toolbox(connectors=McpConnectors(Directory(config), _limits(crm, timeout=5))),
+    )
+
+    async def stop_soon() -> None:
+        while not crm.calls:
+            await asyncio.sleep(0.02)
+        ctx.cancel.cancel("user")
+
+    started = time.monotonic()
+    stopper = asyncio.ensure_future(stop_soon())
+    outcome = await run_chat(
+        RunRequest(messages=(Message.user("Acme?"),), model="demo-large", resources=("mcp:crm",)), ctx
+    )
+    await stopper
+    assert outcome.status == "stopped"
+    assert crm.calls == [("search_customers", {"query": "acme"})]
+    assert 0.9 < time.monotonic() - started < 5

@@ -147,6 +147,13 @@ async def test_an_agent_reads_a_connector_and_its_write_is_refused(
     assert (SEARCH, True, 'crm · search_customers {"query": "acme"}') in labels
     assert any(tool == DELETE and not ok for tool, ok, _ in labels)
     assert set(data["usage"]["by_model"]) == {"demo-large", "demo-small"}
+    # What the agent read through the connector counts as read.
+    assert {
+        "id": "mcp:crm/search_customers",
+        "title": "crm · search_customers",
+        "kind": "document",
+        "where": "mcp:crm",
+    } in data["sources"]
 
 
 async def test_the_main_model_reads_a_connector_itself(
