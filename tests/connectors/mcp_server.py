@@ -43,13 +43,14 @@ def _app(state: CrmServer) -> Any:
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def search_customers(query: str) -> str:
-        """Find customers whose name or city contains the query."""
+        """Find customers whose name or city contains one of the query's words."""
         state.calls.append(("search_customers", {"query": query}))
         if state.delay:
             time.sleep(state.delay)
         if state.reply is not None:
             return state.reply
-        found = [f"{cid}: {name}" for cid, name in CUSTOMERS.items() if query.lower() in name.lower()]
+        words = query.lower().split()
+        found = [f"{cid}: {name}" for cid, name in CUSTOMERS.items() if any(w in name.lower() for w in words)]
         return "\n".join(found) or "no customer matches"
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))

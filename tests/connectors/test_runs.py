@@ -298,3 +298,21 @@ async def test_unknown_disabled_and_other_organisations_connectors_are_refused(
     body = await _refused(client, ["mcp:crm"])
     assert body["error"]["code"] == "connector_not_found"
     assert registered.calls == []
+
+
+async def test_the_offline_demo_model_delegates_to_a_connector(
+    client: openai.AsyncOpenAI, registered: CrmServer, fast_demo: None
+) -> None:
+    completion = await client.chat.completions.create(
+        model="demo-large",
+        messages=QUESTION,  # type: ignore[arg-type]
+        extra_body={"tools_enabled": ["mcp:crm", "agents"], "reasoning_level": "approfondi"},
+    )
+    data = completion.model_dump()
+    assert data["status"] == "ok"
+    answer = completion.choices[0].message.content or ""
+    assert "I am handing the search of 1 resource(s) to agents running demo-small" in answer
+    assert "c-1: Acme SA, Lyon [mcp:crm/search_customers]" in answer
+    [agent] = [s["agent"] for s in data["steps"] if s["type"] == "run_agent"]
+    assert [s["tool"] for s in agent["steps"]] == [SEARCH]
+    assert registered.calls == [("search_customers", {"query": "customer Acme based"})]
