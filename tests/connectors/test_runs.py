@@ -316,3 +316,29 @@ async def test_the_offline_demo_model_delegates_to_a_connector(
     [agent] = [s["agent"] for s in data["steps"] if s["type"] == "run_agent"]
     assert [s["tool"] for s in agent["steps"]] == [SEARCH]
     assert registered.calls == [("search_customers", {"query": "customer Acme based"})]
+
+
+async def test_an_agent_profile_receives_connectors_only_when_its_kinds_say_so(
+    client: openai.AsyncOpenAI, models: Any, registered: CrmServer, world: World
+) -> None:
+    from assistant.orgs.models import AgentProfile
+
+    await AgentProfile.objects.acreate(organisation=world.demo, name="checker", instructions="Check.", tools=["kb"])
+    task = {"instruction": "Where is Acme?", "model": "demo-small", "resources": ["mcp:crm"], "profile": "checker"}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        [content] = tool_contents(request, "agents")
+        [result] = json.loads(content)["agents"]
+        assert "may only receive these kinds of resources: kb; mcp:crm cannot be given to it" in result["error"]
+        return ModelResponse(text="Refused.")
+
+    models({"demo-large": scripted(ModelResponse(tool_calls=[call("agents", tasks=[task])]), answer)})
+    completion = await client.chat.completions.create(
+        model="demo-large",
+        messages=QUESTION,  # type: ignore[arg-type]
+        extra_body={"tools_enabled": ["mcp:crm", "agents"], "reasoning_level": "approfondi"},
+    )
+    assert completion.model_dump()["status"] == "ok"
+    assert registered.calls == []
+    page = await sync_to_async(lambda: signed_in("demo").get("/settings/profiles/new").content.decode())()
+    assert 'value="mcp"' in page and "Connectors" in page
