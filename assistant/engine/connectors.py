@@ -30,7 +30,7 @@ import anyio
 import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, PaginatedRequestParams, TextContent
 from mcp.types import Tool as McpToolInfo
 
 from .errors import OutOfScope, ToolError
@@ -253,8 +253,6 @@ async def list_tools(config: ConnectorConfig, limits: ConnectorLimits) -> list[L
 
 
 async def _all_tools(session: ClientSession) -> list[McpToolInfo]:
-    from mcp.types import PaginatedRequestParams
-
     listing = await session.list_tools()
     tools = list(listing.tools)
     for _page in range(20):

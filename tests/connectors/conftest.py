@@ -13,9 +13,8 @@ import pytest
 # The organisations' builders (two organisations, scripted models) serve here too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "orgs"))
 
+from connectors_support import TOKEN
 from mcp_server import CrmServer, crm_server
-
-TOKEN = "Bearer crm-secret-7f3a"
 
 
 @pytest.fixture(autouse=True)

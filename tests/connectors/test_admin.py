@@ -11,8 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import TOKEN
-from connectors_support import register
+from connectors_support import TOKEN, register
 from mcp_server import CrmServer
 from orgs_support import World, build_world, signed_in
 

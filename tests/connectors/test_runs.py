@@ -20,8 +20,7 @@ import httpx2
 import openai
 import pytest
 from asgiref.sync import sync_to_async
-from conftest import TOKEN
-from connectors_support import register
+from connectors_support import TOKEN, register
 from mcp_server import CrmServer
 from orgs_support import World, build_world, call, scripted, signed_in
 

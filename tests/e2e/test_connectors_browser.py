@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import DEMO_LATENCY, DEMO_PACE
 from live_server import start_server
 from playwright.sync_api import Page, expect
 
@@ -25,6 +24,7 @@ from mcp_server import CrmServer, crm_server
 pytestmark = pytest.mark.slow
 
 TOKEN = "Bearer e2e-crm-token"
+DEMO_PACE, DEMO_LATENCY = "0.01", "0.4"
 SERVER = """
 import sys
 import django
