@@ -27,6 +27,7 @@ from ninja.security import HttpBearer
 
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
+from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
@@ -245,6 +246,14 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
                 f"The knowledge base '{slug}' does not exist or this key may not read it.",
                 param="tools_enabled",
             )
+    connector = connectors.unknown(org.pk, others)
+    if connector is not None:
+        raise ApiError(
+            404,
+            "connector_not_found",
+            f"The connector '{connector}' does not exist or this key may not use it.",
+            param="tools_enabled",
+        )
     toolbox = execution.toolbox_for(org.pk)
     for resource in ("web", "code"):
         if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):

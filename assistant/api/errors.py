@@ -40,6 +40,7 @@ CODES: Final[dict[str, tuple[int, str]]] = {
     "model_not_allowed": (403, "a model the key may not use (the message lists those it may)"),
     "model_not_found": (404, "an unknown model"),
     "knowledge_base_not_found": (404, "an unknown knowledge base (another organisation's is unknown)"),
+    "connector_not_found": (404, "an unknown or disabled connector (another organisation's is unknown)"),
     "run_not_found": (404, "an unknown run, or one this key may not see"),
     "not_found": (404, "no such endpoint"),
     "method_not_allowed": (405, "a method the endpoint does not take (`Allow` lists those it does)"),

@@ -56,6 +56,10 @@ def agent_first_message(task: AgentTask, scope: Scope, tools: Iterable[str]) -> 
         parts.append(f"- the web ({', '.join(web)})")
     if scope.code and "run_code" in names:
         parts.append("- Python code (run_code), reading only your own knowledge bases")
+    for name in scope.connectors:
+        own = sorted(t for t in names if t.startswith(f"mcp_{name}__"))
+        if own:
+            parts.append(f"- connector {name} ({', '.join(own)}), read-only")
     return "\n".join(parts)
 
 

@@ -59,6 +59,11 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     for kb in plan.scope.knowledge_bases:
         if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
             raise RequestRefused(f"The knowledge base '{kb}' does not exist or you may not read it.")
+    if plan.scope.connectors:
+        connectors = ctx.toolbox.connectors
+        missing = list(plan.scope.connectors) if connectors is None else await connectors.load(plan.scope.connectors)
+        if missing:
+            raise RequestRefused(f"The connector '{missing[0]}' does not exist or you may not use it.")
     return await _MainLoop(request, ctx, plan).run()
 
 
@@ -77,10 +82,12 @@ class _MainLoop:
         self.agents: list[AgentOutcome] = []
 
     def _system_prompt(self) -> str:
-        kbs = self.plan.scope.knowledge_bases
-        if not kbs:
-            return MAIN_SYSTEM_PROMPT
-        return MAIN_SYSTEM_PROMPT + "\nKnowledge bases of this request: " + ", ".join(kbs) + "."
+        prompt = MAIN_SYSTEM_PROMPT
+        if self.plan.scope.knowledge_bases:
+            prompt += "\nKnowledge bases of this request: " + ", ".join(self.plan.scope.knowledge_bases) + "."
+        if self.plan.scope.connectors:
+            prompt += "\nConnectors of this request: " + ", ".join(self.plan.scope.connectors) + "."
+        return prompt
 
     async def _on_text(self, delta: str) -> None:
         self.text += delta

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from assistant.catalogue import snapshot
+from assistant.connectors import directory as connectors
 from assistant.engine.cancel import CancelToken
 from assistant.engine.errors import RequestRefused
 from assistant.engine.loop import run_chat
@@ -106,9 +107,13 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
 
 
 def toolbox_for(organisation_id: int) -> Toolbox:
-    """The tools a run of this organisation can be given (web and code only when configured)."""
+    """The tools a run of this organisation can be given (web and code only when configured, its connectors)."""
     knowledge = OrgKnowledge(organisation_id)
-    return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge))
+    return Toolbox(
+        knowledge=knowledge,
+        factories=tool_factories(knowledge),
+        connectors=connectors.connector_source(organisation_id),
+    )
 
 
 def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:

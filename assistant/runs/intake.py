@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from assistant.catalogue import snapshot
+from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
 from assistant.engine.types import Message as EngineMessage
@@ -44,7 +45,7 @@ class Ask:
 
 
 def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
-    """Refuse, before any model call, what the policy or the organisation's knowledge bases forbid."""
+    """Refuse, before any model call, what the policy or the organisation's knowledge bases and connectors forbid."""
     if ask.level is not None and ask.level not in LEVELS:
         raise RequestRefused(f"Unknown reasoning level '{ask.level}'.")
     request = RunRequest(
@@ -56,6 +57,9 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     for slug in wanted:
         if slug not in known:
             raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+    connector = connectors.unknown(org.pk, ask.resources)
+    if connector is not None:
+        raise RequestRefused(f"The connector '{connector}' does not exist or you may not use it.")
 
 
 def create_run(
