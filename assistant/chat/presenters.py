@@ -1,7 +1,11 @@
-"""What a run's steps look like to the user: delegation lines with their details, sources, usage.
+"""What a run's steps look like to the user: one timeline of text, searches and delegation lines, sources, usage.
 
 The same views serve the full page (built from saved steps) and the live pushes (built from the
 steps a consumer has seen so far), so that a reload and a live update always show the same thing.
+
+The timeline (``timeline_of``) is the main model's text cut where each step happened (``Step.text_offset``):
+a piece of text, then what happened after it (the main model's searches and reads, the delegation lines),
+then the next piece of text, and so on; its last piece is the answer, to which live text is appended.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ REPORT_PREVIEW_CHARS = 2_000
 
 
 @dataclass
+class RoundView:
+    number: int
+    forced: bool = False
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class AgentView:
     agent_id: str
     instruction: str
@@ -39,6 +50,8 @@ class AgentView:
     report: str = ""
     report_html: SafeString | None = None
     forced_landing: bool = False
+    rounds_log: list[RoundView] = field(default_factory=list)
+    """Each of its rounds with the actions of that round, in order (the agent panel)."""
 
     @property
     def running(self) -> bool:
@@ -97,8 +110,14 @@ def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = Non
             agent = agents[step.agent_id]
             if step.kind == "agent_action":
                 agent.actions.append(d["action"])
+                if not agent.rounds_log:
+                    agent.rounds_log.append(RoundView(number=max(agent.rounds, 1)))
+                agent.rounds_log[-1].actions.append(d["action"])
             elif step.kind == "round_started":
                 agent.rounds = d["round"]
+                agent.rounds_log.append(RoundView(number=d["round"], forced=bool(d.get("forced"))))
+            elif step.kind == "usage" and agent.running:
+                agent.cost_eur += float(d.get("cost_eur", 0.0))  # what it has cost so far, shown while it works
             elif step.kind == "agent_finished":
                 agent.status = d["status"]
                 agent.reason = d["reason"]
@@ -116,7 +135,81 @@ def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = Non
     return list(agents.values())
 
 
-def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeString] | None = None) -> dict[str, Any]:
+@dataclass
+class TextPiece:
+    """A piece of the main model's text that is over: something happened after it."""
+
+    index: int
+    start: int
+    end: int
+    html: SafeString
+    kind: str = "text"
+
+
+@dataclass
+class WorkBlock:
+    """What happened at one point of the text, in order: the main model's searches and reads, delegation lines."""
+
+    index: int
+    offset: int
+    entries: list[tuple[str, Any]] = field(default_factory=list)  # ("action", action) or ("agent", AgentView)
+    working: bool = False  # one of its agents is working and the run waits for it
+    kind: str = "work"
+
+    @property
+    def agents(self) -> list[AgentView]:
+        return [value for what, value in self.entries if what == "agent"]
+
+
+def timeline_of(
+    steps: Iterable[Step],
+    agents: list[AgentView],
+    answer: str,
+    running: bool,
+    pieces: dict[tuple[int, int], SafeString] | None = None,
+) -> tuple[list[TextPiece | WorkBlock], int]:
+    """The run in the order things happened, and where its last piece of text (the answer so far) starts.
+
+    A step without an offset (saved before offsets were recorded) is placed before the answer, as the page
+    always drew it; offsets never go back, and never past the text. ``pieces`` caches each piece's HTML.
+    """
+    by_id = {a.agent_id: a for a in agents}
+    blocks: list[WorkBlock] = []
+    offset = 0
+    for step in steps:
+        if step.text_offset is not None:
+            offset = min(max(offset, step.text_offset), len(answer))
+        entry: tuple[str, Any] | None = None
+        if step.kind == "agent_started" and step.agent_id in by_id:
+            entry = ("agent", by_id[step.agent_id])
+        elif step.kind == "tool_result" and not step.agent_id and step.data.get("action"):
+            entry = ("action", step.data["action"])
+        if entry is None:
+            continue
+        if not blocks or blocks[-1].offset != offset:
+            blocks.append(WorkBlock(index=len(blocks), offset=offset))
+        blocks[-1].entries.append(entry)
+    items: list[TextPiece | WorkBlock] = []
+    start = 0
+    cache = pieces if pieces is not None else {}
+    for block in blocks:
+        if block.offset > start:
+            key = (start, block.offset)
+            if key not in cache:
+                cache[key] = render_markdown(answer[start : block.offset])
+            items.append(TextPiece(index=len(items), start=start, end=block.offset, html=cache[key]))
+        block.working = running and any(a.running for a in block.agents)
+        items.append(block)
+        start = block.offset
+    return items, start
+
+
+def run_view(
+    run: Run,
+    steps: list[Step] | None = None,
+    reports: dict[str, SafeString] | None = None,
+    pieces: dict[tuple[int, int], SafeString] | None = None,
+) -> dict[str, Any]:
     """Everything the run fragments show; ``steps`` defaults to the run's saved steps."""
     if steps is None:
         steps = list(run.steps.all())
@@ -126,20 +219,24 @@ def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeS
             if agent.running:  # its run ended without it (the process executing it died)
                 agent.status, agent.reason = "error", _("the run ended before this agent returned")
     stopped = next((s.data.get("message", "") for s in steps if s.kind == "stopped"), "")
+    timeline, answer_start = timeline_of(steps, agents, run.answer, run.is_running, pieces)
     return {
         "run": run,
         "agents": agents,
         "agents_working": run.is_running and any(a.running for a in agents),
-        "main_actions": [
-            s.data["action"] for s in steps if s.kind == "tool_result" and not s.agent_id and s.data.get("action")
-        ],
+        "timeline": timeline,
+        "answer_start": answer_start,  # where the last piece of text, the answer so far, starts
         "by_model": sorted(run.usage.get("by_model", {}).items()),
         "stopped_message": stop_message(stopped) if run.status == "stopped" else "",
         # Called by the template only when it shows the answer (live pushes replace it).
-        "answer_html": functools.partial(render_markdown, run.answer),
+        "answer_html": functools.partial(render_markdown, run.answer[answer_start:]),
         "emitted": None,
         "carbon": carbon_line(run.usage),
     }
+
+
+def agent_of(view: dict[str, Any], agent_id: str) -> AgentView | None:
+    return next((a for a in view["agents"] if a.agent_id == agent_id), None)
 
 
 def carbon_line(usage: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import panels, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -10,4 +10,5 @@ urlpatterns = [
     path("c/<int:pk>/rename", views.rename, name="conversation_rename"),
     path("c/<int:pk>/delete", views.delete, name="conversation_delete"),
     path("runs/<uuid:run_id>/stop", views.stop, name="stop"),
+    path("c/<int:pk>/runs/<uuid:run_id>/agents/<str:agent_id>/", panels.agent_panel, name="agent_panel"),
 ]

@@ -64,7 +64,15 @@ class Follower:
         if seq > self.seq + 1:
             return None
         self.seq = seq
-        return [Step(run_id=self.run_id, seq=seq, kind=event["kind"], agent_id=event.get("agent_id") or "", data=event)]
+        step = Step(
+            run_id=self.run_id,
+            seq=seq,
+            kind=event["kind"],
+            agent_id=event.get("agent_id") or "",
+            data=event,
+            text_offset=message.get("text_offset"),
+        )
+        return [step]
 
     def merge(self, steps: list[Step], answer: str) -> list[Item]:
         """What the database has (``steps_since``) beyond what this follower has."""

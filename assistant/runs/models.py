@@ -89,13 +89,19 @@ class Message(models.Model):
 
 
 class Step(models.Model):
-    """One engine event of a run (text deltas are folded into ``Run.answer``)."""
+    """One engine event of a run (text deltas are folded into ``Run.answer``).
+
+    ``text_offset`` is where the step falls in the answer: the answer's length when it happened, so that
+    a page draws the text, the delegation lines and the searches in the order they happened (None: a step
+    saved before offsets were recorded, drawn before the answer).
+    """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=30)
     agent_id = models.CharField(max_length=40, blank=True)
     data = models.JSONField()
+    text_offset = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
