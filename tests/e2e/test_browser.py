@@ -35,7 +35,7 @@ def last_run(page: Page) -> Locator:
 
 def line_of(summary: str) -> str:
     """A delegation line without its state, which may move on between two looks."""
-    return re.sub(r" \((working…|returned in .*)\)$", "", summary.strip())
+    return re.sub(r" \((working…|returned in .*)\).*$", "", summary.strip(), flags=re.S)
 
 
 def answer_of(run: Locator) -> Locator:
