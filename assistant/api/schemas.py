@@ -142,6 +142,21 @@ class ToolStep(BaseModel):
     sources: list[SourceOut] = Field(default_factory=list)
 
 
+class ModelCallFailedStep(BaseModel):
+    """A model call that failed: refused by the provider with an HTTP error (``billed`` false: it cost nothing)
+    or cut after it was sent (a broken stream, a timeout: billed, estimated when the provider reported nothing)."""
+
+    type: Literal["model_call_failed"] = "model_call_failed"
+    round: int
+    model: str
+    error_kind: str = Field(
+        description="rate_limited, server_error, bad_request, authentication, unreachable, timeout or broken_stream"
+    )
+    billed: bool
+    status: int | None = Field(default=None, description="The provider's HTTP status, when it answered with one.")
+    message: str = ""
+
+
 class ModelUsageOut(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
@@ -149,6 +164,10 @@ class ModelUsageOut(BaseModel):
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     cost_eur: float = 0.0
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     energy_wh: float | None = Field(default=None, description="Null when the model has no carbon data.")
     carbon_g: float | None = Field(default=None, description="Grams CO2e; null when the model has no carbon data.")
 
@@ -163,6 +182,10 @@ class UsageOut(BaseModel):
     energy_wh: float = 0.0
     carbon_g: float = 0.0
     carbon_estimated: bool = Field(default=False, description="False when some model had no carbon data.")
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     by_model: dict[str, ModelUsageOut] = Field(default_factory=dict)
 
 
@@ -182,7 +205,7 @@ class AgentOut(BaseModel):
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)
     forced_landing: bool = False
-    steps: list[ToolStep] = Field(default_factory=list)
+    steps: list[Annotated[ToolStep | ModelCallFailedStep, Field(discriminator="type")]] = Field(default_factory=list)
 
 
 class AgentStep(BaseModel):
@@ -193,7 +216,7 @@ class AgentStep(BaseModel):
     agent: AgentOut
 
 
-Step = Annotated[ToolStep | AgentStep, Field(discriminator="type")]
+Step = Annotated[ToolStep | AgentStep | ModelCallFailedStep, Field(discriminator="type")]
 
 
 class RoundOut(BaseModel):

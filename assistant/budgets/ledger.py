@@ -29,7 +29,10 @@ class CategoryLedger:
 
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
         assert isinstance(reservation, Reservation)
-        spent = usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
+        if usage is None:  # a call that was not served (refused by the provider, or not made): nothing is charged
+            await sync_to_async(services.release)(reservation)
+            return
+        spent = usage.prompt_tokens + usage.completion_tokens
         await sync_to_async(services.settle)(reservation, spent, cost_eur, self.clock())
 
 

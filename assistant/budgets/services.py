@@ -206,6 +206,15 @@ def settle(reservation: Reservation, spent: int, cost_eur: float, now: datetime 
     check_alerts(_state(row.category, row, now or timezone.now()))
 
 
+def release(reservation: Reservation) -> int:
+    """Give back a hold whose call was not served (nothing charged, no call counted); returns the tokens released."""
+    with transaction.atomic():
+        if not Reservation.objects.filter(pk=reservation.pk).delete()[0]:
+            return 0  # already released (stale, or its run's reservations released by the reaper)
+        CategoryMonth.objects.filter(pk=reservation.month_id).update(reserved=F("reserved") - reservation.tokens)
+    return reservation.tokens
+
+
 def release_stale(row: CategoryMonth, now: datetime) -> int:
     """Release the holds of the month older than ``STALE_AFTER``; returns the tokens given back."""
     released = 0

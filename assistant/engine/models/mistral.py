@@ -180,7 +180,9 @@ def _translated() -> Iterator[None]:
     except (httpx2.StreamError, httpx2.DecodingError, json.JSONDecodeError) as e:
         raise MalformedResponse(f"the Mistral stream could not be read ({e})") from e
     except httpx2.HTTPError as e:
-        raise ModelUnavailable(f"the connection to the Mistral server failed or broke off ({e})") from e
+        raise ModelUnavailable(
+            f"the connection to the Mistral server failed or broke off ({e})", unsent=isinstance(e, httpx2.ConnectError)
+        ) from e
 
 
 def _raise_for_status(e: errors.MistralError) -> NoReturn:
@@ -190,11 +192,11 @@ def _raise_for_status(e: errors.MistralError) -> NoReturn:
         raise RateLimited(f"Mistral is rate limiting this key: {detail}", retry_after(e.headers)) from e
     if status in (401, 403):
         raise AuthenticationFailed(
-            f"Mistral refused the API key (HTTP {status}): {detail}. Check MISTRAL_API_KEY."
+            f"Mistral refused the API key (HTTP {status}): {detail}. Check MISTRAL_API_KEY.", status=status
         ) from e
     if status >= 500:
-        raise ModelUnavailable(f"the Mistral server failed (HTTP {status}): {detail}") from e
-    raise BadModelRequest(f"Mistral rejected the request (HTTP {status}): {detail}") from e
+        raise ModelUnavailable(f"the Mistral server failed (HTTP {status}): {detail}", status=status) from e
+    raise BadModelRequest(f"Mistral rejected the request (HTTP {status}): {detail}", status=status) from e
 
 
 def _detail(e: errors.MistralError) -> str:
