@@ -34,6 +34,7 @@ from ..errors import (
     AuthenticationFailed,
     BadModelRequest,
     MalformedResponse,
+    ModelError,
     ModelTimeout,
     ModelUnavailable,
     RateLimited,
@@ -77,22 +78,27 @@ class OpenAIModel(Model):
         calls = ToolCallBuffer()
         usage: UsagePart | None = None
         reason: str | None = None
-        with _translated():
-            stream = await self._create(request)
-            async with stream:
-                async for chunk in stream:
-                    if chunk.usage is not None:
-                        usage = _usage(chunk.usage)
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta
-                        text = delta.content or delta.refusal
-                        if text:
-                            yield TextDelta(text)
-                        for piece in delta.tool_calls or ():
-                            fn = piece.function
-                            calls.add(piece.index, piece.id, fn.name if fn else None, fn.arguments if fn else None)
-                        if choice.finish_reason is not None:
-                            reason = choice.finish_reason
+        try:
+            with _translated():
+                stream = await self._create(request)
+                async with stream:
+                    async for chunk in stream:
+                        if chunk.usage is not None:
+                            usage = _usage(chunk.usage)
+                        for choice in chunk.choices[:1]:
+                            delta = choice.delta
+                            text = delta.content or delta.refusal
+                            if text:
+                                yield TextDelta(text)
+                            for piece in delta.tool_calls or ():
+                                fn = piece.function
+                                calls.add(piece.index, piece.id, fn.name if fn else None, fn.arguments if fn else None)
+                            if choice.finish_reason is not None:
+                                reason = choice.finish_reason
+        except ModelError:
+            if usage is not None:  # the provider reported the call's usage before it broke off: that is billed
+                yield usage
+            raise
         if reason is None:
             raise MalformedResponse("the stream ended before the model finished its answer")
         complete = calls.calls()
