@@ -20,14 +20,13 @@ from typing import Any, Final, cast
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
-from assistant.engine.errors import RequestRefused
+from assistant.engine.errors import ContextTooLong, RequestRefused
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
@@ -225,20 +224,23 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
     try:
         budgets.admit(org, body.category, text, body.model)
     except budgets.CategoryExhausted as e:
-        category = budgets.classify(org, body.category)
-        assert category is not None
-        resets_at = budgets.state_of(category).resets_at
-        seconds = max(0, int((resets_at - timezone.now()).total_seconds()))
-        raise ApiError(
-            429,
-            "category_budget_exhausted",
-            str(e),
-            param="category",
-            resets_at=resets_at.isoformat(),
-            retry_after=str(seconds),
-        ) from e
+        raise _budget_refused(e) from e
     except RequestRefused as e:  # an unknown category
         raise ApiError(400, "unknown_category", str(e), param="category") from e
+
+
+def _budget_refused(e: budgets.CategoryExhausted) -> ApiError:
+    """429: a spent month is retried after it resets (``x-should-retry: false``, or the official client would retry
+    at once); a category that running requests fill may be retried in a few seconds."""
+    return ApiError(
+        429,
+        "category_budget_exhausted",
+        str(e),
+        param="category",
+        retry=not e.spent,
+        resets_at=e.state.resets_at.isoformat(),
+        retry_after=str(e.retry_after),
+    )
 
 
 def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
@@ -265,10 +267,12 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
             return intake.create_run(user, org, conversation, ask, api_key=key)
-    except budgets.CategoryExhausted as e:  # exhausted between the check and the run: a rare race
-        raise ApiError(429, "category_budget_exhausted", str(e), param="category") from e
+    except budgets.CategoryExhausted as e:  # its first call's reservation did not fit: nothing was saved
+        raise _budget_refused(e) from e
+    except ContextTooLong as e:
+        raise ApiError(400, e.code, str(e), param="messages", tokens=e.tokens, context_window=e.window) from e
     except RequestRefused as e:
-        raise ApiError(400, "request_refused", str(e)) from e
+        raise ApiError(400, e.code, str(e)) from e
 
 
 def _reason(run: Run) -> str:

@@ -11,8 +11,8 @@ queue delivers twice is executed once), then, while the run goes on, ``Watch`` d
 Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
 listened. A lease not renewed for ``RUNS_LEASE_SECONDS`` means its process died (a worker killed, a
 machine lost): ``reap`` marks the run failed, keeping its steps, its partial answer, what its
-saved usage events cost and what its saved steps say it read (its sources), and tells its pages
-(``areap``). Every Celery worker reaps (``workers.runner``); in the embedded default ``recover_runs``
+saved usage events cost and what its saved steps say it read (its sources), releases what it held on its
+category (through ``accounting``), and tells its pages (``areap``). Every Celery worker reaps (``workers.runner``); in the embedded default ``recover_runs``
 fails, at the server's start, the runs the previous one left running.
 
 Used wherever a run executes (the web server's event loop in the embedded default, a worker when
@@ -42,7 +42,7 @@ from assistant.engine.events import Source, event_from_dict, sources_read
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import Impact, RunUsage
 
-from . import groups
+from . import accounting, groups
 from .models import Lease, Message, Run, Step
 
 log = logging.getLogger(__name__)
@@ -222,6 +222,8 @@ def abandon(run: Run, message: str, now: datetime) -> None:
     run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
     run.set_sources(sources_of(run.steps.filter(kind__in=SOURCE_STEPS)))
     run.save(update_fields=["status", "error", "finished", "usage", "cost_eur", "sources"])
+    # Its calls will never settle: what it held on its category goes back with its lease.
+    accounting.accounting().release(run.pk)
     if run.answer.strip():
         Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=run.answer, run=run)
 
