@@ -26,6 +26,7 @@ from ninja.security import HttpBearer
 
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
+from assistant.engine.cancel import STOP_MESSAGES
 from assistant.engine.errors import ContextTooLong, RequestRefused
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
@@ -284,9 +285,20 @@ def _reason(run: Run) -> str:
     return ""
 
 
+# The stopped step's message is the cancel token's (``engine.cancel.STOP_MESSAGES``): its cause, as a code.
+STOP_CAUSES = {message: cause for cause, message in STOP_MESSAGES.items()}
+
+
+def _reason_code(run: Run, reason: str) -> str:
+    if run.status == "stopped":
+        return STOP_CAUSES.get(reason, "user")
+    return "error" if run.status == "error" else ""
+
+
 def _completion(run_id: uuid.UUID) -> ChatCompletion:
     run = Run.objects.get(pk=run_id)
     trace = trace_of(run.steps.all(), run.usage, run.sources)
+    reason = _reason(run)
     return ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
@@ -294,7 +306,8 @@ def _completion(run_id: uuid.UUID) -> ChatCompletion:
         choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=FINISH_REASON)],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
-        reason=_reason(run),
+        reason=reason,
+        reason_code=_reason_code(run, reason),
         **trace.model_dump(),
     )
 
@@ -332,7 +345,9 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
         await follower.close()
     done = await sync_to_async(_completion)(run.pk)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
-    final = done.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason"})
+    final = done.model_dump(
+        mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason", "reason_code"}
+    )
     yield _sse({**base, "choices": [], **final})
     yield "data: [DONE]\n\n"
 
@@ -378,6 +393,7 @@ def _run_of(key: ApiKey, run_id: str) -> Run:
 def _run_out(run: Run) -> RunOut:
     finished = not run.is_running
     trace = trace_of(run.steps.all(), run.usage if finished else None, run.sources if finished else None)
+    reason = _reason(run)
     return RunOut(
         id=str(run.pk),
         created=int(run.created.timestamp()),
@@ -389,7 +405,8 @@ def _run_out(run: Run) -> RunOut:
         status=run.status,  # type: ignore[arg-type]
         stop_requested=run.stop_requested,
         answer=run.answer,
-        reason=_reason(run),
+        reason=reason,
+        reason_code=_reason_code(run, reason),
         **trace.model_dump(),
     )
 

@@ -240,6 +240,10 @@ STATUS_DESCRIPTION = (
     "cost cap: the answer is what was written until then) or `error` (it failed; `reason` says why)."
 )
 REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
+REASON_CODE_DESCRIPTION = (
+    "Why the run stopped, as a code: `user` (Stop, a cancel), `budget` (its category's month crossed mid-way), "
+    "`cost_cap` (a scheduled task's cap); `error` for a failed run; empty when it ended ok or is running."
+)
 
 
 class Trace(BaseModel):
@@ -278,6 +282,7 @@ class ChatCompletion(Trace):
     run_id: str = Field(description="Follow or cancel the run with /v1/runs/{run_id}.")
     status: EndedStatusOut = Field(description=STATUS_DESCRIPTION)
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
 
 
 class RunOut(Trace):
@@ -293,6 +298,7 @@ class RunOut(Trace):
     stop_requested: bool
     answer: str = Field(description="The answer so far (whole once the run has ended).")
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
 
 
 class ModelOut(BaseModel):

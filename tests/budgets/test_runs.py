@@ -13,6 +13,7 @@ from budgets_support import World, signed_in, this_month
 from django.test import AsyncClient
 from django.utils import formats, timezone
 
+from assistant.api.api import _completion as api_completion
 from assistant.budgets import services
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone
@@ -180,6 +181,9 @@ async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agen
     assert all("Searched" in f["report"] for f in finished)  # each agent's findings so far are kept
     row = await sync_to_async(this_month)(tworld.syntheses)
     assert row.reserved == 0
+    # Through the API, the same run is a 200 whose status is stopped, with its cause as a code.
+    done = await sync_to_async(api_completion)(run.pk)
+    assert (done.status, done.reason_code) == ("stopped", "budget")
     # The page shows why it stopped and what the agents had found.
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
     assert "stopped: the category&#x27;s monthly budget is reached" in page
