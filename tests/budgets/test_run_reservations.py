@@ -114,3 +114,16 @@ def test_recover_runs_releases_what_the_runs_of_a_stopped_server_held(tworld: Wo
     dead.refresh_from_db()
     assert dead.status == "error"
     assert not Reservation.objects.exists() and _in_flight(tworld) == 0
+
+
+def test_a_question_too_long_for_the_main_model_s_window_is_refused_on_the_page_with_the_numbers(world: World) -> None:
+    question = "Bimbamjob invoices and payments. " * 20_000  # about 165,000 tokens; demo-large's window is 128,000
+    response = signed_in("mia").post(
+        "/c/new",
+        {"text": question, "model": "demo-large", "level": "rapide", "category": "syntheses"},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "is too long for demo-large" in page and "128,000 tokens" in page
+    assert not Run.objects.exists() and not Reservation.objects.exists()
