@@ -60,6 +60,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    # Before anything reads a body: one over the limit is refused in the caller's format (413).
+    "assistant.api.middleware.request_limits",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -232,6 +234,10 @@ KB_EXTRACT_MAX_TEXT_CHARS = int(os.environ.get("KB_EXTRACT_MAX_TEXT_CHARS", "100
 KB_EXTRACT_MAX_PAGES = int(os.environ.get("KB_EXTRACT_MAX_PAGES", "2000"))
 KB_EXTRACT_WORKERS = int(os.environ.get("KB_EXTRACT_WORKERS", "2"))
 KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900"))
+# A request's body (files uploaded to a knowledge base excepted): over it, 413 (API) or a refusal next to the form.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(float(os.environ.get("MAX_REQUEST_BODY_MB", "4")) * 1024 * 1024)
+# The most messages one API request may carry (400 above).
+API_MAX_MESSAGES = int(os.environ.get("API_MAX_MESSAGES", "500"))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).

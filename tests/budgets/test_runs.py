@@ -182,7 +182,7 @@ async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agen
     row = await sync_to_async(this_month)(tworld.syntheses)
     assert row.reserved == 0
     # Through the API, the same run is a 200 whose status is stopped, with its cause as a code.
-    done = await sync_to_async(api_completion)(run.pk)
+    done = await sync_to_async(api_completion)(run.pk, [])
     assert (done.status, done.reason_code) == ("stopped", "budget")
     # The page shows why it stopped and what the agents had found.
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('budgets', '0002_reservations'),
+        ('budgets', '0003_category_names'),
         ('runs', '0001_initial'),
     ]
 
