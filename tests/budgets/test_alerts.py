@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from budgets_support import World, signed_in, use
 from django.core import mail
+from django.utils import translation
 
 from assistant.budgets import services
 from assistant.budgets.models import BudgetAlert
@@ -50,7 +51,7 @@ def test_a_refused_call_alerts_at_the_true_share_not_at_100_percent(world: World
         services.reserve(world.administration.pk, 500)  # does not fit; the category is still at 85 %
     assert sorted(BudgetAlert.objects.values_list("threshold", flat=True)) == [80]
     assert len(mail.outbox) == 1 and "(85 %)" in mail.outbox[0].body
-    with pytest.raises(services.CategoryExhausted) as refused:
+    with pytest.raises(services.CategoryExhausted) as refused, translation.override("en"):
         services.ensure_room(world.administration, 500)
     assert "has used 850 of 1,000 tokens this month (85 %)" in str(refused.value)
     assert refused.value.spent and refused.value.retry_after > 60

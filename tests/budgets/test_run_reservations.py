@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from budgets_support import World, signed_in, this_month
 from django.core.management import call_command
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from assistant.budgets import services
 from assistant.budgets.ledger import CategoryLedger
@@ -50,7 +50,7 @@ def test_intake_reserves_the_first_call_and_a_refused_request_saves_nothing(worl
     # What is left cannot take another such request: refused at intake, nothing saved, nothing held.
     row = this_month(world.syntheses)
     CategoryMonth.objects.filter(pk=row.pk).update(used=world.syntheses.monthly_tokens - held.tokens - 100)
-    with pytest.raises(services.CategoryExhausted) as refused:
+    with pytest.raises(services.CategoryExhausted) as refused, translation.override("en"):
         intake.create_run(world.member, world.demo, None, QUESTION)
     assert not refused.value.spent  # without the other run's hold it would fit: retry in a few seconds
     assert "the rest is reserved by running requests" in str(refused.value)

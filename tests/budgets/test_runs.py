@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from budgets_support import World, signed_in, this_month
 from django.test import AsyncClient
-from django.utils import formats, timezone
+from django.utils import formats, timezone, translation
 
 from assistant.api.api import _completion as api_completion
 from assistant.budgets import services
@@ -200,7 +200,8 @@ async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World,
 
     def attempt() -> Run | services.CategoryExhausted:
         try:
-            return intake.create_run(tworld.member, tworld.demo, None, ask)
+            with translation.override("en"):
+                return intake.create_run(tworld.member, tworld.demo, None, ask)
         except services.CategoryExhausted as e:
             return e
 
