@@ -78,6 +78,12 @@ class RunContext:
         ``interruptible`` calls end at once when the token is cancelled (the main stream); the
         response then has ``finish_reason == "cancelled"`` and keeps the text received so far.
         A call longer than ``timeout`` raises ``ModelTimeout``.
+
+        Billed by how it ended: answered, the provider's usage; refused by the provider with an HTTP
+        error before anything streamed, or never sent (``ModelError.bills_nothing``), nothing (its
+        reservation is released); cut after it was sent (a broken stream, the timeout, Stop),
+        ``bill_cut_call``. A failure (not a Stop) is counted in ``failed_calls`` and emitted as
+        ``ModelCallFailed``.
         """
         info = self.catalogue[model_id]
         model = self.models(model_id)
