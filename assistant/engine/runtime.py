@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -154,8 +155,8 @@ class RunContext:
             return response
         await self._account(
             model_id,
-            response.usage or _estimate(request, response),
-            response.usage is None,
+            _with_cut_attempts(response.usage or _estimate(request, response), request, response),
+            response.usage is None or response.cut_attempts > 0,
             agent_id,
             usage,
             reservation,
@@ -183,8 +184,8 @@ class RunContext:
         ``UsageEvent``, as any answered call. Returns what was billed (also put in ``response.usage``).
         A call the provider refused with an HTTP error is not billed: release its reservation instead.
         """
-        estimated = response.usage is None
-        part = response.usage or _estimate(request, response)
+        estimated = response.usage is None or response.cut_attempts > 0
+        part = _with_cut_attempts(response.usage or _estimate(request, response), request, response)
         response.usage = part
         await self._account(model_id, part, estimated, agent_id, usage, reservation, seconds)
         return part
@@ -247,6 +248,13 @@ def _estimate(request: ModelRequest, response: ModelResponse) -> UsagePart:
     streamed = estimate_tokens(response.text) if response.text else 0
     streamed += sum(estimate_tokens(c.name) + estimate_tokens(c.arguments) for c in response.tool_calls)
     return UsagePart(prompt_tokens=prompt_tokens(request), completion_tokens=streamed)
+
+
+def _with_cut_attempts(part: UsagePart, request: ModelRequest, response: ModelResponse) -> UsagePart:
+    """``part`` plus what the attempts the adapter tried again were sent (``AttemptCut``): the provider bills them."""
+    if not response.cut_attempts:
+        return part
+    return dataclasses.replace(part, prompt_tokens=part.prompt_tokens + response.cut_attempts * prompt_tokens(request))
 
 
 def error_kind(error: ModelError) -> ModelErrorKind:

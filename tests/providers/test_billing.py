@@ -170,6 +170,25 @@ async def test_a_stream_cut_after_the_provider_reported_its_usage_bills_that_usa
     assert h.ctx.usage.tokens_estimated == 0 and h.ctx.usage.failed_calls == 1
 
 
+async def test_an_attempt_cut_before_anything_was_shown_and_tried_again_is_billed_too(wire: Wire) -> None:
+    h = harness(wire)
+    calls = (("kb_search", '{"query": "a long enough query to be split"}'),)
+    # The first attempt reached the server and broke off in the tool call's pieces: the adapter tried again.
+    wire.server.script(
+        sse_reply(wire.dialect, "plain", Turn(calls=calls), cut_after=3),
+        sse_reply(wire.dialect, "plain", Turn(calls=calls, usage=Usage(700, 30))),
+    )
+
+    response = await h.ctx.call_model("plain", REQUEST)
+
+    assert len(wire.server.requests) == 2 and response.cut_attempts == 1
+    (billed,) = usages(h.events)
+    # What the server reported for the answer, plus what the cut attempt was sent.
+    assert (billed.prompt_tokens, billed.completion_tokens) == (700 + prompt_tokens(REQUEST), 30)
+    assert billed.estimated and h.ctx.usage.tokens_estimated == 1
+    assert h.ctx.usage.failed_calls == 0 and failures(h.events) == []
+
+
 async def test_a_client_timeout_bills_an_estimate_and_is_a_failed_call(wire: Wire) -> None:
     h = harness(wire)
 
