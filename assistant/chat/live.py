@@ -33,7 +33,7 @@ from .rendering import StreamingMarkdown
 # The steps that change what the timeline shows, and those among them that change one agent's line only
 # (its rounds, its actions, and its cost with each of its usage events).
 VISIBLE_STEPS = frozenset({"agent_started", "round_started", "agent_action", "agent_finished", "tool_result"})
-AGENT_PROGRESS = frozenset({"round_started", "agent_action", "usage"})
+AGENT_PROGRESS = frozenset({"round_started", "agent_action", "usage", "model_call_failed"})
 
 
 def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:

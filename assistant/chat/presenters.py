@@ -57,6 +57,12 @@ class AgentView:
     def running(self) -> bool:
         return self.status == "running"
 
+    def log_action(self, action: dict[str, Any]) -> None:
+        """An action of its current round, for the agent panel."""
+        if not self.rounds_log:
+            self.rounds_log.append(RoundView(number=max(self.rounds, 1)))
+        self.rounds_log[-1].actions.append(action)
+
     @property
     def report_preview(self) -> str:
         return self.report[:REPORT_PREVIEW_CHARS]
@@ -89,6 +95,14 @@ def stop_message(message: str) -> str:
     return known.get(message, message or _("stopped on request"))
 
 
+def failed_call_text(d: dict[str, Any]) -> str:
+    """A failed model call in the reader's words: refused by the provider (billed nothing) or cut (billed)."""
+    status = f"HTTP {d['status']}" if d.get("status") else d.get("error_kind", "")
+    if d.get("billed"):
+        return _("Model call cut (%(why)s): billed for what was sent") % {"why": status}
+    return _("Model call refused by the provider (%(why)s): not billed") % {"why": status}
+
+
 def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
     """One view per agent, in start order, built from its steps.
 
@@ -110,9 +124,11 @@ def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = Non
             agent = agents[step.agent_id]
             if step.kind == "agent_action":
                 agent.actions.append(d["action"])
-                if not agent.rounds_log:
-                    agent.rounds_log.append(RoundView(number=max(agent.rounds, 1)))
-                agent.rounds_log[-1].actions.append(d["action"])
+                agent.log_action(d["action"])
+            elif step.kind == "model_call_failed":
+                failed = {"tool": "", "kind": "other", "ok": False, "label": failed_call_text(d)}
+                agent.actions.append(failed)
+                agent.log_action(failed)
             elif step.kind == "round_started":
                 agent.rounds = d["round"]
                 agent.rounds_log.append(RoundView(number=d["round"], forced=bool(d.get("forced"))))

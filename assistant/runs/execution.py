@@ -140,7 +140,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     recorder = Recorder(run_id)
     watch = leases.Watch(run_id, token)
     await watch.start()
-    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category)
+    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category, run_id)
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
@@ -172,6 +172,8 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
+    # What the run still holds (its intake's reservation, when it ended before its first call) goes back.
+    accounting.accounting().release(run_id)
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.status != "running":
