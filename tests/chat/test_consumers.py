@@ -67,7 +67,9 @@ def _letters(fragment: str) -> str:
 def _pushed_text(joined: str, run: Run) -> list[tuple[int, str]]:
     """Each pushed answer so far: where its piece of text starts in the answer, and its HTML."""
     found = re.findall(
-        rf'<div class="text segment" id="run-{run.pk}-answer" data-offset="(\d+)"[^>]*>(.*?)</div>\s*$', joined, re.S | re.M
+        rf'<div class="text segment" id="run-{run.pk}-answer" data-offset="(\d+)"[^>]*>(.*?)</div>\s*$',
+        joined,
+        re.S | re.M,
     )
     return [(int(offset), text) for offset, text in found]
 
