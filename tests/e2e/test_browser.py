@@ -39,7 +39,8 @@ def line_of(summary: str) -> str:
 
 
 def answer_of(run: Locator) -> Locator:
-    return run.locator(".text")
+    """The run's timeline: its text (the first sentences, the answer) with its delegation lines between."""
+    return run.locator(".timeline")
 
 
 def test_ask_with_two_knowledge_bases_and_agents_and_watch_it_live(page: Page, shot: Shot) -> None:
