@@ -19,6 +19,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from assistant.engine.cancel import STOP_MESSAGES
+from assistant.runs import leases
+from assistant.runs.management.commands.recover_runs import MESSAGE as SERVER_STOPPED
 from assistant.runs.models import Run, Step
 
 from .rendering import render_markdown
@@ -101,6 +103,24 @@ def failed_call_text(d: dict[str, Any]) -> str:
     if d.get("billed"):
         return _("Model call cut (%(why)s): billed for what was sent") % {"why": status}
     return _("Model call refused by the provider (%(why)s): not billed") % {"why": status}
+
+
+def failure_message(message: str) -> str:
+    """Why a run failed, translated when it is one of the known causes (its process died, no worker took it)."""
+    known = {
+        leases.DIED: _(
+            "The process writing this answer stopped unexpectedly (it was killed, or its machine was lost). "
+            "Ask again for a complete answer."
+        ),
+        leases.NOT_TAKEN: _("No worker took this request in time. Ask again in a moment."),
+        leases.NOT_QUEUED: _(
+            "The request could not be handed to a worker (the queue is unreachable). Ask again in a moment."
+        ),
+        SERVER_STOPPED: _(
+            "The server stopped while this answer was being written; what it had written so far is kept."
+        ),
+    }
+    return known.get(message, message)
 
 
 def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
@@ -244,6 +264,7 @@ def run_view(
         "answer_start": answer_start,  # where the last piece of text, the answer so far, starts
         "by_model": sorted(run.usage.get("by_model", {}).items()),
         "stopped_message": stop_message(stopped) if run.status == "stopped" else "",
+        "error_message": failure_message(run.error) if run.status == "error" else "",
         # Called by the template only when it shows the answer (live pushes replace it).
         "answer_html": functools.partial(render_markdown, run.answer[answer_start:]),
         "emitted": None,

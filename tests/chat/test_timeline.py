@@ -10,6 +10,7 @@ import socket
 import subprocess
 import uuid
 from datetime import timedelta
+from html import unescape
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.template.loader import render_to_string
 from django.test import AsyncClient, Client
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from assistant.asgi import application
 from assistant.chat.presenters import TextPiece, WorkBlock, run_view
@@ -343,7 +344,8 @@ async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings:
         await lease.asave()
         await communicator.send_to(json.dumps({"state": [run.pk.hex, "not-a-run", 42]}))
         frames = await _frames_until(communicator, finished)
-        assert leases.DIED in frames and "spinner" not in frames.split(finished)[-1]
+        assert "Le processus qui écrivait cette réponse s'est arrêté" in unescape(frames)  # its reason, in French
+        assert "spinner" not in frames.split(finished)[-1]
         assert 'class="stop"' not in frames.split(finished)[-1]
     finally:
         await communicator.disconnect()
@@ -363,3 +365,18 @@ async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: 
         await _frames_until(communicator, rf'<article class="answer" id="run-{run.pk}" data-status="error"', 10)
     finally:
         await communicator.disconnect()
+
+
+@pytest.mark.django_db
+def test_a_dead_runs_reason_is_worded_in_the_readers_language(demo_data: None) -> None:
+    run = _run(status="error")
+    Run.objects.filter(pk=run.pk).update(error=leases.DIED)
+    run.refresh_from_db()
+    with translation.override("fr"):
+        html = unescape(render_to_string("chat/_run.html", {"view": run_view(run)}))
+    assert "Le processus qui écrivait cette réponse s'est arrêté de façon inattendue" in html
+    assert 'class="stop"' not in html and "spinner" not in html
+    Run.objects.filter(pk=run.pk).update(error="A tool failed: ValueError: x")  # not a known cause: as it is
+    run.refresh_from_db()
+    with translation.override("fr"):
+        assert "A tool failed: ValueError: x" in render_to_string("chat/_run.html", {"view": run_view(run)})
