@@ -380,3 +380,29 @@ def test_a_dead_runs_reason_is_worded_in_the_readers_language(demo_data: None) -
     run.refresh_from_db()
     with translation.override("fr"):
         assert "A tool failed: ValueError: x" in render_to_string("chat/_run.html", {"view": run_view(run)})
+
+
+@pytest.mark.django_db
+def test_the_panel_words_each_kind_of_action_in_both_languages(demo_data: None) -> None:
+    run = _run(answer=FIRST)
+    _steps(run)
+    actions = [
+        {"tool": "web_fetch", "kind": "fetch", "label": "https://example.org/a", "ok": True},
+        {"tool": "run_code", "kind": "code", "label": "print(sum(totals))", "ok": True},
+        {"tool": "mcp_crm__search", "kind": "other", "label": "crm: search “Acme”", "ok": True},
+    ]
+    Step.objects.bulk_create(
+        Step(run=run, seq=9 + i, kind="agent_action", agent_id="agent-1", data={"action": a}, text_offset=len(FIRST))
+        for i, a in enumerate(actions)
+    )
+    view = run_view(run)
+    agent = view["agents"][0]
+    assert [a["kind"] for a in agent.rounds_log[-1].actions] == ["fetch", "code", "other"]  # in round 2, in order
+    html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
+    for text in ("Search “factures: Bimbamjob”: 4 results", "Fetch: https://example.org/a", "Code: print(sum(totals))"):
+        assert text in html
+    assert "crm: search “Acme”" in html
+    with translation.override("fr"):
+        html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
+    assert "Lecture de la page : https://example.org/a" in html and "Code : print(sum(totals))" in html
+    assert "Tour 1" in html and "0,0012 € jusqu'ici" in html

@@ -124,8 +124,7 @@ def test_the_agent_panel_follows_one_agent_live_and_closes_with_escape(page: Pag
     # Live: each round and each action as it happens, then the report, without reloading anything.
     expect(body.locator(".round-title").first).to_contain_text("Round 1")
     expect(body.locator(".actions li[data-kind=search]").first).to_contain_text(re.compile(r"Search “.+”: \d+ result"))
-    if width == 1280:
-        _save(page, "agent-panel.png")
+    _save(page, "agent-panel.png" if width == 1280 else "agent-panel-phone.png")
     expect(body.locator(".actions li[data-kind=read]").first).to_contain_text("Read: ")
     expect(body).to_have_attribute("data-status", "ok", timeout=30_000)
     expect(body.locator(".round-title")).to_have_count(3)

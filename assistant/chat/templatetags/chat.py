@@ -35,4 +35,8 @@ def action_text(action: dict[str, Any]) -> str:
         }
     if action.get("kind") == "read":
         return gettext("Read: %(title)s") % {"title": action.get("label", "")}
+    if action.get("kind") == "fetch":
+        return gettext("Fetch: %(address)s") % {"address": action.get("label", "")}
+    if action.get("kind") == "code":
+        return gettext("Code: %(line)s") % {"line": action.get("label", "")}
     return str(action.get("label", ""))
