@@ -97,6 +97,10 @@ def test_the_timeline_is_in_the_order_of_events_live_and_after_a_reload(page: Pa
     )
     if language == "en":
         _save(page, "timeline.png")
+    # Reloaded mid-run: the same order, from the saved offsets, and it carries on live.
+    page.reload()
+    run = last_run(page)
+    _check_order(_timeline(page), words, answer=False)
     expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
     live = _timeline(page)
     _check_order(live, words, answer=True)
