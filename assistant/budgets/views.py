@@ -3,7 +3,7 @@ alerts, and the month's consumption, cost and carbon with its CSV.
 
 Every view starts from the signed-in admin's own organisation: a member gets 403, another
 organisation's category or alert does not exist here (404). Forms post, then redirect (a refused form
-comes back with its errors and status 400).
+comes back with its errors and status 422).
 """
 
 from __future__ import annotations
@@ -81,13 +81,13 @@ def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
     forms = _category_forms(org, request.POST)
     if not forms:  # an organisation without categories has nothing to save here (it creates one first)
         messages.error(request, _("There is no category to save yet: create one first."))
-        return _page(request, org, status=400)
+        return _page(request, org, status=422)
     chosen = request.POST.get("default", "")
     default = next((f.instance for f in forms if str(f.instance.pk) == chosen), None)
     if not all([f.is_valid() for f in forms]) or default is None:
         if default is None:
             messages.error(request, _("Choose the default category."))
-        return _page(request, org, category_forms=forms, status=400)
+        return _page(request, org, category_forms=forms, status=422)
     with transaction.atomic():
         for f in forms:
             f.save()
@@ -106,7 +106,7 @@ def new_category(request: AuthenticatedHttpRequest) -> HttpResponse:
     if Category.objects.filter(organisation=org).count() >= MAX_CATEGORIES:
         form.add_error(None, _("At most %(n)s categories: a few broad ones work best.") % {"n": MAX_CATEGORIES})
     if not form.is_valid():
-        return _page(request, org, new_form=form, status=400)
+        return _page(request, org, new_form=form, status=422)
     category = form.save(commit=False)
     category.is_default = not Category.objects.filter(organisation=org, is_default=True).exists()
     category.position = Category.objects.filter(organisation=org).count()
@@ -121,7 +121,7 @@ def add_raise(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = RaiseForm(request.POST, organisation=org, today=_today(org), prefix="raise")
     if not form.is_valid():
-        return _page(request, org, raise_form=form, status=400)
+        return _page(request, org, raise_form=form, status=422)
     data = form.cleaned_data
     raised = services.raise_budget(data["category"], request.user, data["tokens"], data["reason"], data["ends_on"])
     messages.success(
@@ -139,7 +139,7 @@ def save_time_zone(request: AuthenticatedHttpRequest) -> HttpResponse:
     # Its own copy: a refused zone must not reach the page that shows the form again.
     form = TimeZoneForm(request.POST, instance=Organisation.objects.get(pk=org.pk), prefix="zone")
     if not form.is_valid():
-        return _page(request, org, zone_form=form, status=400)
+        return _page(request, org, zone_form=form, status=422)
     form.save()
     messages.success(request, _("The time zone is saved: budgets reset at midnight on the 1st there."))
     return redirect("budgets")

@@ -2,7 +2,7 @@
 
 Every view starts from the signed-in admin's own organisation: a member gets 403, and another
 organisation's profile does not exist here (404). Forms post, then redirect (a refused form comes
-back with its errors and status 400).
+back with its errors and status 422).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def save_models(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = AllowedModelsForm(request.POST, organisation=org)
     if not form.is_valid():
-        return _page(request, org, models_form=form, status=400)
+        return _page(request, org, models_form=form, status=422)
     form.save()
     messages.success(request, _("The models the assistant may use are saved."))
     return redirect("org_settings")
@@ -88,7 +88,7 @@ def save_levels(request: AuthenticatedHttpRequest) -> HttpResponse:
     forms = _level_forms(org, request.POST)
     parallel = ParallelForm(request.POST, instance=org, prefix="parallel")
     if not (all([f.is_valid() for f in forms]) and parallel.is_valid()):
-        return _page(request, org, level_forms=forms, parallel_form=parallel, status=400)
+        return _page(request, org, level_forms=forms, parallel_form=parallel, status=422)
     with transaction.atomic():
         for f in forms:
             f.save()
@@ -104,7 +104,7 @@ def _profile_page(request: AuthenticatedHttpRequest, org: Organisation, profile:
             saved = form.save()
             messages.success(request, _("The agent profile “%(name)s” is saved.") % {"name": saved.name})
             return redirect("org_settings")
-        return render(request, "orgs/profile.html", {"form": form, "profile": profile}, status=400)
+        return render(request, "orgs/profile.html", {"form": form, "profile": profile}, status=422)
     return render(request, "orgs/profile.html", {"form": form, "profile": profile})
 
 
@@ -159,7 +159,7 @@ def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
-        return _keys_page(request, org, form=form, status=400)
+        return _keys_page(request, org, form=form, status=422)
     key, secret = keys.create_key(org, form.cleaned_data["name"], form.allowed_models(), created_by=request.user)
     messages.success(
         request, _("The key “%(name)s” is created. Copy it now: it will not be shown again.") % {"name": key.name}
