@@ -395,3 +395,64 @@ def test_axe_finds_no_serious_or_critical_violation(tab: Any, scheme: str, viewp
         ]
         assert bad == [], (path, scheme, viewport, bad)
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+# Every htmx form of the admin and user pages -------------------------------------------------
+
+FORMS = [
+    # (page, form, fill: {field: value}, the refusal's words)
+    ("/settings/", "#levels-form", {"input[name$=main_rounds]": "0"}, "greater than or equal to"),
+    ("/kb/new", "#kb-form", {"input[name=name]": "   "}, "Give the base a name."),
+    ("/tasks/new", "#task-edit", {"input[name=name]": "Weekly", "textarea[name=prompt]": "   "}, ""),
+]
+
+
+@pytest.mark.parametrize(("path", "form", "fill", "words"), FORMS, ids=["settings", "knowledge", "tasks"])
+def test_every_form_is_refused_in_place(page: Page, path: str, form: str, fill: dict[str, str], words: str) -> None:
+    page.goto(path)
+    page.locator(form).evaluate("el => { el.noValidate = true; }")  # the server's checks, not the browser's
+    for selector, value in fill.items():
+        page.locator(f"{form} {selector}").first.fill(value)
+    page.evaluate("window.__same = document.querySelector('header.top')")
+    with page.expect_response(lambda r: r.request.method == "POST") as response:
+        page.locator(f"{form} button[type=submit]").first.click()
+    assert response.value.status == 422
+    expect(page.locator(f"{form} .error, {form} .errorlist").first).to_be_visible()
+    if words:
+        expect(page.locator(form)).to_contain_text(words)
+    for selector, value in fill.items():
+        if value.strip():
+            expect(page.locator(f"{form} {selector}").first).to_have_value(value)
+    _page_is_whole(page)
+    assert page.evaluate("window.__same === document.querySelector('header.top')")
+
+
+# Screenshots for the README: `UPDATE_SCREENSHOTS=1` writes them to docs/screenshots/ ------------
+
+
+def test_screenshots_of_the_chat_on_desktop_phone_and_dark(tab: Any) -> None:
+    import os
+    from pathlib import Path
+
+    from conftest import ARTIFACTS
+
+    folder = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+    if not os.environ.get("UPDATE_SCREENSHOTS"):
+        folder = ARTIFACTS
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, viewport, scheme in (
+        ("chat-1400", DESKTOP, "light"),
+        ("chat-390", PHONE, "light"),
+        ("chat-dark", DESKTOP, "dark"),
+    ):
+        page = tab(viewport, color_scheme=scheme)
+        page.goto("/")
+        ask(page, "Bimbamjob: invoices, payments and relationship")
+        run = last_run(page)
+        expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
+        if viewport == PHONE:  # the top of the conversation, the sidebar behind its button
+            page.evaluate("window.scrollTo(0, 0)")
+        else:
+            run.locator(".delegation summary").first.click()
+            run.locator(".delegation summary").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(folder / f"{name}.png"))
