@@ -86,6 +86,42 @@ def test_a_refused_message_is_said_next_to_the_composer_and_keeps_the_page_and_t
     assert page.locator("#composer").count() == 1
 
 
+SPENT = {"en": "has reached its monthly budget", "fr": "a atteint son budget mensuel"}
+
+
+def _monthly_tokens(page: Page, slug: str, tokens: str | None = None) -> str:
+    """The category's monthly tokens on the budgets page; with ``tokens``, saved first."""
+    page.goto("/settings/budgets/")
+    field = page.locator(f"#categories-form tr:has(code:text-is('{slug}')) input[name$=monthly_tokens]")
+    if tokens is not None:
+        page.locator("#categories-form").evaluate("el => { el.noValidate = true; }")
+        field.fill(tokens)
+        page.click("#categories-form button[type=submit]")
+        expect(page.locator(".notices li")).to_be_visible()
+    return field.input_value()
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+def test_a_message_in_a_spent_category_is_refused_in_place(page: Page, language: str) -> None:
+    before = _monthly_tokens(page, "administration")
+    try:
+        assert _monthly_tokens(page, "administration", "1") == "1"
+        page.goto("/")
+        _in(page, language)
+        page.select_option("#composer select[name=category]", "administration")
+        page.fill("#composer textarea[name=text]", "Another admin question")
+        with page.expect_response(re.compile(r"/c/new$")) as response:
+            page.click("#composer button[type=submit]")
+        assert response.value.status == 422
+        expect(page.locator("#composer .error")).to_contain_text(SPENT[language])
+        _page_is_whole(page)
+        expect(page.locator(".sidebar")).to_be_visible()
+        expect(page.locator("#composer textarea[name=text]")).to_have_value("Another admin question")
+        expect(page.locator("#composer select[name=category]")).to_have_value("administration")
+    finally:
+        _monthly_tokens(page, "administration", before)
+
+
 @pytest.mark.parametrize("language", ["en", "fr"])
 def test_a_blank_title_is_refused_in_place(page: Page, language: str) -> None:
     ask(page, "Zorglub: a title to keep", kbs=("factures",), level="rapide")
@@ -215,11 +251,31 @@ def test_at_390_px_no_page_scrolls_sideways_and_the_sidebar_is_behind_its_button
     assert page.errors == []  # type: ignore[attr-defined]
 
 
-def test_at_1400_px_the_sidebar_shows_without_its_button(tab: Any) -> None:
-    page = tab(DESKTOP)
+@pytest.mark.parametrize("width", [360, 1920])
+def test_from_360_to_1920_px_nothing_scrolls_sideways(tab: Any, width: int) -> None:
+    page = tab({"width": width, "height": 800})
+    for path in ["/", *WIDE_PAGES]:
+        page.goto(path)
+        _no_horizontal_scroll(page, path)
     page.goto("/")
-    expect(page.locator("#sidebar")).to_be_visible()
-    expect(page.locator("button.menu-toggle")).to_be_hidden()
+    expect(page.locator("#sidebar")).to_be_visible() if width > 768 else expect(page.locator("#sidebar")).to_be_hidden()
+    expect(page.locator("button.menu-toggle")).to_be_visible() if width <= 768 else expect(
+        page.locator("button.menu-toggle")
+    ).to_be_hidden()
+
+
+def test_a_refused_upload_is_said_in_place(page: Page) -> None:
+    page.goto("/kb/factures/")
+    page.locator("#upload-form").evaluate("el => { el.noValidate = true; }")
+    page.set_input_files(
+        "#upload-form input[type=file]",
+        files=[{"name": "tool.exe", "mimeType": "application/octet-stream", "buffer": b"MZ not a document"}],
+    )
+    with page.expect_response(lambda r: r.request.method == "POST") as response:
+        page.click("#upload-form button[type=submit]")
+    assert response.value.status == 422
+    expect(page.locator("#upload-form .error")).to_be_visible()
+    _page_is_whole(page)
 
 
 def _background(page: Page) -> str:
@@ -342,25 +398,44 @@ def test_markdown_is_styled_tables_code_quotes_and_long_code_scrolls_inside(tab:
 # Item 12: accessibility ------------------------------------------------------------------------
 
 
-def test_the_answer_is_a_live_region_that_stays_while_it_streams_and_there_is_a_favicon(page: Page) -> None:
+# Counts, from now on, the answers' live regions removed from the page (each push replacing one) and
+# the changes made inside them (the answer growing).
+WATCH_ANSWERS = """() => {
+  window.__replaced = 0; window.__grown = 0;
+  new MutationObserver((records) => {
+    for (const r of records) {
+      for (const n of r.removedNodes) if (n.nodeType === 1 && n.matches('.text[aria-live]')) window.__replaced += 1;
+      const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      if (el && el.closest('.text[aria-live]')) window.__grown += 1;
+    }
+  }).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def test_the_answer_is_a_live_region_that_stays_while_it_streams(page: Page) -> None:
+    ask(page, "Zorglub: a first question", kbs=("factures",), level="rapide")
+    expect(last_run(page)).to_have_attribute("data-status", "ok", timeout=20_000)
+    page.add_init_script("document.addEventListener('htmx:wsOpen', () => { window.__wsOpen = true; });")
+    page.reload()
+    _until(page, "window.__wsOpen === true")  # following the conversation live
+    page.evaluate(WATCH_ANSWERS)  # on the conversation's page, which the next message does not reload
+    with page.expect_response(re.compile(r"/send$")) as sent:
+        ask(page, "Bimbamjob: invoices, payments and relationship")
+    assert sent.value.status == 200
+    expect(page.locator(".turn")).to_have_count(2)
+    run = last_run(page)
+    expect(run.locator(".text")).to_have_attribute("aria-live", "polite")
+    expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
+    expect(run.locator(".text")).to_contain_text("Here is what the documents say")
+    # The answer grew in place, many times, and its region was never replaced while it streamed.
+    counts = page.evaluate("[window.__grown, window.__replaced]")
+    assert counts[0] > 5 and counts[1] == 0, counts
+
+
+def test_there_is_a_favicon_and_keyboard_focus_is_visible(page: Page) -> None:
     icon = page.locator("link[rel=icon]").get_attribute("href")
     assert icon and page.request.get(icon).status == 200
     assert page.request.get("/favicon.ico").status == 200  # for the pages that name no icon
-    ask(page, "Bimbamjob: invoices, payments and relationship")
-    run = last_run(page)
-    answer = run.locator(".text")
-    expect(answer).to_have_attribute("aria-live", "polite")
-    expect(run.locator(".delegation[data-status=ok]")).to_have_count(2, timeout=30_000)
-    expect(answer).to_contain_text("Here is what the documents say")
-    if run.get_attribute("data-status") == "running":
-        answer.evaluate("el => { el.__first = true; }")
-        _until(page, "document.querySelector('article.answer:last-of-type .text').textContent.length > 0")
-        page.wait_for_timeout(200)
-        if run.get_attribute("data-status") == "running":  # still streaming: the same element, updated
-            assert answer.evaluate("el => el.__first === true")
-
-
-def test_keyboard_focus_is_visible(page: Page) -> None:
     page.keyboard.press("Tab")
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline == "solid", outline
