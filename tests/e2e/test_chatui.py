@@ -531,3 +531,31 @@ def test_screenshots_of_the_chat_on_desktop_phone_and_dark(tab: Any) -> None:
             run.locator(".delegation summary").first.click()
             run.locator(".delegation summary").first.scroll_into_view_if_needed()
         page.screenshot(path=str(folder / f"{name}.png"))
+
+
+OTHER_PAGES = [
+    "/settings/api-keys/",
+    "/settings/profiles/new",
+    "/kb/",
+    "/kb/factures/",
+    "/kb/new",
+    "/tasks/",
+    "/tasks/new",
+]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_serious_or_critical_violation_on_the_other_pages(tab: Any, scheme: str) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+    page = tab(PHONE, color_scheme=scheme)
+    for path in OTHER_PAGES:
+        page.goto(path)
+        violations = axe.run(page).response["violations"]
+        bad = [
+            (v["id"], [n["target"] for n in v["nodes"]][:5])
+            for v in violations
+            if v["impact"] in ("serious", "critical")
+        ]
+        assert bad == [], (path, scheme, bad)
