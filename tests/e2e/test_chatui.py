@@ -264,6 +264,22 @@ def test_from_360_to_1920_px_nothing_scrolls_sideways(tab: Any, width: int) -> N
     ).to_be_hidden()
 
 
+def test_an_api_key_is_refused_in_place_and_its_secret_shown_once_created(page: Page) -> None:
+    page.goto("/settings/api-keys/")
+    page.locator("#api-key-form").evaluate("el => { el.noValidate = true; }")
+    with page.expect_response(lambda r: r.request.method == "POST") as response:
+        page.click("#api-key-form button[type=submit]")
+    assert response.value.status == 422
+    expect(page.locator("#api-key-form .error").first).to_be_visible()
+    _page_is_whole(page)
+    page.fill("#api-key-form input[name=name]", "Reports robot")
+    with page.expect_response(lambda r: r.request.method == "POST") as response:
+        page.click("#api-key-form button[type=submit]")
+    assert response.value.status == 200
+    expect(page.locator("code.secret")).to_be_visible()  # shown in the page, once
+    _page_is_whole(page)
+
+
 def test_a_refused_upload_is_said_in_place(page: Page) -> None:
     page.goto("/kb/factures/")
     page.locator("#upload-form").evaluate("el => { el.noValidate = true; }")
