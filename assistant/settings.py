@@ -232,6 +232,13 @@ KB_EXTRACT_MAX_TEXT_CHARS = int(os.environ.get("KB_EXTRACT_MAX_TEXT_CHARS", "100
 KB_EXTRACT_MAX_PAGES = int(os.environ.get("KB_EXTRACT_MAX_PAGES", "2000"))
 KB_EXTRACT_WORKERS = int(os.environ.get("KB_EXTRACT_WORKERS", "2"))
 KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900"))
+# Tables (CSV, XLSX sheets, Parquet documents): their rows are searchable text up to KB_TABLE_TEXT_CHARS
+# characters per document. data_query (engine/tables.py) shows at most DATA_QUERY_MAX_ROWS rows of a result,
+# stops a query after DATA_QUERY_SECONDS and past DATA_QUERY_MEMORY_MB of memory.
+KB_TABLE_TEXT_CHARS = int(os.environ.get("KB_TABLE_TEXT_CHARS", "200000"))
+DATA_QUERY_MAX_ROWS = int(os.environ.get("DATA_QUERY_MAX_ROWS", "50"))
+DATA_QUERY_SECONDS = float(os.environ.get("DATA_QUERY_SECONDS", "10"))
+DATA_QUERY_MEMORY_MB = int(os.environ.get("DATA_QUERY_MEMORY_MB", "256"))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).

@@ -106,9 +106,10 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
 
 
 def toolbox_for(organisation_id: int) -> Toolbox:
-    """The tools a run of this organisation can be given (web and code only when configured)."""
+    """The tools a run of this organisation can be given (web and code only when configured; the table tools
+    for bases that hold tables now: it reads the database)."""
     knowledge = OrgKnowledge(organisation_id)
-    return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge))
+    return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge, (knowledge, knowledge.catalogue())))
 
 
 def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:
@@ -139,7 +140,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
-        toolbox=toolbox_for(run.organisation_id),
+        toolbox=await sync_to_async(toolbox_for)(run.organisation_id),
         policy=await sync_to_async(policy_for)(run.organisation, run.api_key),  # reads the settings' rows
         emit=recorder.emit,
         cancel=token,
