@@ -317,10 +317,23 @@ def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _listing(catalogue: Sequence[str]) -> str:
-    shown = list(catalogue[:MAX_LISTED_TABLES])
-    more = len(catalogue) - len(shown)
-    return ", ".join(shown) + (f" and {more} more (data_tables lists them all)" if more > 0 else "")
+MAX_LISTED_COLUMNS = 40
+
+
+def _simple(name: str) -> str:
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else _quote(name)
+
+
+def listing(tables: Mapping[str, TableInfo]) -> str:
+    """The tables as the tools' descriptions list them: ``name(column TYPE, ...)``, the first ones only."""
+    shown = []
+    for name, t in list(tables.items())[:MAX_LISTED_TABLES]:
+        columns = [f"{_simple(c.name)} {c.type}" for c in t.columns[:MAX_LISTED_COLUMNS]]
+        if len(t.columns) > MAX_LISTED_COLUMNS:
+            columns.append("…")
+        shown.append(f"{name}({', '.join(columns)})")
+    more = len(tables) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more (data_tables lists them all)" if more > 0 else "")
 
 
 NAMING = (
@@ -332,7 +345,7 @@ NAMING = (
 class DataTables(Tool):
     """``data_tables()``: the tables of the scope's bases, with their columns, types and row counts."""
 
-    def __init__(self, backend: TableBackend, scope: Scope, catalogue: Sequence[str]) -> None:
+    def __init__(self, backend: TableBackend, scope: Scope, catalogue: Mapping[str, TableInfo]) -> None:
         self.backend = backend
         self.scope = scope
         self.catalogue = catalogue
@@ -344,7 +357,7 @@ class DataTables(Tool):
             description=(
                 "List the tables of your knowledge bases (their CSV, XLSX and Parquet documents): for each, the "
                 "name to use in data_query, its knowledge base and document, its columns with their types, and "
-                f"its row count. Tables: {_listing(self.catalogue)}. {NAMING}"
+                f"its row count. Tables: {', '.join(self.catalogue)}. {NAMING}"
             ),
             parameters={"type": "object", "properties": {}},
         )
@@ -376,7 +389,9 @@ class DataTables(Tool):
 class DataQuery(Tool):
     """``data_query(sql)``: one read-only SELECT over the scope's tables, as a small table with its row count."""
 
-    def __init__(self, backend: TableBackend, scope: Scope, catalogue: Sequence[str], limits: QueryLimits) -> None:
+    def __init__(
+        self, backend: TableBackend, scope: Scope, catalogue: Mapping[str, TableInfo], limits: QueryLimits
+    ) -> None:
         self.backend = backend
         self.scope = scope
         self.catalogue = catalogue
@@ -389,8 +404,8 @@ class DataQuery(Tool):
             description=(
                 "Run one read-only SQL query (DuckDB dialect) over the tables of your knowledge bases: a single "
                 "SELECT or WITH … SELECT; anything that writes, attaches, copies, reads files, installs or loads "
-                "extensions or changes settings is refused. Tables: "
-                f"{_listing(self.catalogue)}. {NAMING} Call data_tables for their columns and types. The result "
+                "extensions or changes settings is refused. Tables, with their columns: "
+                f"{listing(self.catalogue)}. {NAMING} data_tables also gives their row counts. The result "
                 f"comes back as a table of at most {self.limits.max_rows} rows with the total row count; aggregate "
                 f"(GROUP BY, SUM, COUNT) rather than reading rows one by one. Time limit: {self.limits.seconds:g} s."
             ),
@@ -448,13 +463,13 @@ class DataQuery(Tool):
 
 @dataclass(frozen=True, slots=True)
 class TableCatalogue:
-    """The names of the tables each base held when the toolbox was made: which scopes get the table tools."""
+    """The tables each base held when the toolbox was made: which scopes get the table tools, and what their
+    descriptions list (a query reads the tables as they are at that moment)."""
 
-    names: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    tables: Mapping[str, Sequence[TableInfo]] = field(default_factory=dict)
 
-    def of(self, scope: Scope) -> list[str]:
-        tables = [TableInfo(kb, n, "", "", (), 0) for kb in scope.knowledge_bases for n in self.names.get(kb, ())]
-        return list(query_names(tables))
+    def of(self, scope: Scope) -> dict[str, TableInfo]:
+        return query_names([t for kb in scope.knowledge_bases for t in self.tables.get(kb, ())])
 
 
 def table_tools(backend: TableBackend, catalogue: TableCatalogue, limits: QueryLimits) -> ToolFactory:

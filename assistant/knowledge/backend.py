@@ -57,25 +57,15 @@ class OrgKnowledge:
         ).order_by("knowledge_base__slug", "name")
 
     def catalogue(self) -> TableCatalogue:
-        """The names of the tables of each base, now (synchronous: when a run's toolbox is made)."""
-        names: dict[str, list[str]] = {}
-        for slug, name in self._tables().values_list("knowledge_base__slug", "name"):
-            names.setdefault(slug, []).append(name)
-        return TableCatalogue(names)
+        """The tables of each base, now (synchronous: when a run's toolbox is made)."""
+        tables: dict[str, list[TableInfo]] = {}
+        for row in self._tables().select_related("knowledge_base", "document").defer("document__text"):
+            tables.setdefault(row.knowledge_base.slug, []).append(_info(row))
+        return TableCatalogue(tables)
 
     async def tables(self, kbs: Sequence[str]) -> list[TableInfo]:
-        rows = self._tables().filter(knowledge_base__slug__in=list(kbs)).select_related("knowledge_base", "document")
-        return [
-            TableInfo(
-                kb=row.knowledge_base.slug,
-                name=row.name,
-                document_id=row.document.public_id,
-                title=row.document.title + (f" ({row.sheet})" if row.sheet else ""),
-                columns=tuple(Column(str(c), str(k)) for c, k in row.columns),
-                row_count=row.row_count,
-            )
-            async for row in rows
-        ]
+        rows = self._tables().filter(knowledge_base__slug__in=list(kbs))
+        return [_info(row) async for row in rows.select_related("knowledge_base", "document").defer("document__text")]
 
     async def parquet(self, table: TableInfo) -> str | bytes:
         """A local path when the storage has one (``MEDIA_ROOT``), else the file's bytes (an object store)."""
@@ -83,6 +73,17 @@ class OrgKnowledge:
         if row is None:
             raise OutOfScope(f"The table '{table.name}' no longer exists.")
         return await sync_to_async(_parquet_of)(row)
+
+
+def _info(row: Table) -> TableInfo:
+    return TableInfo(
+        kb=row.knowledge_base.slug,
+        name=row.name,
+        document_id=row.document.public_id,
+        title=row.document.title + (f" ({row.sheet})" if row.sheet else ""),
+        columns=tuple(Column(str(c), str(k)) for c, k in row.columns),
+        row_count=row.row_count,
+    )
 
 
 def _parquet_of(row: Table) -> str | bytes:

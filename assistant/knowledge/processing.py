@@ -176,10 +176,11 @@ def process(document_id: int) -> str | None:
         outcome = Failure(UNREADABLE)
     else:
         outcome = run_child(doc.filename or doc.file.name, data, ChildLimits.from_settings())
-    return _save(document_id, outcome)
+    return save_outcome(document_id, outcome)
 
 
-def _save(document_id: int, outcome: Extracted | Failure) -> str | None:
+def save_outcome(document_id: int, outcome: Extracted | Failure) -> str | None:
+    """Save an extraction's outcome on a processing document: ready with its text and tables, or failed."""
     pending = Document.objects.filter(pk=document_id, status=Document.PROCESSING)
     if isinstance(outcome, Failure):
         status = Document.FAILED

@@ -1,0 +1,354 @@
+"""Tables: CSV (English and French), XLSX (one table per sheet) and Parquet uploads become tables whose rows are
+searchable; ``data_tables`` and ``data_query`` read them, read-only, within the caller's scope, under limits.
+
+Uploads go through the page and the real extraction child; the tools are built as a run builds them
+(``execution.run_toolbox``), over the organisation's own database and stored files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+from knowledge_support import Org, make_org, two_orgs, wait_processed
+
+from assistant.engine.errors import OutOfScope, ToolError
+from assistant.engine.scope import Scope
+from assistant.engine.tools import Tool
+from assistant.knowledge import processing
+from assistant.knowledge.fulltext import search
+from assistant.knowledge.models import Document, KnowledgeBase, Table
+from assistant.knowledge.processing import table_name
+from assistant.knowledge.uploads import delete_document
+from assistant.runs.execution import run_toolbox
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def inline_extraction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Uploads are extracted once committed, by the real child process, but in the request's thread rather than
+    the pool's: SQLite's shared test database answers "table is locked" to two threads writing at once."""
+    monkeypatch.setattr(processing, "enqueue", lambda ids: [processing.process(pk) for pk in ids] and [])
+
+
+ENGLISH = (
+    b"client,date,amount,status\nAcme,2024-01-15,1200.50,paid\nGlobex,2024-02-01,300,late\nAcme,2024-03-10,99.5,paid\n"
+)
+FRENCH = "client;date;montant;statut\nDupont;15/01/2024;1 234,50;payée\nMartin;03/02/2024;980,00;en retard\nDupont;01/03/2024;12 000,75 €;payée\n"
+
+
+def xlsx() -> bytes:
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Feuil1"
+    sheet.append(["client", "montant", "date"])
+    sheet.append(["Dupont", 1234.5, dt.datetime(2024, 1, 2)])
+    sheet.append(["Martin", 12, dt.datetime(2024, 2, 3)])
+    stock = book.create_sheet("Stock")
+    stock.append(["article", "quantité"])
+    stock.append(["vis", 100])
+    stock.append(["écrou", 250])
+    book.create_sheet("Vide")
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+def parquet(tmp_path: Path) -> bytes:
+    import duckdb
+
+    path = tmp_path / "source.parquet"
+    con = duckdb.connect()
+    con.execute(
+        f"COPY (SELECT 'capteur-' || (range % 3) AS capteur, (range * 1.5)::DOUBLE AS mesure FROM range(10)) TO '{path}' (FORMAT parquet)"
+    )
+    con.close()
+    return path.read_bytes()
+
+
+def invoices(rows: int = 20) -> bytes:
+    lines = ["client;date;montant"] + [f"Client {i % 4};{1 + i % 28:02d}/01/2024;{i},50" for i in range(rows)]
+    return "\n".join(lines).encode()
+
+
+def upload(org: Org, *files: tuple[str, bytes], kb: str = "factures") -> list[Document]:
+    client = Client()
+    client.force_login(org.user)
+    response = client.post(reverse("kb_base", args=[kb]), {"files": [SimpleUploadedFile(n, d) for n, d in files]})
+    assert response.status_code == 302, response.content[:500]
+    names = [n for n, _ in files]
+    pks = list(
+        Document.objects.filter(knowledge_base__organisation=org.org, filename__in=names).values_list("pk", flat=True)
+    )
+    docs = wait_processed(*pks)
+    assert all(d.status == Document.READY for d in docs), [(d.filename, d.failure, d.failure_params) for d in docs]
+    return docs
+
+
+def columns(table: Table) -> list[tuple[str, str]]:
+    return [(c, k) for c, k in table.columns]
+
+
+async def tools(org: Org, scope: Scope) -> dict[str, Tool]:
+    box = await run_toolbox(org.org.pk)
+    return {t.spec.name: t for t in box.tools_for(scope)}
+
+
+async def query(org: Org, sql: str, scope: Scope | None = None) -> dict[str, Any]:
+    tool = (await tools(org, scope or Scope(("factures",))))["data_query"]
+    return json.loads((await tool.run({"sql": sql})).content)  # type: ignore[no-any-return]
+
+
+# Extraction -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "expected"),
+    [
+        (
+            "ventes.csv",
+            ENGLISH,
+            [("client", "VARCHAR"), ("date", "DATE"), ("amount", "DOUBLE"), ("status", "VARCHAR")],
+        ),
+        (
+            "factures-2024.csv",
+            FRENCH.encode("cp1252"),
+            [("client", "VARCHAR"), ("date", "DATE"), ("montant", "DOUBLE"), ("statut", "VARCHAR")],
+        ),
+    ],
+)
+def test_a_csv_becomes_a_typed_table_english_or_french(
+    media: Path, name: str, data: bytes, expected: list[tuple[str, str]]
+) -> None:
+    a, _ = two_orgs()
+    (doc,) = upload(a, (name, data))
+    (table,) = Table.objects.filter(document=doc)
+    assert table.name == Path(name).stem.replace("-", "_") and table.row_count == 3 and table.sheet == ""
+    assert columns(table) == expected
+    assert Path(table.file.path).read_bytes()[:4] == b"PAR1" and Path(table.file.path).is_relative_to(media)
+    # Its rows are the document's text, under the table's name and columns: searchable like any document.
+    assert doc.text.startswith(f"Table {table.name}: 3 rows; columns: client (VARCHAR), date (DATE)")
+    word = "globex" if name == "ventes.csv" else "martin"
+    hits, total = search(a.org.pk, "factures", word, 8)
+    assert total == 1 and hits[0].id == doc.public_id
+
+
+def test_french_numbers_and_dates_are_read_as_such(media: Path) -> None:
+    a, _ = two_orgs()
+    upload(a, ("factures-2024.csv", FRENCH.encode("cp1252")))
+    sql = "SELECT client, SUM(montant) AS total, MIN(date) AS premiere FROM factures_2024 GROUP BY client ORDER BY 1"
+    data = _sync_query(a, sql)
+    assert data["row_count"] == 2
+    assert data["table"].splitlines()[2:] == ["| Dupont | 13235.25 | 2024-01-15 |", "| Martin | 980 | 2024-02-03 |"]
+
+
+def test_an_xlsx_gives_one_table_per_sheet_that_holds_something(media: Path) -> None:
+    a, _ = two_orgs()
+    (doc,) = upload(a, ("Ventes 2024.xlsx", xlsx()))
+    tables = list(Table.objects.filter(document=doc).order_by("pk"))
+    assert [(t.name, t.sheet, t.row_count) for t in tables] == [
+        ("ventes_2024__feuil1", "Feuil1", 2),
+        ("ventes_2024__stock", "Stock", 2),
+    ]
+    assert columns(tables[0]) == [("client", "VARCHAR"), ("montant", "DOUBLE"), ("date", "DATE")]
+    assert columns(tables[1]) == [("article", "VARCHAR"), ("quantité", "BIGINT")]
+    assert "Table ventes_2024__stock (sheet Stock): 2 rows" in doc.text
+    assert search(a.org.pk, "factures", "écrou", 8)[1] == 1
+
+
+def test_a_parquet_file_becomes_a_table(media: Path, tmp_path: Path) -> None:
+    a, _ = two_orgs()
+    (doc,) = upload(a, ("mesures.parquet", parquet(tmp_path)))
+    (table,) = Table.objects.filter(document=doc)
+    assert (table.name, table.row_count) == ("mesures", 10)
+    assert columns(table) == [("capteur", "VARCHAR"), ("mesure", "DOUBLE")]
+    assert search(a.org.pk, "factures", "capteur", 8)[1] == 1
+
+
+def test_table_names_are_unique_within_the_base_and_files_go_with_the_document(media: Path) -> None:
+    a, _ = two_orgs()
+    first, _ = upload(a, ("factures.csv", ENGLISH), ("Factures.CSV", ENGLISH))
+    names = sorted(Table.objects.filter(knowledge_base=a.kb).values_list("name", flat=True))
+    assert names == ["factures", "factures_2"]
+    assert table_name("2024 ventes.xlsx", "Feuil 1", set()) == "t_2024_ventes__feuil_1"
+    stored = [Path(t.file.path) for t in Table.objects.filter(document=first)]
+    delete_document(first)
+    assert not Table.objects.filter(document_id=first.pk).exists() and not any(p.exists() for p in stored)
+
+
+def test_a_broken_table_file_fails_with_its_reason(media: Path) -> None:
+    a, _ = two_orgs()
+    client = a.client()
+    client.post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("x.parquet", b"PAR1 broken")]})
+    client.post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("y.xlsx", b"PK\x03\x04 nope")]})
+    docs = wait_processed(*Document.objects.filter(filename__in=["x.parquet", "y.xlsx"]).values_list("pk", flat=True))
+    assert [(d.status, d.failure, d.failure_params) for d in docs] == [
+        (Document.FAILED, "corrupt", {"kind": "parquet"}),
+        (Document.FAILED, "corrupt", {"kind": "xlsx"}),
+    ]
+    assert not Table.objects.exists()
+
+
+# The tools ------------------------------------------------------------------------------------
+
+
+def _sync_query(org: Org, sql: str) -> dict[str, Any]:
+    from asgiref.sync import async_to_sync
+
+    return async_to_sync(query)(org, sql)
+
+
+@pytest.fixture
+async def bases(media: Path) -> tuple[Org, Org]:
+    """A: ``factures`` with an invoices table, ``contrats`` with a table of its own, ``notes`` with none.
+    B (another organisation): a base ``factures`` too, whose table of the same name holds a secret."""
+
+    def build() -> tuple[Org, Org]:
+        a, _ = two_orgs()
+        b = make_org("gamma", [], kb_slug="factures")
+        upload(a, ("factures.csv", invoices()))
+        KnowledgeBase.objects.create(organisation=a.org, slug="contrats", name="Contrats")
+        upload(a, ("contrats.csv", b"contrat,montant\nC-1,5000\n"), kb="contrats")
+        KnowledgeBase.objects.create(organisation=a.org, slug="notes", name="Notes")
+        upload(b, ("factures.csv", b"client,montant\nZorglub secret,999999\n"))
+        return a, b
+
+    return await sync_to_async(build)()
+
+
+async def test_the_table_tools_come_only_with_bases_that_hold_tables(bases: tuple[Org, Org]) -> None:
+    a, _ = bases
+    assert set(await tools(a, Scope(("factures",)))) == {"kb_search", "kb_read", "data_tables", "data_query"}
+    assert set(await tools(a, Scope(("notes",)))) == {"kb_search", "kb_read"}
+    assert set(await tools(a, Scope(web=False))) == set()
+    spec = (await tools(a, Scope(("factures",))))["data_query"].spec
+    assert "factures(client VARCHAR, date DATE, montant DOUBLE)" in spec.description
+    assert "contrats" not in spec.description and "read-only" in spec.description
+
+
+async def test_data_tables_lists_the_scopes_tables_with_columns_and_row_counts(bases: tuple[Org, Org]) -> None:
+    a, _ = bases
+    outcome = await (await tools(a, Scope(("factures", "contrats"))))["data_tables"].run({})
+    listed = json.loads(outcome.content)["tables"]
+    assert [(t["name"], t["kb"], t["rows"]) for t in listed] == [
+        ("contrats", "contrats", 1),
+        ("factures", "factures", 20),
+    ]
+    assert listed[1]["columns"] == [
+        {"name": "client", "type": "VARCHAR"},
+        {"name": "date", "type": "DATE"},
+        {"name": "montant", "type": "DOUBLE"},
+    ]
+    assert outcome.action is not None and outcome.action.count == 2
+    only = json.loads((await (await tools(a, Scope(("factures",))))["data_tables"].run({})).content)["tables"]
+    assert [t["name"] for t in only] == ["factures"]
+
+
+async def test_data_query_answers_a_small_table_with_its_row_count_action_and_source(bases: tuple[Org, Org]) -> None:
+    a, _ = bases
+    sql = "SELECT client, SUM(montant) AS total FROM factures GROUP BY client ORDER BY client"
+    tool = (await tools(a, Scope(("factures",))))["data_query"]
+    outcome = await tool.run({"sql": sql})
+    data = json.loads(outcome.content)
+    assert data["row_count"] == 4 and data["columns"] == ["client", "total"] and "note" not in data
+    assert data["table"].splitlines()[:3] == ["| client | total |", "| --- | --- |", "| Client 0 | 42.5 |"]
+    assert outcome.action is not None
+    assert (outcome.action.tool, outcome.action.kind, outcome.action.label, outcome.action.count) == (
+        "data_query",
+        "query",
+        sql,
+        4,
+    )
+    doc = await Document.objects.aget(knowledge_base=a.kb, filename="factures.csv")
+    assert [s.id for s in outcome.sources] == [doc.public_id]
+    # A WITH … SELECT is a query too; its own names are not tables.
+    data = await query(a, "WITH t AS (SELECT montant FROM factures) SELECT count(*) AS n FROM t;")
+    assert data["table"].splitlines()[2] == "| 20 |"
+
+
+async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], settings: Any) -> None:
+    a, _ = bases
+    settings.DATA_QUERY_MAX_ROWS = 5
+    data = await query(a, "SELECT * FROM factures ORDER BY montant DESC")
+    assert data["row_count"] == 20 and len(data["table"].splitlines()) == 2 + 5
+    assert data["table"].splitlines()[2].startswith("| Client 3 | 2024-01-20 | 19.5 |")
+    assert "first 5 of 20 rows" in data["note"]
+
+
+async def test_a_query_that_runs_too_long_is_interrupted(bases: tuple[Org, Org], settings: Any) -> None:
+    a, _ = bases
+    settings.DATA_QUERY_SECONDS = 0.5
+    cross = (
+        "SELECT count(*) FROM factures a, factures b, factures c, factures d, factures e, factures f, factures g "
+        "WHERE a.montant + b.montant + c.montant + d.montant + e.montant + f.montant + g.montant > 0"
+    )
+    with pytest.raises(ToolError, match=r"stopped at the time limit \(0.5 s\)"):
+        await query(a, cross)
+
+
+REFUSED = [
+    ("INSERT INTO factures VALUES ('x', DATE '2024-01-01', 1)", "INSERT statement is refused \\(it writes\\)"),
+    ("UPDATE factures SET montant = 0", "UPDATE statement is refused"),
+    ("DELETE FROM factures", "DELETE statement is refused"),
+    ("CREATE TABLE x AS SELECT * FROM factures", "CREATE statement is refused"),
+    ("DROP TABLE factures", "DROP statement is refused"),
+    ("ATTACH '/tmp/other.db' AS other", "ATTACH statement is refused \\(it attaches a database\\)"),
+    ("COPY factures TO '/tmp/out.csv'", "COPY statement is refused \\(it copies to or from a file\\)"),
+    ("INSTALL httpfs", "refused \\(it installs or loads an extension\\)"),
+    ("LOAD httpfs", "refused \\(it installs or loads an extension\\)"),
+    ("SET enable_external_access = true", "SET statement is refused \\(it changes a setting\\)"),
+    ("PRAGMA enable_profiling", "PRAGMA statement is refused"),
+    ("EXPORT DATABASE '/tmp/dump'", "EXPORT statement is refused"),
+    ("SELECT 1; SELECT 2", "exactly one statement; this SQL holds 2"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "cannot read files"),
+    ("SELECT * FROM read_text('/etc/hostname')", "cannot read files"),
+    ("SELECT * FROM glob('/*')", "cannot read files"),
+    ("SELECT * FROM '/etc/passwd'", "cannot read files: /etc/passwd is not a table"),
+    ("SELECT * FROM 'https://example.com/data.csv'", "cannot read files"),
+    ("SELEKT * FROM factures", "could not be parsed"),
+]
+
+
+async def test_anything_but_one_select_over_the_scopes_tables_is_a_tool_error(bases: tuple[Org, Org]) -> None:
+    a, _ = bases
+    for sql, message in REFUSED:
+        with pytest.raises(ToolError, match=message):
+            await query(a, sql)
+    # The table is untouched.
+    assert (await query(a, "SELECT count(*) AS n, sum(montant) AS s FROM factures"))["table"].splitlines()[2] == (
+        "| 20 | 200 |"
+    )
+
+
+async def test_a_table_of_another_base_or_organisation_is_out_of_scope(bases: tuple[Org, Org]) -> None:
+    a, b = bases
+    with pytest.raises(OutOfScope, match=r"No table 'contrats' .* outside your scope\. Tables you can query: factures"):
+        await query(a, "SELECT * FROM contrats")
+    with pytest.raises(OutOfScope, match="No table 'contrats'"):
+        await query(a, "SELECT * FROM factures JOIN contrats ON true")
+    # Functions that name a table by a string find only the tables this call loaded: the scope's.
+    with pytest.raises(ToolError, match="contrats"):
+        await query(a, "SELECT * FROM factures, query_table('contrats')")
+    # B's base has the same slug and its table the same name: each organisation reads its own.
+    mine = await query(a, "SELECT max(montant) AS m FROM factures")
+    theirs = await query(b, "SELECT client FROM factures")
+    assert "999999" not in mine["table"] and "Zorglub secret" in theirs["table"]
+    # Both bases in one scope: the same name in two bases is <kb>__<name>.
+    await sync_to_async(upload)(a, ("factures.csv", b"client,montant\nDoublon,1\n"), kb="contrats")
+    names = json.loads((await (await tools(a, Scope(("factures", "contrats"))))["data_tables"].run({})).content)[
+        "tables"
+    ]
+    assert [t["name"] for t in names] == ["contrats", "contrats__factures", "factures__factures"]
+    both = await query(a, "SELECT client FROM contrats__factures", Scope(("factures", "contrats")))
+    assert "Doublon" in both["table"]
