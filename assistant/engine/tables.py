@@ -139,8 +139,12 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:400]
 
 
-def check_statement(sql: str) -> tuple[str, set[str]]:
-    """The one statement of ``sql`` (without its final semicolon) and the tables it names, or a ToolError."""
+def check_statement(sql: str) -> tuple[str, set[str] | None]:
+    """The one statement of ``sql`` (without its final semicolon) and the tables it names, or a ToolError.
+
+    The names are None when DuckDB cannot list them without the tables themselves (``JOIN … USING``): the
+    call then loads every table of the scope, and DuckDB says which name it does not know.
+    """
     import duckdb
 
     try:
@@ -162,10 +166,9 @@ def check_statement(sql: str) -> tuple[str, set[str]]:
         )
     text = statement.query.strip().rstrip(";").strip()
     try:
-        named = {str(n) for n in duckdb.get_table_names(text, qualified=False)}
-    except duckdb.Error as e:
-        raise ToolError(f"The SQL could not be parsed: {_first_line(e)}") from e
-    return text, named
+        return text, {str(n) for n in duckdb.get_table_names(text, qualified=False)}
+    except duckdb.Error:
+        return text, None
 
 
 def _is_path(name: str) -> bool:
@@ -422,9 +425,10 @@ class DataQuery(Tool):
             raise ToolError("data_query needs 'sql': one SELECT (or WITH … SELECT) statement.")
         if len(sql) > MAX_SQL_CHARS:
             raise ToolError(f"The SQL is too long ({len(sql)} characters; the limit is {MAX_SQL_CHARS}).")
-        statement, named = await asyncio.to_thread(check_statement, sql)
+        statement, listed = await asyncio.to_thread(check_statement, sql)
         tables = query_names(await self.backend.tables(self.scope.knowledge_bases))
         available = ", ".join(tables) or "none"
+        named = set(tables) if listed is None else listed
         files = sorted(n for n in named if _is_path(n))
         if files:
             raise ToolError(

@@ -20,54 +20,35 @@ from __future__ import annotations
 
 import io
 import warnings
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .tabular import TableData
 
-# Failure codes (``Document.failure``); their numbers are in ``ExtractionError.params``.
-CORRUPT = "corrupt"  # kind: pdf, docx, html, csv, xlsx, parquet
-NOT_TEXT = "not_text"
-NOT_UTF8 = "not_utf8"
-NO_TEXT = "no_text"
-PROTECTED = "protected"
-EXPANDED = "expanded"  # limit_mb: more than that much data once decompressed
-TEXT_TOO_LONG = "text_too_long"  # limit: characters
-TOO_MANY_PAGES = "too_many_pages"  # pages, limit
-TOO_MANY_PARTS = "too_many_parts"  # parts, limit: entries of a zip-based file
-TOO_MANY_COLUMNS = "too_many_columns"  # columns, limit: of a table
-
-MAX_ZIP_ENTRIES = 10_000
-CHUNK = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The caps of one extraction (settings ``KB_EXTRACT_*``)."""
-
-    max_pages: int = 2000
-    max_expanded_bytes: int = 50 * 1024 * 1024
-    max_text_chars: int = 10_000_000
-    max_table_text_chars: int = 200_000
-    """Of a table document's text: its rows, rendered for the full-text index, stop there (the table is whole)."""
-
-    @property
-    def max_expanded_mb(self) -> float:
-        mb = round(self.max_expanded_bytes / 1024 / 1024, 1)
-        return int(mb) if mb == int(mb) else mb
-
-
-class ExtractionError(Exception):
-    """The file cannot be read as a document: ``code`` says why, ``params`` holds the numbers."""
-
-    def __init__(self, code: str, **params: Any) -> None:
-        super().__init__(code, params)
-        self.code = code
-        self.params = params
+# The shared primitives, kept importable from here.
+from .decoding import (
+    CHUNK,
+    CORRUPT,
+    EXPANDED,
+    MAX_ZIP_ENTRIES,
+    NO_TEXT,
+    NOT_TEXT,
+    NOT_UTF8,
+    PROTECTED,
+    TEXT_TOO_LONG,
+    TOO_MANY_COLUMNS,
+    TOO_MANY_PAGES,
+    TOO_MANY_PARTS,
+    Budget,
+    ExtractionError,
+    Limits,
+    expanded_budget,
+    read_zip,
+    text_budget,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,56 +58,8 @@ class Extracted:
     tables: tuple[TableData, ...] = ()
 
 
-class Budget:
-    """A running count that fails the extraction as soon as it passes its limit."""
-
-    def __init__(self, limit: int, error: Callable[[], ExtractionError]) -> None:
-        self.limit = limit
-        self.used = 0
-        self._error = error
-
-    def add(self, n: int) -> None:
-        self.used += n
-        if self.used > self.limit:
-            raise self._error()
-
-
-def expanded_budget(limits: Limits) -> Budget:
-    return Budget(limits.max_expanded_bytes, lambda: ExtractionError(EXPANDED, limit_mb=limits.max_expanded_mb))
-
-
-def text_budget(limits: Limits) -> Budget:
-    return Budget(limits.max_text_chars, lambda: ExtractionError(TEXT_TOO_LONG, limit=limits.max_text_chars))
-
-
 def extension(name: str) -> str:
     return PurePath(name).suffix.lower()
-
-
-def read_zip(data: bytes, budget: Budget, kind: str) -> dict[str, bytes]:
-    """Every entry of a zip archive, decompressed through a counting reader that stops past ``budget``.
-
-    The sizes an archive declares are not trusted: the bytes actually decompressed are counted, chunk by
-    chunk, across all entries. For .docx today, .xlsx tomorrow; ``kind`` names the format when it is corrupt.
-    """
-    parts: dict[str, bytes] = {}
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-            if len(infos) > MAX_ZIP_ENTRIES:
-                raise ExtractionError(TOO_MANY_PARTS, parts=len(infos), limit=MAX_ZIP_ENTRIES)
-            for info in infos:
-                chunks = []
-                with archive.open(info) as member:
-                    while chunk := member.read(CHUNK):
-                        budget.add(len(chunk))
-                        chunks.append(chunk)
-                parts[info.filename] = b"".join(chunks)
-    except ExtractionError:
-        raise
-    except Exception as e:  # a broken zip, a bad CRC, an unsupported compression
-        raise ExtractionError(CORRUPT, kind=kind) from e
-    return parts
 
 
 def _plain(data: bytes, limits: Limits, path: str | None = None) -> tuple[str, str]:
@@ -301,3 +234,31 @@ def extract(name: str, data: bytes, limits: Limits | None = None, path: str | No
         raise ExtractionError(TEXT_TOO_LONG, limit=limits.max_text_chars)
     # No NUL in a title either (PostgreSQL refuses it in text; a PDF's metadata may hold one).
     return Extracted(title=" ".join(title.replace("\x00", " ").split())[:300], text=text, tables=tables)
+
+
+__all__ = [
+    "CHUNK",
+    "CORRUPT",
+    "EXPANDED",
+    "EXTRACTORS",
+    "MAX_ZIP_ENTRIES",
+    "NOT_TEXT",
+    "NOT_UTF8",
+    "NO_TEXT",
+    "PROTECTED",
+    "SUPPORTED",
+    "TABLES",
+    "TEXT_TOO_LONG",
+    "TOO_MANY_COLUMNS",
+    "TOO_MANY_PAGES",
+    "TOO_MANY_PARTS",
+    "Budget",
+    "Extracted",
+    "ExtractionError",
+    "Limits",
+    "expanded_budget",
+    "extension",
+    "extract",
+    "read_zip",
+    "text_budget",
+]

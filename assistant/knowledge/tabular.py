@@ -5,7 +5,7 @@ child may write no file (``RLIMIT_FSIZE`` is 0): DuckDB reads the upload through
 the parent filled, or a pipe this process feeds) and writes each table's Parquet file into a pipe that a
 thread of this process reads. DuckDB runs in memory with one thread, no extension installed or loaded
 automatically, nothing spilled to disk, and a memory limit: a Parquet file or a CSV that expands past it
-fails as ``expanded``. An .xlsx is decompressed first through ``extract.read_zip``'s counting reader.
+fails as ``expanded``. An .xlsx is decompressed first through ``decoding.read_zip``'s counting reader.
 
 Each table comes back as ``TableData``: its sheet (XLSX), columns with their DuckDB types, row count,
 Parquet bytes, and a text rendering of its rows (capped) for the full-text index.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
-    from .extract import Limits
+    from .decoding import Limits
 
 MAX_COLUMNS = 1000
 INSERT_BATCH = 500
@@ -154,7 +154,7 @@ def _refine(con: duckdb.DuckDBPyConnection, table: str) -> None:
 
 def _decode(data: bytes) -> bytes:
     """The CSV as UTF-8: it is UTF-8 (a BOM dropped) or Windows-1252, as French spreadsheets export it."""
-    from .extract import NOT_TEXT, NOT_UTF8, ExtractionError
+    from .decoding import NOT_TEXT, NOT_UTF8, ExtractionError
 
     if b"\x00" in data[:8192]:
         raise ExtractionError(NOT_TEXT)
@@ -204,7 +204,7 @@ def _table(con: duckdb.DuckDBPyConnection, table: str, sheet: str, budget: Any, 
 def _failure(e: BaseException, kind: str, limits: Limits) -> Exception:
     import duckdb
 
-    from .extract import CORRUPT, EXPANDED, ExtractionError
+    from .decoding import CORRUPT, EXPANDED, ExtractionError
 
     if isinstance(e, duckdb.OutOfMemoryException):
         return ExtractionError(EXPANDED, limit_mb=limits.max_expanded_mb)
@@ -214,7 +214,7 @@ def _failure(e: BaseException, kind: str, limits: Limits) -> Exception:
 def read_csv(data: bytes, limits: Limits) -> list[TableData]:
     import duckdb
 
-    from .extract import ExtractionError, expanded_budget, text_budget
+    from .decoding import ExtractionError, expanded_budget, text_budget
 
     text = _decode(data)
     expanded_budget(limits).add(len(text))
@@ -252,7 +252,7 @@ def read_parquet(path: str, limits: Limits) -> list[TableData]:
     """A Parquet file read by DuckDB from ``path`` (the parent's memfd), rewritten as this server writes them."""
     import duckdb
 
-    from .extract import ExtractionError, text_budget
+    from .decoding import ExtractionError, text_budget
 
     con = _connect(limits)
     try:
@@ -325,7 +325,7 @@ def read_xlsx(data: bytes, limits: Limits) -> tuple[str, list[TableData]]:
     import duckdb
     import openpyxl  # type: ignore[import-untyped]
 
-    from .extract import CORRUPT, ExtractionError, expanded_budget, read_zip, text_budget
+    from .decoding import CORRUPT, ExtractionError, expanded_budget, read_zip, text_budget
 
     # Decompressed first through the counting reader: openpyxl then reads parts known to fit.
     read_zip(data, expanded_budget(limits), "xlsx")

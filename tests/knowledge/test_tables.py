@@ -198,6 +198,8 @@ def test_a_broken_table_file_fails_with_its_reason(media: Path) -> None:
         (Document.FAILED, "corrupt", {"kind": "xlsx"}),
     ]
     assert not Table.objects.exists()
+    page = client.get(reverse("kb_base", args=["factures"])).content.decode()
+    assert "could not be read as a Parquet file" in page and "as an Excel workbook (.xlsx)" in page
 
 
 # The tools ------------------------------------------------------------------------------------
@@ -275,6 +277,9 @@ async def test_data_query_answers_a_small_table_with_its_row_count_action_and_so
     # A WITH … SELECT is a query too; its own names are not tables.
     data = await query(a, "WITH t AS (SELECT montant FROM factures) SELECT count(*) AS n FROM t;")
     assert data["table"].splitlines()[2] == "| 20 |"
+    # A JOIN … USING, whose names DuckDB lists only with the tables at hand: the scope's are all loaded.
+    data = await query(a, "SELECT count(*) AS n FROM factures a JOIN factures b USING (client)")
+    assert data["table"].splitlines()[2] == "| 100 |"
 
 
 async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], settings: Any) -> None:
@@ -352,3 +357,44 @@ async def test_a_table_of_another_base_or_organisation_is_out_of_scope(bases: tu
     assert [t["name"] for t in names] == ["contrats", "contrats__factures", "factures__factures"]
     both = await query(a, "SELECT client FROM contrats__factures", Scope(("factures", "contrats")))
     assert "Doublon" in both["table"]
+
+
+# Through the page, with the offline demo model and the demo data -------------------------------
+
+
+@pytest.mark.parametrize(("level", "agents"), [("standard", False), ("approfondi", True)])
+async def test_the_demo_queries_the_invoices_table_through_the_page(fast_demo: None, level: str, agents: bool) -> None:
+    """The demo data's invoices CSV is a table of ``factures``: the demo model (alone, or its agent) runs a
+    data_query totalling it by client, the panel's step keeps the SQL and the row count, the answer shows them."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import AsyncClient
+
+    from assistant.runs import execution
+    from assistant.runs.models import Run, Step
+
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    table = await Table.objects.select_related("document").aget(knowledge_base__slug="factures")
+    assert (table.name, table.row_count, table.document.filename) == ("factures", 20, "factures.csv")
+    client = AsyncClient()
+    await client.aforce_login(await get_user_model().objects.aget(username="demo"))
+    resources = ["kb:factures", "agents"] if agents else ["kb:factures"]
+    ask = {"text": "Bimbamjob invoices 2024", "model": "demo-large", "level": level, "resources": resources}
+    assert (await client.post("/c/new", ask)).status_code == 302
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
+    await execution.wait_for(run.pk)
+    await run.arefresh_from_db()
+    assert run.status == "ok"
+    kind = "agent_action" if agents else "tool_result"
+    actions = [s.data["action"] async for s in Step.objects.filter(run=run, kind=kind) if s.data.get("action")]
+    (queried,) = [a for a in actions if a["tool"] == "data_query"]
+    assert queried["kind"] == "query" and queried["count"] == 5
+    assert queried["label"] == (
+        "SELECT client, SUM(montant) AS total, COUNT(*) AS lignes FROM factures GROUP BY client ORDER BY total DESC"
+    )
+    assert [a["tool"] for a in actions][-1] == "data_query"  # after the searches and the read
+    assert "| Bimbamjob | 39350 | 5 |" in run.answer and "| Verdant Foods | 4600 | 2 |" in run.answer
+    assert table.document.public_id in {s["id"] for s in run.sources}
+    page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
+    assert "Query “SELECT client, SUM(montant)" in page and "”: 5 rows" in page
