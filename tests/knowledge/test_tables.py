@@ -65,6 +65,27 @@ def xlsx() -> bytes:
     return out.getvalue()
 
 
+def entity_bomb() -> bytes:
+    """A workbook whose one cell is a billion laughs: nine levels of entities, ten each (1 GB of "lol")."""
+    import zipfile
+
+    source = zipfile.ZipFile(io.BytesIO(xlsx()))
+    levels = "".join(f'<!ENTITY l{i + 1} "' + f"&l{i};" * 10 + '">' for i in range(9))
+    dtd = f'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY l0 "lol">{levels}]>'
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                body = data.decode()
+                body = body.split("?>", 1)[1] if body.startswith("<?xml") else body
+                start, end = body.index("<sheetData>"), body.index("</sheetData>") + len("</sheetData>")
+                cell = '<sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>&l9;</t></is></c></row></sheetData>'
+                data = (dtd + body[:start] + cell + body[end:]).encode()
+            archive.writestr(info, data)
+    return out.getvalue()
+
+
 def parquet(tmp_path: Path) -> bytes:
     import duckdb
 
@@ -192,10 +213,13 @@ def test_a_broken_table_file_fails_with_its_reason(media: Path) -> None:
     client = a.client()
     client.post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("x.parquet", b"PAR1 broken")]})
     client.post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("y.xlsx", b"PK\x03\x04 nope")]})
-    docs = wait_processed(*Document.objects.filter(filename__in=["x.parquet", "y.xlsx"]).values_list("pk", flat=True))
+    client.post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("lol.xlsx", entity_bomb())]})
+    names = ["x.parquet", "y.xlsx", "lol.xlsx"]
+    docs = wait_processed(*Document.objects.filter(filename__in=names).values_list("pk", flat=True))
     assert [(d.status, d.failure, d.failure_params) for d in docs] == [
         (Document.FAILED, "corrupt", {"kind": "parquet"}),
         (Document.FAILED, "corrupt", {"kind": "xlsx"}),
+        (Document.FAILED, "corrupt", {"kind": "xlsx"}),  # entities are refused (defusedxml), never expanded
     ]
     assert not Table.objects.exists()
     page = client.get(reverse("kb_base", args=["factures"])).content.decode()
