@@ -185,6 +185,8 @@ def test_an_xlsx_gives_one_table_per_sheet_that_holds_something(media: Path) -> 
     assert columns(tables[0]) == [("client", "VARCHAR"), ("montant", "DOUBLE"), ("date", "DATE")]
     assert columns(tables[1]) == [("article", "VARCHAR"), ("quantité", "BIGINT")]
     assert "Table ventes_2024__stock (sheet Stock): 2 rows" in doc.text
+    page = a.client().get(reverse("kb_base", args=["factures"])).content.decode()
+    assert "table ventes_2024__feuil1, 2 rows" in page and "table ventes_2024__stock, 2 rows" in page
     assert search(a.org.pk, "factures", "écrou", 8)[1] == 1
 
 
