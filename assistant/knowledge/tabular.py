@@ -10,6 +10,7 @@ fails as ``expanded``. An .xlsx is decompressed first through ``decoding.read_zi
 Each table comes back as ``TableData``: its sheet (XLSX), columns with their DuckDB types, row count,
 Parquet bytes, and a text rendering of its rows (capped) for the full-text index.
 
+A short row of a CSV gets NULLs for its missing cells (``null_padding``) rather than failing the file.
 French formats are read as such: a CSV's delimiter is sniffed (``;`` included), its encoding is UTF-8 or
 Windows-1252; when it is not comma-separated and holds text columns, it is read again with
 ``decimal_separator=','`` and the reading with more typed columns is kept; then text columns whose every
@@ -221,14 +222,16 @@ def read_csv(data: bytes, limits: Limits) -> list[TableData]:
     con = _connect(limits)
     try:
         with _fed(text) as path:
-            sniffed = con.execute(f"SELECT Delimiter FROM sniff_csv('{path}')").fetchone()
+            sniffed = con.execute(f"SELECT Delimiter FROM sniff_csv('{path}', null_padding=true)").fetchone()
         delimiter = str(sniffed[0]) if sniffed else ","
         with _fed(text) as path:
-            con.execute(f"CREATE TABLE t AS SELECT * FROM read_csv('{path}')")
+            con.execute(f"CREATE TABLE t AS SELECT * FROM read_csv('{path}', null_padding=true)")
         if delimiter != "," and _varchar_count(_columns(con, "t")):
             # A decimal comma is possible only when the comma does not separate fields.
             with _fed(text) as path:
-                con.execute(f"CREATE TABLE c AS SELECT * FROM read_csv('{path}', decimal_separator=',')")
+                con.execute(
+                    f"CREATE TABLE c AS SELECT * FROM read_csv('{path}', null_padding=true, decimal_separator=',')"
+                )
             if _varchar_count(_columns(con, "c")) < _varchar_count(_columns(con, "t")):
                 con.execute("DROP TABLE t")
                 con.execute("ALTER TABLE c RENAME TO t")
