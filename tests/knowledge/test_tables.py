@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
@@ -195,6 +196,9 @@ def test_an_xlsx_gives_one_table_per_sheet_that_holds_something(media: Path) -> 
     assert "Table ventes_2024__stock (sheet Stock): 2 rows" in doc.text
     page = a.client().get(reverse("kb_base", args=["factures"])).content.decode()
     assert "table ventes_2024__feuil1, 2 rows" in page and "table ventes_2024__stock, 2 rows" in page
+    french = a.client()
+    french.cookies[django_settings.LANGUAGE_COOKIE_NAME] = "fr"
+    assert "table ventes_2024__stock, 2 lignes" in french.get(reverse("kb_base", args=["factures"])).content.decode()
     assert search(a.org.pk, "factures", "écrou", 8)[1] == 1
 
 
@@ -234,6 +238,9 @@ def test_a_broken_table_file_fails_with_its_reason(media: Path) -> None:
     assert not Table.objects.exists()
     page = client.get(reverse("kb_base", args=["factures"])).content.decode()
     assert "could not be read as a Parquet file" in page and "as an Excel workbook (.xlsx)" in page
+    client.cookies[django_settings.LANGUAGE_COOKIE_NAME] = "fr"
+    page = client.get(reverse("kb_base", args=["factures"])).content.decode()
+    assert "Échec : il n’a pas pu être lu comme un fichier Parquet" in page
 
 
 # The tools ------------------------------------------------------------------------------------
