@@ -440,3 +440,57 @@ async def test_the_demo_queries_the_invoices_table_through_the_page(fast_demo: N
     assert table.document.public_id in {s["id"] for s in run.sources}
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
     assert "Query “SELECT client, SUM(montant)" in page and "”: 5 rows" in page
+
+
+# A scripted run over the organisation's own tables ---------------------------------------------
+
+
+async def test_a_scripted_run_queries_through_the_main_model_and_an_agent_each_within_its_scope(
+    bases: tuple[Org, Org],
+) -> None:
+    """The run's toolbox as ``execute_run`` builds it (``run_toolbox``), scripted models at the boundary: the main
+    model totals its base's table; its agent, given ``factures`` only, has its file read, its attach and its
+    reach into ``contrats`` refused, and nothing of ``contrats`` or of the other organisation reaches it."""
+    from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, submit, task, tool_payloads
+
+    from assistant.engine.events import AgentAction, ToolResultEvent
+
+    a, _ = bases
+    box = await run_toolbox(a.org.pk)
+    total = "SELECT client, SUM(montant) AS total FROM factures GROUP BY client ORDER BY total DESC LIMIT 1"
+    attacks = [
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "ATTACH '/tmp/x.db' AS x",
+        "SELECT * FROM contrats",
+        "SELECT client FROM factures WHERE client LIKE 'Zorglub%'",
+    ]
+    h = harness(
+        {
+            MAIN.id: scripted(
+                reply(call("data_query", sql=total)),
+                reply(delegate(task("Vérifie le total de Client 3.", AGENT_A.id, ["kb:factures"]))),
+                reply(text="Client 3 : 57,5."),
+            ),
+            AGENT_A.id: scripted(
+                reply(*(call("data_query", sql=sql) for sql in attacks)),
+                reply(submit("Client 3 : 57,5 [doc].", [])),
+            ),
+        },
+        knowledge_backend=box.knowledge,
+        factories=box.factories,
+    )
+    outcome = await h.run(resources=("kb:factures", "kb:contrats", "agents"))
+
+    assert outcome.status == "ok"
+    [main_result] = tool_payloads(h.main.requests[1], "data_query")
+    assert main_result["table"].splitlines()[2] == "| Client 3 | 57.5 |"
+    [main_action] = [e.action for e in h.of(ToolResultEvent) if e.name == "data_query" and e.action]
+    assert (main_action.kind, main_action.label, main_action.count) == ("query", total, 1)
+    results = tool_payloads(h.model(AGENT_A.id).requests[1], "data_query")
+    assert "cannot read files" in results[0]["error"]
+    assert "ATTACH statement is refused" in results[1]["error"]
+    assert "No table 'contrats'" in results[2]["error"]
+    assert results[3]["row_count"] == 0  # the other organisation's "Zorglub secret" is not in this table
+    seen = json.dumps([m.content for r in h.model(AGENT_A.id).requests for m in r.messages])
+    assert "C-1" not in seen and "Zorglub secret" not in seen and "contrats(" not in seen
+    assert [e.action.ok for e in h.of(AgentAction) if e.action.tool == "data_query"] == [False, False, False, True]
