@@ -211,6 +211,26 @@ def test_a_parquet_file_becomes_a_table(media: Path, tmp_path: Path) -> None:
     assert search(a.org.pk, "factures", "capteur", 8)[1] == 1
 
 
+def test_a_parquet_bomb_fails_by_the_expanded_limit(media: Path, tmp_path: Path) -> None:
+    """300 KB of Parquet that decompress to 60 million rows: DuckDB's memory limit in the child stops it."""
+    import duckdb
+
+    path = tmp_path / "bomb.parquet"
+    con = duckdb.connect()
+    con.execute(
+        "COPY (SELECT 'the same long string, over and over again' AS s, 1 AS n FROM range(60000000)) "
+        f"TO '{path}' (FORMAT parquet, COMPRESSION zstd)"
+    )
+    con.close()
+    data = path.read_bytes()
+    assert len(data) < 1_000_000
+    a, _ = two_orgs()
+    a.client().post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("bomb.parquet", data)]})
+    (doc,) = wait_processed(*Document.objects.filter(filename="bomb.parquet").values_list("pk", flat=True))
+    assert (doc.status, doc.failure, doc.failure_params) == (Document.FAILED, "expanded", {"limit_mb": 50})
+    assert not Table.objects.exists() and not list((media / f"kb/{a.kb.pk}").glob("tables/*"))
+
+
 def test_table_names_are_unique_within_the_base_and_files_go_with_the_document(media: Path) -> None:
     a, _ = two_orgs()
     first, _ = upload(a, ("factures.csv", ENGLISH), ("Factures.CSV", ENGLISH))
