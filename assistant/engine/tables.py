@@ -384,9 +384,8 @@ class DataTables(Tool):
                 "note": "Query them with data_query: one read-only SELECT (or WITH … SELECT) naming these tables.",
             }
         )
-        return ToolOutcome(
-            content, Action(tool="data_tables", kind="other", label=", ".join(tables) or "no table", count=len(tables))
-        )
+        label = "data_tables: " + (", ".join(tables) or "—")  # the panel shows an "other" action's label as it is
+        return ToolOutcome(content, Action(tool="data_tables", kind="other", label=label, count=len(tables)))
 
 
 class DataQuery(Tool):
