@@ -243,6 +243,13 @@ KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(float(os.environ.get("MAX_REQUEST_BODY_MB", "4")) * 1024 * 1024)
 # The most messages one API request may carry (400 above).
 API_MAX_MESSAGES = int(os.environ.get("API_MAX_MESSAGES", "500"))
+# Tables (CSV, XLSX sheets, Parquet documents): their rows are searchable text up to KB_TABLE_TEXT_CHARS
+# characters per document. data_query (engine/tables.py) shows at most DATA_QUERY_MAX_ROWS rows of a result,
+# stops a query after DATA_QUERY_SECONDS and past DATA_QUERY_MEMORY_MB of memory.
+KB_TABLE_TEXT_CHARS = int(os.environ.get("KB_TABLE_TEXT_CHARS", "200000"))
+DATA_QUERY_MAX_ROWS = int(os.environ.get("DATA_QUERY_MAX_ROWS", "50"))
+DATA_QUERY_SECONDS = float(os.environ.get("DATA_QUERY_SECONDS", "10"))
+DATA_QUERY_MEMORY_MB = int(os.environ.get("DATA_QUERY_MEMORY_MB", "256"))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).

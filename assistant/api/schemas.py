@@ -165,9 +165,9 @@ class RequestWarning(BaseModel):
 
 
 class ActionOut(BaseModel):
-    """What a tool call did, in the words the user reads."""
+    """What a tool call did, in the words the user reads (``query``: a data_query, its SQL and row count)."""
 
-    kind: Literal["search", "read", "fetch", "code", "other"]
+    kind: Literal["search", "read", "fetch", "code", "query", "other"]
     label: str
     count: int | None = None
 

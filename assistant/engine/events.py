@@ -30,10 +30,11 @@ class Source(_Value):
 
 
 class Action(_Value):
-    """What one tool call did, in the words the user reads: a search with its query and count, a read."""
+    """What one tool call did, in the words the user reads: a search with its query and count, a read, a query
+    (its SQL and row count)."""
 
     tool: str
-    kind: Literal["search", "read", "fetch", "code", "other"]
+    kind: Literal["search", "read", "fetch", "code", "query", "other"]
     label: str
     count: int | None = None
     ok: bool = True

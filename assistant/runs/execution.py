@@ -32,6 +32,7 @@ from assistant.engine.errors import RequestRefused
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import LEVELS, RunRequest
 from assistant.engine.runtime import RunContext
+from assistant.engine.tables import TableCatalogue
 from assistant.engine.tools import Toolbox
 from assistant.engine.types import Message as EngineMessage
 from assistant.engine.usage import CostCap, Ledgers, UsageLedger
@@ -106,14 +107,22 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
     return (*out, EngineMessage.user(request.content))
 
 
-def toolbox_for(organisation_id: int) -> Toolbox:
-    """The tools a run of this organisation can be given (web and code only when configured, its connectors)."""
+def toolbox_for(organisation_id: int, tables: TableCatalogue | None = None) -> Toolbox:
+    """The tools a run of this organisation can be given (web and code only when configured, its connectors; the table tools
+    for the bases ``tables`` lists: none without it, as the composer's and the API's checks of web and code)."""
     knowledge = OrgKnowledge(organisation_id)
+    factories = tool_factories(knowledge, None if tables is None else (knowledge, tables))
     return Toolbox(
         knowledge=knowledge,
-        factories=tool_factories(knowledge),
+        factories=factories,
         connectors=connectors.connector_source(organisation_id),
     )
+
+
+async def run_toolbox(organisation_id: int) -> Toolbox:
+    """A run's toolbox: ``toolbox_for`` with the table tools for the bases that hold tables now."""
+    tables = await sync_to_async(OrgKnowledge(organisation_id).catalogue)()
+    return toolbox_for(organisation_id, tables)
 
 
 def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:
@@ -144,7 +153,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
-        toolbox=toolbox_for(run.organisation_id),
+        toolbox=await run_toolbox(run.organisation_id),
         policy=await sync_to_async(policy_for)(run.organisation, run.api_key),  # reads the settings' rows
         emit=recorder.emit,
         cancel=token,

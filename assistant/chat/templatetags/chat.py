@@ -25,7 +25,8 @@ def eur(value: float) -> str:
 
 @register.filter
 def action_text(action: dict[str, Any]) -> str:
-    """One action in the reader's words: a search with its query and count, a read with its titles."""
+    """One action in the reader's words: a search with its query and count, a read with its titles, a query
+    (``data_query``) with its SQL and row count."""
     # A filter rather than an included template: the agents' block is rendered at each of their steps.
     if action.get("kind") == "search":
         n = int(action.get("count") or 0)
@@ -35,4 +36,10 @@ def action_text(action: dict[str, Any]) -> str:
         }
     if action.get("kind") == "read":
         return gettext("Read: %(title)s") % {"title": action.get("label", "")}
+    if action.get("kind") == "query":
+        n = int(action.get("count") or 0)
+        return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {
+            "sql": action.get("label", ""),
+            "n": n,
+        }
     return str(action.get("label", ""))
