@@ -56,9 +56,14 @@ class RunOutcome:
 async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     """Run one request to its end. Raises ``RequestRefused`` (before any model call) only."""
     plan = plan_request(request, ctx.catalogue, ctx.policy)
-    for kb in plan.scope.knowledge_bases:
+    for kb in plan.scope.searchable:
         if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
             raise RequestRefused(f"The knowledge base '{kb}' does not exist or you may not read it.")
+    if plan.scope.documents and ctx.toolbox.knowledge is not None:
+        found = await ctx.toolbox.knowledge.read([doc_id for _kb, doc_id in plan.scope.documents])
+        for kb, doc_id in plan.scope.documents:
+            if doc_id not in found or found[doc_id].kb != kb:
+                raise RequestRefused(f"The document '{doc_id}' is not in the knowledge base '{kb}'.")
     return await _MainLoop(request, ctx, plan).run()
 
 
@@ -77,10 +82,13 @@ class _MainLoop:
         self.agents: list[AgentOutcome] = []
 
     def _system_prompt(self) -> str:
-        kbs = self.plan.scope.knowledge_bases
-        if not kbs:
-            return MAIN_SYSTEM_PROMPT
-        return MAIN_SYSTEM_PROMPT + "\nKnowledge bases of this request: " + ", ".join(kbs) + "."
+        scope = self.plan.scope
+        prompt = MAIN_SYSTEM_PROMPT
+        if scope.knowledge_bases:
+            prompt += "\nKnowledge bases of this request: " + ", ".join(scope.knowledge_bases) + "."
+        for kb in scope.searchable[len(scope.knowledge_bases) :]:
+            prompt += f"\nIn the knowledge base {kb}, only these documents: {', '.join(scope.chosen(kb) or ())}."
+        return prompt
 
     async def _on_text(self, delta: str) -> None:
         self.text += delta

@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias
 
 from .catalogue import Catalogue
 from .errors import RequestRefused
-from .scope import KB_PREFIX, Scope
+from .scope import DOC_PREFIX, KB_PREFIX, Scope, parse_document
 from .types import Effort, Message
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
@@ -40,8 +40,9 @@ RESOURCE_KINDS: tuple[ResourceKind, ...] = ("kb", "web", "code")
 
 
 def resource_kind(resource: str) -> ResourceKind | None:
-    """``kb`` for ``kb:<slug>``, ``web``, ``code``; None for anything else (``agents`` included)."""
-    if resource.startswith(KB_PREFIX):
+    """``kb`` for ``kb:<slug>`` and ``doc:<slug>/<id>`` (chosen documents of a base), ``web``, ``code``; None for
+    anything else (``agents`` included)."""
+    if resource.startswith((KB_PREFIX, DOC_PREFIX)):
         return "kb"
     if resource == "web":
         return "web"
@@ -126,8 +127,12 @@ def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> P
     if not request.messages or request.messages[-1].role != "user" or not request.messages[-1].content.strip():
         raise RequestRefused("The request needs a non-empty user message at the end.")
     for r in request.resources:
-        if not (r in RESOURCE_NAMES or (r.startswith(KB_PREFIX) and len(r) > len(KB_PREFIX))):
-            raise RequestRefused(f"Unknown resource '{r}': use kb:<slug>, web, code or agents.")
+        if not (
+            r in RESOURCE_NAMES
+            or (r.startswith(KB_PREFIX) and len(r) > len(KB_PREFIX))
+            or parse_document(r) is not None
+        ):
+            raise RequestRefused(f"Unknown resource '{r}': use kb:<slug>, doc:<slug>/<id>, web, code or agents.")
     scope = Scope.from_resources(r for r in request.resources if r != "agents")
     wants_agents = "agents" in request.resources
     if wants_agents and scope.is_empty:

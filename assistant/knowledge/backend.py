@@ -26,12 +26,16 @@ class OrgKnowledge:
         count = await row.documents.acount()
         return KnowledgeBaseInfo(slug=row.slug, name=row.name, description=row.description, document_count=count)
 
-    async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
-        """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches."""
-        return await sync_to_async(fulltext.search)(self.organisation_id, kb, query, limit)
+    async def search(
+        self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None
+    ) -> tuple[list[Hit], int]:
+        """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches;
+        with ``ids`` (chosen documents), among those documents only."""
+        pks = None if ids is None else _pks(ids)
+        return await sync_to_async(fulltext.search)(self.organisation_id, kb, query, limit, pks)
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
-        pks = [int(i[4:]) for i in ids if i.startswith("doc-") and i[4:].isdigit()]
+        pks = _pks(ids)
         rows = DocumentRow.objects.filter(
             pk__in=pks, knowledge_base__organisation_id=self.organisation_id
         ).select_related("knowledge_base")
@@ -46,3 +50,8 @@ class OrgKnowledge:
             knowledge_base__organisation_id=self.organisation_id, knowledge_base__slug=kb
         ).values_list("pk", "title", "text")
         return [Document(id=f"doc-{pk}", kb=kb, title=title, text=text) async for pk, title, text in rows]
+
+
+def _pks(ids: Sequence[str]) -> list[int]:
+    """The primary keys of the public ids ``doc-<pk>`` among ``ids`` (anything else names no document)."""
+    return [int(i[4:]) for i in ids if i.startswith("doc-") and i[4:].isdigit()]
