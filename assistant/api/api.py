@@ -30,6 +30,7 @@ from assistant.chat import providers, runs
 from assistant.chat.models import Conversation, Message, Run
 from assistant.engine.errors import RequestRefused
 from assistant.engine.scope import Scope
+from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
@@ -214,6 +215,10 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
                 f"The knowledge base '{slug}' does not exist or this key may not read it.",
                 param="tools_enabled",
             )
+    document = refused_document(org.pk, others)
+    if document is not None:
+        status = 404 if document.code == "document_not_found" else 400
+        raise ApiError(status, document.code, document.message, param="tools_enabled")
     toolbox = runs.toolbox_for(org.pk)
     for resource in ("web", "code"):
         if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):

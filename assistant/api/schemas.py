@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from assistant.engine.policy import Level
 
-RESOURCE = re.compile(r"^(kb:[\w-]+|web|code|agents)$")
+RESOURCE = re.compile(r"^(kb:[\w-]+|doc:[\w-]+/[\w-]+|web|code|agents)$")
 
 
 # Requests -----------------------------------------------------------------------------------------
@@ -79,7 +79,8 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     tools_enabled: list[str] = Field(
         default_factory=list,
-        description="The request's resources: `kb:<slug>` (a knowledge base), `web`, `code`, `agents` (delegation, "
+        description="The request's resources: `kb:<slug>` (a knowledge base), `doc:<slug>/<id>` (one document "
+        "of a base, e.g. `doc:factures/doc-12`: that document only), `web`, `code`, `agents` (delegation, "
         "with at least one other resource).",
     )
     reasoning_level: Level | None = Field(
@@ -94,7 +95,7 @@ class ChatCompletionRequest(BaseModel):
     def _resources(cls, value: list[str]) -> list[str]:
         for resource in value:
             if not RESOURCE.match(resource):
-                raise ValueError(f"unknown resource '{resource}': use kb:<slug>, web, code or agents")
+                raise ValueError(f"unknown resource '{resource}': use kb:<slug>, doc:<slug>/<id>, web, code or agents")
         return list(dict.fromkeys(value))
 
     @field_validator("category")

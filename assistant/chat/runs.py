@@ -38,6 +38,7 @@ from assistant.engine.tools import Toolbox
 from assistant.engine.types import Message as EngineMessage
 from assistant.engine.usage import CostCap, Ledgers, UsageLedger
 from assistant.knowledge.backend import OrgKnowledge
+from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import tool_factories
 from assistant.orgs.models import ApiKey, Organisation
@@ -85,6 +86,9 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     for slug in wanted:
         if slug not in known:
             raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+    document = refused_document(org.pk, ask.resources)
+    if document is not None:
+        raise RequestRefused(document.message)
 
 
 def create_run(

@@ -154,9 +154,7 @@ class MemoryKnowledge:
             slug=kb, name=self.names.get(kb, kb), description="", document_count=len(self.bases[kb])
         )
 
-    async def search(
-        self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None
-    ) -> tuple[list[Hit], int]:
+    async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         index = self._indexes.get(kb)
         hits = index.search(query) if index is not None else []
         if ids is not None:

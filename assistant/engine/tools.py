@@ -51,9 +51,7 @@ class KnowledgeBackend(Protocol):
 
     async def describe(self, kb: str) -> KnowledgeBaseInfo | None: ...
 
-    async def search(
-        self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None
-    ) -> tuple[list[Hit], int]:
+    async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         """Ranked hits and the total number of matches; with ``ids``, among those documents only."""
         ...
 

@@ -45,7 +45,9 @@ async def test_an_agent_given_one_document_cannot_find_or_read_another_of_the_sa
     h = harness(
         {
             MAIN.id: scripted(
-                reply(delegate(task("Résume la facture de Zorglub.", AGENT_A.id, ["kb:factures"], documents=["fac-1"]))),
+                reply(
+                    delegate(task("Résume la facture de Zorglub.", AGENT_A.id, ["kb:factures"], documents=["fac-1"]))
+                ),
                 reply(text="Réponse."),
             ),
             AGENT_A.id: scripted(
@@ -110,7 +112,12 @@ async def test_two_agents_each_given_their_own_documents_read_only_theirs() -> N
     assert b.task.resources == ("doc:contrats/con-2", "doc:factures/fac-1")  # the whole base is narrowed away
     assert [s.id for s in a.sources] == ["fac-2"]
     assert {s.id for s in b.sources} == {"con-2", "fac-1"}
-    read_by_a = [d["id"] for r in h.model(AGENT_A.id).requests for p in tool_payloads(r, "kb_read") for d in p.get("documents", [])]
+    read_by_a = [
+        d["id"]
+        for r in h.model(AGENT_A.id).requests
+        for p in tool_payloads(r, "kb_read")
+        for d in p.get("documents", [])
+    ]
     assert set(read_by_a) == {"fac-2"}
 
 
