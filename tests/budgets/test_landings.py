@@ -107,9 +107,9 @@ def test_the_usage_page_shows_each_model_and_profiles_share_and_its_trend(world:
     section = landings_section(usage_page())
     rows = [r.split("</tr>")[0] for r in section.split("<tr")[2:]]
     assert rows == [
-        ' class=""><td>demo-large</td><td>—</td><td>2</td><td>0</td><td class="share">0 % (no agent last month)</td>',
-        ' class=""><td>demo-small</td><td>—</td><td>10</td><td>3</td><td class="share">30 % (↑ 20 pts)</td>',
-        ' class=""><td>demo-small</td><td>verifier</td><td>4</td><td>1</td><td class="share">25 % (no agent last month)</td>',
+        '><td>demo-large</td><td>—</td><td>2</td><td>0</td><td class="share">0 % (no agent last month)</td>',
+        '><td>demo-small</td><td>—</td><td>10</td><td>3</td><td class="share">30 % (↑ 20 pts)</td>',
+        '><td>demo-small</td><td>verifier</td><td>4</td><td>1</td><td class="share">25 % (no agent last month)</td>',
     ]
     # Last month's page: its own share, against the month before it (which had none).
     month = previous_month(month_of(timezone.now(), zone(world.demo.time_zone)))
@@ -166,6 +166,7 @@ def test_the_alert_fires_once_at_the_threshold_over_twenty_agents(
     page = usage_page()
     assert "19 of 20 agents of demo-small ended by forced landing or budget: above 20 %." in page
     assert "emailed to demo@example.com" in page
+    assert '<tr class="over"><td>demo-small</td><td>—</td><td>23</td><td>22</td>' in page
     header = signed_in("demo").get("/").content.decode()
     assert 'class="badge alerts"' in header and ">1</span>" in header
     assert 'class="badge alerts"' not in signed_in("mallory").get("/").content.decode()
