@@ -18,6 +18,7 @@ from .events import ChosenDocument
 from .outcomes import AgentOutcome, AgentTask
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
+from .scope import parse_document
 from .tools import Document
 from .types import ToolCall, ToolSpec
 from .usage import AgentBudget
@@ -155,6 +156,14 @@ class Delegation:
         if documents:
             # Chosen documents are the agent's whole knowledge: no base, nor other document, besides them.
             resources = [r for r in resources if resource_kind(str(r)) != "kb"] + [d.resource for d in documents]
+        else:  # the request's own chosen documents, handed on as resources: their titles for the line
+            documents = tuple(
+                ChosenDocument(id=doc.id, kb=doc.kb, title=doc.title)
+                for r in resources
+                if (chosen := parse_document(str(r))) is not None
+                and (doc := found.get(chosen[1])) is not None
+                and doc.kb == chosen[0]
+            )
         if profile is not None:
             barred = [str(r) for r in resources if resource_kind(str(r)) not in profile.tools]
             if barred:
@@ -206,13 +215,18 @@ class Delegation:
 
     async def _found(self, tasks: list[Any]) -> dict[str, Document]:
         """The documents the tasks name, read once for the whole call (none without a knowledge backend)."""
-        ids = {
-            str(i)
-            for t in tasks[:MAX_TASKS_PER_CALL]
-            if isinstance(t, dict) and isinstance(t.get("documents"), list | str)
-            for i in ([t["documents"]] if isinstance(t["documents"], str) else t["documents"])
-            if isinstance(i, str)
-        }
+        ids: set[str] = set()
+        for t in tasks[:MAX_TASKS_PER_CALL]:
+            if not isinstance(t, dict):
+                continue
+            for key in ("documents", "resources"):
+                named = t.get(key)
+                for i in [named] if isinstance(named, str) else named if isinstance(named, list) else []:
+                    chosen = parse_document(i) if isinstance(i, str) and key == "resources" else None
+                    if chosen is not None:
+                        ids.add(chosen[1])
+                    elif key == "documents" and isinstance(i, str):
+                        ids.add(i)
         knowledge = self.ctx.toolbox.knowledge
         if not ids or knowledge is None:
             return {}

@@ -179,6 +179,8 @@ async def test_a_request_given_chosen_documents_searches_and_reads_only_them() -
     ]
     [agent] = outcome.agents
     assert agent.status == "ok" and [s.id for s in agent.sources] == ["fac-1"]
+    [started] = h.of(AgentStarted)  # the request's document handed on: its line shows its title too
+    assert started.documents == (ChosenDocument(id="fac-1", kb="factures", title="Facture Zorglub mars 2024"),)
 
 
 async def test_a_request_naming_a_document_not_in_its_base_is_refused_before_any_call() -> None:
