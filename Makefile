@@ -30,6 +30,9 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy assistant
+	# The apps' layers, no cycle between siblings, the engine free of Django (pyproject.toml), then no module cycle.
+	$(BIN)/lint-imports
+	$(BIN)/python tools/check_cycles.py
 	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e
 	# The browser tests run in their own process: Playwright's sync API keeps an event loop running.
 	DATABASE_URL= $(BIN)/python -m pytest tests/e2e
@@ -40,6 +43,8 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/python tools/check_cycles.py
 
 typecheck: install
 	$(BIN)/mypy assistant

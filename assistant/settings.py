@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "ninja",  # the API's OpenAPI pages (/v1/docs)
     "assistant.orgs",
     "assistant.knowledge",
+    "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
     "assistant.budgets",
@@ -59,6 +60,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    # Before anything reads a body: one over the limit is refused in the caller's format (413).
+    "assistant.api.middleware.request_limits",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -218,6 +221,23 @@ ELECTRICITY_ZONE = os.environ.get("ELECTRICITY_ZONE", "FRA")
 # Knowledge bases: uploaded originals live under MEDIA_ROOT; uploads above the limit are refused.
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(BASE_DIR / "media")))
 KB_MAX_UPLOAD_MB = float(os.environ.get("KB_MAX_UPLOAD_MB", "20"))
+# An upload's text is extracted off the request (knowledge/processing.py), in a child process with these
+# limits: CPU seconds, wall seconds (then it is killed), address space; while decoding, at most
+# KB_EXTRACT_MAX_EXPANDED_MB of decompressed data, KB_EXTRACT_MAX_TEXT_CHARS of text, KB_EXTRACT_MAX_PAGES
+# pages. The embedded default extracts KB_EXTRACT_WORKERS uploads at once (the others wait); scaled out,
+# Celery workers do. A document still processing after KB_EXTRACT_STALE_SECONDS is failed (a stopped server).
+KB_EXTRACT_CPU_SECONDS = int(os.environ.get("KB_EXTRACT_CPU_SECONDS", "30"))
+KB_EXTRACT_WALL_SECONDS = float(os.environ.get("KB_EXTRACT_WALL_SECONDS", "60"))
+KB_EXTRACT_MEMORY_MB = int(os.environ.get("KB_EXTRACT_MEMORY_MB", "1024"))
+KB_EXTRACT_MAX_EXPANDED_MB = float(os.environ.get("KB_EXTRACT_MAX_EXPANDED_MB", "50"))
+KB_EXTRACT_MAX_TEXT_CHARS = int(os.environ.get("KB_EXTRACT_MAX_TEXT_CHARS", "10000000"))
+KB_EXTRACT_MAX_PAGES = int(os.environ.get("KB_EXTRACT_MAX_PAGES", "2000"))
+KB_EXTRACT_WORKERS = int(os.environ.get("KB_EXTRACT_WORKERS", "2"))
+KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900"))
+# A request's body (files uploaded to a knowledge base excepted): over it, 413 (API) or a refusal next to the form.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(float(os.environ.get("MAX_REQUEST_BODY_MB", "4")) * 1024 * 1024)
+# The most messages one API request may carry (400 above).
+API_MAX_MESSAGES = int(os.environ.get("API_MAX_MESSAGES", "500"))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).

@@ -1,7 +1,7 @@
 """The OpenAI-compatible API: chat completions with delegation steps, usage and sources; models; runs; cancel.
 
 Every route takes an organisation API key (``Authorization: Bearer …``). A request becomes a run
-through the browser's path (``runs.create_run``, ``runs.launch``, ``runs.execute_run``), in a
+through the browser's path (``runs.intake.create_run``, ``runs.execution.launch``, ``runs.execution.execute_run``), in a
 conversation of its own owned by the organisation's service user (``orgs.keys.api_user``), the
 client's earlier messages saved before the question. The key's model restriction replaces the
 assistant's. Another organisation's run, and a run started in the browser, do not exist here (404).
@@ -26,8 +26,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.budgets import services as budgets
-from assistant.chat import providers, runs
-from assistant.chat.models import Conversation, Message, Run
+from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.scope import Scope
 from assistant.knowledge.chosen import refused_document
@@ -36,10 +35,12 @@ from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
 from assistant.orgs.signin import client_address
+from assistant.runs import execution, intake
+from assistant.runs.follow import RunFollower
+from assistant.runs.models import Conversation, Message, Run
 
 from . import limits
-from .errors import ApiError, error_response
-from .follow import RunFollower
+from .errors import CODES, ApiError, error_response
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -48,6 +49,7 @@ from .schemas import (
     ModelList,
     ModelOut,
     OutputMessage,
+    RequestWarning,
     RunOut,
     errors_schema,
 )
@@ -122,17 +124,39 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResp
 
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    first: dict[str, Any] = exc.errors[0] if exc.errors else {}
-    where = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload")]
+    errors: list[dict[str, Any]] = list(exc.errors)
+    # A union (a message's content: text or parts) reports each branch: the one that says most comes first.
+    errors.sort(key=lambda e: (0 if str(e.get("type", "")).startswith("value_error") else 1, -len(e.get("loc", ()))))
+    first = errors[0] if errors else {}
+    param = _param(first.get("loc", ()))
     message = str(first.get("msg", "invalid body")).removeprefix("Value error, ")
-    param = ".".join(where) or None
-    text = f"Invalid body: {param}: {message}" if param else f"Invalid body: {message}"
-    return error_response(ApiError(422, "invalid_body", text, param=param))
+    if param is None and first.get("type") in ("model_type", "dict_type", "model_attributes_type"):
+        message = "send a JSON object"
+    text = f"Invalid parameter {param}: {message}." if param else f"Invalid body: {message}."
+    return error_response(ApiError(400, "invalid_body", text, param=param))
+
+
+def _param(loc: Any) -> str | None:
+    """pydantic's location as OpenAI names a parameter: ``messages[3].content``."""
+    param = ""
+    for part in loc:
+        if part in ("body", "payload") and not param:
+            continue
+        if isinstance(part, int):
+            param += f"[{part}]"
+        elif "[" in str(part) or str(part) in ("str", "int", "list", "none", "bool"):
+            continue  # a union's branch (``str``, ``list[TextPart]``), not a parameter
+        else:
+            param += f".{part}" if param else str(part)
+    return param or None
 
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    return error_response(ApiError(exc.status_code, "invalid_request", str(exc)))
+    if exc.status_code == 400:  # django-ninja could not read the body
+        return error_response(ApiError(400, "invalid_json", "The body is not valid JSON: send a JSON object."))
+    code = next((c for c, (status, _when) in CODES.items() if status == exc.status_code), "server_error")
+    return error_response(ApiError(CODES[code][0], code, str(exc)))
 
 
 @api.exception_handler(Http404)
@@ -140,11 +164,18 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(ApiError(404, "not_found", str(exc) or "Not found."))
 
 
+@api.exception_handler(Exception)
+def _fault(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # A fault of the server, not of the request: logged with its traceback, answered without it.
+    log.exception("API request failed: %s %s", request.method, request.path)
+    return error_response(ApiError(500, "server_error", "The server failed to answer this request; it is logged."))
+
+
 # Models ---------------------------------------------------------------------------------------------
 
 
 def _models(key: ApiKey) -> list[ModelOut]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     return [
         ModelOut(
             id=m.id,
@@ -184,7 +215,7 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
     """Each refusal with its status, before any model call and before anything is saved."""
     org = key.organisation
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     if body.model not in catalogue:
         raise ApiError(404, "model_not_found", f"The model '{body.model}' does not exist.", param="model")
     policy = policy_for(org, key)
@@ -216,10 +247,11 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
                 param="tools_enabled",
             )
     document = refused_document(org.pk, others)
+    if document is not None and document.code == "document_not_ready":
+        raise ApiError(400, "document_not_ready", document.message, param="tools_enabled")
     if document is not None:
-        status = 404 if document.code == "document_not_found" else 400
-        raise ApiError(status, document.code, document.message, param="tools_enabled")
-    toolbox = runs.toolbox_for(org.pk)
+        raise ApiError(404, "document_not_found", document.message, param="tools_enabled")
+    toolbox = execution.toolbox_for(org.pk)
     for resource in ("web", "code"):
         if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):
             raise ApiError(
@@ -245,11 +277,41 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
         raise ApiError(400, "unknown_category", str(e), param="category") from e
 
 
+def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
+    """What of the request the run will not do: said in the response, never dropped silently."""
+    if "agents" not in body.tools_enabled:
+        return []
+    catalogue = snapshot.catalogue()
+    policy = policy_for(key.organisation, key)
+    level = body.reasoning_level
+    rounds = policy.levels[level].agent_rounds if level is not None else policy.default_agent_rounds
+    named = (level or "approfondi").capitalize()  # the levels' names are the product's words
+    if rounds == 0:
+        used = f"at {named}" if level is not None else f"without a level (the {named} settings apply)"
+        return [
+            RequestWarning(
+                code="agents_off_at_level",
+                message=f"Agents are off {used}: its agent turn budget is 0. The main model answers alone.",
+                param="tools_enabled",
+            )
+        ]
+    if not catalogue.cheaper_than(body.model, policy.allowed_ids(catalogue), policy.cheaper_factor):
+        return [
+            RequestWarning(
+                code="agents_without_cheaper_model",
+                message=f"Agents are off: no model this key may use is at least {policy.cheaper_factor:g} times "
+                f"cheaper than {body.model}. The main model answers alone.",
+                param="tools_enabled",
+            )
+        ]
+    return []
+
+
 def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
     _refusals(key, body)
     org = key.organisation
     question = body.messages[-1].text
-    ask = runs.Ask(
+    ask = intake.Ask(
         text=question,
         model=body.model,
         level=body.reasoning_level,
@@ -268,7 +330,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                 if m.role in ("system", "developer"):
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
-            return runs.create_run(user, org, conversation, ask, api_key=key)
+            return intake.create_run(user, org, conversation, ask, api_key=key)
     except budgets.CategoryExhausted as e:  # exhausted between the check and the run: a rare race
         raise ApiError(429, "category_budget_exhausted", str(e), param="category") from e
     except RequestRefused as e:
@@ -284,7 +346,7 @@ def _reason(run: Run) -> str:
     return ""
 
 
-def _completion(run_id: uuid.UUID) -> ChatCompletion:
+def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatCompletion:
     run = Run.objects.get(pk=run_id)
     trace = trace_of(run.steps.all(), run.usage, run.sources)
     return ChatCompletion(
@@ -295,6 +357,7 @@ def _completion(run_id: uuid.UUID) -> ChatCompletion:
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
         reason=_reason(run),
+        warnings=warnings,
         **trace.model_dump(),
     )
 
@@ -303,7 +366,7 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
+async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning]) -> AsyncIterator[str]:
     """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
     base = {
         "id": f"chatcmpl-{run.pk.hex}",
@@ -318,6 +381,7 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
                 **base,
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
                 "run_id": str(run.pk),
+                "warnings": [w.model_dump() for w in warnings],
             }
         )
         async for item in follower.items():
@@ -330,25 +394,29 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
                 yield _sse({**base, "choices": [], "event": data})
     finally:
         await follower.close()
-    done = await sync_to_async(_completion)(run.pk)
+    done = await sync_to_async(_completion)(run.pk, warnings)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
-    final = done.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason"})
+    final = done.model_dump(
+        mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason", "warnings"}
+    )
     yield _sse({**base, "choices": [], **final})
     yield "data: [DONE]\n\n"
 
 
 @api.post(
     "/chat/completions",
-    response={200: ChatCompletion, **errors_schema(400, 401, 403, 404, 422, 429)},
+    response={200: ChatCompletion, **errors_schema(400, 401, 403, 404, 413, 429)},
     summary="Create a chat completion (a run)",
     description=STREAM_DESCRIPTION,
 )
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
-    run = await sync_to_async(_create)(_key(request), body)
+    key = _key(request)
+    run = await sync_to_async(_create)(key, body)
+    warnings = await sync_to_async(_warnings)(key, body)
     follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
-    runs.launch(run.pk)
+    execution.launch(run.pk)
     if body.stream:
-        response = StreamingHttpResponse(_stream(run, follower), content_type="text/event-stream")
+        response = StreamingHttpResponse(_stream(run, follower, warnings), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -357,7 +425,7 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
             pass
     finally:
         await follower.close()
-    return await sync_to_async(_completion)(run.pk)
+    return await sync_to_async(_completion)(run.pk, warnings)
 
 
 # Runs -------------------------------------------------------------------------------------------------
@@ -371,7 +439,7 @@ def _run_of(key: ApiKey, run_id: str) -> Run:
         pk = None
     run = Run.objects.filter(pk=pk, organisation=key.organisation, api_key__isnull=False).first() if pk else None
     if run is None:
-        raise ApiError(404, "run_not_found", f"No run '{run_id}' here.", param="run_id")
+        raise ApiError(404, "run_not_found", f"No run '{run_id[:100]}' here.", param="run_id")
     return run
 
 
@@ -410,7 +478,7 @@ async def retrieve_run(request: HttpRequest, run_id: str) -> RunOut:
 async def cancel_run(request: HttpRequest, run_id: str) -> RunOut:
     key = _key(request)
     run = await sync_to_async(_run_of)(key, run_id)
-    await runs.request_stop(run.pk)
+    await execution.request_stop(run.pk)
     return await sync_to_async(lambda: _run_out(Run.objects.get(pk=run.pk)))()
 
 

@@ -1,8 +1,12 @@
-"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with a fitting status."""
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's statuses.
+
+``CODES`` is every ``code`` the API answers with, its status and when: ``ApiError`` takes only
+those, and a test checks README's error table against it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from django.http import JsonResponse
 
@@ -12,8 +16,43 @@ TYPES = {
     401: "invalid_request_error",
     403: "permission_error",
     404: "invalid_request_error",
-    422: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
     429: "insufficient_quota",
+    500: "server_error",
+}
+
+# code -> (status, when): the README's error table says the same.
+CODES: Final[dict[str, tuple[int, str]]] = {
+    "invalid_json": (400, "the body is not a JSON object"),
+    "invalid_body": (
+        400,
+        "an invalid parameter (`param` names it, e.g. `messages[3].content`): a wrong type, an unknown role or "
+        "resource, `stream` not a boolean, an unknown `reasoning_level`, a lone surrogate or a control character "
+        "in a message, messages that do not end with a non-empty user message, more messages than `API_MAX_MESSAGES`",
+    ),
+    "agents_without_resource": (400, "`agents` without another resource"),
+    "resource_unavailable": (400, "`web` or `code` not set up on this server"),
+    "unknown_category": (400, "a `category` the organisation does not have"),
+    "request_refused": (400, "the organisation's policy refuses the request (the message says why)"),
+    "document_not_ready": (400, "a `doc:<slug>/<id>` whose text is not extracted yet (or failed)"),
+    "invalid_api_key": (401, "a missing, unknown or revoked key"),
+    "expired_api_key": (401, "an expired key, or a rotated one past its grace period"),
+    "model_not_allowed": (403, "a model the key may not use (the message lists those it may)"),
+    "model_not_found": (404, "an unknown model"),
+    "knowledge_base_not_found": (404, "an unknown knowledge base (another organisation's is unknown)"),
+    "document_not_found": (404, "a `doc:<slug>/<id>` not in that base, or in no base of the organisation"),
+    "run_not_found": (404, "an unknown run, or one this key may not see"),
+    "not_found": (404, "no such endpoint"),
+    "method_not_allowed": (405, "a method the endpoint does not take (`Allow` lists those it does)"),
+    "body_too_large": (413, "a body over `MAX_REQUEST_BODY_MB`"),
+    "category_budget_exhausted": (
+        429,
+        "the category's monthly budget is spent: `resets_at` in the body, `Retry-After` in seconds",
+    ),
+    "rate_limit_exceeded": (429, "the key is over its requests per minute (type `requests`, `Retry-After`)"),
+    "too_many_failed_keys": (429, "too many invalid keys from this address lately (type `requests`, `Retry-After`)"),
+    "server_error": (500, "a fault of the server (logged), never a bad request"),
 }
 
 
@@ -32,6 +71,8 @@ class ApiError(Exception):
         **extra: Any,
     ) -> None:
         super().__init__(message)
+        if CODES.get(code, (None,))[0] != status:
+            raise ValueError(f"'{code}' with {status} is not in api.errors.CODES")
         self.status = status
         self.code = code
         self.message = message

@@ -7,8 +7,15 @@ class BudgetsConfig(AppConfig):
     verbose_name = "Budgets per task category"
 
     def ready(self) -> None:
+        # Runs are admitted and charged through the category budgets (``runs`` does not import this app).
+        from assistant.runs import accounting
+
+        from .ledger import CategoryAccounting
+
+        accounting.register(CategoryAccounting())
+
         # When a run with agents ends, its month's forced-landing shares are checked against the threshold.
-        from assistant.chat.models import Run
+        from assistant.runs.models import Run
 
         from .landings import on_run_saved
 

@@ -25,9 +25,9 @@ from django.db.models import QuerySet
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from assistant.chat.models import Run, Step
 from assistant.engine.events import AgentFinished, AgentStarted, event_from_dict
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Run, Step
 
 from .models import LandingAlert
 from .months import month_bounds, month_of, previous_month, zone

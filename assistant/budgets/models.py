@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
@@ -55,6 +56,13 @@ class Category(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["organisation", "slug"], name="category_slug_per_org"),
+            # Names differ in more than case: two "Synthèses" would be the same category to a reader.
+            models.UniqueConstraint(
+                Lower("name"),
+                "organisation",
+                name="category_name_per_org",
+                violation_error_message=_("Another category already has this name."),
+            ),
             models.UniqueConstraint(
                 fields=["organisation"], condition=models.Q(is_default=True), name="one_default_category_per_org"
             ),

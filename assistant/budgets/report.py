@@ -16,8 +16,8 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from assistant.chat.models import Run, Step
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Run, Step
 
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landed_per_run, landing_lines

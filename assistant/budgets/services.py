@@ -22,6 +22,7 @@ from django.db.models import F, QuerySet, Sum
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _
 
+from assistant.catalogue import snapshot
 from assistant.engine.errors import BudgetExceeded, RequestRefused
 from assistant.engine.tokens import estimate_tokens
 from assistant.orgs import audit
@@ -155,11 +156,9 @@ def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | N
 
     The first call reserves at least the message and the main model's output cap.
     """
-    from assistant.chat import providers  # here, not at the top: the chat app imports this module
-
     category = classify(org, slug)
     if category is not None:
-        catalogue = providers.catalogue()
+        catalogue = snapshot.catalogue()
         cap = catalogue[model].output_cap if model in catalogue else 0
         ensure_room(category, estimate_tokens(text) + cap, now)
     return category

@@ -16,8 +16,8 @@ from django.utils.translation import gettext as _
 
 from assistant.engine.cancel import STOP_MESSAGES
 from assistant.engine.events import ChosenDocument
+from assistant.runs.models import Run, Step
 
-from .models import Run, Step
 from .rendering import render_markdown
 
 REPORT_PREVIEW_CHARS = 2_000

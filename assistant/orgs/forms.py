@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from assistant.chat import providers
+from assistant.catalogue import snapshot
 
 from . import keys
 from .models import (
@@ -27,7 +27,7 @@ from .models import (
 
 
 def _model_choices() -> list[tuple[str, str]]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     return [(m.id, f"{m.label} — {m.input_price:g} / {m.output_price:g} EUR") for m in catalogue.values()]
 
 
@@ -64,7 +64,7 @@ class AllowedModelsForm(forms.Form):
         org = self.organisation
         if self.cleaned_data["restrict"]:
             chosen = set(self.cleaned_data["models"])
-            org.allowed_models = [m for m in providers.catalogue() if m in chosen]  # catalogue order
+            org.allowed_models = [m for m in snapshot.catalogue() if m in chosen]  # catalogue order
         else:
             org.allowed_models = None
         org.save(update_fields=["allowed_models"])
@@ -212,4 +212,4 @@ class ApiKeyForm(forms.Form):
         if not self.cleaned_data["restrict"]:
             return None
         chosen = set(self.cleaned_data["models"])
-        return [m for m in providers.catalogue() if m in chosen]
+        return [m for m in snapshot.catalogue() if m in chosen]

@@ -16,6 +16,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from assistant.catalogue import snapshot
 from assistant.engine.policy import DEFAULT_LEVELS, LEVELS, RESOURCE_KINDS
 from assistant.engine.types import EFFORTS
 
@@ -53,6 +54,7 @@ class Organisation(models.Model):
     # landing or budget (seed 000: a rising rate means scopes too wide).
     forced_landing_alert_percent = models.PositiveSmallIntegerField(
         default=20,
+        db_default=20,  # rows written by code that predates the field (an old migration's state) get it too
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Alert when this share (%) of a model's agents in a month ended by forced landing or budget.",
     )
@@ -160,13 +162,11 @@ class AgentProfile(models.Model):
 
     def clean(self) -> None:
         # The catalogue as users are offered it (database entries with a key, and the demo models).
-        from assistant.chat.providers import catalogue
-
         errors: dict[str, str] = {}
         tools = self.tools
         if not isinstance(tools, list) or not tools or any(t not in RESOURCE_KINDS for t in tools):
             errors["tools"] = f"At least one of {', '.join(RESOURCE_KINDS)}."
-        if self.default_model and self.default_model not in catalogue():
+        if self.default_model and self.default_model not in snapshot.catalogue():
             errors["default_model"] = f"'{self.default_model}' is not in the model catalogue."
         if errors:
             raise ValidationError(errors)

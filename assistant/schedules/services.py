@@ -14,17 +14,20 @@ from celery.schedules import crontab
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
+from assistant.engine.scope import Scope
 from assistant.orgs.models import Membership
+from assistant.runs import execution, intake
+from assistant.runs.models import Conversation, Run
 
 from .models import Execution, ScheduledTask
 
 TASK_NAME = "schedules.execute"
+RESOURCE_LABELS = {"web": _lazy("Web"), "code": _lazy("Code")}
 
 
 def parse_schedule(text: str) -> list[str]:
@@ -37,9 +40,23 @@ def parse_schedule(text: str) -> list[str]:
     return fields
 
 
-def ask_of(task: ScheduledTask) -> runs.Ask:
+def unavailable_resources(organisation_id: int, resources: list[str] | tuple[str, ...]) -> list[str]:
+    """``web`` and ``code`` among ``resources`` when this server does not offer them (as the API checks)."""
+    toolbox = execution.toolbox_for(organisation_id)
+    return [r for r in ("web", "code") if r in resources and not toolbox.tools_for(Scope.from_resources([r]))]
+
+
+def check_resources(organisation_id: int, resources: list[str] | tuple[str, ...]) -> None:
+    """Refuse a task whose resources this server does not offer, rather than run it without them."""
+    missing = unavailable_resources(organisation_id, resources)
+    if missing:
+        names = ", ".join(str(RESOURCE_LABELS[r]) for r in missing)
+        raise RequestRefused(_("%(names)s: not configured on this server.") % {"names": names})
+
+
+def ask_of(task: ScheduledTask) -> intake.Ask:
     level: Level | None = task.level if task.level in LEVELS else None
-    return runs.Ask(
+    return intake.Ask(
         text=task.prompt, model=task.model, level=level, resources=tuple(task.resources), category=task.category
     )
 
@@ -80,14 +97,15 @@ def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | N
         return None
     try:
         if not Membership.objects.filter(organisation=task.organisation, user=task.owner).exists():
-            raise RequestRefused("The task's owner is no longer a member of the organisation.")
+            raise RequestRefused(_("The task's owner is no longer a member of the organisation."))
+        check_resources(task.organisation_id, task.resources)
         with transaction.atomic():
             when = timezone.localtime(timezone.now(), timezone=zoneinfo.ZoneInfo(task.organisation.time_zone))
             title = f"{task.name} — {when:%Y-%m-%d %H:%M}"
             conversation = Conversation.objects.create(
                 organisation=task.organisation, user=task.owner, title=title[:200]
             )
-            run = runs.create_run(task.owner, task.organisation, conversation, ask_of(task))
+            run = intake.create_run(task.owner, task.organisation, conversation, ask_of(task))
             Execution.objects.create(task=task, run=run)
     except RequestRefused as e:
         Execution.objects.create(task=task, refused=str(e))

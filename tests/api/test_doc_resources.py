@@ -16,14 +16,14 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from assistant.asgi import application
-from assistant.chat import providers
-from assistant.chat.models import Run
+from assistant.catalogue import snapshot
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse, ToolCall
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,7 +54,7 @@ class Models:
 @pytest.fixture
 def models(demo_data: None, fast_demo: None, monkeypatch: pytest.MonkeyPatch) -> Models:
     chosen = Models()
-    real = providers.resolve
+    real = snapshot.resolve
 
     def resolve(model_id: str) -> Model:
         if model_id in chosen.requests:
@@ -64,10 +64,10 @@ def models(demo_data: None, fast_demo: None, monkeypatch: pytest.MonkeyPatch) ->
                 n = len(chosen.requests[model_id]) - 1
                 return (chosen.main if model_id == "demo-large" else chosen.agent)(request, n)
 
-            return FunctionModel(function, providers.catalogue()[model_id])
+            return FunctionModel(function, snapshot.catalogue()[model_id])
         return real(model_id)
 
-    monkeypatch.setattr(providers, "resolve", resolve)
+    monkeypatch.setattr(snapshot, "resolve", resolve)
     return chosen
 
 
@@ -195,12 +195,12 @@ async def test_chosen_documents_the_organisation_cannot_hand_on_are_refused_befo
     await _other_org()
     theirs = await _doc("Vault", "factures", "other")
     report = await _doc("kick-off", "comptes-rendus")
-    cases = {
+    cases: dict[str, tuple[int, str, str]] = {
         "doc:factures/doc-999999": (404, "document_not_found", "'doc-999999' is not in the knowledge base 'factures'"),
         f"doc:factures/{theirs}": (404, "document_not_found", f"'{theirs}' is not in the knowledge base 'factures'"),
         f"doc:factures/{report}": (404, "document_not_found", f"'{report}' is not in the knowledge base 'factures'"),
         "doc:nowhere/doc-1": (404, "document_not_found", "The knowledge base 'nowhere' does not exist"),
-        "doc:factures": (422, None, "doc:<slug>/<id>"),
+        "doc:factures": (400, "invalid_body", "doc:<slug>/<id>"),
     }
     before = await Run.objects.acount()
     for resource, (status, code, message) in cases.items():
@@ -208,7 +208,6 @@ async def test_chosen_documents_the_organisation_cannot_hand_on_are_refused_befo
         assert response.status_code == status, (resource, response.text)
         error = response.json()["error"]
         assert message in error["message"], resource
-        if code is not None:
-            assert error["code"] == code and error["param"] == "tools_enabled"
+        assert error["code"] == code and error["param"] == "tools_enabled"
     assert await Run.objects.acount() == before
     assert models.requests == {"demo-large": [], "demo-small": []}

@@ -21,10 +21,10 @@ from django.utils import timezone
 from assistant.budgets.landings import MIN_AGENTS
 from assistant.budgets.models import LandingAlert
 from assistant.budgets.months import month_bounds, month_of, previous_month, zone
-from assistant.chat.models import Conversation, Run
-from assistant.chat.runs import Recorder
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Run
+from assistant.runs.recorder import Recorder
 
 Agent = tuple[str, str, str, bool]
 """(model, profile, status, forced_landing)"""

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from assistant.budgets import services
 from assistant.budgets.models import BudgetRaise, Category
-from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Run
 
 PAGES = ["/settings/budgets/", "/settings/usage/", "/settings/usage.csv"]
 

@@ -16,10 +16,10 @@ from django.core.management import call_command
 from django.test import AsyncClient
 
 from assistant.asgi import application
-from assistant.chat import runs
 from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
-from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs import execution
+from assistant.runs.models import Conversation, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -212,7 +212,7 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
         assert response.status_code == 200
         run = await Run.objects.aget(conversation=conversation)
         frames = await _until_finished(communicator, run)
-        await runs.wait_for(run.pk)
+        await execution.wait_for(run.pk)
     finally:
         await communicator.disconnect()
     await run.arefresh_from_db()
@@ -253,7 +253,7 @@ async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) 
         frames = await _until_finished(communicator, run)
     finally:
         await communicator.disconnect()
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     # The first push is the state so far: both agents back, and the answer up to now.
     first = frames[0]
     assert set(re.findall(r'<div class="delegation status-ok" id="agent-[^"]+-(agent-\d)"', first)) == {
@@ -291,7 +291,7 @@ async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any)
     tab = await _socket(f"/ws/c/{conversation.pk}/", session)
     await tab.receive_from(timeout=5)
     await tab.disconnect()
-    await runs.wait_for(second.pk)
+    await execution.wait_for(second.pk)
     await second.arefresh_from_db()
     assert second.status == "ok"
 
@@ -313,7 +313,7 @@ async def test_stop_reaches_the_page(settings: Any) -> None:
         frames = await _until_finished(communicator, run)
     finally:
         await communicator.disconnect()
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     final = frames[-1]
     assert 'data-status="stopped"' in final
     assert final.count('data-status="stopped"') == 3  # the run and its two agents

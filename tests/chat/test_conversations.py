@@ -22,11 +22,12 @@ from django.core.management import call_command
 from django.test import AsyncClient, Client
 
 from assistant.asgi import application
-from assistant.chat import deletion, runs
+from assistant.chat import deletion
 from assistant.chat.consumers import CLOSE_DELETED, CLOSE_NOT_FOUND
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs import execution
+from assistant.runs.models import Conversation, Message, Run, Step
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -56,7 +57,7 @@ async def _finished_demo_run(client: AsyncClient) -> Run:
     response = await client.post("/c/new", ASK)
     assert response.status_code == 302
     run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.status == "ok"
     return run
@@ -291,7 +292,7 @@ async def test_deleting_a_conversation_stops_its_running_run_first(settings: Any
 
     response = await client.post(f"/c/{run.conversation_id}/delete")
     assert response.status_code == 302
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.stop_requested and run.status == "stopped"  # stopped as Stop stops it, not failed
     assert run.usage.get("by_model") and run.cost_eur > 0  # what it spent is kept
@@ -306,7 +307,7 @@ def test_what_a_run_writes_after_the_delete_is_erased_as_it_is_saved(demo_data: 
     run = conv.runs.get()
     Run.objects.filter(pk=run.pk).update(status="running")
     deletion.erase(conv.pk)
-    # As ``runs._finish`` ends a run that was stopped meanwhile (on another worker, say).
+    # As ``runs.execution._finish`` ends a run that was stopped meanwhile (on another worker, say).
     run.refresh_from_db()
     run.status, run.answer, run.sources = "stopped", "A late answer", [{"id": "doc-1", "title": "Secret"}]
     run.usage, run.cost_eur = {"cost_eur": 0.5, "by_model": {}}, 0.5

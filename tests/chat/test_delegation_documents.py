@@ -13,12 +13,13 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from assistant.chat import providers, runs
-from assistant.chat.models import Run
+from assistant.catalogue import snapshot
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse, ToolCall
 from assistant.knowledge.models import Document
+from assistant.runs import execution
+from assistant.runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,9 +44,9 @@ async def test_the_delegation_line_shows_the_chosen_documents_titles(
         return ModelResponse(tool_calls=[ToolCall(id="c2", name="submit_result", arguments=report)])
 
     def resolve(model_id: str) -> Model:
-        return FunctionModel(main if model_id == "demo-large" else agent, providers.catalogue()[model_id])
+        return FunctionModel(main if model_id == "demo-large" else agent, snapshot.catalogue()[model_id])
 
-    monkeypatch.setattr(providers, "resolve", resolve)
+    monkeypatch.setattr(snapshot, "resolve", resolve)
     client = AsyncClient()
     assert await client.alogin(username="demo", password="demo-password")
     ask = {"text": "Invoice?", "model": "demo-large", "level": "approfondi", "resources": ["kb:factures", "agents"]}
@@ -53,7 +54,7 @@ async def test_the_delegation_line_shows_the_chosen_documents_titles(
     assert response.status_code == 302
     run = await Run.objects.order_by("-created").afirst()
     assert run is not None
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
 
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
     resources = page.split("Resources received</dt><dd>")[1].split("</dd>")[0]

@@ -20,11 +20,11 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from knowledge_support import SECRET, Org, two_orgs
 
-from assistant.chat.runs import toolbox_for
 from assistant.engine.errors import ToolError
 from assistant.engine.sandbox import LAYERS, UID_BASE, UID_COUNT, CodeLimits, RunCode, Sandbox, detect
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import Document, KnowledgeBase
+from assistant.runs.execution import toolbox_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

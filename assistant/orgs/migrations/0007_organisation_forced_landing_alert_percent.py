@@ -14,6 +14,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='organisation',
             name='forced_landing_alert_percent',
-            field=models.PositiveSmallIntegerField(default=20, help_text="Alert when this share (%) of a model's agents in a month ended by forced landing or budget.", validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(100)]),
+            field=models.PositiveSmallIntegerField(db_default=20, default=20, help_text="Alert when this share (%) of a model's agents in a month ended by forced landing or budget.", validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(100)]),
         ),
     ]

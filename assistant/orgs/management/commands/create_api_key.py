@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from assistant.chat import providers
+from assistant.catalogue import snapshot
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             raise CommandError(f"No organisation '{options['org']}'.")
         models: list[str] | None = options["models"]
         if models is not None:
-            unknown = [m for m in models if m not in providers.catalogue()]
+            unknown = [m for m in models if m not in snapshot.catalogue()]
             if unknown:
                 raise CommandError(f"Not in the catalogue: {', '.join(unknown)}.")
         expires = None
