@@ -24,11 +24,6 @@ class DocumentRefused:
     message: str
 
 
-def _ready(document: Document) -> bool:
-    # Uploads are read once their text is extracted: a document that has a processing status must be ready.
-    return getattr(document, "status", "ready") == "ready"
-
-
 def refused_document(organisation_id: int, resources: Iterable[str]) -> DocumentRefused | None:
     """The first chosen document among ``resources`` that this organisation cannot hand on, and why."""
     chosen = [(r, doc) for r in resources if r.startswith(DOC_PREFIX) for doc in [parse_document(r)]]
@@ -62,7 +57,7 @@ def refused_document(organisation_id: int, resources: Iterable[str]) -> Document
             return DocumentRefused(
                 resource, "document_not_found", f"The document '{doc_id}' is not in the knowledge base '{kb}'."
             )
-        if not _ready(row):
+        if row.status != Document.READY:  # an upload still processing, or one that failed
             return DocumentRefused(
                 resource,
                 "document_not_ready",

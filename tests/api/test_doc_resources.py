@@ -195,7 +195,12 @@ async def test_chosen_documents_the_organisation_cannot_hand_on_are_refused_befo
     await _other_org()
     theirs = await _doc("Vault", "factures", "other")
     report = await _doc("kick-off", "comptes-rendus")
+    base = await KnowledgeBase.objects.aget(organisation__slug="demo", slug="factures")
+    reading = await Document.objects.acreate(knowledge_base=base, title="Upload", text="", status=Document.PROCESSING)
+    failed = await Document.objects.acreate(knowledge_base=base, title="Broken", text="", status=Document.FAILED)
     cases: dict[str, tuple[int, str, str]] = {
+        f"doc:factures/{reading.public_id}": (400, "document_not_ready", "is not ready to be read"),
+        f"doc:factures/{failed.public_id}": (400, "document_not_ready", "is not ready to be read"),
         "doc:factures/doc-999999": (404, "document_not_found", "'doc-999999' is not in the knowledge base 'factures'"),
         f"doc:factures/{theirs}": (404, "document_not_found", f"'{theirs}' is not in the knowledge base 'factures'"),
         f"doc:factures/{report}": (404, "document_not_found", f"'{report}' is not in the knowledge base 'factures'"),
