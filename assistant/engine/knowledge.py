@@ -158,7 +158,8 @@ class MemoryKnowledge:
         index = self._indexes.get(kb)
         hits = index.search(query) if index is not None else []
         if ids is not None:
-            hits = [h for h in hits if h.id in set(ids)]
+            chosen = set(ids)
+            hits = [h for h in hits if h.id in chosen]
         return hits[:limit], len(hits)
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
