@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "ninja",  # the API's OpenAPI pages (/v1/docs)
     "assistant.orgs",
     "assistant.knowledge",
+    "assistant.connectors",
     "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
@@ -248,6 +249,16 @@ WEB_FETCH_ALLOWED_HOSTS = [
 ]
 WEB_TIMEOUT_SECONDS = float(os.environ.get("WEB_TIMEOUT_SECONDS", "15"))
 WEB_FETCH_MAX_MB = float(os.environ.get("WEB_FETCH_MAX_MB", "5"))
+
+# Connectors (MCP servers an admin registers as mcp:<name>): their addresses pass the same guard as
+# web_fetch; CONNECTOR_ALLOWED_HOSTS (comma-separated, host = ports 80/443, host:port = that port)
+# lists internal servers. Each call is bounded in seconds and its result in characters. Header
+# values come from environment variables named CONNECTOR_… that the admin names in the form.
+CONNECTOR_ALLOWED_HOSTS = [
+    h.strip().lower() for h in os.environ.get("CONNECTOR_ALLOWED_HOSTS", "").split(",") if h.strip()
+]
+CONNECTOR_TIMEOUT_SECONDS = float(os.environ.get("CONNECTOR_TIMEOUT_SECONDS", "20"))
+CONNECTOR_MAX_CHARS = int(os.environ.get("CONNECTOR_MAX_CHARS", "20000"))
 # run_code: Python in a sandboxed child process (see README); off unless enabled.
 RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
 RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))

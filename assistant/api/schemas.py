@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from assistant.engine.policy import LEVELS, Level
 
-RESOURCE = re.compile(r"^(kb:[\w-]+|doc:[\w-]+/[\w-]+|web|code|agents)$")
+RESOURCE = re.compile(r"^(kb:[\w-]+|doc:[\w-]+/[\w-]+|mcp:[\w-]+|web|code|agents)$")
 # C0 and C1 controls but tab, line feed and carriage return; lone UTF-16 surrogates (no text can hold one).
 NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 # Level names in any case, and their English names.
@@ -102,8 +102,8 @@ class ChatCompletionRequest(BaseModel):
         default_factory=list,
         max_length=100,
         description="The request's resources: `kb:<slug>` (a knowledge base), `doc:<slug>/<id>` (one document "
-        "of a base, e.g. `doc:factures/doc-12`: that document only), `web`, `code`, `agents` (delegation, "
-        "with at least one other resource).",
+        "of a base, e.g. `doc:factures/doc-12`: that document only), `mcp:<name>` (a connector), `web`, `code`, "
+        "`agents` (delegation, with at least one other resource).",
     )
     reasoning_level: Level | None = Field(
         default=None,
@@ -143,7 +143,9 @@ class ChatCompletionRequest(BaseModel):
     def _resources(cls, value: list[str]) -> list[str]:
         for resource in value:
             if not RESOURCE.match(resource):
-                raise ValueError(f"unknown resource {resource!r}: use kb:<slug>, doc:<slug>/<id>, web, code or agents")
+                raise ValueError(
+                    f"unknown resource {resource!r}: use kb:<slug>, doc:<slug>/<id>, mcp:<name>, web, code or agents"
+                )
         return list(dict.fromkeys(value))
 
     @field_validator("category")
@@ -192,6 +194,21 @@ class ToolStep(BaseModel):
     sources: list[SourceOut] = Field(default_factory=list)
 
 
+class ModelCallFailedStep(BaseModel):
+    """A model call that failed: refused by the provider with an HTTP error (``billed`` false: it cost nothing)
+    or cut after it was sent (a broken stream, a timeout: billed, estimated when the provider reported nothing)."""
+
+    type: Literal["model_call_failed"] = "model_call_failed"
+    round: int
+    model: str
+    error_kind: str = Field(
+        description="rate_limited, server_error, bad_request, authentication, unreachable, timeout or broken_stream"
+    )
+    billed: bool
+    status: int | None = Field(default=None, description="The provider's HTTP status, when it answered with one.")
+    message: str = ""
+
+
 class ModelUsageOut(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
@@ -199,6 +216,10 @@ class ModelUsageOut(BaseModel):
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     cost_eur: float = 0.0
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     energy_wh: float | None = Field(default=None, description="Null when the model has no carbon data.")
     carbon_g: float | None = Field(default=None, description="Grams CO2e; null when the model has no carbon data.")
 
@@ -213,6 +234,10 @@ class UsageOut(BaseModel):
     energy_wh: float = 0.0
     carbon_g: float = 0.0
     carbon_estimated: bool = Field(default=False, description="False when some model had no carbon data.")
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     by_model: dict[str, ModelUsageOut] = Field(default_factory=dict)
 
 
@@ -232,7 +257,7 @@ class AgentOut(BaseModel):
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)
     forced_landing: bool = False
-    steps: list[ToolStep] = Field(default_factory=list)
+    steps: list[Annotated[ToolStep | ModelCallFailedStep, Field(discriminator="type")]] = Field(default_factory=list)
 
 
 class AgentStep(BaseModel):
@@ -243,7 +268,7 @@ class AgentStep(BaseModel):
     agent: AgentOut
 
 
-Step = Annotated[ToolStep | AgentStep, Field(discriminator="type")]
+Step = Annotated[ToolStep | AgentStep | ModelCallFailedStep, Field(discriminator="type")]
 
 
 class RoundOut(BaseModel):
@@ -267,6 +292,10 @@ STATUS_DESCRIPTION = (
     "cost cap: the answer is what was written until then) or `error` (it failed; `reason` says why)."
 )
 REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
+REASON_CODE_DESCRIPTION = (
+    "Why the run stopped, as a code: `user` (Stop, a cancel), `budget` (its category's month crossed mid-way), "
+    "`cost_cap` (a scheduled task's cap); `error` for a failed run; empty when it ended ok or is running."
+)
 
 
 class Trace(BaseModel):
@@ -305,6 +334,7 @@ class ChatCompletion(Trace):
     run_id: str = Field(description="Follow or cancel the run with /v1/runs/{run_id}.")
     status: EndedStatusOut = Field(description=STATUS_DESCRIPTION)
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
     warnings: list[RequestWarning] = Field(
         default_factory=list,
         description="What of the request the run does not do: `agents` at a level whose agent turn budget is 0, "
@@ -325,6 +355,7 @@ class RunOut(Trace):
     stop_requested: bool
     answer: str = Field(description="The answer so far (whole once the run has ended).")
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
 
 
 class ModelOut(BaseModel):

@@ -21,6 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
+from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.scope import Scope
@@ -63,6 +64,7 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         # Levels whose agent turn budget is 0: the composer says agents are off when one is chosen with Agents.
         "agents_off": [lv for lv in LEVELS if policy.levels[lv].agent_rounds == 0],
         "knowledge_bases": kbs,
+        "connectors": connectors.offered(org.pk),
         "tools": tools,
         "values": {**defaults, **(values or {})},
     }
@@ -151,6 +153,9 @@ def _refusal(org: Organisation, ask: intake.Ask) -> str | None:
     for r in others:
         if r.startswith("kb:") and r[3:] not in known:
             return _("The knowledge base '%(kb)s' does not exist or you may not read it.") % {"kb": r[3:]}
+    connector = connectors.unknown(org.pk, others)
+    if connector is not None:
+        return _("The connector '%(name)s' does not exist or you may not use it.") % {"name": connector}
     return None
 
 

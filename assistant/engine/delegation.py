@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from .agent import run_agent
+from .agent import context_refusal, run_agent
 from .catalogue import ModelInfo
 from .events import ChosenDocument
 from .outcomes import AgentOutcome, AgentTask
@@ -178,7 +178,7 @@ class Delegation:
         except (TypeError, ValueError):
             return "max_rounds must be an integer."
         rounds = max(1, min(rounds, max(policy.max_agent_rounds, self.plan.agent_rounds)))
-        return AgentTask(
+        task = AgentTask(
             instruction=instruction,
             model=catalogue[model_id],
             resources=tuple(dict.fromkeys(str(r) for r in resources)),
@@ -186,6 +186,7 @@ class Delegation:
             profile=profile,
             documents=documents,
         )
+        return context_refusal(self.ctx, task, self.plan.level_effort) or task
 
     def _documents(self, raw: Any, found: dict[str, Document]) -> tuple[ChosenDocument, ...] | str:
         """A task's chosen documents, each one of this request's, or the reason they are refused."""

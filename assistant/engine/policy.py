@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias
 
 from .catalogue import Catalogue
 from .errors import RequestRefused
-from .scope import DOC_PREFIX, KB_PREFIX, Scope, parse_document
+from .scope import DOC_PREFIX, KB_PREFIX, MCP_PREFIX, Scope, parse_document
 from .types import Effort, Message
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
@@ -35,15 +35,17 @@ DEFAULT_LEVELS: Mapping[Level, LevelSettings] = {
 }
 
 
-ResourceKind: TypeAlias = Literal["kb", "web", "code"]
-RESOURCE_KINDS: tuple[ResourceKind, ...] = ("kb", "web", "code")
+ResourceKind: TypeAlias = Literal["kb", "web", "code", "mcp"]
+RESOURCE_KINDS: tuple[ResourceKind, ...] = ("kb", "web", "code", "mcp")
 
 
 def resource_kind(resource: str) -> ResourceKind | None:
-    """``kb`` for ``kb:<slug>`` and ``doc:<slug>/<id>`` (chosen documents of a base), ``web``, ``code``; None for
-    anything else (``agents`` included)."""
+    """``kb`` for ``kb:<slug>`` and ``doc:<slug>/<id>`` (chosen documents of a base), ``web``, ``code``, ``mcp`` for
+    ``mcp:<name>``; None for anything else (``agents`` included)."""
     if resource.startswith((KB_PREFIX, DOC_PREFIX)):
         return "kb"
+    if resource.startswith(MCP_PREFIX):
+        return "mcp"
     if resource == "web":
         return "web"
     if resource == "code":
@@ -118,8 +120,8 @@ RESOURCE_NAMES = ("web", "code", "agents")
 def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> Plan:
     """Check a request against the policy; raise ``RequestRefused`` with a plain message otherwise.
 
-    Knowledge-base existence and read rights are checked by the caller's knowledge backend
-    (``loop.run_chat`` asks it before any model call).
+    Knowledge-base and connector existence and read rights are checked by the caller's knowledge
+    backend and connector source (``loop.run_chat`` asks them before any model call).
     """
     if request.model not in catalogue or not policy.allows(request.model):
         allowed = ", ".join(policy.allowed_ids(catalogue)) or "none"
@@ -129,10 +131,12 @@ def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> P
     for r in request.resources:
         if not (
             r in RESOURCE_NAMES
-            or (r.startswith(KB_PREFIX) and len(r) > len(KB_PREFIX))
+            or any(r.startswith(prefix) and len(r) > len(prefix) for prefix in (KB_PREFIX, MCP_PREFIX))
             or parse_document(r) is not None
         ):
-            raise RequestRefused(f"Unknown resource '{r}': use kb:<slug>, doc:<slug>/<id>, web, code or agents.")
+            raise RequestRefused(
+                f"Unknown resource '{r}': use kb:<slug>, doc:<slug>/<id>, mcp:<name>, web, code or agents."
+            )
     scope = Scope.from_resources(r for r in request.resources if r != "agents")
     wants_agents = "agents" in request.resources
     if wants_agents and scope.is_empty:

@@ -1,7 +1,7 @@
 """A scope: the resources one caller (the main model or one agent) may read, as its tools enforce them.
 
 Resources are written as the request names them: ``kb:<slug>``, ``doc:<slug>/<id>`` (one chosen document of
-a base), ``web``, ``code``.
+a base), ``web``, ``code``, ``mcp:<name>`` (a connector).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 KB_PREFIX = "kb:"
+MCP_PREFIX = "mcp:"
 DOC_PREFIX = "doc:"
 
 
@@ -23,17 +24,20 @@ def parse_document(resource: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """The resources a caller may read: knowledge bases by slug, the web, code, chosen documents."""
+    """The resources a caller may read: knowledge bases by slug, the web, code, connectors by name, chosen
+    documents."""
 
     knowledge_bases: tuple[str, ...] = ()
     web: bool = False
     code: bool = False
+    connectors: tuple[str, ...] = ()
     documents: tuple[tuple[str, str], ...] = ()
     """Chosen documents as ``(slug, id)``: of a base given only this way, these documents and nothing else."""
 
     @classmethod
     def from_resources(cls, resources: Iterable[str]) -> Scope:
         kbs: list[str] = []
+        connectors: list[str] = []
         docs: list[tuple[str, str]] = []
         web = code = False
         for r in resources:
@@ -43,12 +47,16 @@ class Scope:
             elif (doc := parse_document(r)) is not None:
                 if doc not in docs:
                     docs.append(doc)
+            elif r.startswith(MCP_PREFIX):
+                if r[len(MCP_PREFIX) :] not in connectors:
+                    connectors.append(r[len(MCP_PREFIX) :])
             elif r == "web":
                 web = True
             elif r == "code":
                 code = True
         # A whole base holds its documents: choosing some of them as well narrows nothing.
-        return cls(tuple(kbs), web, code, tuple(d for d in docs if d[0] not in kbs))
+        chosen = tuple(d for d in docs if d[0] not in kbs)
+        return cls(tuple(kbs), web, code, tuple(connectors), chosen)
 
     @property
     def resources(self) -> tuple[str, ...]:
@@ -57,6 +65,7 @@ class Scope:
             + tuple(f"{DOC_PREFIX}{kb}/{doc_id}" for kb, doc_id in self.documents)
             + (("web",) if self.web else ())
             + (("code",) if self.code else ())
+            + tuple(MCP_PREFIX + name for name in self.connectors)
         )
 
     @property
@@ -79,4 +88,4 @@ class Scope:
         return not self.resources
 
 
-__all__ = ["DOC_PREFIX", "KB_PREFIX", "Scope", "parse_document"]
+__all__ = ["DOC_PREFIX", "KB_PREFIX", "MCP_PREFIX", "Scope", "parse_document"]
