@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('budgets', '0003_category_names'),
+        ('budgets', '0004_reservation_run'),
         ('orgs', '0007_organisation_forced_landing_alert_percent'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
