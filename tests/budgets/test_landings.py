@@ -196,7 +196,7 @@ def test_the_admin_sets_the_threshold_on_the_budgets_page(
     assert 'name="landing-forced_landing_alert_percent"' in page and 'value="20"' in page
     for bad in ("0", "101", "x", ""):
         response = admin.post("/settings/budgets/forced-landings", {"landing-forced_landing_alert_percent": bad})
-        assert response.status_code == 400 and "A percentage from 1 to 100." in response.content.decode()
+        assert response.status_code == 422 and "A percentage from 1 to 100." in response.content.decode()
     assert (
         signed_in("mia")
         .post("/settings/budgets/forced-landings", {"landing-forced_landing_alert_percent": "5"})
