@@ -41,7 +41,7 @@ STOP_WAIT_SECONDS = 5.0
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "tool_call": ("arguments",),
     "tool_result": ("error", "sources", "action.label"),
-    "agent_started": ("instruction",),
+    "agent_started": ("instruction", "documents"),
     "agent_action": ("sources", "action.label"),
     "agent_finished": ("report", "sources"),
     "final": ("text", "sources"),

@@ -29,6 +29,18 @@ class Source(_Value):
     where: str = ""
 
 
+class ChosenDocument(_Value):
+    """A document of a base handed to an agent on its own (``doc:<kb>/<id>``), with the title its line shows."""
+
+    id: str
+    kb: str
+    title: str
+
+    @property
+    def resource(self) -> str:
+        return f"doc:{self.kb}/{self.id}"
+
+
 class Action(_Value):
     """What one tool call did, in the words the user reads: a search with its query and count, a read, a query
     (its SQL and row count)."""
@@ -82,6 +94,8 @@ class AgentStarted(_Event):
     resources: tuple[str, ...]
     profile: str | None = None
     max_rounds: int
+    documents: tuple[ChosenDocument, ...] = ()
+    """The chosen documents among ``resources`` (its ``doc:`` entries), with their titles."""
 
 
 class AgentAction(_Event):

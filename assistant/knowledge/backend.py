@@ -30,12 +30,14 @@ class OrgKnowledge:
         count = await row.documents.filter(status=DocumentRow.READY).acount()
         return KnowledgeBaseInfo(slug=row.slug, name=row.name, description=row.description, document_count=count)
 
-    async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
-        """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches."""
-        return await sync_to_async(fulltext.search)(self.organisation_id, kb, query, limit)
+    async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
+        """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches;
+        with ``ids`` (chosen documents), among those documents only."""
+        pks = None if ids is None else _pks(ids)
+        return await sync_to_async(fulltext.search)(self.organisation_id, kb, query, limit, pks)
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
-        pks = [int(i[4:]) for i in ids if i.startswith("doc-") and i[4:].isdigit()]
+        pks = _pks(ids)
         rows = DocumentRow.objects.filter(
             pk__in=pks, knowledge_base__organisation_id=self.organisation_id, status=DocumentRow.READY
         ).select_related("knowledge_base")
@@ -93,3 +95,8 @@ def _parquet_of(row: Table) -> str | bytes:
     except NotImplementedError:
         with storage.open(row.file.name, "rb") as f:
             return bytes(f.read())
+
+
+def _pks(ids: Sequence[str]) -> list[int]:
+    """The primary keys of the public ids ``doc-<pk>`` among ``ids`` (anything else names no document)."""
+    return [int(i[4:]) for i in ids if i.startswith("doc-") and i[4:].isdigit()]

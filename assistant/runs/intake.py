@@ -21,6 +21,7 @@ from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
 from assistant.engine.runtime import RunContext
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message as EngineMessage
+from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
@@ -62,6 +63,9 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     for slug in wanted:
         if slug not in known:
             raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+    document = refused_document(org.pk, ask.resources)
+    if document is not None:
+        raise RequestRefused(document.message)
     connector = connectors.unknown(org.pk, ask.resources)
     if connector is not None:
         raise RequestRefused(f"The connector '{connector}' does not exist or you may not use it.")
