@@ -186,8 +186,18 @@ class KbRead(Tool):
                     f"{doc_id}: outside your scope; you may only read documents of {', '.join(self.scope.knowledge_bases) or 'no knowledge base'}."
                 )
             else:
-                documents.append(_read_part(doc, start))
-                sources.append(Source(id=doc.id, title=doc.title, where=doc.kb))
+                part = _read_part(doc, start)
+                documents.append(part)
+                returned = len(str(part["text"]))
+                sources.append(
+                    Source(
+                        id=doc.id,
+                        title=doc.title,
+                        where=doc.kb,
+                        start=start if returned else None,
+                        end=start + returned if returned else None,
+                    )
+                )
         if not documents:
             raise OutOfScope(" ".join(errors))
         payload: dict[str, object] = {"documents": documents}

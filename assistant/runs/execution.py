@@ -39,8 +39,8 @@ from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.tools import tool_factories
 from assistant.orgs.services import policy_for
 
-from . import accounting, groups, leases
-from .models import Message, Run
+from . import accounting, groups, intake, leases
+from .models import Conversation, Message, Run
 from .recorder import Recorder
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,12 @@ async def request_stop(run_id: uuid.UUID) -> bool:
 def _history(run: Run) -> tuple[EngineMessage, ...]:
     """The conversation up to this run's user message, as the main model reads it."""
     request = Message.objects.get(run=run, role="user")
-    prior = Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk).order_by("pk")
+    # Superseded turns (edited or regenerated) and queued messages are not part of it.
+    prior = (
+        Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk, queued=False)
+        .exclude(run__replaced_by__isnull=False)
+        .order_by("pk")
+    )
     out = [
         EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content)
         for m in prior
@@ -169,6 +174,43 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         await recorder.close()
         await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
         await groups.announce_finished(run_id, status)
+        await start_queued(run.conversation_id)
+
+
+def _next_queued(conversation_id: int) -> Run | None:
+    """Send the conversation's oldest queued message, if no run is going on: its run, or None. A message that can
+    no longer be sent (its model withdrawn, its budget spent) keeps the reason, and the next one is tried."""
+    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).first()
+    if conversation is None:
+        return None
+    while True:
+        if Run.objects.filter(conversation_id=conversation_id, status="running").exists():
+            return None
+        message = (
+            Message.objects.filter(conversation_id=conversation_id, queued=True, queue_error="").order_by("pk").first()
+        )
+        if message is None:
+            return None
+        try:
+            return intake.create_run(
+                conversation.user, conversation.organisation, conversation, intake.ask_of(message), queued=message
+            )
+        except intake.Busy:
+            return None  # another process started one meanwhile: its end sends this message
+        except RequestRefused as e:
+            Message.objects.filter(pk=message.pk).update(queue_error=str(e) or "refused")
+
+
+async def start_queued(conversation_id: int) -> None:
+    """After a run ends (wherever it executed): start the conversation's next queued message, if any."""
+    try:
+        run = await sync_to_async(_next_queued)(conversation_id)
+        if run is None:
+            return
+        await groups.announce_started(run)
+        launch(run.pk)
+    except Exception:
+        log.exception("could not send the queued message of conversation %s", conversation_id)
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:

@@ -36,3 +36,10 @@ def action_text(action: dict[str, Any]) -> str:
     if action.get("kind") == "read":
         return gettext("Read: %(title)s") % {"title": action.get("label", "")}
     return str(action.get("label", ""))
+
+
+@register.filter
+def document_pk(source_id: str) -> int | None:
+    """The database id of a knowledge-base document's source id (``doc-12`` → 12); None for anything else."""
+    head, _, tail = str(source_id).partition("-")
+    return int(tail) if head == "doc" and tail.isdigit() else None
