@@ -20,7 +20,6 @@ from typing import Any, Final, cast
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
@@ -28,7 +27,8 @@ from ninja.security import HttpBearer
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
-from assistant.engine.errors import RequestRefused
+from assistant.engine.cancel import STOP_MESSAGES
+from assistant.engine.errors import ContextTooLong, RequestRefused
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
@@ -264,20 +264,23 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
     try:
         budgets.admit(org, body.category, text, body.model)
     except budgets.CategoryExhausted as e:
-        category = budgets.classify(org, body.category)
-        assert category is not None
-        resets_at = budgets.state_of(category).resets_at
-        seconds = max(0, int((resets_at - timezone.now()).total_seconds()))
-        raise ApiError(
-            429,
-            "category_budget_exhausted",
-            str(e),
-            param="category",
-            resets_at=resets_at.isoformat(),
-            retry_after=str(seconds),
-        ) from e
+        raise _budget_refused(e) from e
     except RequestRefused as e:  # an unknown category
         raise ApiError(400, "unknown_category", str(e), param="category") from e
+
+
+def _budget_refused(e: budgets.CategoryExhausted) -> ApiError:
+    """429: a spent month is retried after it resets (``x-should-retry: false``, or the official client would retry
+    at once); a category that running requests fill may be retried in a few seconds."""
+    return ApiError(
+        429,
+        "category_budget_exhausted",
+        str(e),
+        param="category",
+        retry=not e.spent,
+        resets_at=e.state.resets_at.isoformat(),
+        retry_after=str(e.retry_after),
+    )
 
 
 def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
@@ -334,10 +337,12 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
             return intake.create_run(user, org, conversation, ask, api_key=key)
-    except budgets.CategoryExhausted as e:  # exhausted between the check and the run: a rare race
-        raise ApiError(429, "category_budget_exhausted", str(e), param="category") from e
+    except budgets.CategoryExhausted as e:  # its first call's reservation did not fit: nothing was saved
+        raise _budget_refused(e) from e
+    except ContextTooLong as e:
+        raise ApiError(400, e.code, str(e), param="messages", tokens=e.tokens, context_window=e.window) from e
     except RequestRefused as e:
-        raise ApiError(400, "request_refused", str(e)) from e
+        raise ApiError(400, e.code, str(e)) from e
 
 
 def _reason(run: Run) -> str:
@@ -349,9 +354,20 @@ def _reason(run: Run) -> str:
     return ""
 
 
+# The stopped step's message is the cancel token's (``engine.cancel.STOP_MESSAGES``): its cause, as a code.
+STOP_CAUSES = {message: cause for cause, message in STOP_MESSAGES.items()}
+
+
+def _reason_code(run: Run, reason: str) -> str:
+    if run.status == "stopped":
+        return STOP_CAUSES.get(reason, "user")
+    return "error" if run.status == "error" else ""
+
+
 def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatCompletion:
     run = Run.objects.get(pk=run_id)
     trace = trace_of(run.steps.all(), run.usage, run.sources)
+    reason = _reason(run)
     return ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
@@ -359,7 +375,8 @@ def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatComple
         choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=FINISH_REASON)],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
-        reason=_reason(run),
+        reason=reason,
+        reason_code=_reason_code(run, reason),
         warnings=warnings,
         **trace.model_dump(),
     )
@@ -400,7 +417,8 @@ async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning
     done = await sync_to_async(_completion)(run.pk, warnings)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
-        mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason", "warnings"}
+        mode="json",
+        include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason", "reason_code", "warnings"},
     )
     yield _sse({**base, "choices": [], **final})
     yield "data: [DONE]\n\n"
@@ -449,6 +467,7 @@ def _run_of(key: ApiKey, run_id: str) -> Run:
 def _run_out(run: Run) -> RunOut:
     finished = not run.is_running
     trace = trace_of(run.steps.all(), run.usage if finished else None, run.sources if finished else None)
+    reason = _reason(run)
     return RunOut(
         id=str(run.pk),
         created=int(run.created.timestamp()),
@@ -460,7 +479,8 @@ def _run_out(run: Run) -> RunOut:
         status=run.status,  # type: ignore[arg-type]
         stop_requested=run.stop_requested,
         answer=run.answer,
-        reason=_reason(run),
+        reason=reason,
+        reason_code=_reason_code(run, reason),
         **trace.model_dump(),
     )
 

@@ -32,6 +32,11 @@ CODES: Final[dict[str, tuple[int, str]]] = {
         "in a message, messages that do not end with a non-empty user message, more messages than `API_MAX_MESSAGES`",
     ),
     "agents_without_resource": (400, "`agents` without another resource"),
+    "context_window_exceeded": (
+        400,
+        "the first call cannot fit the model's context window: `tokens` and `context_window` in the body, "
+        "`param` `messages`",
+    ),
     "resource_unavailable": (400, "`web` or `code` not set up on this server"),
     "unknown_category": (400, "a `category` the organisation does not have"),
     "request_refused": (400, "the organisation's policy refuses the request (the message says why)"),
@@ -47,7 +52,10 @@ CODES: Final[dict[str, tuple[int, str]]] = {
     "body_too_large": (413, "a body over `MAX_REQUEST_BODY_MB`"),
     "category_budget_exhausted": (
         429,
-        "the category's monthly budget is spent: `resets_at` in the body, `Retry-After` in seconds",
+        "the category cannot take the request's first call (reserved at intake, before any response starts, "
+        "streamed or not; nothing is saved): the message gives its true share; `resets_at` in the body; when the "
+        "month is spent, `Retry-After` is the seconds to its end and `x-should-retry: false`; when running requests "
+        "hold the rest, `Retry-After: 5` and `x-should-retry: true`",
     ),
     "rate_limit_exceeded": (429, "the key is over its requests per minute (type `requests`, `Retry-After`)"),
     "too_many_failed_keys": (429, "too many invalid keys from this address lately (type `requests`, `Retry-After`)"),

@@ -191,6 +191,21 @@ class ToolStep(BaseModel):
     sources: list[SourceOut] = Field(default_factory=list)
 
 
+class ModelCallFailedStep(BaseModel):
+    """A model call that failed: refused by the provider with an HTTP error (``billed`` false: it cost nothing)
+    or cut after it was sent (a broken stream, a timeout: billed, estimated when the provider reported nothing)."""
+
+    type: Literal["model_call_failed"] = "model_call_failed"
+    round: int
+    model: str
+    error_kind: str = Field(
+        description="rate_limited, server_error, bad_request, authentication, unreachable, timeout or broken_stream"
+    )
+    billed: bool
+    status: int | None = Field(default=None, description="The provider's HTTP status, when it answered with one.")
+    message: str = ""
+
+
 class ModelUsageOut(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
@@ -198,6 +213,10 @@ class ModelUsageOut(BaseModel):
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     cost_eur: float = 0.0
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     energy_wh: float | None = Field(default=None, description="Null when the model has no carbon data.")
     carbon_g: float | None = Field(default=None, description="Grams CO2e; null when the model has no carbon data.")
 
@@ -212,6 +231,10 @@ class UsageOut(BaseModel):
     energy_wh: float = 0.0
     carbon_g: float = 0.0
     carbon_estimated: bool = Field(default=False, description="False when some model had no carbon data.")
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     by_model: dict[str, ModelUsageOut] = Field(default_factory=dict)
 
 
@@ -231,7 +254,7 @@ class AgentOut(BaseModel):
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)
     forced_landing: bool = False
-    steps: list[ToolStep] = Field(default_factory=list)
+    steps: list[Annotated[ToolStep | ModelCallFailedStep, Field(discriminator="type")]] = Field(default_factory=list)
 
 
 class AgentStep(BaseModel):
@@ -242,7 +265,7 @@ class AgentStep(BaseModel):
     agent: AgentOut
 
 
-Step = Annotated[ToolStep | AgentStep, Field(discriminator="type")]
+Step = Annotated[ToolStep | AgentStep | ModelCallFailedStep, Field(discriminator="type")]
 
 
 class RoundOut(BaseModel):
@@ -266,6 +289,10 @@ STATUS_DESCRIPTION = (
     "cost cap: the answer is what was written until then) or `error` (it failed; `reason` says why)."
 )
 REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
+REASON_CODE_DESCRIPTION = (
+    "Why the run stopped, as a code: `user` (Stop, a cancel), `budget` (its category's month crossed mid-way), "
+    "`cost_cap` (a scheduled task's cap); `error` for a failed run; empty when it ended ok or is running."
+)
 
 
 class Trace(BaseModel):
@@ -304,6 +331,7 @@ class ChatCompletion(Trace):
     run_id: str = Field(description="Follow or cancel the run with /v1/runs/{run_id}.")
     status: EndedStatusOut = Field(description=STATUS_DESCRIPTION)
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
     warnings: list[RequestWarning] = Field(
         default_factory=list,
         description="What of the request the run does not do: `agents` at a level whose agent turn budget is 0, "
@@ -324,6 +352,7 @@ class RunOut(Trace):
     stop_requested: bool
     answer: str = Field(description="The answer so far (whole once the run has ended).")
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
 
 
 class ModelOut(BaseModel):

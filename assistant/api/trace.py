@@ -16,6 +16,7 @@ from .schemas import (
     ActionOut,
     AgentOut,
     AgentStep,
+    ModelCallFailedStep,
     ModelUsageOut,
     RoundOut,
     SourceOut,
@@ -45,6 +46,8 @@ def usage_out(usage: dict[str, Any]) -> UsageOut:
         energy_wh=float(usage.get("energy_wh", 0.0)),
         carbon_g=float(usage.get("carbon_g", 0.0)),
         carbon_estimated=bool(usage.get("carbon_estimated", False)),
+        tokens_estimated=sum(m.tokens_estimated for m in by_model.values()),
+        failed_calls=sum(m.failed_calls for m in by_model.values()),
         by_model=by_model,
     )
 
@@ -71,6 +74,8 @@ class TraceBuilder:
         kind, agent_id = step.kind, step.agent_id or None
         if kind == "usage":
             self._count(d, agent_id)
+        elif kind == "model_call_failed":
+            self._failed(d, agent_id)
         elif kind == "round_started":
             if agent_id is not None:
                 self._agent_rounds[agent_id] = d["round"]
@@ -142,12 +147,31 @@ class TraceBuilder:
             r.cost_eur += d["cost_eur"]
         m = self._live_usage.setdefault(d["model"], {})
         m["calls"] = m.get("calls", 0) + 1
+        if d.get("estimated"):
+            m["tokens_estimated"] = m.get("tokens_estimated", 0) + 1
         for field in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "reasoning_tokens", "cost_eur"):
             m[field] = m.get(field, 0) + d.get(field, 0)
         if d.get("energy_wh"):
             m["energy_wh"] = m.get("energy_wh", 0.0) + d["energy_wh"]
             m["carbon_g"] = m.get("carbon_g", 0.0) + d["carbon_g"]
             m["estimated"] = m.get("estimated", 0) + 1
+
+    def _failed(self, d: dict[str, Any], agent_id: str | None) -> None:
+        """A failed model call: a step of its agent (or of the main model), counted in the live usage."""
+        failed = ModelCallFailedStep(
+            round=self._agent_rounds.get(agent_id, 0) if agent_id else self._round,
+            model=d["model"],
+            error_kind=d["error_kind"],
+            billed=d["billed"],
+            status=d.get("status"),
+            message=d.get("message", ""),
+        )
+        if agent_id is None:
+            self.trace.steps.append(failed)
+        elif agent_id in self._agents:
+            self._agents[agent_id].steps.append(failed)
+        m = self._live_usage.setdefault(d["model"], {"calls": 0, "cost_eur": 0.0})
+        m["failed_calls"] = m.get("failed_calls", 0) + 1
 
     def _keep(self, sources: list[SourceOut]) -> None:
         for s in sources:

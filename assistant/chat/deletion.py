@@ -49,6 +49,7 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "final": ("text", "sources"),
     "stopped": ("text", "sources"),
     "error": ("message",),
+    "model_call_failed": ("message",),  # the provider's words may quote the request
     "text_delta": ("text",),
 }
 

@@ -76,6 +76,14 @@ def stop_message(message: str) -> str:
     return known.get(message, message or _("stopped on request"))
 
 
+def failed_call_text(d: dict[str, Any]) -> str:
+    """A failed model call in the reader's words: refused by the provider (billed nothing) or cut (billed)."""
+    status = f"HTTP {d['status']}" if d.get("status") else d.get("error_kind", "")
+    if d.get("billed"):
+        return _("Model call cut (%(why)s): billed for what was sent") % {"why": status}
+    return _("Model call refused by the provider (%(why)s): not billed") % {"why": status}
+
+
 def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
     """One view per agent, in start order, built from its steps.
 
@@ -97,6 +105,8 @@ def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = Non
             agent = agents[step.agent_id]
             if step.kind == "agent_action":
                 agent.actions.append(d["action"])
+            elif step.kind == "model_call_failed":
+                agent.actions.append({"tool": "", "kind": "other", "ok": False, "label": failed_call_text(d)})
             elif step.kind == "round_started":
                 agent.rounds = d["round"]
             elif step.kind == "agent_finished":

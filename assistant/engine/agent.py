@@ -63,6 +63,23 @@ def agent_first_message(task: AgentTask, scope: Scope, tools: Iterable[str]) -> 
     return "\n".join(parts)
 
 
+def context_refusal(ctx: RunContext, task: AgentTask, effort: Effort | None) -> str | None:
+    """Why a task's agent cannot start: its first request (system prompt, instruction and scope, tool specs, room for
+    its answer) does not fit its model's window, even compacted; None when it fits. Said to the main model as the
+    task's error, before any call."""
+    loop = _AgentLoop(ctx, "", task, AgentBudget(), effort)
+    loop._fit(prompt_tokens(ModelRequest(messages=(), tools=loop.specs)))
+    needed = prompt_tokens(ModelRequest(messages=tuple(loop.messages), tools=loop.specs)) + loop.cap
+    window = task.model.context_window
+    if needed <= window:
+        return None
+    return (
+        f"Refused: this agent's first request needs about {needed:,} tokens (its instruction, its tools and room for "
+        f"its answer) and the context window of {task.model.id} is {window:,} tokens. Shorten the instruction or "
+        "choose a model with a larger window."
+    )
+
+
 async def run_agent(
     ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None
 ) -> AgentOutcome:
@@ -309,4 +326,4 @@ def _brief(e: Exception) -> str:
     return str(e)
 
 
-__all__ = ["AGENT_SYSTEM_PROMPT", "LANDING_NOTICE", "agent_first_message", "run_agent"]
+__all__ = ["AGENT_SYSTEM_PROMPT", "LANDING_NOTICE", "agent_first_message", "context_refusal", "run_agent"]

@@ -121,6 +121,25 @@ class UsageEvent(_Event):
     cost_eur: float
     energy_wh: float = 0.0
     carbon_g: float = 0.0
+    estimated: bool = False
+    """The provider reported no usage (the call was cut): these tokens are an estimate of what was sent and streamed."""
+
+
+ModelErrorKind: TypeAlias = Literal[
+    "rate_limited", "server_error", "bad_request", "authentication", "unreachable", "timeout", "broken_stream"
+]
+
+
+class ModelCallFailed(_Event):
+    """A model call that failed: refused by the provider (``billed`` false) or cut after it was sent (billed)."""
+
+    kind: Literal["model_call_failed"] = "model_call_failed"
+    model: str
+    error_kind: ModelErrorKind
+    billed: bool
+    status: int | None = None
+    """The provider's HTTP status, when it answered with one."""
+    message: str = ""
 
 
 class FinalEvent(_Event):
@@ -154,6 +173,7 @@ Event: TypeAlias = Annotated[
     | AgentAction
     | AgentFinished
     | UsageEvent
+    | ModelCallFailed
     | FinalEvent
     | ErrorEvent
     | StoppedEvent,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .compaction import fit_conversation
 from .delegation import AGENTS_TOOL, Delegation
-from .errors import ModelError, RequestRefused
+from .errors import ContextTooLong, ModelError, RequestRefused
 from .events import (
     ErrorEvent,
     FinalEvent,
@@ -30,7 +30,7 @@ from .policy import Plan, RunRequest, plan_request
 from .runtime import RunContext
 from .tokens import prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
-from .types import Message, ModelRequest, ToolCall
+from .types import Message, ModelRequest, ToolCall, ToolSpec
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
 - Cite the documents you use by their id, in square brackets, e.g. [doc-12].
@@ -54,7 +54,8 @@ class RunOutcome:
 
 
 async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
-    """Run one request to its end. Raises ``RequestRefused`` (before any model call) only."""
+    """Run one request to its end. Raises ``RequestRefused`` (before any model call) only: ``ContextTooLong`` when
+    its first call cannot fit the main model's window, even with the oldest turns left out."""
     plan = plan_request(request, ctx.catalogue, ctx.policy)
     for kb in plan.scope.knowledge_bases:
         if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
@@ -65,6 +66,18 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
         if missing:
             raise RequestRefused(f"The connector '{missing[0]}' does not exist or you may not use it.")
     return await _MainLoop(request, ctx, plan).run()
+
+
+def first_request(request: RunRequest, ctx: RunContext) -> ModelRequest:
+    """The main model's first request for ``request``, as its first round sends it (the history fitted to the window).
+
+    What intake reserves on the category before the run starts, and checks against the window; ``ctx`` needs its
+    catalogue, policy and toolbox only. Raises ``RequestRefused`` as ``run_chat`` does, ``ContextTooLong`` when
+    that request cannot fit the model's window.
+    """
+    plan = plan_request(request, ctx.catalogue, ctx.policy)
+    loop = _MainLoop(request, ctx, plan)
+    return loop.round_request(loop.specs(), last=not loop.specs())
 
 
 class _MainLoop:
@@ -93,12 +106,33 @@ class _MainLoop:
         self.text += delta
         await self.ctx.emit(TextDeltaEvent(text=delta))
 
-    async def run(self) -> RunOutcome:
-        ctx = self.ctx
+    def specs(self) -> tuple[ToolSpec, ...]:
         specs = tuple(t.spec for t in self.tools.values())
         if self.delegation is not None:
             specs += (self.delegation.spec,)
+        return specs
+
+    def round_request(self, specs: tuple[ToolSpec, ...], *, last: bool) -> ModelRequest:
+        """This round's request, its history fitted to the window; the first one must fit it, or the run is refused."""
         spec_tokens = prompt_tokens(ModelRequest(messages=(), tools=specs))  # the same every round
+        self._fit(0 if last else spec_tokens)
+        request = ModelRequest(
+            messages=tuple(self.messages),
+            tools=() if last else specs,
+            tool_choice="none" if last else "auto",
+            parallel_tool_calls=True,
+            max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
+            reasoning_effort=self.plan.effort,
+        )
+        if self.rounds <= 1:
+            needed = prompt_tokens(request) + (request.max_output_tokens or self.info.output_cap)
+            if needed > self.info.context_window:
+                raise ContextTooLong(self.info.id, needed, self.info.context_window)
+        return request
+
+    async def run(self) -> RunOutcome:
+        ctx = self.ctx
+        specs = self.specs()
         try:
             while True:
                 if ctx.cancel.cancelled:
@@ -107,15 +141,7 @@ class _MainLoop:
                 last = self.rounds > self.plan.main_rounds or not specs
                 if last and specs:
                     self.messages.append(Message.user(ROUND_LIMIT_NOTICE))
-                self._fit(0 if last else spec_tokens)
-                request = ModelRequest(
-                    messages=tuple(self.messages),
-                    tools=() if last else specs,
-                    tool_choice="none" if last else "auto",
-                    parallel_tool_calls=True,
-                    max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
-                    reasoning_effort=self.plan.effort,
-                )
+                request = self.round_request(specs, last=last)
                 await ctx.emit(RoundStarted(round=self.rounds, model=self.info.id, forced=last and bool(specs)))
                 if self.text and not self.text.endswith("\n"):
                     await self._on_text("\n\n")
@@ -147,6 +173,8 @@ class _MainLoop:
                     self.messages.append(Message.tool(run.call, run.content))
         except ModelError as e:
             return await self._failed(f"The model could not answer: {e}")
+        except RequestRefused:
+            raise  # the first request does not fit the window: refused before any call
         except Exception as e:  # a tool failing in a way no ToolError foresees
             return await self._failed(f"A tool failed: {type(e).__name__}: {e}")
 
@@ -206,4 +234,4 @@ class _MainLoop:
         return run
 
 
-__all__ = ["RunOutcome", "run_chat"]
+__all__ = ["RunOutcome", "first_request", "run_chat"]

@@ -40,13 +40,18 @@ class ModelUsage:
     carbon_g: float = 0.0
     estimated_calls: int = 0
     """Calls whose energy and carbon were estimated (the others' model has no carbon data)."""
+    tokens_estimated: int = 0
+    """Calls whose tokens are an estimate: cut after they were sent, with no usage reported by the provider."""
+    failed_calls: int = 0
+    """Calls that failed: refused by the provider (billed nothing, not in ``calls``) or cut (billed, in ``calls``)."""
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
+    def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None, *, estimated: bool = False) -> None:
         self.calls += 1
+        self.tokens_estimated += int(estimated)
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.cached_prompt_tokens += usage.cached_prompt_tokens
@@ -67,6 +72,10 @@ class ModelUsage:
             "reasoning_tokens": self.reasoning_tokens,
             "cost_eur": round(self.cost_eur, 8),
         }
+        if self.tokens_estimated:
+            data["tokens_estimated"] = self.tokens_estimated
+        if self.failed_calls:
+            data["failed_calls"] = self.failed_calls
         if self.estimated_calls:
             data["energy_wh"] = round(self.energy_kwh * 1000, 6)
             data["carbon_g"] = round(self.carbon_g, 6)
@@ -79,8 +88,23 @@ class RunUsage:
 
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
 
-    def add(self, model: str, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
-        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur, impact)
+    def add(
+        self, model: str, usage: UsagePart, cost_eur: float, impact: Impact | None = None, *, estimated: bool = False
+    ) -> None:
+        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur, impact, estimated=estimated)
+
+    def failed(self, model: str) -> None:
+        """Count one failed call of ``model`` (what it billed, if anything, is added apart)."""
+        self.by_model.setdefault(model, ModelUsage()).failed_calls += 1
+
+    @property
+    def tokens_estimated(self) -> int:
+        """Calls whose tokens are an estimate (cut, no usage reported)."""
+        return sum(m.tokens_estimated for m in self.by_model.values())
+
+    @property
+    def failed_calls(self) -> int:
+        return sum(m.failed_calls for m in self.by_model.values())
 
     @property
     def cost_eur(self) -> float:
@@ -114,6 +138,8 @@ class RunUsage:
             "carbon_g": round(self.carbon_g, 6),
             "carbon_estimated": self.carbon_estimated,
             "total_tokens": self.total_tokens,
+            "tokens_estimated": self.tokens_estimated,
+            "failed_calls": self.failed_calls,
             "by_model": {name: m.as_dict() for name, m in sorted(self.by_model.items())},
         }
 

@@ -39,8 +39,8 @@ from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.tools import tool_factories
 from assistant.orgs.services import policy_for
 
-from . import accounting, groups, intake, leases
-from .models import Conversation, Message, Run
+from . import accounting, groups, leases
+from .models import Message, Run
 from .recorder import Recorder
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,9 @@ Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _tokens: dict[uuid.UUID, CancelToken] = {}
+# Called with the conversation's id once a run has ended and its end is announced, wherever it executed
+# (``queue`` registers the start of the conversation's next queued message).
+_after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 # How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
 
@@ -58,6 +61,12 @@ _executors: dict[str, Executor] = {}
 def register_executor(name: str, executor: Executor) -> None:
     """Execute runs with ``executor`` when ``RUNS_EXECUTOR`` is ``name`` (``workers`` registers ``celery``)."""
     _executors[name] = executor
+
+
+def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+    """Await ``hook(conversation_id)`` after each run ends (in the process that executed it)."""
+    if hook not in _after_run:
+        _after_run.append(hook)
 
 
 def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task[None]:
@@ -97,11 +106,12 @@ async def request_stop(run_id: uuid.UUID) -> bool:
 def _history(run: Run) -> tuple[EngineMessage, ...]:
     """The conversation up to this run's user message, as the main model reads it."""
     request = Message.objects.get(run=run, role="user")
-    # Superseded turns (edited or regenerated) and queued messages are not part of it.
+    # The turns before this one in the order their runs started (a queued message's text was saved before the
+    # answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of it.
     prior = (
-        Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk, queued=False)
+        Message.objects.filter(conversation_id=run.conversation_id, queued=False, run__created__lt=run.created)
         .exclude(run__replaced_by__isnull=False)
-        .order_by("pk")
+        .order_by("run__created", "pk")
     )
     out = [
         EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content)
@@ -145,7 +155,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     recorder = Recorder(run_id)
     watch = leases.Watch(run_id, token)
     await watch.start()
-    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category)
+    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category, run_id)
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
@@ -174,46 +184,16 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         await recorder.close()
         await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
         await groups.announce_finished(run_id, status)
-        await start_queued(run.conversation_id)
-
-
-def _next_queued(conversation_id: int) -> Run | None:
-    """Send the conversation's oldest queued message, if no run is going on: its run, or None. A message that can
-    no longer be sent (its model withdrawn, its budget spent) keeps the reason, and the next one is tried."""
-    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).first()
-    if conversation is None:
-        return None
-    while True:
-        if Run.objects.filter(conversation_id=conversation_id, status="running").exists():
-            return None
-        message = (
-            Message.objects.filter(conversation_id=conversation_id, queued=True, queue_error="").order_by("pk").first()
-        )
-        if message is None:
-            return None
-        try:
-            return intake.create_run(
-                conversation.user, conversation.organisation, conversation, intake.ask_of(message), queued=message
-            )
-        except intake.Busy:
-            return None  # another process started one meanwhile: its end sends this message
-        except RequestRefused as e:
-            Message.objects.filter(pk=message.pk).update(queue_error=str(e) or "refused")
-
-
-async def start_queued(conversation_id: int) -> None:
-    """After a run ends (wherever it executed): start the conversation's next queued message, if any."""
-    try:
-        run = await sync_to_async(_next_queued)(conversation_id)
-        if run is None:
-            return
-        await groups.announce_started(run)
-        launch(run.pk)
-    except Exception:
-        log.exception("could not send the queued message of conversation %s", conversation_id)
+        for hook in _after_run:
+            try:
+                await hook(run.conversation_id)
+            except Exception:
+                log.exception("a hook after run %s failed", run_id)
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
+    # What the run still holds (its intake's reservation, when it ended before its first call) goes back.
+    accounting.accounting().release(run_id)
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.status != "running":

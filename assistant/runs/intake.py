@@ -1,7 +1,9 @@
 """Intake: what a user asks, checked before any model call, then saved as a running run.
 
 The page, the API and scheduled tasks all go through ``check`` (the policy, the organisation's
-knowledge bases) and ``create_run`` (``check``, then the category's budget through ``accounting``).
+knowledge bases) and ``create_run`` (``check``, the first request against the main model's window, then
+the category's budget through ``accounting``: the run's first call is reserved there, before any response
+starts, and handed to that call).
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from django.db import IntegrityError, transaction
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
+from assistant.engine.loop import first_request
 from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
+from assistant.engine.runtime import RunContext
+from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message as EngineMessage
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
 
-from . import accounting
+from . import accounting, execution
 from .models import Conversation, Message, Run
 
 # The levels' names are the product's words, the same in every language.
@@ -66,6 +71,33 @@ class Busy(Exception):
     """The conversation already has a running run: only one runs at a time in a conversation."""
 
 
+def first_call_tokens(
+    org: Organisation, conversation: Conversation | None, ask: Ask, api_key: ApiKey | None = None
+) -> int:
+    """What the run's first model call will reserve: its request as the first round sends it (the conversation so
+    far and the question, the system prompt, the tool specs) plus the output cap. Raises ``ContextTooLong`` when
+    that request cannot fit the main model's window, even with the oldest turns left out."""
+    prior: list[EngineMessage] = []
+    if conversation is not None:
+        # As the run will send it: its turns in order, without superseded ones or queued messages.
+        sent = Message.objects.filter(conversation=conversation, queued=False, run__isnull=False)
+        for m in sent.exclude(run__replaced_by__isnull=False).order_by("run__created", "pk"):
+            if m.content.strip():
+                prior.append(EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content))
+    request = RunRequest(
+        messages=(*prior, EngineMessage.user(ask.text)), model=ask.model, level=ask.level, resources=ask.resources
+    )
+    catalogue = snapshot.catalogue()
+    ctx = RunContext(
+        catalogue=catalogue,
+        models=snapshot.resolve,
+        toolbox=execution.toolbox_for(org.pk),
+        policy=policy_for(org, api_key),
+    )
+    first = first_request(request, ctx)
+    return prompt_tokens(first) + (first.max_output_tokens or catalogue[ask.model].output_cap)
+
+
 def create_run(
     user: User,
     org: Organisation,
@@ -77,10 +109,13 @@ def create_run(
     replaces: Run | None = None,
 ) -> Run:
     """Check the request and admit it against its category's budget, then save the user's message (or give the
-    ``queued`` one its run) and a running run, together; ``replaces`` is the turn this run supersedes (an edit or a
-    regeneration). Raises ``Busy`` when the conversation has a running run (the database's constraint decides)."""
+    ``queued`` one its run) and a running run, together with the reservation of its first call (refused: nothing is
+    saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration). Raises ``Busy`` when the
+    conversation has a running run (the database's constraint decides)."""
     check(org, ask, api_key)
-    category = accounting.accounting().admit(org, ask.category, ask.text, ask.model)
+    books = accounting.accounting()
+    category = books.admit(org, ask.category, ask.text, ask.model)
+    tokens = first_call_tokens(org, conversation, ask, api_key)
     try:
         with transaction.atomic():
             if conversation is None:
@@ -104,6 +139,7 @@ def create_run(
                 Run.objects.filter(replaced_by=replaces).update(replaced_by=run)
                 Run.objects.filter(pk=replaces.pk).update(replaced_by=run)
             conversation.save(update_fields=["updated"])
+            books.reserve(org.pk, category, run.pk, tokens)
     except IntegrityError as e:
         if conversation is not None and Run.objects.filter(conversation=conversation, status="running").exists():
             raise Busy() from e

@@ -11,8 +11,8 @@ queue delivers twice is executed once), then, while the run goes on, ``Watch`` d
 Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
 listened. A lease not renewed for ``RUNS_LEASE_SECONDS`` means its process died (a worker killed, a
 machine lost): ``reap`` marks the run failed, keeping its steps, its partial answer, what its
-saved usage events cost and what its saved steps say it read (its sources), and tells its pages
-(``areap``). Every Celery worker reaps (``workers.runner``); in the embedded default ``recover_runs``
+saved usage events cost and what its saved steps say it read (its sources), releases what it held on its
+category (through ``accounting``), and tells its pages (``areap``). Every Celery worker reaps (``workers.runner``); in the embedded default ``recover_runs``
 fails, at the server's start, the runs the previous one left running.
 
 Used wherever a run executes (the web server's event loop in the embedded default, a worker when
@@ -42,7 +42,7 @@ from assistant.engine.events import Source, event_from_dict, sources_read
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import Impact, RunUsage
 
-from . import groups
+from . import accounting, groups
 from .models import Lease, Message, Run, Step
 
 log = logging.getLogger(__name__)
@@ -138,11 +138,19 @@ class Watch:
             await asyncio.sleep(STOP_POLL_SECONDS)
 
 
+# The steps a run's usage is rebuilt from: each billed call's usage, and each failed call.
+USAGE_STEPS = ("usage", "model_call_failed")
+
+
 def usage_of(steps: Iterable[Step]) -> RunUsage:
-    """A run's usage rebuilt from its saved usage events (each model call, agents included, once)."""
+    """A run's usage rebuilt from its saved usage events (each model call, agents included, once) and its failed
+    calls (``USAGE_STEPS``)."""
     usage = RunUsage()
     for step in steps:
         d = step.data
+        if step.kind == "model_call_failed":
+            usage.failed(d["model"])
+            continue
         part = UsagePart(
             prompt_tokens=d["prompt_tokens"],
             completion_tokens=d["completion_tokens"],
@@ -153,7 +161,7 @@ def usage_of(steps: Iterable[Step]) -> RunUsage:
         impact = (
             Impact(energy_kwh=d.get("energy_wh", 0.0) / 1000, carbon_g=d.get("carbon_g", 0.0)) if estimated else None
         )
-        usage.add(d["model"], part, d["cost_eur"], impact)
+        usage.add(d["model"], part, d["cost_eur"], impact, estimated=d.get("estimated", False))
     return usage
 
 
@@ -209,11 +217,13 @@ def fail_all_running(message: str, now: datetime | None = None) -> list[uuid.UUI
 def abandon(run: Run, message: str, now: datetime) -> None:
     """End a running run that no process executes any more as failed, with what its saved steps record: the cost of
     its calls, what it read, and its partial answer as the assistant's message. In a transaction holding its row."""
-    usage = usage_of(run.steps.filter(kind="usage"))
+    usage = usage_of(run.steps.filter(kind__in=USAGE_STEPS).order_by("seq"))
     run.status, run.error, run.finished = "error", message, now
     run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
     run.set_sources(sources_of(run.steps.filter(kind__in=SOURCE_STEPS)))
     run.save(update_fields=["status", "error", "finished", "usage", "cost_eur", "sources"])
+    # Its calls will never settle: what it held on its category goes back with its lease.
+    accounting.accounting().release(run.pk)
     if run.answer.strip():
         Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=run.answer, run=run)
 

@@ -70,7 +70,7 @@ async def test_a_failed_run_ends_with_stop_and_says_it_failed(client: openai.Asy
     ChatCompletion.model_validate(completion.model_dump())  # OpenAI's types, strictly
     assert completion.choices[0].finish_reason == "stop"
     data = completion.model_dump()
-    assert data["status"] == "error" and data["reason"] == REASON
+    assert data["status"] == "error" and data["reason"] == REASON and data["reason_code"] == "error"
 
     run = await _run_says(client, data["run_id"])
     assert run["status"] == "error" and run["reason"] == REASON and run["finished"]

@@ -364,3 +364,18 @@ def test_web_sources_link_out_without_referrer(demo_data: None) -> None:
     )
     html = _client().get(f"/c/{conv.pk}/").content.decode()
     assert '<a href="https://example.org/a" rel="noopener noreferrer" target="_blank">Example</a>' in html
+
+
+def test_a_queued_message_reads_the_answer_it_waited_for(demo_data: None) -> None:
+    conv = _conv()
+    first = _turn(conv, "First question", "", status="running")
+    queued = intake.submit(conv.user, conv.organisation, conv, intake.Ask("Then this", "demo-large", None, ()))
+    assert isinstance(queued, Message)
+    # The first run ends (its answer saved after the queued message), then the queued one is sent.
+    Run.objects.filter(pk=first.pk).update(status="ok")
+    Message.objects.create(conversation=conv, role="assistant", content="First answer", run=first)
+    from assistant.runs import queue
+
+    run = queue.next_queued(conv.pk)
+    assert run is not None
+    assert [m.content for m in execution._history(run)] == ["First question", "First answer", "Then this"]
