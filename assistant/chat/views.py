@@ -30,7 +30,7 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
-from assistant.runs import execution, groups, intake
+from assistant.runs import execution, groups, intake, queue
 from assistant.runs.intake import LEVEL_LABELS
 from assistant.runs.models import Conversation, Message, Run
 
@@ -141,8 +141,13 @@ def home(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def conversation(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
-    return render(request, "chat/page.html", _page(request, _conversation(request, pk)))
+async def conversation(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
+    conv = await sync_to_async(_conversation)(request, pk)
+    # Messages left queued with no run going on (the run they waited for was failed by a reaper, or the server
+    # restarted): the next one is sent now.
+    await queue.start_queued(conv.pk)
+    context = await sync_to_async(_page)(request, conv)
+    return await sync_to_async(render)(request, "chat/page.html", context)
 
 
 def _field(post: dict[str, Any], name: str) -> str:

@@ -46,12 +46,16 @@ def next_queued(conversation_id: int) -> Run | None:
 
 
 async def start_queued(conversation_id: int) -> None:
-    """After a run ends: start the conversation's next queued message, if any."""
-    run = await sync_to_async(next_queued)(conversation_id)
-    if run is None:
-        return
-    await groups.announce_started(run)
-    execution.launch(run.pk)
+    """After a run ends (or when its page opens): start the conversation's next queued message, if any. Never
+    raises: a failure is logged, the message stays queued."""
+    try:
+        run = await sync_to_async(next_queued)(conversation_id)
+        if run is None:
+            return
+        await groups.announce_started(run)
+        execution.launch(run.pk)
+    except Exception:
+        log.exception("could not send the queued message of conversation %s", conversation_id)
 
 
 execution.after_run(start_queued)

@@ -379,3 +379,17 @@ def test_a_queued_message_reads_the_answer_it_waited_for(demo_data: None) -> Non
     run = queue.next_queued(conv.pk)
     assert run is not None
     assert [m.content for m in execution._history(run)] == ["First question", "First answer", "Then this"]
+
+
+async def test_a_message_left_queued_with_no_run_going_on_is_sent_when_the_page_opens(fast_demo: None) -> None:
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    conv = await sync_to_async(_conv)()
+    # Its run was failed by a reaper (or the server restarted): nothing ended through execute_run.
+    await sync_to_async(_turn)(conv, "First", "", status="error")
+    ask = intake.Ask("Left in the queue", "demo-large", None, ("kb:factures",))
+    await sync_to_async(intake.enqueue)(conv, ask)
+    client = await _client_async()
+    page = (await client.get(f"/c/{conv.pk}/")).content.decode()
+    run = await Run.objects.aget(conversation=conv, status="running")
+    assert f'id="turn-{run.pk}"' in page and "queued-message" not in page
+    await execution.wait_for(run.pk)
