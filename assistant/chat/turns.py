@@ -28,6 +28,7 @@ from assistant.runs import execution, groups, intake
 from assistant.runs.models import Conversation, Message, Run
 
 from . import search as conversation_search
+from .htmx import REFUSED
 from .presenters import agents_of
 from .views import _conversation, _field, _refusal
 
@@ -46,7 +47,7 @@ def _last_turn(conv: Conversation) -> tuple[Message, Run] | None:
 
 def _refused(request: AuthenticatedHttpRequest, conv: Conversation, error: str) -> HttpResponse:
     """A refused edit or regeneration: the reason next to the turn's buttons (422), the page unchanged."""
-    return render(request, "chat/_turn_error.html", {"error": error}, status=422)
+    return render(request, "chat/_turn_error.html", {"error": error}, status=REFUSED)
 
 
 def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> tuple[Run | None, Any]:

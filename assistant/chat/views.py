@@ -35,6 +35,7 @@ from assistant.runs.intake import LEVEL_LABELS
 from assistant.runs.models import Conversation, Message, Run
 
 from . import deletion
+from .htmx import REFUSED
 from .presenters import run_view
 from .rendering import render_markdown
 
@@ -203,12 +204,10 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Me
     conv = _conversation(request, pk) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     org = organisation_of(request.user)
-    status = 400
+    status = REFUSED
     try:
         refusal = _refusal(org, ask)
         if refusal is not None:
-            if len(ask.text) > settings.CHAT_MAX_MESSAGE_CHARS:
-                status = 422
             raise RequestRefused(refusal)
         # A run, or a queued message while the conversation has one going on (one run at a time).
         return intake.submit(request.user, org, conv, ask), None
@@ -260,10 +259,13 @@ async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> Http
     assert run is not None
     await groups.announce_started(run)
     execution.launch(run.pk)
-    if request.htmx and pk is not None:  # type: ignore[attr-defined]
-        return await sync_to_async(_sent)(request, run)
     if request.htmx:  # type: ignore[attr-defined]
-        return HttpResponseClientRedirect(reverse("conversation", args=[run.conversation_id]))
+        if pk is not None:
+            response = await sync_to_async(_sent)(request, run)
+        else:
+            response = HttpResponseClientRedirect(reverse("conversation", args=[run.conversation_id]))
+        response["HX-Trigger"] = "sent"  # the page forgets the draft it kept (static/js/chat.js)
+        return response
     return redirect("conversation", pk=run.conversation_id)
 
 
@@ -304,7 +306,7 @@ def rename(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     if not error:
         conv.title = title
         conv.save(update_fields=["title"])  # the sidebar keeps its order: renaming is not activity
-    status = 400 if error else 200
+    status = REFUSED if error else 200
     if request.htmx:  # type: ignore[attr-defined]
         # The heading again, and the sidebar's link swapped out of band.
         context = {"conversation": conv, "rename_error": error, "rename_value": title, "renamed": not error}

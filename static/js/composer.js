@@ -83,14 +83,6 @@
     }
   });
 
-  // A refusal (422) is shown in place of the form it belongs to, with the text kept.
-  document.addEventListener("htmx:beforeSwap", function (event) {
-    if (event.detail.xhr && event.detail.xhr.status === 422) {
-      event.detail.shouldSwap = true;
-      event.detail.isError = false;
-    }
-  });
-
   var pending = null;
   function later() {
     if (pending === null) pending = setTimeout(function () { pending = null; sync(); count(); }, 0);
