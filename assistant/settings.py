@@ -226,6 +226,8 @@ ELECTRICITY_ZONE = os.environ.get("ELECTRICITY_ZONE", "FRA")
 # Knowledge bases: uploaded originals live under MEDIA_ROOT; uploads above the limit are refused.
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(BASE_DIR / "media")))
 KB_MAX_UPLOAD_MB = float(os.environ.get("KB_MAX_UPLOAD_MB", "20"))
+# The longest message the composer accepts (the server refuses a longer one; the page counts down near it).
+CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("CHAT_MAX_MESSAGE_CHARS", "32000"))
 # An upload's text is extracted off the request (knowledge/processing.py), in a child process with these
 # limits: CPU seconds, wall seconds (then it is killed), address space; while decoding, at most
 # KB_EXTRACT_MAX_EXPANDED_MB of decompressed data, KB_EXTRACT_MAX_TEXT_CHARS of text, KB_EXTRACT_MAX_PAGES

@@ -27,6 +27,10 @@ class Source(_Value):
     title: str
     kind: Literal["document", "page"] = "document"
     where: str = ""
+    start: int | None = None
+    """Where the part of the document that a read returned begins (a character offset in its text)."""
+    end: int | None = None
+    """Where it ends (exclusive): the page of the document marks ``start:end`` as read."""
 
 
 class ChosenDocument(_Value):

@@ -192,8 +192,18 @@ class KbRead(Tool):
             elif not self.scope.may_read(doc.kb, doc.id):
                 errors.append(f"{doc_id}: {_read_refusal(doc.kb, self.scope)}")
             else:
-                documents.append(_read_part(doc, start))
-                sources.append(Source(id=doc.id, title=doc.title, where=doc.kb))
+                part = _read_part(doc, start)
+                documents.append(part)
+                returned = len(str(part["text"]))
+                sources.append(
+                    Source(
+                        id=doc.id,
+                        title=doc.title,
+                        where=doc.kb,
+                        start=start if returned else None,
+                        end=start + returned if returned else None,
+                    )
+                )
         if not documents:
             raise OutOfScope(" ".join(errors))
         payload: dict[str, object] = {"documents": documents}

@@ -52,6 +52,9 @@ Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _tokens: dict[uuid.UUID, CancelToken] = {}
+# Called with the conversation's id once a run has ended and its end is announced, wherever it executed
+# (``queue`` registers the start of the conversation's next queued message).
+_after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 # How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
 
@@ -59,6 +62,12 @@ _executors: dict[str, Executor] = {}
 def register_executor(name: str, executor: Executor) -> None:
     """Execute runs with ``executor`` when ``RUNS_EXECUTOR`` is ``name`` (``workers`` registers ``celery``)."""
     _executors[name] = executor
+
+
+def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+    """Await ``hook(conversation_id)`` after each run ends (in the process that executed it)."""
+    if hook not in _after_run:
+        _after_run.append(hook)
 
 
 def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task[None]:
@@ -98,7 +107,13 @@ async def request_stop(run_id: uuid.UUID) -> bool:
 def _history(run: Run) -> tuple[EngineMessage, ...]:
     """The conversation up to this run's user message, as the main model reads it."""
     request = Message.objects.get(run=run, role="user")
-    prior = Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk).order_by("pk")
+    # The turns before this one in the order their runs started (a queued message's text was saved before the
+    # answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of it.
+    prior = (
+        Message.objects.filter(conversation_id=run.conversation_id, queued=False, run__created__lt=run.created)
+        .exclude(run__replaced_by__isnull=False)
+        .order_by("run__created", "pk")
+    )
     out = [
         EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content)
         for m in prior
@@ -178,6 +193,11 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         await recorder.close()
         await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
         await groups.announce_finished(run_id, status)
+        for hook in _after_run:
+            try:
+                await hook(run.conversation_id)
+            except Exception:
+                log.exception("a hook after run %s failed", run_id)
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:

@@ -43,3 +43,10 @@ def action_text(action: dict[str, Any]) -> str:
             "n": n,
         }
     return str(action.get("label", ""))
+
+
+@register.filter
+def document_pk(source_id: str) -> int | None:
+    """The database id of a knowledge-base document's source id (``doc-12`` → 12); None for anything else."""
+    head, _, tail = str(source_id).partition("-")
+    return int(tail) if head == "doc" and tail.isdigit() else None
