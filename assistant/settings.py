@@ -226,6 +226,8 @@ ELECTRICITY_ZONE = os.environ.get("ELECTRICITY_ZONE", "FRA")
 # Knowledge bases: uploaded originals live under MEDIA_ROOT; uploads above the limit are refused.
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(BASE_DIR / "media")))
 KB_MAX_UPLOAD_MB = float(os.environ.get("KB_MAX_UPLOAD_MB", "20"))
+# The longest message the composer accepts (the server refuses a longer one; the page counts down near it).
+CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("CHAT_MAX_MESSAGE_CHARS", "32000"))
 # An upload's text is extracted off the request (knowledge/processing.py), in a child process with these
 # limits: CPU seconds, wall seconds (then it is killed), address space; while decoding, at most
 # KB_EXTRACT_MAX_EXPANDED_MB of decompressed data, KB_EXTRACT_MAX_TEXT_CHARS of text, KB_EXTRACT_MAX_PAGES
@@ -243,6 +245,13 @@ KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(float(os.environ.get("MAX_REQUEST_BODY_MB", "4")) * 1024 * 1024)
 # The most messages one API request may carry (400 above).
 API_MAX_MESSAGES = int(os.environ.get("API_MAX_MESSAGES", "500"))
+# Tables (CSV, XLSX sheets, Parquet documents): their rows are searchable text up to KB_TABLE_TEXT_CHARS
+# characters per document. data_query (engine/tables.py) shows at most DATA_QUERY_MAX_ROWS rows of a result,
+# stops a query after DATA_QUERY_SECONDS and past DATA_QUERY_MEMORY_MB of memory.
+KB_TABLE_TEXT_CHARS = int(os.environ.get("KB_TABLE_TEXT_CHARS", "200000"))
+DATA_QUERY_MAX_ROWS = int(os.environ.get("DATA_QUERY_MAX_ROWS", "50"))
+DATA_QUERY_SECONDS = float(os.environ.get("DATA_QUERY_SECONDS", "10"))
+DATA_QUERY_MEMORY_MB = int(os.environ.get("DATA_QUERY_MEMORY_MB", "256"))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.management import call_command
 from django.core.signals import request_finished
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 from django.test.client import ClientMixin
 
 _deselected: list[pytest.Item] = []
@@ -112,6 +112,13 @@ def _fresh_cache() -> Generator[None, None, None]:
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stored_files(tmp_path_factory: pytest.TempPathFactory) -> Generator[None, None, None]:
+    """Stored files (the demo data's table, uploads) go to a folder of the session, never into the checkout."""
+    with override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("media")):
+        yield
 
 
 @pytest.fixture(scope="session")

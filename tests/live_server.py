@@ -69,6 +69,7 @@ def start_server(
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "assistant.settings",
         "SQLITE_PATH": str(folder / "db.sqlite3"),
+        "MEDIA_ROOT": str(folder / "media"),  # stored files (the demo's table, uploads) stay out of the checkout
         "DATABASE_URL": "",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DEMO_PACE": pace,

@@ -30,6 +30,7 @@ from assistant.connectors import directory as connectors
 from assistant.engine.cancel import STOP_MESSAGES
 from assistant.engine.errors import ContextTooLong, RequestRefused
 from assistant.engine.scope import Scope
+from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
@@ -246,6 +247,11 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
                 f"The knowledge base '{slug}' does not exist or this key may not read it.",
                 param="tools_enabled",
             )
+    document = refused_document(org.pk, others)
+    if document is not None and document.code == "document_not_ready":
+        raise ApiError(400, "document_not_ready", document.message, param="tools_enabled")
+    if document is not None:
+        raise ApiError(404, "document_not_found", document.message, param="tools_enabled")
     connector = connectors.unknown(org.pk, others)
     if connector is not None:
         raise ApiError(

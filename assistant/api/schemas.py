@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from assistant.engine.policy import LEVELS, Level
 
-RESOURCE = re.compile(r"^(kb:[\w-]+|mcp:[\w-]+|web|code|agents)$")
+RESOURCE = re.compile(r"^(kb:[\w-]+|doc:[\w-]+/[\w-]+|mcp:[\w-]+|web|code|agents)$")
 # C0 and C1 controls but tab, line feed and carriage return; lone UTF-16 surrogates (no text can hold one).
 NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 # Level names in any case, and their English names.
@@ -101,8 +101,9 @@ class ChatCompletionRequest(BaseModel):
     tools_enabled: list[str] = Field(
         default_factory=list,
         max_length=100,
-        description="The request's resources: `kb:<slug>` (a knowledge base), `mcp:<name>` (a connector), `web`, "
-        "`code`, `agents` (delegation, with at least one other resource).",
+        description="The request's resources: `kb:<slug>` (a knowledge base), `doc:<slug>/<id>` (one document "
+        "of a base, e.g. `doc:factures/doc-12`: that document only), `mcp:<name>` (a connector), `web`, `code`, "
+        "`agents` (delegation, with at least one other resource).",
     )
     reasoning_level: Level | None = Field(
         default=None,
@@ -142,7 +143,9 @@ class ChatCompletionRequest(BaseModel):
     def _resources(cls, value: list[str]) -> list[str]:
         for resource in value:
             if not RESOURCE.match(resource):
-                raise ValueError(f"unknown resource {resource!r}: use kb:<slug>, mcp:<name>, web, code or agents")
+                raise ValueError(
+                    f"unknown resource {resource!r}: use kb:<slug>, doc:<slug>/<id>, mcp:<name>, web, code or agents"
+                )
         return list(dict.fromkeys(value))
 
     @field_validator("category")
@@ -165,9 +168,9 @@ class RequestWarning(BaseModel):
 
 
 class ActionOut(BaseModel):
-    """What a tool call did, in the words the user reads."""
+    """What a tool call did, in the words the user reads (``query``: a data_query, its SQL and row count)."""
 
-    kind: Literal["search", "read", "fetch", "code", "other"]
+    kind: Literal["search", "read", "fetch", "code", "query", "other"]
     label: str
     count: int | None = None
 

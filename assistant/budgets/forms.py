@@ -1,4 +1,5 @@
-"""The budgets page's forms: a category, a temporary raise, the organisation's time zone."""
+"""The budgets page's forms: a category, a temporary raise, the organisation's time zone, the forced-landing
+threshold."""
 
 from __future__ import annotations
 
@@ -132,3 +133,22 @@ class TimeZoneForm(forms.ModelForm):  # type: ignore[type-arg]
         super().__init__(*args, **kwargs)
         zones = sorted(zoneinfo.available_timezones())
         self.fields["time_zone"].widget = forms.Select(choices=[(z, z) for z in zones])
+
+
+class LandingWatchForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The share of a model's agents ending by forced landing or budget that raises an alert."""
+
+    class Meta:
+        model = Organisation
+        fields = ["forced_landing_alert_percent"]
+        labels = {"forced_landing_alert_percent": _("Alert at (%)")}
+        help_texts = {"forced_landing_alert_percent": ""}  # the section's text says it
+        widgets = {"forced_landing_alert_percent": forms.NumberInput(attrs={"min": 1, "max": 100})}
+        error_messages = {
+            "forced_landing_alert_percent": {
+                "min_value": _("A percentage from 1 to 100."),
+                "max_value": _("A percentage from 1 to 100."),
+                "invalid": _("A percentage from 1 to 100."),
+                "required": _("A percentage from 1 to 100."),
+            }
+        }

@@ -5,7 +5,8 @@ organisation's time zone) holding what was used and what is reserved by calls in
 reserves there before it starts and settles after it ends (``ledger``), each hold also kept as a
 ``Reservation`` row so that one left by a dead process can be released. A ``BudgetRaise`` adds tokens
 to one category until its end date, never taken from another one. A ``BudgetAlert`` records that a
-category crossed a threshold in a month, once.
+category crossed a threshold in a month, once. A ``LandingAlert`` records that the agents of one model and
+profile ended by forced landing or budget more often than the organisation's threshold in a month, once.
 """
 
 from __future__ import annotations
@@ -153,3 +154,37 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.category} at {self.threshold} % ({self.month:%Y-%m})"
+
+
+class LandingAlert(models.Model):
+    """In one month, a share of a model's (and profile's) agents above the organisation's threshold ended by forced
+    landing or budget, over at least ``landings.MIN_AGENTS`` agents; recorded (and emailed) once."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="landing_alerts")
+    month = models.DateField()
+    model = models.CharField(max_length=100)
+    profile = models.CharField(max_length=100, blank=True)
+    agents = models.PositiveIntegerField()
+    landed = models.PositiveIntegerField()
+    threshold = models.PositiveSmallIntegerField()
+    emailed_to = models.JSONField(default=list)
+    created = models.DateTimeField(auto_now_add=True)
+    seen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "month", "model", "profile"], name="one_landing_alert_per_line_month"
+            )
+        ]
+        ordering = ["-created"]
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.landed / self.agents if self.agents else 0.0
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.profile} at {self.percent:.0f} % ({self.month:%Y-%m})"

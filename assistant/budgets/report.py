@@ -20,7 +20,8 @@ from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
 
 from .charts import PALETTE, Chart, Guide, Series
-from .models import BudgetAlert
+from .landings import MIN_AGENTS, landed_per_run, landing_lines
+from .models import BudgetAlert, LandingAlert
 from .months import month_bounds, previous_month, zone
 from .services import CategoryState, categories_of, state_of
 
@@ -171,6 +172,17 @@ def usage_report(org: Organisation, month: date, now: datetime) -> dict[str, Any
             "category", "seen_by"
         ),
         "runs_count": len(runs),
+        **landing_watch(org, month),
+    }
+
+
+def landing_watch(org: Organisation, month: date) -> dict[str, Any]:
+    """The forced-landing watch of the usage page: each model and profile's share, the threshold, its alerts."""
+    return {
+        "landings": landing_lines(org, month),
+        "landing_threshold": org.forced_landing_alert_percent,
+        "landing_min_agents": MIN_AGENTS,
+        "landing_alerts": LandingAlert.objects.filter(organisation=org, month=month).select_related("seen_by"),
     }
 
 
@@ -276,6 +288,7 @@ CSV_COLUMNS = [
     "level",
     "status",
     "agents",
+    "forced_landings",
     "calls",
     "prompt_tokens",
     "completion_tokens",
@@ -315,6 +328,7 @@ def usage_csv(org: Organisation, month: date) -> str:
         "run_id", flat=True
     ):
         agents[run_id] += 1
+    landed = landed_per_run(runs)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
@@ -332,6 +346,7 @@ def usage_csv(org: Organisation, month: date) -> str:
                 csv_text(r.level),
                 csv_text(r.status),
                 agents[r.pk],
+                landed[r.pk],
                 t.calls,
                 t.prompt_tokens,
                 t.completion_tokens,

@@ -26,8 +26,9 @@ from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation, lock_organisation
 
 from . import services
-from .forms import CategoryForm, RaiseForm, TimeZoneForm
-from .models import MAX_CATEGORIES, BudgetAlert, BudgetRaise, Category
+from .forms import CategoryForm, LandingWatchForm, RaiseForm, TimeZoneForm
+from .landings import MIN_AGENTS
+from .models import MAX_CATEGORIES, BudgetAlert, BudgetRaise, Category, LandingAlert
 from .months import month_of, parse_month, zone
 from .report import usage_csv, usage_report
 
@@ -48,6 +49,7 @@ def _page(
     new_form: CategoryForm | None = None,
     raise_form: RaiseForm | None = None,
     zone_form: TimeZoneForm | None = None,
+    landing_form: LandingWatchForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
     now = timezone.now()
@@ -63,6 +65,8 @@ def _page(
         "new_form": new_form or CategoryForm(organisation=org, prefix="new"),
         "raise_form": raise_form or RaiseForm(organisation=org, today=today, prefix="raise"),
         "zone_form": zone_form or TimeZoneForm(instance=org, prefix="zone"),
+        "landing_form": landing_form or LandingWatchForm(instance=org, prefix="landing"),
+        "landing_min_agents": MIN_AGENTS,
         "raises": [{"raise": r, "active": r.ends_on >= today} for r in raises],
         "today": today,
     }
@@ -165,6 +169,25 @@ def save_time_zone(request: AuthenticatedHttpRequest) -> HttpResponse:
     return redirect("budgets")
 
 
+@login_required
+@require_POST
+def save_landing_watch(request: AuthenticatedHttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    # Its own copy: a refused value must not reach the page that shows the form again.
+    form = LandingWatchForm(request.POST, instance=Organisation.objects.get(pk=org.pk), prefix="landing")
+    if not form.is_valid():
+        return _page(request, org, landing_form=form, status=422)
+    form.save()
+    percent = form.instance.forced_landing_alert_percent
+    audit.record(request.user, org, "landing_watch.saved", org.name, forced_landing_alert_percent=percent)
+    messages.success(
+        request,
+        _("Saved: an alert when %(percent)s %% of a model's agents in a month end by forced landing or budget.")
+        % {"percent": percent},
+    )
+    return redirect("budgets")
+
+
 def _month(request: AuthenticatedHttpRequest, org: Organisation) -> Any:
     return parse_month(request.GET.get("month")) or month_of(timezone.now(), zone(org.time_zone))
 
@@ -194,3 +217,14 @@ def alert_seen(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
         alert.seen, alert.seen_by = timezone.now(), request.user
         alert.save(update_fields=["seen", "seen_by"])
     return redirect(f"{reverse('usage')}?month={alert.month:%Y-%m}")
+
+
+@login_required
+@require_POST
+def landing_alert_seen(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
+    org = administered_organisation(request.user)
+    alert = get_object_or_404(LandingAlert, pk=pk, organisation=org)
+    if alert.seen is None:
+        alert.seen, alert.seen_by = timezone.now(), request.user
+        alert.save(update_fields=["seen", "seen_by"])
+    return redirect(f"{reverse('usage')}?month={alert.month:%Y-%m}#landings")

@@ -30,6 +30,8 @@ from django.utils import timezone
 from assistant.runs import execution, groups
 from assistant.runs.models import Conversation, Message, Run, Step
 
+from . import search
+
 log = logging.getLogger(__name__)
 
 # How long a delete waits for a run executing in this process to end once stopped (it usually takes
@@ -41,7 +43,7 @@ STOP_WAIT_SECONDS = 5.0
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "tool_call": ("arguments",),
     "tool_result": ("error", "sources", "action.label"),
-    "agent_started": ("instruction",),
+    "agent_started": ("instruction", "documents"),
     "agent_action": ("sources", "action.label"),
     "agent_finished": ("report", "sources"),
     "final": ("text", "sources"),
@@ -94,7 +96,8 @@ def erase(conversation_id: int) -> None:
     """Mark the conversation deleted and erase its text; its runs' accounting is untouched."""
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation_id).update(deleted=timezone.now(), title="")
-        Message.objects.filter(conversation_id=conversation_id).delete()
+        Message.objects.filter(conversation_id=conversation_id).delete()  # every version of every turn, queued too
+        search.unindex(conversation_id)  # its text leaves the conversation search
         for run_id in Run.objects.filter(conversation_id=conversation_id).values_list("pk", flat=True):
             erase_run(run_id)
 

@@ -19,6 +19,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from assistant.engine.cancel import STOP_MESSAGES
+from assistant.engine.events import ChosenDocument
 from assistant.runs import leases
 from assistant.runs.management.commands.recover_runs import MESSAGE as SERVER_STOPPED
 from assistant.runs.models import Run, Step
@@ -97,6 +98,15 @@ def stop_message(message: str) -> str:
     return known.get(message, message or _("stopped on request"))
 
 
+def resource_labels(resources: Iterable[str], documents: Iterable[ChosenDocument | dict[str, Any]]) -> list[str]:
+    """An agent's resources as its line shows them: a chosen document by its title and base, the rest as named."""
+    titles = {}
+    for d in documents:
+        doc = d if isinstance(d, ChosenDocument) else ChosenDocument.model_validate(d)
+        titles[doc.resource] = _("“%(title)s” (%(kb)s)") % {"title": doc.title, "kb": doc.kb}
+    return [titles.get(r, r) for r in resources]
+
+
 def failed_call_text(d: dict[str, Any]) -> str:
     """A failed model call in the reader's words: refused by the provider (billed nothing) or cut (billed)."""
     status = f"HTTP {d['status']}" if d.get("status") else d.get("error_kind", "")
@@ -137,7 +147,7 @@ def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = Non
                 instruction=d["instruction"],
                 model=d["model"],
                 model_label=d["model_label"],
-                resources=list(d["resources"]),
+                resources=resource_labels(d["resources"], d.get("documents") or []),
                 max_rounds=d["max_rounds"],
             )
         elif step.agent_id in agents:

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -29,13 +30,14 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
-from assistant.runs import execution, groups, intake
+from assistant.runs import execution, groups, intake, queue
 from assistant.runs.intake import LEVEL_LABELS
 from assistant.runs.models import Conversation, Message, Run
 
 from . import deletion
 from .htmx import REFUSED
 from .presenters import run_view
+from .rendering import render_markdown
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +70,43 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         "connectors": connectors.offered(org.pk),
         "tools": tools,
         "values": {**defaults, **(values or {})},
+        "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
 
 
+def last_choices(conversation: Conversation | None) -> dict[str, Any]:
+    """The model, level, resources and category of the conversation's last message: what the composer keeps."""
+    if conversation is None:
+        return {}
+    queued = conversation.messages.filter(queued=True).order_by("-pk").first()
+    if queued is not None and queued.choices:
+        return dict(queued.choices)
+    run = conversation.runs.order_by("-created").first()
+    if run is None:
+        return {}
+    return {"model": run.model, "level": run.level, "resources": list(run.resources), "category": run.category}
+
+
 def _turns(conversation: Conversation) -> list[dict[str, Any]]:
+    """The conversation's turns, latest versions only; each lists its previous versions (edited or regenerated)."""
     runs_by_id = {r.pk: r for r in conversation.runs.prefetch_related("steps")}
-    return [
-        {"question": m, "view": run_view(runs_by_id[m.run_id])}
-        for m in conversation.messages.filter(role="user")
-        if m.run_id in runs_by_id
-    ]
+    questions = {m.run_id: m for m in conversation.messages.filter(role="user", queued=False) if m.run_id}
+    items = []
+    for m in questions.values():
+        run = runs_by_id.get(m.run_id)  # type: ignore[arg-type]
+        if run is None or run.superseded:
+            continue
+        versions = [
+            {"question": questions.get(v.pk), "run": v, "answer_html": render_markdown(v.answer)}
+            for v in runs_by_id.values()
+            if v.replaced_by_id == run.pk
+        ]
+        items.append({"question": m, "view": run_view(run), "versions": versions})
+    return items
+
+
+def _queued(conversation: Conversation | None) -> list[Message]:
+    return list(conversation.messages.filter(queued=True).order_by("pk")) if conversation is not None else []
 
 
 def _page(
@@ -91,9 +120,10 @@ def _page(
     return {
         "conversations": Conversation.objects.filter(organisation=org, user=request.user, deleted__isnull=True)[:50],
         "conversation": conversation,
-        "composer": _composer(org, values),
+        "composer": _composer(org, {**last_choices(conversation), **(values or {})}),
         "error": error,
         "items": items,
+        "queued": _queued(conversation),
         "running": [item["view"]["run"].pk.hex for item in items if item["view"]["run"].is_running],
     }
 
@@ -112,8 +142,13 @@ def home(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def conversation(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
-    return render(request, "chat/page.html", _page(request, _conversation(request, pk)))
+async def conversation(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
+    conv = await sync_to_async(_conversation)(request, pk)
+    # Messages left queued with no run going on (the run they waited for was failed by a reaper, or the server
+    # restarted): the next one is sent now.
+    await queue.start_queued(conv.pk)
+    context = await sync_to_async(_page)(request, conv)
+    return await sync_to_async(render)(request, "chat/page.html", context)
 
 
 def _field(post: dict[str, Any], name: str) -> str:
@@ -137,6 +172,11 @@ def _refusal(org: Organisation, ask: intake.Ask) -> str | None:
     """The reasons the user can act on, in their language, before the policy's own checks."""
     if not ask.text:
         return _("Write a message first.")
+    if len(ask.text) > settings.CHAT_MAX_MESSAGE_CHARS:
+        return _(
+            "A message has at most %(max)s characters; this one has %(count)s. Shorten it, or attach the text "
+            "as a document of a knowledge base."
+        ) % {"max": f"{settings.CHAT_MAX_MESSAGE_CHARS:,}", "count": f"{len(ask.text):,}"}
     catalogue = snapshot.catalogue()
     allowed = policy_for(org).allowed_ids(catalogue)
     if ask.model not in allowed:
@@ -160,7 +200,7 @@ def _refusal(org: Organisation, ask: intake.Ask) -> str | None:
     return None
 
 
-def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | None, HttpResponse | None]:
+def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Message | None, HttpResponse | None]:
     conv = _conversation(request, pk) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     org = organisation_of(request.user)
@@ -169,7 +209,8 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | No
         refusal = _refusal(org, ask)
         if refusal is not None:
             raise RequestRefused(refusal)
-        return intake.create_run(request.user, org, conv, ask), None
+        # A run, or a queued message while the conversation has one going on (one run at a time).
+        return intake.submit(request.user, org, conv, ask), None
     except RequestRefused as e:
         error = str(e)
     except Exception:
@@ -183,6 +224,15 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | No
     if request.htmx:  # type: ignore[attr-defined]
         return None, render(request, "chat/_composer.html", context, status=status)
     return None, render(request, "chat/page.html", context, status=status)
+
+
+def _queued_response(request: AuthenticatedHttpRequest, message: Message) -> HttpResponseBase:
+    """The composer again, empty with the same settings, and the message added to the queue shown under the turns."""
+    if not request.htmx:  # type: ignore[attr-defined]
+        return redirect("conversation", pk=message.conversation_id)
+    org = organisation_of(request.user)
+    context = {"conversation": message.conversation, "composer": _composer(org, message.choices), "message": message}
+    return render(request, "chat/_queued_sent.html", context)
 
 
 def _sent(request: AuthenticatedHttpRequest, run: Run) -> HttpResponse:
@@ -204,6 +254,8 @@ async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> Http
     run, refused = await sync_to_async(_create)(request, pk)
     if refused is not None:
         return refused
+    if isinstance(run, Message):
+        return await sync_to_async(_queued_response)(request, run)
     assert run is not None
     await groups.announce_started(run)
     execution.launch(run.pk)

@@ -50,6 +50,10 @@ def agent_first_message(task: AgentTask, scope: Scope, tools: Iterable[str]) -> 
     """The agent's instruction and its scope: the whole of what it knows about the request."""
     parts = [f"Instruction:\n{task.instruction.strip()}", "Your scope:"]
     parts += [f"- knowledge base {kb}" for kb in scope.knowledge_bases]
+    titles = {(d.kb, d.id): d.title for d in task.documents}
+    for kb in scope.searchable[len(scope.knowledge_bases) :]:
+        docs = ", ".join(f"{i} ({titles[(kb, i)]})" if (kb, i) in titles else i for i in scope.chosen(kb) or ())
+        parts.append(f"- in knowledge base {kb}, only these documents: {docs}")
     names = set(tools)
     web = [t for t in ("web_search", "web_fetch") if t in names]
     if scope.web and web:
@@ -131,6 +135,7 @@ class _AgentLoop:
                 resources=self.task.resources,
                 profile=self.task.profile.name if self.task.profile else None,
                 max_rounds=self.counter.budget.max_rounds,
+                documents=self.task.documents,
             )
         )
         try:

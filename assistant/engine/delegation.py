@@ -14,14 +14,18 @@ from typing import Any
 
 from .agent import context_refusal, run_agent
 from .catalogue import ModelInfo
+from .events import ChosenDocument
 from .outcomes import AgentOutcome, AgentTask
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
+from .scope import parse_document
+from .tools import Document
 from .types import ToolCall, ToolSpec
 from .usage import AgentBudget
 
 AGENTS_TOOL = "agents"
 MAX_TASKS_PER_CALL = 4
+MAX_DOCUMENTS_PER_TASK = 20
 
 
 def _profile_line(profile: AgentProfile) -> str:
@@ -67,13 +71,14 @@ class Delegation:
         if profiles:
             lines = "; ".join(_profile_line(p) for p in self.ctx.policy.profiles.values())
             description += f" Agent profiles (optional): {lines}."
+        if self.plan.scope.searchable:
+            description += " A task may name documents (ids seen in kb_search results): its agent reads only those."
         task_properties: dict[str, Any] = {
             "instruction": {"type": "string", "description": "What the agent must find, written for it."},
             "model": {"type": "string", "enum": [m.id for m in self.models]},
             "resources": {
                 "type": "array",
                 "items": {"type": "string", "enum": list(self.resources)},
-                "minItems": 1,
                 "description": "The resources this agent may read (a subset of yours).",
             },
             "max_rounds": {
@@ -85,6 +90,12 @@ class Delegation:
         }
         if profiles:
             task_properties["profile"] = {"type": "string", "enum": profiles}
+        if self.plan.scope.searchable:
+            task_properties["documents"] = {
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_DOCUMENTS_PER_TASK,
+            }
         return ToolSpec(
             name=AGENTS_TOOL,
             description=description,
@@ -106,8 +117,11 @@ class Delegation:
             },
         )
 
-    def _check(self, raw: Any) -> AgentTask | str:
-        """A task checked against the request and the policy, or the reason it is refused."""
+    def _check(self, raw: Any, found: dict[str, Document]) -> AgentTask | str:
+        """A task checked against the request and the policy, or the reason it is refused.
+
+        ``found`` holds the documents the call's tasks name, as the knowledge backend read them.
+        """
         if not isinstance(raw, dict):
             return "Each task must be an object with instruction, model and resources."
         instruction = str(raw.get("instruction", "")).strip()
@@ -128,13 +142,27 @@ class Delegation:
         resources = raw.get("resources") or []
         if isinstance(resources, str):
             resources = [resources]
-        if not isinstance(resources, list) or not resources:
+        documents = self._documents(raw.get("documents"), found)
+        if isinstance(documents, str):
+            return documents
+        if not isinstance(resources, list) or not (resources or documents):
             return "The task needs resources: a non-empty subset of " + ", ".join(self.resources) + "."
         outside = [str(r) for r in resources if str(r) not in self.resources]
         if outside:
             return (
                 f"Resource(s) {', '.join(outside)} are not part of this request and cannot be given to an agent. "
                 f"Available: {', '.join(self.resources)}."
+            )
+        if documents:
+            # Chosen documents are the agent's whole knowledge: no base, nor other document, besides them.
+            resources = [r for r in resources if resource_kind(str(r)) != "kb"] + [d.resource for d in documents]
+        else:  # the request's own chosen documents, handed on as resources: their titles for the line
+            documents = tuple(
+                ChosenDocument(id=doc.id, kb=doc.kb, title=doc.title)
+                for r in resources
+                if (chosen := parse_document(str(r))) is not None
+                and (doc := found.get(chosen[1])) is not None
+                and doc.kb == chosen[0]
             )
         if profile is not None:
             barred = [str(r) for r in resources if resource_kind(str(r)) not in profile.tools]
@@ -156,8 +184,54 @@ class Delegation:
             resources=tuple(dict.fromkeys(str(r) for r in resources)),
             max_rounds=rounds,
             profile=profile,
+            documents=documents,
         )
         return context_refusal(self.ctx, task, self.plan.level_effort) or task
+
+    def _documents(self, raw: Any, found: dict[str, Document]) -> tuple[ChosenDocument, ...] | str:
+        """A task's chosen documents, each one of this request's, or the reason they are refused."""
+        if raw is None or raw == []:
+            return ()
+        if isinstance(raw, str):
+            raw = [raw]
+        if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
+            return "documents must be a list of document ids (as kb_search returns them)."
+        ids = list(dict.fromkeys(i.strip() for i in raw))
+        if len(ids) > MAX_DOCUMENTS_PER_TASK:
+            return f"At most {MAX_DOCUMENTS_PER_TASK} documents per task."
+        scope = self.plan.scope
+        chosen: list[ChosenDocument] = []
+        for doc_id in ids:
+            doc = found.get(doc_id)
+            if doc is None:
+                return f"Document '{doc_id}' does not exist: use the ids kb_search returned."
+            if not scope.may_read(doc.kb, doc.id):
+                return (
+                    f"Document '{doc_id}' is not part of this request's knowledge bases "
+                    f"({', '.join(r for r in scope.resources if resource_kind(r) == 'kb') or 'none'}) "
+                    "and cannot be given to an agent."
+                )
+            chosen.append(ChosenDocument(id=doc.id, kb=doc.kb, title=doc.title))
+        return tuple(chosen)
+
+    async def _found(self, tasks: list[Any]) -> dict[str, Document]:
+        """The documents the tasks name, read once for the whole call (none without a knowledge backend)."""
+        ids: set[str] = set()
+        for t in tasks[:MAX_TASKS_PER_CALL]:
+            if not isinstance(t, dict):
+                continue
+            for key in ("documents", "resources"):
+                named = t.get(key)
+                for i in [named] if isinstance(named, str) else named if isinstance(named, list) else []:
+                    chosen = parse_document(i) if isinstance(i, str) and key == "resources" else None
+                    if chosen is not None:
+                        ids.add(chosen[1])
+                    elif key == "documents" and isinstance(i, str):
+                        ids.add(i)
+        knowledge = self.ctx.toolbox.knowledge
+        if not ids or knowledge is None:
+            return {}
+        return await knowledge.read(sorted(i.strip() for i in ids))
 
     async def run(self, call: ToolCall) -> tuple[str, list[AgentOutcome]]:
         """Run the tasks of one call concurrently; return the text the main model reads, and the outcomes."""
@@ -169,6 +243,7 @@ class Delegation:
             return json.dumps({"error": "'tasks' must be a list of 1 to 4 tasks."}), []
         results: list[dict[str, Any] | None] = [None] * len(tasks_raw)
         runnable: list[tuple[int, AgentTask]] = []
+        found = await self._found(tasks_raw)
         for i, raw in enumerate(tasks_raw):
             if i >= MAX_TASKS_PER_CALL:
                 results[i] = {
@@ -176,7 +251,7 @@ class Delegation:
                     "error": f"Refused: at most {MAX_TASKS_PER_CALL} tasks per call. Call again once these agents are back.",
                 }
                 continue
-            checked = self._check(raw)
+            checked = self._check(raw, found)
             if isinstance(checked, str):
                 results[i] = {"task": i + 1, "error": checked}
             else:

@@ -27,13 +27,30 @@ class Source(_Value):
     title: str
     kind: Literal["document", "page"] = "document"
     where: str = ""
+    start: int | None = None
+    """Where the part of the document that a read returned begins (a character offset in its text)."""
+    end: int | None = None
+    """Where it ends (exclusive): the page of the document marks ``start:end`` as read."""
+
+
+class ChosenDocument(_Value):
+    """A document of a base handed to an agent on its own (``doc:<kb>/<id>``), with the title its line shows."""
+
+    id: str
+    kb: str
+    title: str
+
+    @property
+    def resource(self) -> str:
+        return f"doc:{self.kb}/{self.id}"
 
 
 class Action(_Value):
-    """What one tool call did, in the words the user reads: a search with its query and count, a read."""
+    """What one tool call did, in the words the user reads: a search with its query and count, a read, a query
+    (its SQL and row count)."""
 
     tool: str
-    kind: Literal["search", "read", "fetch", "code", "other"]
+    kind: Literal["search", "read", "fetch", "code", "query", "other"]
     label: str
     count: int | None = None
     ok: bool = True
@@ -81,6 +98,8 @@ class AgentStarted(_Event):
     resources: tuple[str, ...]
     profile: str | None = None
     max_rounds: int
+    documents: tuple[ChosenDocument, ...] = ()
+    """The chosen documents among ``resources`` (its ``doc:`` entries), with their titles."""
 
 
 class AgentAction(_Event):

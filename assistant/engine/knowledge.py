@@ -154,9 +154,12 @@ class MemoryKnowledge:
             slug=kb, name=self.names.get(kb, kb), description="", document_count=len(self.bases[kb])
         )
 
-    async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
+    async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         index = self._indexes.get(kb)
         hits = index.search(query) if index is not None else []
+        if ids is not None:
+            chosen = set(ids)
+            hits = [h for h in hits if h.id in chosen]
         return hits[:limit], len(hits)
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:

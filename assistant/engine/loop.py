@@ -57,9 +57,14 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     """Run one request to its end. Raises ``RequestRefused`` (before any model call) only: ``ContextTooLong`` when
     its first call cannot fit the main model's window, even with the oldest turns left out."""
     plan = plan_request(request, ctx.catalogue, ctx.policy)
-    for kb in plan.scope.knowledge_bases:
+    for kb in plan.scope.searchable:
         if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
             raise RequestRefused(f"The knowledge base '{kb}' does not exist or you may not read it.")
+    if plan.scope.documents and ctx.toolbox.knowledge is not None:
+        found = await ctx.toolbox.knowledge.read([doc_id for _kb, doc_id in plan.scope.documents])
+        for kb, doc_id in plan.scope.documents:
+            if doc_id not in found or found[doc_id].kb != kb:
+                raise RequestRefused(f"The document '{doc_id}' is not in the knowledge base '{kb}'.")
     if plan.scope.connectors:
         connectors = ctx.toolbox.connectors
         missing = list(plan.scope.connectors) if connectors is None else await connectors.load(plan.scope.connectors)
@@ -95,11 +100,14 @@ class _MainLoop:
         self.agents: list[AgentOutcome] = []
 
     def _system_prompt(self) -> str:
+        scope = self.plan.scope
         prompt = MAIN_SYSTEM_PROMPT
-        if self.plan.scope.knowledge_bases:
-            prompt += "\nKnowledge bases of this request: " + ", ".join(self.plan.scope.knowledge_bases) + "."
-        if self.plan.scope.connectors:
-            prompt += "\nConnectors of this request: " + ", ".join(self.plan.scope.connectors) + "."
+        if scope.knowledge_bases:
+            prompt += "\nKnowledge bases of this request: " + ", ".join(scope.knowledge_bases) + "."
+        for kb in scope.searchable[len(scope.knowledge_bases) :]:
+            prompt += f"\nIn the knowledge base {kb}, only these documents: {', '.join(scope.chosen(kb) or ())}."
+        if scope.connectors:
+            prompt += "\nConnectors of this request: " + ", ".join(scope.connectors) + "."
         return prompt
 
     async def _on_text(self, delta: str) -> None:

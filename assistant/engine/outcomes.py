@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .catalogue import ModelInfo
-from .events import AgentStatus, Source, keep_sources
+from .events import AgentStatus, ChosenDocument, Source, keep_sources
 from .policy import AgentProfile
 from .tools import ToolRun
 from .types import ToolSpec
@@ -63,6 +63,8 @@ class AgentTask:
     resources: tuple[str, ...]
     max_rounds: int
     profile: AgentProfile | None = None
+    documents: tuple[ChosenDocument, ...] = ()
+    """Chosen documents (their ``doc:`` resources are in ``resources``): of their bases, the agent reads only these."""
 
 
 @dataclass(slots=True)

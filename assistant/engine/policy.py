@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias
 
 from .catalogue import Catalogue
 from .errors import RequestRefused
-from .scope import KB_PREFIX, MCP_PREFIX, Scope
+from .scope import DOC_PREFIX, KB_PREFIX, MCP_PREFIX, Scope, parse_document
 from .types import Effort, Message
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
@@ -40,8 +40,9 @@ RESOURCE_KINDS: tuple[ResourceKind, ...] = ("kb", "web", "code", "mcp")
 
 
 def resource_kind(resource: str) -> ResourceKind | None:
-    """``kb`` for ``kb:<slug>``, ``web``, ``code``, ``mcp`` for ``mcp:<name>``; None for anything else (``agents`` included)."""
-    if resource.startswith(KB_PREFIX):
+    """``kb`` for ``kb:<slug>`` and ``doc:<slug>/<id>`` (chosen documents of a base), ``web``, ``code``, ``mcp`` for
+    ``mcp:<name>``; None for anything else (``agents`` included)."""
+    if resource.startswith((KB_PREFIX, DOC_PREFIX)):
         return "kb"
     if resource.startswith(MCP_PREFIX):
         return "mcp"
@@ -131,8 +132,11 @@ def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> P
         if not (
             r in RESOURCE_NAMES
             or any(r.startswith(prefix) and len(r) > len(prefix) for prefix in (KB_PREFIX, MCP_PREFIX))
+            or parse_document(r) is not None
         ):
-            raise RequestRefused(f"Unknown resource '{r}': use kb:<slug>, mcp:<name>, web, code or agents.")
+            raise RequestRefused(
+                f"Unknown resource '{r}': use kb:<slug>, doc:<slug>/<id>, mcp:<name>, web, code or agents."
+            )
     scope = Scope.from_resources(r for r in request.resources if r != "agents")
     wants_agents = "agents" in request.resources
     if wants_agents and scope.is_empty:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from .errors import OutOfScope, ToolError
 from .events import Action, Source
-from .scope import KB_PREFIX, Scope
+from .scope import DOC_PREFIX, KB_PREFIX, Scope
 from .types import ToolCall, ToolSpec
 
 MAX_IDS_PER_READ = 10
@@ -51,8 +51,8 @@ class KnowledgeBackend(Protocol):
 
     async def describe(self, kb: str) -> KnowledgeBaseInfo | None: ...
 
-    async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
-        """Ranked hits and the total number of matches."""
+    async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
+        """Ranked hits and the total number of matches; with ``ids``, among those documents only."""
         ...
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
@@ -99,13 +99,16 @@ class KbSearch(Tool):
             name="kb_search",
             description=(
                 "Full-text search in one knowledge base. Returns ranked hits (id, title, snippet) and "
-                "the number of matches. Knowledge bases you can search: " + ", ".join(self.scope.knowledge_bases) + "."
+                "the number of matches. Knowledge bases you can search: "
+                + ", ".join(self.scope.searchable)
+                + "."
+                + _chosen_note(self.scope)
             ),
             parameters={
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "Words to search for."},
-                    "kb": {"type": "string", "enum": list(self.scope.knowledge_bases)},
+                    "kb": {"type": "string", "enum": list(self.scope.searchable)},
                 },
                 "required": ["query", "kb"],
             },
@@ -116,9 +119,14 @@ class KbSearch(Tool):
         kb = str(args.get("kb", "")).removeprefix(KB_PREFIX)
         if not query:
             raise ToolError("kb_search needs a non-empty 'query'.")
-        if kb not in self.scope.knowledge_bases:
+        if kb not in self.scope.searchable:
             raise OutOfScope(await _kb_refusal(self.backend, kb, self.scope))
-        hits, total = await self.backend.search(kb, query, 8)
+        chosen = self.scope.chosen(kb)
+        hits, total = await self.backend.search(kb, query, 8, ids=chosen)
+        if chosen is not None:  # the backend was told; a hit outside the chosen documents never reaches the model
+            kept = [h for h in hits if self.scope.may_read(kb, h.id)]
+            total -= len(hits) - len(kept)
+            hits = kept
         content = _dump(
             {
                 "kb": kb,
@@ -145,7 +153,7 @@ class KbRead(Tool):
                 f"Read up to {MAX_IDS_PER_READ} documents by id in one call (ids come from kb_search). "
                 "Read every document you need in the same call rather than one per round. "
                 f"Each read gives up to {MAX_CHARS_PER_DOCUMENT} characters of a document; a longer one says "
-                "where to continue (from_char)."
+                "where to continue (from_char)." + _chosen_note(self.scope)
             ),
             parameters={
                 "type": "object",
@@ -181,13 +189,21 @@ class KbRead(Tool):
             doc = found.get(doc_id)
             if doc is None:
                 errors.append(f"{doc_id}: no such document.")
-            elif doc.kb not in self.scope.knowledge_bases:
-                errors.append(
-                    f"{doc_id}: outside your scope; you may only read documents of {', '.join(self.scope.knowledge_bases) or 'no knowledge base'}."
-                )
+            elif not self.scope.may_read(doc.kb, doc.id):
+                errors.append(f"{doc_id}: {_read_refusal(doc.kb, self.scope)}")
             else:
-                documents.append(_read_part(doc, start))
-                sources.append(Source(id=doc.id, title=doc.title, where=doc.kb))
+                part = _read_part(doc, start)
+                documents.append(part)
+                returned = len(str(part["text"]))
+                sources.append(
+                    Source(
+                        id=doc.id,
+                        title=doc.title,
+                        where=doc.kb,
+                        start=start if returned else None,
+                        end=start + returned if returned else None,
+                    )
+                )
         if not documents:
             raise OutOfScope(" ".join(errors))
         payload: dict[str, object] = {"documents": documents}
@@ -214,8 +230,32 @@ def _read_part(doc: Document, start: int) -> dict[str, object]:
     return part
 
 
+def _chosen_note(scope: Scope) -> str:
+    """What a scope of chosen documents may search and read, for the tools' descriptions."""
+    notes = [
+        f" In {kb} you may only search and read the documents {', '.join(scope.chosen(kb) or ())}."
+        for kb in scope.searchable
+        if scope.chosen(kb) is not None
+    ]
+    return "".join(notes)
+
+
+def _read_refusal(kb: str, scope: Scope) -> str:
+    """Why a document of ``kb`` that exists is not readable in ``scope``."""
+    chosen = scope.chosen(kb)
+    if kb in scope.searchable and chosen is not None:
+        return (
+            f"outside your scope; of the knowledge base {kb} you may only read the documents you were given: "
+            f"{', '.join(chosen)}."
+        )
+    whole = ", ".join(scope.knowledge_bases)
+    docs = ", ".join(f"{DOC_PREFIX}{b}/{d}" for b, d in scope.documents)
+    allowed = "; ".join(p for p in (f"documents of {whole}" if whole else "", docs) if p) or "no knowledge base"
+    return f"outside your scope; you may only read {allowed}."
+
+
 async def _kb_refusal(backend: KnowledgeBackend, kb: str, scope: Scope) -> str:
-    allowed = ", ".join(scope.knowledge_bases) or "none"
+    allowed = ", ".join(scope.searchable) or "none"
     if await backend.describe(kb) is None:
         return f"Knowledge base '{kb}' does not exist. Knowledge bases you can search: {allowed}."
     return f"Knowledge base '{kb}' is outside your scope. Knowledge bases you can search: {allowed}."
@@ -249,7 +289,7 @@ class Toolbox:
 
     def tools_for(self, scope: Scope) -> list[Tool]:
         tools: list[Tool] = []
-        if scope.knowledge_bases and self.knowledge is not None:
+        if scope.searchable and self.knowledge is not None:
             tools += [KbSearch(self.knowledge, scope), KbRead(self.knowledge, scope)]
         for factory in self.factories:
             tools += factory(scope)

@@ -1,16 +1,20 @@
-"""The engine's ``KnowledgeBackend`` over the database, confined to one organisation and its ready documents."""
+"""The engine's ``KnowledgeBackend`` and ``TableBackend`` over the database, confined to one organisation and its
+ready documents."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from asgiref.sync import sync_to_async
+from django.db.models import QuerySet
 
+from assistant.engine.errors import OutOfScope
+from assistant.engine.tables import Column, TableCatalogue, TableInfo
 from assistant.engine.tools import Document, Hit, KnowledgeBaseInfo
 
 from . import fulltext
 from .models import Document as DocumentRow
-from .models import KnowledgeBase
+from .models import KnowledgeBase, Table
 
 
 class OrgKnowledge:
@@ -26,12 +30,14 @@ class OrgKnowledge:
         count = await row.documents.filter(status=DocumentRow.READY).acount()
         return KnowledgeBaseInfo(slug=row.slug, name=row.name, description=row.description, document_count=count)
 
-    async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
-        """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches."""
-        return await sync_to_async(fulltext.search)(self.organisation_id, kb, query, limit)
+    async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
+        """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches;
+        with ``ids`` (chosen documents), among those documents only."""
+        pks = None if ids is None else _pks(ids)
+        return await sync_to_async(fulltext.search)(self.organisation_id, kb, query, limit, pks)
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
-        pks = [int(i[4:]) for i in ids if i.startswith("doc-") and i[4:].isdigit()]
+        pks = _pks(ids)
         rows = DocumentRow.objects.filter(
             pk__in=pks, knowledge_base__organisation_id=self.organisation_id, status=DocumentRow.READY
         ).select_related("knowledge_base")
@@ -46,3 +52,51 @@ class OrgKnowledge:
             knowledge_base__organisation_id=self.organisation_id, knowledge_base__slug=kb, status=DocumentRow.READY
         ).values_list("pk", "title", "text")
         return [Document(id=f"doc-{pk}", kb=kb, title=title, text=text) async for pk, title, text in rows]
+
+    def _tables(self) -> QuerySet[Table]:
+        return Table.objects.filter(
+            knowledge_base__organisation_id=self.organisation_id, document__status=DocumentRow.READY
+        ).order_by("knowledge_base__slug", "name")
+
+    def catalogue(self) -> TableCatalogue:
+        """The tables of each base, now (synchronous: when a run's toolbox is made)."""
+        tables: dict[str, list[TableInfo]] = {}
+        for row in self._tables().select_related("knowledge_base", "document").defer("document__text"):
+            tables.setdefault(row.knowledge_base.slug, []).append(_info(row))
+        return TableCatalogue(tables)
+
+    async def tables(self, kbs: Sequence[str]) -> list[TableInfo]:
+        rows = self._tables().filter(knowledge_base__slug__in=list(kbs))
+        return [_info(row) async for row in rows.select_related("knowledge_base", "document").defer("document__text")]
+
+    async def parquet(self, table: TableInfo) -> str | bytes:
+        """A local path when the storage has one (``MEDIA_ROOT``), else the file's bytes (an object store)."""
+        row = await self._tables().filter(knowledge_base__slug=table.kb, name=table.name).afirst()
+        if row is None:
+            raise OutOfScope(f"The table '{table.name}' no longer exists.")
+        return await sync_to_async(_parquet_of)(row)
+
+
+def _info(row: Table) -> TableInfo:
+    return TableInfo(
+        kb=row.knowledge_base.slug,
+        name=row.name,
+        document_id=row.document.public_id,
+        title=row.document.title + (f" ({row.sheet})" if row.sheet else ""),
+        columns=tuple(Column(str(c), str(k)) for c, k in row.columns),
+        row_count=row.row_count,
+    )
+
+
+def _parquet_of(row: Table) -> str | bytes:
+    storage = row.file.storage
+    try:
+        return str(storage.path(row.file.name))
+    except NotImplementedError:
+        with storage.open(row.file.name, "rb") as f:
+            return bytes(f.read())
+
+
+def _pks(ids: Sequence[str]) -> list[int]:
+    """The primary keys of the public ids ``doc-<pk>`` among ``ids`` (anything else names no document)."""
+    return [int(i[4:]) for i in ids if i.startswith("doc-") and i[4:].isdigit()]

@@ -1,4 +1,5 @@
-"""The text of an uploaded file: .txt, .md, .pdf (pypdf), .docx (python-docx), .html (trafilatura).
+"""The text of an uploaded file: .txt, .md, .pdf (pypdf), .docx (python-docx), .html (trafilatura); and the
+tables of a .csv, .xlsx or .parquet file (``tabular``: DuckDB and openpyxl), whose rows are its text too.
 
 This module runs in the extraction child (``extract_child``), under its CPU-time and memory limits,
 and imports nothing of Django: ``extract`` either returns the title and text, or raises
@@ -7,119 +8,61 @@ and imports nothing of Django: ``extract`` either returns the title and text, or
 
 What a file expands to cannot be known before it is decoded, so it is capped while decoding
 (``Limits``): a running count of decompressed bytes (the zip entries of a .docx, read through a
-counting reader that does not trust the sizes the archive declares; the PDF streams, through pypdf's
-own output limits and the decoded content of each page), of extracted characters, and of pages.
+counting reader that does not trust the sizes the archive declares, an .xlsx's too; the PDF streams,
+through pypdf's own output limits and the decoded content of each page; DuckDB's tables, through its
+memory limit), of extracted characters, and of pages.
 
-A new format is one function ``(data, limits) -> (title, text)`` in ``EXTRACTORS``.
+A new format is one function ``(data, limits, path) -> (title, text)`` (or an ``Extracted``, for tables)
+in ``EXTRACTORS``; ``path`` is where the file can be read from again (``/dev/fd/N`` in the child), or None.
 """
 
 from __future__ import annotations
 
 import io
 import warnings
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING
 
-# Failure codes (``Document.failure``); their numbers are in ``ExtractionError.params``.
-CORRUPT = "corrupt"  # kind: pdf, docx, html
-NOT_TEXT = "not_text"
-NOT_UTF8 = "not_utf8"
-NO_TEXT = "no_text"
-PROTECTED = "protected"
-EXPANDED = "expanded"  # limit_mb: more than that much data once decompressed
-TEXT_TOO_LONG = "text_too_long"  # limit: characters
-TOO_MANY_PAGES = "too_many_pages"  # pages, limit
-TOO_MANY_PARTS = "too_many_parts"  # parts, limit: entries of a zip-based file
+if TYPE_CHECKING:
+    from .tabular import TableData
 
-MAX_ZIP_ENTRIES = 10_000
-CHUNK = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The caps of one extraction (settings ``KB_EXTRACT_*``)."""
-
-    max_pages: int = 2000
-    max_expanded_bytes: int = 50 * 1024 * 1024
-    max_text_chars: int = 10_000_000
-
-    @property
-    def max_expanded_mb(self) -> float:
-        mb = round(self.max_expanded_bytes / 1024 / 1024, 1)
-        return int(mb) if mb == int(mb) else mb
-
-
-class ExtractionError(Exception):
-    """The file cannot be read as a document: ``code`` says why, ``params`` holds the numbers."""
-
-    def __init__(self, code: str, **params: Any) -> None:
-        super().__init__(code, params)
-        self.code = code
-        self.params = params
+# The shared primitives, kept importable from here.
+from .decoding import (
+    CHUNK,
+    CORRUPT,
+    EXPANDED,
+    MAX_ZIP_ENTRIES,
+    NO_TEXT,
+    NOT_TEXT,
+    NOT_UTF8,
+    PROTECTED,
+    TEXT_TOO_LONG,
+    TOO_MANY_COLUMNS,
+    TOO_MANY_PAGES,
+    TOO_MANY_PARTS,
+    Budget,
+    ExtractionError,
+    Limits,
+    expanded_budget,
+    read_zip,
+    text_budget,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
     title: str
     text: str
-
-
-class Budget:
-    """A running count that fails the extraction as soon as it passes its limit."""
-
-    def __init__(self, limit: int, error: Callable[[], ExtractionError]) -> None:
-        self.limit = limit
-        self.used = 0
-        self._error = error
-
-    def add(self, n: int) -> None:
-        self.used += n
-        if self.used > self.limit:
-            raise self._error()
-
-
-def expanded_budget(limits: Limits) -> Budget:
-    return Budget(limits.max_expanded_bytes, lambda: ExtractionError(EXPANDED, limit_mb=limits.max_expanded_mb))
-
-
-def text_budget(limits: Limits) -> Budget:
-    return Budget(limits.max_text_chars, lambda: ExtractionError(TEXT_TOO_LONG, limit=limits.max_text_chars))
+    tables: tuple[TableData, ...] = ()
 
 
 def extension(name: str) -> str:
     return PurePath(name).suffix.lower()
 
 
-def read_zip(data: bytes, budget: Budget, kind: str) -> dict[str, bytes]:
-    """Every entry of a zip archive, decompressed through a counting reader that stops past ``budget``.
-
-    The sizes an archive declares are not trusted: the bytes actually decompressed are counted, chunk by
-    chunk, across all entries. For .docx today, .xlsx tomorrow; ``kind`` names the format when it is corrupt.
-    """
-    parts: dict[str, bytes] = {}
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-            if len(infos) > MAX_ZIP_ENTRIES:
-                raise ExtractionError(TOO_MANY_PARTS, parts=len(infos), limit=MAX_ZIP_ENTRIES)
-            for info in infos:
-                chunks = []
-                with archive.open(info) as member:
-                    while chunk := member.read(CHUNK):
-                        budget.add(len(chunk))
-                        chunks.append(chunk)
-                parts[info.filename] = b"".join(chunks)
-    except ExtractionError:
-        raise
-    except Exception as e:  # a broken zip, a bad CRC, an unsupported compression
-        raise ExtractionError(CORRUPT, kind=kind) from e
-    return parts
-
-
-def _plain(data: bytes, limits: Limits) -> tuple[str, str]:
+def _plain(data: bytes, limits: Limits, path: str | None = None) -> tuple[str, str]:
     if b"\x00" in data[:8192]:
         raise ExtractionError(NOT_TEXT)
     for encoding in ("utf-8-sig", "cp1252"):
@@ -130,7 +73,7 @@ def _plain(data: bytes, limits: Limits) -> tuple[str, str]:
     raise ExtractionError(NOT_UTF8)
 
 
-def _pdf(data: bytes, limits: Limits) -> tuple[str, str]:
+def _pdf(data: bytes, limits: Limits, path: str | None = None) -> tuple[str, str]:
     from pypdf import PdfReader, apply_configuration
     from pypdf.errors import LimitReachedError
 
@@ -179,7 +122,7 @@ def _pdf(data: bytes, limits: Limits) -> tuple[str, str]:
     return title, "\n\n".join(p for p in pages if p)
 
 
-def _docx(data: bytes, limits: Limits) -> tuple[str, str]:
+def _docx(data: bytes, limits: Limits, path: str | None = None) -> tuple[str, str]:
     import docx
 
     # Decompressed first through the counting reader: python-docx then reads parts known to fit.
@@ -206,7 +149,7 @@ def _docx(data: bytes, limits: Limits) -> tuple[str, str]:
     return title, "\n".join(p for p in parts if p.strip())
 
 
-def _html(data: bytes, limits: Limits) -> tuple[str, str]:
+def _html(data: bytes, limits: Limits, path: str | None = None) -> tuple[str, str]:
     from assistant.engine.web import html_to_text
 
     try:
@@ -217,7 +160,43 @@ def _html(data: bytes, limits: Limits) -> tuple[str, str]:
         raise ExtractionError(CORRUPT, kind="html") from e
 
 
-EXTRACTORS: dict[str, Callable[[bytes, Limits], tuple[str, str]]] = {
+def _csv(data: bytes, limits: Limits, path: str | None = None) -> Extracted:
+    from .tabular import read_csv, table_text
+
+    tables = read_csv(data, limits)
+    return Extracted(title="", text=table_text(tables), tables=tuple(tables))
+
+
+def _xlsx(data: bytes, limits: Limits, path: str | None = None) -> Extracted:
+    from .tabular import read_xlsx, table_text
+
+    title, tables = read_xlsx(data, limits)
+    return Extracted(title=title, text=table_text(tables), tables=tuple(tables))
+
+
+def _parquet(data: bytes, limits: Limits, path: str | None = None) -> Extracted:
+    """DuckDB reads a Parquet file by seeking in it: from ``path`` (the child's memfd), else from one made here."""
+    import os
+
+    from .tabular import read_parquet, table_text
+
+    if data[:4] != b"PAR1":
+        raise ExtractionError(CORRUPT, kind="parquet")
+    if path is not None:
+        tables = read_parquet(path, limits)
+    else:
+        fd = os.memfd_create("upload", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, data)
+            tables = read_parquet(f"/proc/self/fd/{fd}", limits)
+        finally:
+            os.close(fd)
+    return Extracted(title="", text=table_text(tables), tables=tuple(tables))
+
+
+Extractor = Callable[[bytes, Limits, str | None], tuple[str, str] | Extracted]
+
+EXTRACTORS: dict[str, Extractor] = {
     ".txt": _plain,
     ".md": _plain,
     ".markdown": _plain,
@@ -225,21 +204,61 @@ EXTRACTORS: dict[str, Callable[[bytes, Limits], tuple[str, str]]] = {
     ".docx": _docx,
     ".html": _html,
     ".htm": _html,
+    ".csv": _csv,
+    ".xlsx": _xlsx,
+    ".parquet": _parquet,
 }
+TABLES = (".csv", ".xlsx", ".parquet")
 SUPPORTED = tuple(EXTRACTORS)
 
 
-def extract(name: str, data: bytes, limits: Limits | None = None) -> Extracted:
-    """Title (from the file's metadata when it has one) and text of the file ``name``, within ``limits``."""
+def extract(name: str, data: bytes, limits: Limits | None = None, path: str | None = None) -> Extracted:
+    """Title (from the file's metadata when it has one), text and tables of the file ``name``, within ``limits``.
+
+    ``path``, when given, reads the same bytes again (the child's ``/dev/fd/N``): a Parquet file is read there.
+    """
     limits = limits or Limits()
     extractor = EXTRACTORS.get(extension(name))
     if extractor is None:
         raise ExtractionError("unsupported")
-    title, text = extractor(data, limits)
+    result = extractor(data, limits, path)
+    tables: tuple[TableData, ...] = ()
+    if isinstance(result, Extracted):
+        title, text, tables = result.title, result.text, result.tables
+    else:
+        title, text = result
     text = text.replace("\x00", "").strip()
     if not text:
         raise ExtractionError(NO_TEXT)
     if len(text) > limits.max_text_chars:
         raise ExtractionError(TEXT_TOO_LONG, limit=limits.max_text_chars)
     # No NUL in a title either (PostgreSQL refuses it in text; a PDF's metadata may hold one).
-    return Extracted(title=" ".join(title.replace("\x00", " ").split())[:300], text=text)
+    return Extracted(title=" ".join(title.replace("\x00", " ").split())[:300], text=text, tables=tables)
+
+
+__all__ = [
+    "CHUNK",
+    "CORRUPT",
+    "EXPANDED",
+    "EXTRACTORS",
+    "MAX_ZIP_ENTRIES",
+    "NOT_TEXT",
+    "NOT_UTF8",
+    "NO_TEXT",
+    "PROTECTED",
+    "SUPPORTED",
+    "TABLES",
+    "TEXT_TOO_LONG",
+    "TOO_MANY_COLUMNS",
+    "TOO_MANY_PAGES",
+    "TOO_MANY_PARTS",
+    "Budget",
+    "Extracted",
+    "ExtractionError",
+    "Limits",
+    "expanded_budget",
+    "extension",
+    "extract",
+    "read_zip",
+    "text_budget",
+]

@@ -2,14 +2,16 @@
 
 Its limits are set before anything of the file is read: address space (``RLIMIT_AS``), CPU time
 (``RLIMIT_CPU``: SIGXCPU at the limit, SIGKILL a second later), no file written, no core dump. The
-parent kills it at the wall-time limit. Standard input: one JSON line (file name, limits), then the
-file's bytes; standard output: one JSON object, ``{"ok": true, "title", "text"}`` or
-``{"ok": false, "code", "params"}``.
+parent kills it at the wall-time limit. Standard input: one JSON line (file name, limits, and ``fd``,
+the memfd the parent filled with the file's bytes and handed over, read here through ``/dev/fd/N``).
+Standard output: one JSON line, ``{"ok": true, "title", "text", "tables"}`` or ``{"ok": false, "code",
+"params"}``, then the Parquet bytes of each table, one after the other (``tables`` gives their sizes).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 
@@ -33,7 +35,10 @@ def main() -> None:
     _limit(resource.RLIMIT_AS, int(header["memory_mb"]) * 1024 * 1024)
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_CORE, 0)
-    data = stdin.read()
+    fd = int(header["fd"])
+    path = f"/dev/fd/{fd}"
+    with open(path, "rb") as f:
+        data = f.read()
     sys.path.insert(0, sys.argv[1])
     from assistant.knowledge.extract import ExtractionError, Limits, extract
 
@@ -41,17 +46,28 @@ def main() -> None:
         max_pages=int(header["max_pages"]),
         max_expanded_bytes=int(header["max_expanded_bytes"]),
         max_text_chars=int(header["max_text_chars"]),
+        max_table_text_chars=int(header["max_table_text_chars"]),
     )
+    blobs: list[bytes] = []
     try:
-        extracted = extract(str(header["name"]), data, limits)
-        out: dict[str, object] = {"ok": True, "title": extracted.title, "text": extracted.text}
+        extracted = extract(str(header["name"]), data, limits, path)
+        tables = [
+            {"sheet": t.sheet, "columns": t.columns, "rows": t.row_count, "text": t.text, "size": len(t.parquet)}
+            for t in extracted.tables
+        ]
+        blobs = [t.parquet for t in extracted.tables]
+        out: dict[str, object] = {"ok": True, "title": extracted.title, "text": extracted.text, "tables": tables}
     except ExtractionError as e:
         out = {"ok": False, "code": e.code, "params": e.params}
     except MemoryError:
         out = {"ok": False, "code": "memory", "params": {"limit_mb": int(header["memory_mb"])}}
     del data
-    sys.stdout.write(json.dumps(out))
-    sys.stdout.flush()
+    os.close(fd)
+    stdout = sys.stdout.buffer
+    stdout.write(json.dumps(out).encode() + b"\n")
+    for blob in blobs:
+        stdout.write(blob)
+    stdout.flush()
 
 
 if __name__ == "__main__":

@@ -99,16 +99,23 @@ def query_terms(query: str, fold: bool) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
-def search(organisation_id: int, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
-    """Ranked hits in one organisation's knowledge base ``kb``, and how many documents match."""
+def search(
+    organisation_id: int, kb: str, query: str, limit: int, pks: list[int] | None = None
+) -> tuple[list[Hit], int]:
+    """Ranked hits in one organisation's knowledge base ``kb``, and how many documents match; with ``pks``
+    (chosen documents), among those documents only."""
+    if pks is not None and not pks:
+        return [], 0
     if connection.vendor == "postgresql":
-        return _search_postgresql(organisation_id, kb, query, limit)
+        return _search_postgresql(organisation_id, kb, query, limit, pks)
     if connection.vendor == "sqlite":
-        return _search_sqlite(organisation_id, kb, query, limit)
+        return _search_sqlite(organisation_id, kb, query, limit, pks)
     raise NotImplementedError(f"No full-text search for the {connection.vendor} database.")
 
 
-def _search_sqlite(organisation_id: int, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
+def _search_sqlite(
+    organisation_id: int, kb: str, query: str, limit: int, pks: list[int] | None
+) -> tuple[list[Hit], int]:
     terms = query_terms(query, fold=True)
     if not terms:
         return [], 0
@@ -118,6 +125,9 @@ def _search_sqlite(organisation_id: int, kb: str, query: str, limit: int) -> tup
         JOIN knowledge_knowledgebase kb ON kb.id = d.knowledge_base_id
         WHERE {FTS_TABLE} MATCH %s AND kb.organisation_id = %s AND kb.slug = %s AND d.status = %s"""
     params: list[Any] = [match, organisation_id, kb, READY]
+    if pks is not None:
+        where += f" AND d.id IN ({', '.join('%s' for _ in pks)})"
+        params += pks
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) {where}", params)
         total = int(cursor.fetchone()[0])
@@ -138,7 +148,9 @@ def _search_sqlite(organisation_id: int, kb: str, query: str, limit: int) -> tup
     return hits, total
 
 
-def _search_postgresql(organisation_id: int, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
+def _search_postgresql(
+    organisation_id: int, kb: str, query: str, limit: int, pks: list[int] | None
+) -> tuple[list[Hit], int]:
     from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
 
     from .models import Document
@@ -155,6 +167,8 @@ def _search_postgresql(organisation_id: int, kb: str, query: str, limit: int) ->
         .annotate(document=vector)
         .filter(document=tsquery)
     )
+    if pks is not None:
+        matching = matching.filter(pk__in=pks)
     total = matching.count()
     if not total:
         return [], 0

@@ -67,3 +67,28 @@ class Document(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+def _table_upload_to(table: Table, filename: str) -> str:
+    return f"kb/{table.knowledge_base_id}/tables/{uuid.uuid4().hex}.parquet"
+
+
+class Table(models.Model):
+    """A table of a base: a CSV or Parquet document, or one sheet of an XLSX one, stored as a Parquet file when
+    its document was extracted, for ``data_query`` (``engine/tables.py``) to load. ``name`` is what queries
+    name it by, unique within the base; ``columns`` is ``[[name, DuckDB type], ...]``."""
+
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="tables")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="tables")
+    name = models.CharField(max_length=80)
+    sheet = models.CharField(max_length=200, blank=True)
+    columns = models.JSONField(default=list)
+    row_count = models.PositiveBigIntegerField(default=0)
+    file = models.FileField(upload_to=_table_upload_to, max_length=300)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["knowledge_base", "name"], name="table_name_per_base")]
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -15,10 +15,12 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.core.files.base import ContentFile
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from .extract import Extracted, Limits
-from .models import Document
+from .models import Document, KnowledgeBase, Table
+from .tabular import TableData
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +77,34 @@ class ChildLimits:
                 max_pages=settings.KB_EXTRACT_MAX_PAGES,
                 max_expanded_bytes=int(settings.KB_EXTRACT_MAX_EXPANDED_MB * 1024 * 1024),
                 max_text_chars=settings.KB_EXTRACT_MAX_TEXT_CHARS,
+                max_table_text_chars=settings.KB_TABLE_TEXT_CHARS,
             ),
         )
 
 
 def run_child(name: str, data: bytes, limits: ChildLimits) -> Extracted | Failure:
-    """Extract ``data`` in a fresh child process under ``limits``; its text, or why not."""
+    """Extract ``data`` in a fresh child process under ``limits``; its text and tables, or why not.
+
+    The bytes go to the child in a memfd (read there as ``/dev/fd/N``, which DuckDB can seek in for Parquet).
+    """
+    fd = os.memfd_create("upload", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        return _run_child(name, fd, limits)
+    finally:
+        os.close(fd)
+
+
+def _run_child(name: str, fd: int, limits: ChildLimits) -> Extracted | Failure:
     header = {
         "name": name,
+        "fd": fd,
         "cpu_seconds": limits.cpu_seconds,
         "memory_mb": limits.memory_mb,
         "max_pages": limits.extract.max_pages,
         "max_expanded_bytes": limits.extract.max_expanded_bytes,
         "max_text_chars": limits.extract.max_text_chars,
+        "max_table_text_chars": limits.extract.max_table_text_chars,
     }
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
     process = subprocess.Popen(
@@ -96,10 +115,11 @@ def run_child(name: str, data: bytes, limits: ChildLimits) -> Extracted | Failur
         env=env,
         cwd="/",
         close_fds=True,
+        pass_fds=(fd,),
         start_new_session=True,
     )
     try:
-        out, err = process.communicate(json.dumps(header).encode() + b"\n" + data, timeout=limits.wall_seconds)
+        out, err = process.communicate(json.dumps(header).encode() + b"\n", timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
         _kill(process)
         process.communicate()
@@ -117,9 +137,19 @@ def run_child(name: str, data: bytes, limits: ChildLimits) -> Extracted | Failur
         log.warning("extraction child of %s exited with %s: %s", name, code, err[-2000:].decode(errors="replace"))
         return Failure(CRASHED, {"exit": code})
     try:
-        result = json.loads(out)
+        line, _, blobs = out.partition(b"\n")
+        result = json.loads(line)
         if result["ok"]:
-            return Extracted(title=str(result["title"]), text=str(result["text"]))
+            tables, at = [], 0
+            for t in result["tables"]:
+                size = int(t["size"])
+                parquet = blobs[at : at + size]
+                if len(parquet) != size:
+                    raise ValueError("a table's Parquet bytes are cut short")
+                at += size
+                columns = tuple((str(c), str(k)) for c, k in t["columns"])
+                tables.append(TableData(str(t["sheet"]), columns, int(t["rows"]), parquet, str(t["text"])))
+            return Extracted(title=str(result["title"]), text=str(result["text"]), tables=tuple(tables))
         return Failure(str(result["code"]), dict(result["params"]))
     except (ValueError, KeyError, TypeError):
         log.warning("extraction child of %s answered no result: %r", name, out[:200])
@@ -146,22 +176,108 @@ def process(document_id: int) -> str | None:
         outcome = Failure(UNREADABLE)
     else:
         outcome = run_child(doc.filename or doc.file.name, data, ChildLimits.from_settings())
-    return _save(document_id, outcome)
+    return save_outcome(document_id, outcome)
 
 
-def _save(document_id: int, outcome: Extracted | Failure) -> str | None:
+def save_outcome(document_id: int, outcome: Extracted | Failure) -> str | None:
+    """Save an extraction's outcome on a processing document: ready with its text and tables, or failed."""
     pending = Document.objects.filter(pk=document_id, status=Document.PROCESSING)
     if isinstance(outcome, Failure):
         status = Document.FAILED
         changed = pending.update(status=status, failure=outcome.code, failure_params=outcome.params)
-    else:
-        status = Document.READY
-        fields: dict[str, Any] = {"status": status, "text": outcome.text, "failure": "", "failure_params": {}}
-        if outcome.title:
-            fields["title"] = outcome.title
-        # Text and status in one statement: the full-text entry and "ready" come together.
-        changed = pending.update(**fields)
+        return status if changed else None
+    if outcome.tables:
+        return _save_tables(document_id, outcome)
+    status = Document.READY
+    fields: dict[str, Any] = {"status": status, "text": outcome.text, "failure": "", "failure_params": {}}
+    if outcome.title:
+        fields["title"] = outcome.title
+    # Text and status in one statement: the full-text entry and "ready" come together.
+    changed = pending.update(**fields)
     return status if changed else None
+
+
+def _ident(text: str) -> str:
+    """Lower-case ASCII letters, digits and underscores: a name a query can use without quotes."""
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
+    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9]+", "_", folded)).strip("_")
+
+
+def table_name(filename: str, sheet: str, taken: set[str]) -> str:
+    """A readable name, unique among ``taken``: the file's name (``factures``), with the sheet (``ventes__feuil1``)."""
+    base = _ident(Path(filename).stem)[:40] or "table"
+    if base[0].isdigit():
+        base = f"t_{base}"
+    if sheet:
+        base = f"{base}__{_ident(sheet)[:30] or 'sheet'}"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _text(names: list[str], tables: tuple[TableData, ...]) -> str:
+    """The document's text: each table's name, columns and row count, then its rows (as the child rendered them)."""
+    parts = []
+    for name, t in zip(names, tables, strict=True):
+        columns = ", ".join(f"{c} ({k})" for c, k in t.columns)
+        sheet = f" (sheet {t.sheet})" if t.sheet else ""
+        parts.append(f"Table {name}{sheet}: {t.row_count} rows; columns: {columns}.\n{t.text}")
+    return "\n\n".join(parts)
+
+
+def _save_tables(document_id: int, outcome: Extracted) -> str | None:
+    """The document ready with its tables: their Parquet files saved first, then the rows in one transaction."""
+    doc = Document.objects.filter(pk=document_id, status=Document.PROCESSING).first()
+    if doc is None:
+        return None
+    storage = Table.file.field.storage
+    files = [
+        storage.save(f"kb/{doc.knowledge_base_id}/tables/{uuid.uuid4().hex}.parquet", ContentFile(t.parquet))
+        for t in outcome.tables
+    ]
+    try:
+        with transaction.atomic():
+            # The base locked (PostgreSQL): two documents of one base extracted at once get different names.
+            list(KnowledgeBase.objects.select_for_update().filter(pk=doc.knowledge_base_id).values_list("pk"))
+            taken = set(Table.objects.filter(knowledge_base_id=doc.knowledge_base_id).values_list("name", flat=True))
+            names = [table_name(doc.filename or doc.title, t.sheet, taken) for t in outcome.tables]
+            fields: dict[str, Any] = {
+                "status": Document.READY,
+                "text": _text(names, outcome.tables),
+                "failure": "",
+                "failure_params": {},
+            }
+            if outcome.title:
+                fields["title"] = outcome.title
+            if not Document.objects.filter(pk=document_id, status=Document.PROCESSING).update(**fields):
+                raise _Gone
+            Table.objects.bulk_create(
+                Table(
+                    knowledge_base_id=doc.knowledge_base_id,
+                    document_id=document_id,
+                    name=name,
+                    sheet=t.sheet[:200],
+                    columns=[list(c) for c in t.columns],
+                    row_count=t.row_count,
+                    file=path,
+                )
+                for name, t, path in zip(names, outcome.tables, files, strict=True)
+            )
+    except BaseException as e:
+        for path in files:
+            storage.delete(path)
+        if isinstance(e, _Gone):
+            return None
+        raise
+    return Document.READY
+
+
+class _Gone(Exception):
+    """The document was deleted, or failed, while it was being extracted."""
 
 
 def fail(document_ids: Iterable[int], code: str, params: dict[str, Any] | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from assistant.engine.sandbox import CodeLimits, KnowledgeExport, Sandbox, code_tools, detect
+from assistant.engine.tables import QueryLimits, TableBackend, TableCatalogue, table_tools
 from assistant.engine.tools import ToolFactory
 from assistant.engine.web import WebConfig, web_tools
 
@@ -40,9 +41,23 @@ def sandbox() -> Sandbox | None:
     return Sandbox(limits, isolation)
 
 
-def tool_factories(knowledge: KnowledgeExport | None) -> list[ToolFactory]:
-    """The factories of a run's toolbox: web tools for scopes with ``web``, run_code for scopes with ``code``."""
+def query_limits() -> QueryLimits:
+    return QueryLimits(
+        max_rows=settings.DATA_QUERY_MAX_ROWS,
+        seconds=settings.DATA_QUERY_SECONDS,
+        memory_mb=settings.DATA_QUERY_MEMORY_MB,
+    )
+
+
+def tool_factories(
+    knowledge: KnowledgeExport | None, tables: tuple[TableBackend, TableCatalogue] | None = None
+) -> list[ToolFactory]:
+    """The factories of a run's toolbox: web tools for scopes with ``web``, run_code for scopes with ``code``,
+    data_tables and data_query for scopes whose knowledge bases hold tables (``tables``: where they are read,
+    and which bases held some when the toolbox was made)."""
     factories: list[ToolFactory] = []
+    if tables is not None:
+        factories.append(table_tools(tables[0], tables[1], query_limits()))
     config = web_config()
     if config is not None:
         factories.append(web_tools(config))

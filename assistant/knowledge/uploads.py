@@ -1,7 +1,8 @@
 """Adding documents to a knowledge base from uploaded files, and removing them or a whole base: all or nothing.
 
-An upload's type and size are checked in the request; its text is extracted afterwards, off the
-request (``processing``): the documents are saved ``processing`` and handed over once committed.
+An upload's type and size are checked in the request; its text (and a CSV's, XLSX's or Parquet file's
+tables) is extracted afterwards, off the request (``processing``): the documents are saved
+``processing`` and handed over once committed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.utils.translation import gettext as _
 
 from . import processing
 from .extract import SUPPORTED, extension
-from .models import Document, KnowledgeBase
+from .models import Document, KnowledgeBase, Table
 
 
 class UploadRefused(Exception):
@@ -87,8 +88,9 @@ def add_documents(kb: KnowledgeBase, uploads: Sequence[UploadedFile]) -> list[Do
 
 
 def delete_document(doc: Document) -> None:
-    """Delete the row, and its file once the deletion is committed."""
-    _delete_with_files(doc, [doc.file.name or ""])
+    """Delete the row (its tables cascade), and its files once the deletion is committed."""
+    tables = list(Table.objects.filter(document=doc).values_list("file", flat=True))
+    _delete_with_files(doc, [doc.file.name or "", *tables])
 
 
 def delete_base(kb: KnowledgeBase) -> int:
@@ -101,7 +103,8 @@ def delete_base(kb: KnowledgeBase) -> int:
         # Locked first (PostgreSQL): an upload under way commits before, or finds the base gone after.
         list(KnowledgeBase.objects.select_for_update().filter(pk=kb.pk).values_list("pk", flat=True))
         paths = list(Document.objects.filter(knowledge_base=kb).values_list("file", flat=True))
-        _delete_with_files(kb, paths)
+        tables = list(Table.objects.filter(knowledge_base=kb).values_list("file", flat=True))
+        _delete_with_files(kb, [*paths, *tables])
     return len(paths)
 
 

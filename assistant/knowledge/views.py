@@ -49,7 +49,7 @@ def _base_context(request: AuthenticatedHttpRequest, kb: KnowledgeBase, error: s
 
     # A document processing for longer than any extraction may take was left by a stopped server.
     fail_stale(settings.KB_EXTRACT_STALE_SECONDS)
-    documents = list(kb.documents.order_by("-created", "-pk"))
+    documents = list(kb.documents.order_by("-created", "-pk").prefetch_related("tables"))
     return {
         "kb": kb,
         "can_manage": is_admin(request.user, kb.organisation),

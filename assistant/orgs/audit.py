@@ -31,6 +31,7 @@ ACTIONS: dict[str, Promise] = {
     "categories.saved": _("changed the budget categories"),
     "budget.raised": _("raised a category budget"),
     "time_zone.saved": _("changed the budgets' time zone"),
+    "landing_watch.saved": _("changed the forced-landing alert threshold"),
     "kb.created": _("created a knowledge base"),
     "kb.updated": _("renamed or edited a knowledge base"),
     "kb.deleted": _("deleted a knowledge base"),

@@ -50,6 +50,14 @@ class Organisation(models.Model):
     )
     # Monthly budgets reset at midnight on the 1st in this time zone.
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    # The usage page alerts when this share of a model's (and profile's) agents in a month ended by forced
+    # landing or budget (seed 000: a rising rate means scopes too wide).
+    forced_landing_alert_percent = models.PositiveSmallIntegerField(
+        default=20,
+        db_default=20,  # rows written by code that predates the field (an old migration's state) get it too
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Alert when this share (%) of a model's agents in a month ended by forced landing or budget.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

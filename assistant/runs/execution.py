@@ -32,6 +32,7 @@ from assistant.engine.errors import RequestRefused
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import LEVELS, RunRequest
 from assistant.engine.runtime import RunContext
+from assistant.engine.tables import TableCatalogue
 from assistant.engine.tools import Toolbox
 from assistant.engine.types import Message as EngineMessage
 from assistant.engine.usage import CostCap, Ledgers, UsageLedger
@@ -51,6 +52,9 @@ Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _tokens: dict[uuid.UUID, CancelToken] = {}
+# Called with the conversation's id once a run has ended and its end is announced, wherever it executed
+# (``queue`` registers the start of the conversation's next queued message).
+_after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 # How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
 
@@ -58,6 +62,12 @@ _executors: dict[str, Executor] = {}
 def register_executor(name: str, executor: Executor) -> None:
     """Execute runs with ``executor`` when ``RUNS_EXECUTOR`` is ``name`` (``workers`` registers ``celery``)."""
     _executors[name] = executor
+
+
+def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+    """Await ``hook(conversation_id)`` after each run ends (in the process that executed it)."""
+    if hook not in _after_run:
+        _after_run.append(hook)
 
 
 def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task[None]:
@@ -97,7 +107,13 @@ async def request_stop(run_id: uuid.UUID) -> bool:
 def _history(run: Run) -> tuple[EngineMessage, ...]:
     """The conversation up to this run's user message, as the main model reads it."""
     request = Message.objects.get(run=run, role="user")
-    prior = Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk).order_by("pk")
+    # The turns before this one in the order their runs started (a queued message's text was saved before the
+    # answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of it.
+    prior = (
+        Message.objects.filter(conversation_id=run.conversation_id, queued=False, run__created__lt=run.created)
+        .exclude(run__replaced_by__isnull=False)
+        .order_by("run__created", "pk")
+    )
     out = [
         EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content)
         for m in prior
@@ -106,14 +122,22 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
     return (*out, EngineMessage.user(request.content))
 
 
-def toolbox_for(organisation_id: int) -> Toolbox:
-    """The tools a run of this organisation can be given (web and code only when configured, its connectors)."""
+def toolbox_for(organisation_id: int, tables: TableCatalogue | None = None) -> Toolbox:
+    """The tools a run of this organisation can be given (web and code only when configured, its connectors; the table tools
+    for the bases ``tables`` lists: none without it, as the composer's and the API's checks of web and code)."""
     knowledge = OrgKnowledge(organisation_id)
+    factories = tool_factories(knowledge, None if tables is None else (knowledge, tables))
     return Toolbox(
         knowledge=knowledge,
-        factories=tool_factories(knowledge),
+        factories=factories,
         connectors=connectors.connector_source(organisation_id),
     )
+
+
+async def run_toolbox(organisation_id: int) -> Toolbox:
+    """A run's toolbox: ``toolbox_for`` with the table tools for the bases that hold tables now."""
+    tables = await sync_to_async(OrgKnowledge(organisation_id).catalogue)()
+    return toolbox_for(organisation_id, tables)
 
 
 def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:
@@ -144,7 +168,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
-        toolbox=toolbox_for(run.organisation_id),
+        toolbox=await run_toolbox(run.organisation_id),
         policy=await sync_to_async(policy_for)(run.organisation, run.api_key),  # reads the settings' rows
         emit=recorder.emit,
         cancel=token,
@@ -169,6 +193,11 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         await recorder.close()
         await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
         await groups.announce_finished(run_id, status)
+        for hook in _after_run:
+            try:
+                await hook(run.conversation_id)
+            except Exception:
+                log.exception("a hook after run %s failed", run_id)
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:

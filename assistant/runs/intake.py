@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
@@ -21,6 +21,7 @@ from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
 from assistant.engine.runtime import RunContext
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message as EngineMessage
+from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
@@ -62,9 +63,16 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     for slug in wanted:
         if slug not in known:
             raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+    document = refused_document(org.pk, ask.resources)
+    if document is not None:
+        raise RequestRefused(document.message)
     connector = connectors.unknown(org.pk, ask.resources)
     if connector is not None:
         raise RequestRefused(f"The connector '{connector}' does not exist or you may not use it.")
+
+
+class Busy(Exception):
+    """The conversation already has a running run: only one runs at a time in a conversation."""
 
 
 def first_call_tokens(
@@ -75,7 +83,9 @@ def first_call_tokens(
     that request cannot fit the main model's window, even with the oldest turns left out."""
     prior: list[EngineMessage] = []
     if conversation is not None:
-        for m in Message.objects.filter(conversation=conversation).order_by("pk"):
+        # As the run will send it: its turns in order, without superseded ones or queued messages.
+        sent = Message.objects.filter(conversation=conversation, queued=False, run__isnull=False)
+        for m in sent.exclude(run__replaced_by__isnull=False).order_by("run__created", "pk"):
             if m.content.strip():
                 prior.append(EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content))
     request = RunRequest(
@@ -98,27 +108,84 @@ def create_run(
     conversation: Conversation | None,
     ask: Ask,
     api_key: ApiKey | None = None,
+    *,
+    queued: Message | None = None,
+    replaces: Run | None = None,
 ) -> Run:
-    """Check the request and admit it against its category's budget, then save the user's message and a running
-    run, together with the reservation of its first call (refused: nothing is saved)."""
+    """Check the request and admit it against its category's budget, then save the user's message (or give the
+    ``queued`` one its run) and a running run, together with the reservation of its first call (refused: nothing is
+    saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration). Raises ``Busy`` when the
+    conversation has a running run (the database's constraint decides)."""
     check(org, ask, api_key)
     books = accounting.accounting()
     category = books.admit(org, ask.category, ask.text, ask.model)
     tokens = first_call_tokens(org, conversation, ask, api_key)
-    with transaction.atomic():
-        if conversation is None:
-            conversation = Conversation.objects.create(organisation=org, user=user, title=ask.text[:80])
-        run = Run.objects.create(
-            conversation=conversation,
-            organisation=org,
-            user=user,
-            model=ask.model,
-            level=ask.level or "",
-            resources=list(ask.resources),
-            category=category,
-            api_key=api_key,
-        )
-        Message.objects.create(conversation=conversation, role="user", content=ask.text, run=run)
-        conversation.save(update_fields=["updated"])
-        books.reserve(org.pk, category, run.pk, tokens)
+    try:
+        with transaction.atomic():
+            if conversation is None:
+                conversation = Conversation.objects.create(organisation=org, user=user, title=ask.text[:80])
+            run = Run.objects.create(
+                conversation=conversation,
+                organisation=org,
+                user=user,
+                model=ask.model,
+                level=ask.level or "",
+                resources=list(ask.resources),
+                category=category,
+                api_key=api_key,
+            )
+            if queued is not None:
+                Message.objects.filter(pk=queued.pk).update(queued=False, run=run, queue_error="")
+            else:
+                Message.objects.create(conversation=conversation, role="user", content=ask.text, run=run)
+            if replaces is not None:
+                # Every earlier version of the turn points at its latest one.
+                Run.objects.filter(replaced_by=replaces).update(replaced_by=run)
+                Run.objects.filter(pk=replaces.pk).update(replaced_by=run)
+            conversation.save(update_fields=["updated"])
+            books.reserve(org.pk, category, run.pk, tokens)
+    except IntegrityError as e:
+        if conversation is not None and Run.objects.filter(conversation=conversation, status="running").exists():
+            raise Busy() from e
+        raise
     return run
+
+
+def choices_of(ask: Ask) -> dict[str, object]:
+    return {"model": ask.model, "level": ask.level or "", "resources": list(ask.resources), "category": ask.category}
+
+
+def ask_of(message: Message) -> Ask:
+    """What a queued message asks, with the choices it was written with."""
+    c = message.choices or {}
+    level = c.get("level") or None
+    return Ask(
+        text=message.content,
+        model=str(c.get("model", "")),
+        level=level if level in LEVELS else None,
+        resources=tuple(str(r) for r in c.get("resources", [])),
+        category=str(c.get("category", "")),
+    )
+
+
+def enqueue(conversation: Conversation, ask: Ask) -> Message:
+    """Keep a message for when the conversation's running run ends (checked now, admitted when it is sent)."""
+    return Message.objects.create(
+        conversation=conversation, role="user", content=ask.text, queued=True, choices=choices_of(ask)
+    )
+
+
+def submit(user: User, org: Organisation, conversation: Conversation | None, ask: Ask) -> Run | Message:
+    """A new message from the page: a running run, or, while the conversation has one (or messages wait before
+    it), a queued message. The check runs first either way, so a queued message is one that can be sent."""
+    check(org, ask)
+    if conversation is not None and (
+        Message.objects.filter(conversation=conversation, queued=True, queue_error="").exists()
+        or Run.objects.filter(conversation=conversation, status="running").exists()
+    ):
+        return enqueue(conversation, ask)
+    try:
+        return create_run(user, org, conversation, ask)
+    except Busy:
+        assert conversation is not None
+        return enqueue(conversation, ask)

@@ -58,10 +58,25 @@ class Run(models.Model):
     cost_eur = models.FloatField(default=0.0)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
+    replaced_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="versions", db_index=True
+    )
+    """Set when the user edited or regenerated this turn: the run that replaced it (the latest version). A superseded
+    run is no longer sent to the model; it stays for its cost, and as a previous version of the turn."""
 
     class Meta:
         db_table = "chat_run"
         ordering = ["created"]
+        constraints = [
+            # One running run per conversation: a second message waits in the queue (``intake.submit``).
+            models.UniqueConstraint(
+                fields=["conversation"], condition=models.Q(status="running"), name="one_running_run_per_conversation"
+            )
+        ]
+
+    @property
+    def superseded(self) -> bool:
+        return self.replaced_by_id is not None
 
     @property
     def is_running(self) -> bool:
@@ -82,6 +97,13 @@ class Message(models.Model):
     content = models.TextField()
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     created = models.DateTimeField(auto_now_add=True)
+    queued = models.BooleanField(default=False, db_index=True)
+    """A user's message written while a run of the conversation was going on: it waits, with ``choices``, and is
+    sent when that run ends (``execution.start_queued``); then it gets its run and is no longer queued."""
+    choices = models.JSONField(default=dict, blank=True)
+    """A queued message's model, level, resources and category."""
+    queue_error = models.TextField(blank=True)
+    """Why a queued message could not be sent when its turn came (it stays, for its writer to see and remove)."""
 
     class Meta:
         db_table = "chat_message"

@@ -89,6 +89,7 @@ def test_a_delegating_request_streamed(live: Live) -> None:
     order: list[tuple[str, str | None]] = []
     text: list[str] = []
     final: dict[str, Any] = {}
+    actions: list[dict[str, Any]] = []
     finish = None
     for chunk in stream:
         assert chunk.object == "chat.completion.chunk"
@@ -107,12 +108,16 @@ def test_a_delegating_request_streamed(live: Live) -> None:
                 assert event["agent"]["id"] == event["agent_id"]
                 assert event["agent"]["model"] == "demo-small"
             if event["type"] == "agent_action":
-                assert event["step"]["action"]["kind"] in ("search", "read")
+                assert event["step"]["action"]["kind"] in ("search", "read", "query")
+                actions.append(event["step"]["action"])
         elif "steps" in extra:
             final = {**extra, "usage": chunk.usage.model_dump() if chunk.usage else None}
     assert finish == "stop"
     assert final["status"] == "ok"
     check_delegation(final)
+    # The invoices agent queried the demo's invoices table: its SQL and row count, as the panel shows them.
+    [query] = [a for a in actions if a["kind"] == "query"]
+    assert query["label"].startswith("SELECT client, SUM(montant) AS total") and query["count"] == 5
 
     # Each agent: started (with its id), acted, finished — all before the answer's last deltas.
     agent_ids = [a["id"] for a in agents_of(final["steps"])]

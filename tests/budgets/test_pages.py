@@ -248,7 +248,10 @@ def test_csv_cells_with_a_formula_after_whitespace_or_a_semicolon_are_kept_as_te
     }
     conversation = Conversation.objects.create(organisation=world.demo, user=world.admin, title="t")
     for model in payloads:
-        Run.objects.create(conversation=conversation, organisation=world.demo, user=world.admin, model=model)
+        # Ended runs: a conversation has one running run at most.
+        Run.objects.create(
+            conversation=conversation, organisation=world.demo, user=world.admin, model=model, status="ok"
+        )
     rows = list(csv.DictReader(io.StringIO(signed_in("demo").get("/settings/usage.csv").content.decode(), newline="")))
     assert sorted(r["model"] for r in rows) == sorted(payloads.values())
 

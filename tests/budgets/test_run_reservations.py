@@ -8,6 +8,7 @@ reservations of its calls in flight. tests/scale kills a real worker with SIGKIL
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -116,7 +117,10 @@ def test_recover_runs_releases_what_the_runs_of_a_stopped_server_held(tworld: Wo
     assert not Reservation.objects.exists() and _in_flight(tworld) == 0
 
 
-def test_a_question_too_long_for_the_main_model_s_window_is_refused_on_the_page_with_the_numbers(world: World) -> None:
+def test_a_question_too_long_for_the_main_model_s_window_is_refused_on_the_page_with_the_numbers(
+    world: World, settings: Any
+) -> None:
+    settings.CHAT_MAX_MESSAGE_CHARS = 1_000_000  # the window's check, not the message limit (32,000 characters)
     question = "Bimbamjob invoices and payments. " * 20_000  # about 165,000 tokens; demo-large's window is 128,000
     response = signed_in("mia").post(
         "/c/new",

@@ -86,7 +86,7 @@ def test_a_refused_message_is_said_next_to_the_composer_and_keeps_the_page_and_t
     assert page.locator("#composer").count() == 1
 
 
-SPENT = {"en": "has reached its monthly budget", "fr": "a atteint son budget mensuel"}
+SPENT = {"en": "what is left cannot take this request", "fr": "ce qui reste ne suffit pas pour cette demande"}
 
 
 def _monthly_tokens(page: Page, slug: str, tokens: str | None = None) -> str:

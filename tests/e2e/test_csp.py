@@ -33,6 +33,8 @@ PAGES = [
     "/kb/new",
     "/tasks/",
     "/tasks/new",
+    "/c/search?q=invoice",
+    "/documents/1/",
     "/v1/docs",
     "/admin/login/",  # the API's OpenAPI pages (Swagger UI as django-ninja ships it, static files)
 ]

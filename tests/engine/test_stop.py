@@ -41,9 +41,9 @@ class RecordingKnowledge(MemoryKnowledge):
         super().__init__({"factures": FACTURES, "contrats": CONTRATS, "annuaire": ANNUAIRE})
         self.log: list[tuple[float, str]] = []
 
-    async def search(self, kb: str, query: str, limit: int) -> tuple[list[Hit], int]:
+    async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         self.log.append((asyncio.get_running_loop().time(), f"search {kb}"))
-        return await super().search(kb, query, limit)
+        return await super().search(kb, query, limit, ids)
 
     async def read(self, ids: Sequence[str]) -> dict[str, Document]:
         self.log.append((asyncio.get_running_loop().time(), f"read {','.join(ids)}"))

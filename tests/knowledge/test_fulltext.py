@@ -82,3 +82,20 @@ async def test_org_knowledge_searches_through_the_index() -> None:
     a, _ = await sync_to_async(two_orgs)()
     hits, total = await OrgKnowledge(a.org.pk).search("factures", RANKING_QUERY, 8)
     assert total == 3 and hits[0].title == "Turbine maintenance schedule"
+
+
+def check_chosen_documents() -> None:
+    """A search given chosen documents (``pks``) ranks among them only; another organisation's pk finds nothing."""
+    a, b = two_orgs()
+    query = "turbine maintenance"
+    hits, total = search(a.org.pk, "factures", query, 8)
+    assert total >= 2
+    kept = int(hits[1].id[4:])
+    assert search(a.org.pk, "factures", query, 8, [kept]) == ([hits[1]], 1)
+    theirs = [d.pk for d in b.docs]
+    assert search(a.org.pk, "factures", query, 8, theirs) == ([], 0)
+    assert search(a.org.pk, "factures", query, 8, []) == ([], 0)
+
+
+def test_a_search_of_chosen_documents_sees_only_them() -> None:
+    check_chosen_documents()

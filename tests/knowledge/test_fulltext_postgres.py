@@ -104,3 +104,9 @@ def test_an_admin_deleting_a_base_on_its_page_takes_its_files_and_index_entries(
     assert not ids & (fts_rowids("wallaby") | fts_rowids("turbine"))
     assert search(a.org.pk, "factures", "wallaby", 8) == ([], 0)
     assert search(b.org.pk, "factures", RANKING_QUERY, 8)[1] == 1
+
+
+def test_a_search_of_chosen_documents_sees_only_them() -> None:
+    from test_fulltext import check_chosen_documents
+
+    check_chosen_documents()

@@ -169,7 +169,7 @@ async def run_scripted(
     ctx = RunContext(
         catalogue=catalogue,
         models=lambda model_id: models[model_id],
-        toolbox=execution.toolbox_for(org.pk),
+        toolbox=await execution.run_toolbox(org.pk),
         policy=await sync_to_async(policy_for)(org),
         emit=emit,
     )

@@ -4,7 +4,7 @@ from django import template
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.utils import formats
 
-from assistant.budgets.models import BudgetAlert
+from assistant.budgets.models import BudgetAlert, LandingAlert
 from assistant.orgs.models import Membership
 
 register = template.Library()
@@ -12,13 +12,16 @@ register = template.Library()
 
 @register.filter
 def open_budget_alerts(user: AbstractBaseUser | AnonymousUser) -> int:
-    """Budget alerts of the user's organisation that no admin has marked as seen (0 for a member)."""
+    """Budget and forced-landing alerts of the user's organisation that no admin has marked as seen (0 for a
+    member)."""
     if not user.is_authenticated:
         return 0
     first = Membership.objects.filter(user__pk=user.pk).order_by("pk").first()
     if first is None or first.role != "admin":
         return 0
-    return BudgetAlert.objects.filter(category__organisation_id=first.organisation_id, seen__isnull=True).count()
+    org_id = first.organisation_id
+    budgets = BudgetAlert.objects.filter(category__organisation_id=org_id, seen__isnull=True).count()
+    return budgets + LandingAlert.objects.filter(organisation_id=org_id, seen__isnull=True).count()
 
 
 @register.filter

@@ -25,7 +25,8 @@ def eur(value: float) -> str:
 
 @register.filter
 def action_text(action: dict[str, Any]) -> str:
-    """One action in the reader's words: a search with its query and count, a read with its titles."""
+    """One action in the reader's words: a search with its query and count, a read with its titles, a query
+    (``data_query``) with its SQL and row count."""
     # A filter rather than an included template: the agents' block is rendered at each of their steps.
     if action.get("kind") == "search":
         n = int(action.get("count") or 0)
@@ -39,4 +40,17 @@ def action_text(action: dict[str, Any]) -> str:
         return gettext("Fetch: %(address)s") % {"address": action.get("label", "")}
     if action.get("kind") == "code":
         return gettext("Code: %(line)s") % {"line": action.get("label", "")}
+    if action.get("kind") == "query":
+        n = int(action.get("count") or 0)
+        return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {
+            "sql": action.get("label", ""),
+            "n": n,
+        }
     return str(action.get("label", ""))
+
+
+@register.filter
+def document_pk(source_id: str) -> int | None:
+    """The database id of a knowledge-base document's source id (``doc-12`` → 12); None for anything else."""
+    head, _, tail = str(source_id).partition("-")
+    return int(tail) if head == "doc" and tail.isdigit() else None

@@ -3,8 +3,10 @@
 It does not understand language. It follows a fixed procedure that exercises every feature: with
 the ``agents`` tool it delegates one agent per knowledge base in parallel; its agents search, read
 several documents in one turn and end through ``submit_result`` (or land when forced); without
-agents it searches and reads itself; it then writes an answer citing what was read. Text streams
-word by word at a configurable pace so live progress can be watched.
+agents it searches and reads itself; when its knowledge bases hold tables (``data_query`` is offered),
+it totals the first numeric column of the first table by its first text column, in the round where it
+reads; it then writes an answer citing what was read. Text streams word by word at a configurable pace
+so live progress can be watched.
 """
 
 from __future__ import annotations
@@ -139,6 +141,35 @@ def _connector_source(tool: str) -> str:
     return f"mcp:{name}/{rest}"
 
 
+def _demo_sql(request: ModelRequest) -> str | None:
+    """The demo's query over the first table the ``data_query`` description lists, as ``name(column TYPE, ...)``:
+    the first numeric column summed by the first text column (or the rows counted)."""
+    spec = _spec(request, "data_query")
+    if spec is None:
+        return None
+    listed = spec.description.split("Tables, with their columns: ", 1)[-1]
+    match = re.match(r"(\w+)\(([^()]*)\)", listed)
+    if match is None:
+        return None
+    table = match.group(1)
+    columns = [c.strip().rsplit(" ", 1) for c in match.group(2).split(",") if " " in c.strip()]
+    text = next((name for name, kind in columns if kind == "VARCHAR"), None)
+    number = next((name for name, kind in columns if kind in _NUMERIC), None)
+    if text is None:
+        return f"SELECT COUNT(*) AS lignes FROM {table}"
+    if number is None:
+        return f"SELECT {text}, COUNT(*) AS lignes FROM {table} GROUP BY {text} ORDER BY lignes DESC"
+    return f"SELECT {text}, SUM({number}) AS total, COUNT(*) AS lignes FROM {table} GROUP BY {text} ORDER BY total DESC"
+
+
+_NUMERIC = frozenset({"DOUBLE", "BIGINT", "INTEGER", "DECIMAL", "FLOAT", "HUGEINT", "SMALLINT"})
+
+
+def _queried(messages: tuple[Message, ...]) -> list[str]:
+    """What the demo's queries returned, in words: the table each one gave, with its row count."""
+    return [f"{q['row_count']} rows:\n\n{q['table']}" for q in _tool_results(messages, "data_query") if "table" in q]
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
 
@@ -209,10 +240,16 @@ class DemoModel(Model):
             return ModelResponse(tool_calls=calls)
         connector_lines = _connector_data(messages)
         hit_ids = [h["id"] for s in searches for h in s.get("hits", [])[:3]]
-        if not forced and hit_ids and not reads:
-            return ModelResponse(tool_calls=[self._call("kb_read", {"ids": hit_ids}, 0)])
+        sql = _demo_sql(request)
+        queried = bool([m for m in messages if m.role == "tool" and m.name == "data_query"])
+        if not forced and ((hit_ids and not reads) or (sql and not queried)):
+            calls = [self._call("kb_read", {"ids": hit_ids}, 0)] if hit_ids and not reads else []
+            if sql and not queried:
+                calls.append(self._call("data_query", {"sql": sql}, len(calls)))
+            return ModelResponse(tool_calls=calls)
         findings = [f"{s} [{d['id']}]" for d in reads for s in _extract(d, words)]
         findings += [f"{line} [{_connector_source(tool)}]" for tool, line in connector_lines]
+        findings += [f"The query `{sql}` gave {q}" for q in _queried(messages)]
         if not findings and searches:
             findings = [f"{h['title']}: {h['snippet']} [{h['id']}]" for s in searches for h in s.get("hits", [])[:3]]
         found_text = " ".join(findings).lower()
@@ -271,10 +308,19 @@ class DemoModel(Model):
                 kbs = _enum(search, "properties", "kb")
                 calls = [self._call("kb_search", {"query": " ".join(words), "kb": kb}, i) for i, kb in enumerate(kbs)]
                 return ModelResponse(text="Let me search the knowledge bases.", tool_calls=calls)
-        if last.role == "tool" and last.name == "kb_search" and request.tools:
+        if (
+            last.role == "tool"
+            and request.tools
+            and not [m for m in messages if m.role == "tool" and m.name != "kb_search"]
+        ):
+            # The round after the searches: read the hits, and query the tables when there are some.
             ids = [h["id"] for s in _tool_results(messages, "kb_search") for h in s.get("hits", [])[:3]]
-            if ids:
-                return ModelResponse(tool_calls=[self._call("kb_read", {"ids": ids}, 0)])
+            calls = [self._call("kb_read", {"ids": ids}, 0)] if ids else []
+            sql = _demo_sql(request)
+            if sql:
+                calls.append(self._call("data_query", {"sql": sql}, len(calls)))
+            if calls:
+                return ModelResponse(tool_calls=calls)
             connectors = _connector_tools(request)
             if connectors:
                 calls = [
@@ -287,10 +333,11 @@ class DemoModel(Model):
         delegated = [a for r in _tool_results(messages, "agents") for a in r.get("agents", []) if a]
         reads = [d for r in _tool_results(messages, "kb_read") for d in r.get("documents", [])]
         connector_lines = _connector_data(messages)
-        if not delegated and not reads and connector_lines:
+        queried = _queried(messages)
+        if not delegated and not reads and not queried and connector_lines:
             lines = [f"- {line} [{_connector_source(tool)}]" for tool, line in connector_lines]
             return "Here is what the connectors returned.\n\n" + "\n".join(lines) + "\n\n" + DEMO_FOOTER
-        if not delegated and not reads:
+        if not delegated and not reads and not queried:
             if _tool_results(messages, "kb_search"):
                 return "I found no document matching your question in the knowledge bases.\n\n" + DEMO_FOOTER
             topic = ", ".join(words) if words else "your message"
@@ -315,5 +362,7 @@ class DemoModel(Model):
         if reads:
             lines = [f"- {s} [{d['id']}]" for d in reads for s in _extract(d, words, 1)]
             parts.append("\n".join(lines))
+        for result in queried:
+            parts.append(f"**From the tables** ({result.split(':', 1)[0]}):\n\n{result.split(':', 1)[1].strip()}")
         parts.append(DEMO_FOOTER)
         return "\n\n".join(parts)

@@ -1,17 +1,26 @@
-"""Load the demo organisation, user and knowledge bases. Idempotent: running it twice changes nothing."""
+"""Load the demo organisation, user and knowledge bases. Idempotent: running it twice changes nothing.
+
+The invoices base also holds a table: ``demo/factures.csv``, a French export (``;``, decimal commas,
+dd/mm/yyyy dates) of 2024's invoices, extracted as an upload is (``data_query`` reads it).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from assistant.budgets.models import Category
+from assistant.knowledge import processing
+from assistant.knowledge.extract import extract
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
 
+TABLES = {"factures": [Path(__file__).with_name("demo") / "factures.csv"]}
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
 
@@ -149,6 +158,8 @@ class Command(BaseCommand):
             )
             for title, text in documents:
                 Document.objects.update_or_create(knowledge_base=kb, title=title, defaults={"text": text})
+            for path in TABLES.get(slug, []):
+                _add_table(kb, path)
         # Created once: what an admin changes afterwards (budgets, the default) stays.
         has_default = Category.objects.filter(organisation=org, is_default=True).exists()
         for position, (slug, name, share) in enumerate(CATEGORIES):
@@ -163,3 +174,16 @@ class Command(BaseCommand):
                 },
             )
         self.stdout.write(f"Demo data ready: organisation '{org.slug}', user '{DEMO_USERNAME}' / '{DEMO_PASSWORD}'.")
+
+
+def _add_table(kb: KnowledgeBase, path: Path) -> None:
+    """The file as an upload of the base, once: saved, then extracted here (the file is ours, no child needed)."""
+    if Document.objects.filter(knowledge_base=kb, filename=path.name).exists():
+        return
+    data = path.read_bytes()
+    doc = Document(
+        knowledge_base=kb, title=path.stem, text="", filename=path.name, size=len(data), status=Document.PROCESSING
+    )
+    doc.file.save(path.name, ContentFile(data), save=False)
+    doc.save()
+    processing.save_outcome(doc.pk, extract(path.name, data))

@@ -1,0 +1,240 @@
+"""Forced landings watched: the share of agents that ended by forced landing or budget, per model and profile.
+
+Seed 000: a rising rate of forced landings means scopes too wide. An agent *landed* when it ended
+``interrupted`` (its budget, or its output cut at the cap) or on its forced landing round
+(``AgentFinished.forced_landing``). The usage page shows each model and profile's share over the month with
+its trend against the month before; ``check`` records (and emails) a ``LandingAlert`` once a month for a line
+whose share passes the organisation's threshold (``Organisation.forced_landing_alert_percent``) over at least
+``MIN_AGENTS`` agents. ``check`` runs when a run with agents ends (``on_run_saved``, connected in ``apps``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import translation
+from django.utils.translation import gettext as _
+
+from assistant.engine.events import AgentFinished, AgentStarted, event_from_dict
+from assistant.orgs.models import Organisation
+from assistant.runs.models import Run, Step
+
+from .models import LandingAlert
+from .months import month_bounds, month_of, previous_month, zone
+
+log = logging.getLogger(__name__)
+
+MIN_AGENTS = 20
+"""Below this many agents of a line in a month, its share says too little to alert on."""
+
+
+def landed(event: AgentFinished) -> bool:
+    """The agent ended by forced landing or budget."""
+    return event.status == "interrupted" or event.forced_landing
+
+
+@dataclass(slots=True)
+class LandingLine:
+    """One model and profile's agents over a month, and over the month before."""
+
+    model: str
+    profile: str
+    agents: int = 0
+    landed: int = 0
+    previous_agents: int = 0
+    previous_landed: int = 0
+
+    @property
+    def percent(self) -> float | None:
+        return 100.0 * self.landed / self.agents if self.agents else None
+
+    @property
+    def previous_percent(self) -> float | None:
+        return 100.0 * self.previous_landed / self.previous_agents if self.previous_agents else None
+
+    @property
+    def trend_points(self) -> float | None:
+        """How many percentage points the share moved since last month (None without both months)."""
+        now, before = self.percent, self.previous_percent
+        return None if now is None or before is None else now - before
+
+    @property
+    def share_text(self) -> str:
+        """``24 % (↑ 9 pts)``: the month's share and its move since last month."""
+        if self.percent is None:
+            return "—"
+        share = _("%(percent)s %%") % {"percent": f"{self.percent:.0f}"}
+        points = self.trend_points
+        if points is None:
+            return _("%(share)s (no agent last month)") % {"share": share}
+        rounded = round(points)
+        if rounded == 0:
+            return _("%(share)s (= last month)") % {"share": share}
+        arrow = "↑" if rounded > 0 else "↓"
+        return _("%(share)s (%(arrow)s %(points)s pts)") % {"share": share, "arrow": arrow, "points": abs(rounded)}
+
+    def alerts_at(self, threshold: int) -> bool:
+        return self.agents >= MIN_AGENTS and self.percent is not None and self.percent >= threshold
+
+
+def finished_agents(steps: QuerySet[Step]) -> Iterator[tuple[Any, str, AgentFinished]]:
+    """``(run id, profile, AgentFinished)`` for each agent that ended among ``steps``, read as typed events."""
+    profiles: dict[tuple[Any, str], str] = {}
+    rows = steps.filter(kind__in=["agent_started", "agent_finished"]).order_by("run_id", "seq")
+    for s in rows.only("run_id", "seq", "kind", "agent_id", "data"):
+        event = event_from_dict(s.data)
+        if isinstance(event, AgentStarted):
+            profiles[(s.run_id, event.agent_id)] = event.profile or ""
+        elif isinstance(event, AgentFinished):
+            yield s.run_id, profiles.get((s.run_id, event.agent_id), ""), event
+
+
+def _count(lines: dict[tuple[str, str], LandingLine], steps: QuerySet[Step], previous: bool) -> None:
+    for _run, profile, event in finished_agents(steps):
+        line = lines.setdefault((event.model, profile), LandingLine(event.model, profile))
+        if previous:
+            line.previous_agents += 1
+            line.previous_landed += landed(event)
+        else:
+            line.agents += 1
+            line.landed += landed(event)
+
+
+def _month_steps(org: Organisation, month: date) -> QuerySet[Step]:
+    start, end = month_bounds(month, zone(org.time_zone))
+    return Step.objects.filter(run__organisation=org, run__created__gte=start, run__created__lt=end)
+
+
+def landing_lines(org: Organisation, month: date) -> list[LandingLine]:
+    """Each model and profile whose agents ran this month, with last month's figures for the trend."""
+    lines: dict[tuple[str, str], LandingLine] = {}
+    _count(lines, _month_steps(org, month), previous=False)
+    _count(lines, _month_steps(org, previous_month(month)), previous=True)
+    return [lines[k] for k in sorted(lines) if lines[k].agents]
+
+
+def landed_per_run(runs: Iterable[Run]) -> dict[Any, int]:
+    """How many of each run's agents ended by forced landing or budget (the usage CSV's column)."""
+    counts: dict[Any, int] = defaultdict(int)
+    for run_id, _profile, event in finished_agents(Step.objects.filter(run__in=[r.pk for r in runs])):
+        counts[run_id] += landed(event)
+    return counts
+
+
+# Alerts -------------------------------------------------------------------------------------------
+
+
+def check(org: Organisation, month: date) -> list[LandingAlert]:
+    """Record (and email) each line of the month past the organisation's threshold over enough agents, once."""
+    threshold = org.forced_landing_alert_percent
+    due = [line for line in landing_lines(org, month) if line.alerts_at(threshold)]
+    if not due:
+        return []
+    known = set(LandingAlert.objects.filter(organisation=org, month=month).values_list("model", "profile"))
+    alerts = []
+    for line in due:
+        if (line.model, line.profile) in known:
+            continue
+        try:
+            with transaction.atomic():
+                alerts.append(
+                    LandingAlert.objects.create(
+                        organisation=org,
+                        month=month,
+                        model=line.model,
+                        profile=line.profile,
+                        agents=line.agents,
+                        landed=line.landed,
+                        threshold=threshold,
+                    )
+                )
+        except IntegrityError:
+            pass  # another run's end recorded this line first: it is sent once
+    if alerts:
+        _email(org, alerts)
+    return alerts
+
+
+def _email(org: Organisation, alerts: list[LandingAlert]) -> None:
+    recipients = sorted(
+        {
+            email
+            for email in get_user_model()
+            .objects.filter(memberships__organisation=org, memberships__role="admin", is_active=True)
+            .values_list("email", flat=True)
+            if email
+        }
+    )
+    if not recipients:
+        return
+    # The site's language: the email answers no one's request.
+    with translation.override(settings.LANGUAGE_CODE):
+        subject = _("%(org)s: agents end by forced landing or budget more often than %(threshold)s %%") % {
+            "org": org.name,
+            "threshold": alerts[0].threshold,
+        }
+        lines = [
+            _("- %(model)s%(profile)s: %(landed)s of %(agents)s agents this month (%(percent)s %%)")
+            % {
+                "model": a.model,
+                "profile": _(", profile “%(name)s”") % {"name": a.profile} if a.profile else "",
+                "landed": a.landed,
+                "agents": a.agents,
+                "percent": f"{a.percent:.0f}",
+            }
+            for a in alerts
+        ]
+        body = (
+            _(
+                "In %(org)s, these agents ended by forced landing or budget (interrupted) more often than the "
+                "threshold of %(threshold)s %%:"
+            )
+            % {"org": org.name, "threshold": alerts[0].threshold}
+            + "\n"
+            + "\n".join(lines)
+            + "\n"
+            + _(
+                "A rising rate of forced landings means scopes too wide: give these agents narrower resources or "
+                "more precise instructions. The usage page shows the share per model and profile.\n"
+            )
+        )
+    try:
+        send_mail(subject, body, None, recipients)
+    except Exception:
+        # A mail server that is down must not fail the run that crossed the threshold.
+        log.exception("could not email the forced-landing alert of organisation %s", org.pk)
+        return
+    LandingAlert.objects.filter(pk__in=[a.pk for a in alerts]).update(emailed_to=recipients)
+
+
+def open_alerts(org: Organisation) -> QuerySet[LandingAlert]:
+    """Forced-landing alerts no admin has marked as seen yet."""
+    return LandingAlert.objects.filter(organisation=org, seen__isnull=True)
+
+
+def _check_run(run_id: Any) -> None:
+    run = Run.objects.select_related("organisation").filter(pk=run_id).first()
+    if run is None:
+        return
+    org = run.organisation
+    check(org, month_of(run.created, zone(org.time_zone)))
+
+
+def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:
+    """A run with agents ended: check its month's shares once its save is committed (never failing the save)."""
+    if created or instance.is_running or (update_fields is not None and "status" not in update_fields):
+        return
+    if not Step.objects.filter(run_id=instance.pk, kind="agent_finished").exists():
+        return
+    run_id = instance.pk
+    transaction.on_commit(lambda: _check_run(run_id), robust=True)

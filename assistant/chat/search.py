@@ -1,0 +1,167 @@
+"""Searching one's conversations, full text over their titles and messages, as the knowledge search does it
+(``knowledge.fulltext``): an FTS5 table over ``chat_conversationtext`` on SQLite (external content, kept in sync by
+triggers, accents folded, ranked by ``bm25()`` with the title above the text), a weighted ``tsvector`` with a GIN
+index on PostgreSQL (``simple`` configuration, ``ts_rank``, ``ts_headline``). Every query word matches as a prefix.
+
+``ConversationText`` is kept in step by ``index`` (a message saved, a conversation renamed: the receivers below)
+and loses a deleted conversation's row (``unindex``, from ``deletion.erase``). Results are the owner's only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from assistant.knowledge.fulltext import CONFIG, query_terms
+from assistant.runs.models import Conversation, Message
+
+from .models import ConversationText
+
+FTS_TABLE = "chat_conversationtext_fts"
+INDEX_NAME = "chat_conversationtext_fts"
+LIMIT = 20
+OPEN, CLOSE = "\x02", "\x03"  # highlight marks, turned into <mark> once the snippet is escaped
+
+SQLITE_TABLE = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(title, body, content='chat_conversationtext', "
+    "content_rowid='conversation_id', tokenize='unicode61 remove_diacritics 2')"
+)
+SQLITE_TRIGGERS = {
+    f"{FTS_TABLE}_ai": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ai AFTER INSERT ON chat_conversationtext BEGIN
+  INSERT INTO {FTS_TABLE}(rowid, title, body) VALUES (new.conversation_id, new.title, new.body);
+END""",
+    f"{FTS_TABLE}_ad": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ad AFTER DELETE ON chat_conversationtext BEGIN
+  INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, title, body) VALUES ('delete', old.conversation_id, old.title, old.body);
+END""",
+    f"{FTS_TABLE}_au": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_au AFTER UPDATE ON chat_conversationtext BEGIN
+  INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, title, body) VALUES ('delete', old.conversation_id, old.title, old.body);
+  INSERT INTO {FTS_TABLE}(rowid, title, body) VALUES (new.conversation_id, new.title, new.body);
+END""",
+}
+
+
+def ensure_sqlite(conn: BaseDatabaseWrapper) -> None:
+    with conn.cursor() as cursor:
+        cursor.execute(SQLITE_TABLE)
+        for sql in SQLITE_TRIGGERS.values():
+            cursor.execute(sql)
+        cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+
+
+def drop_sqlite(conn: BaseDatabaseWrapper) -> None:
+    with conn.cursor() as cursor:
+        for name in SQLITE_TRIGGERS:
+            cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+        cursor.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+
+
+def pg_vector() -> Any:
+    from django.contrib.postgres.search import SearchVector
+
+    return SearchVector("title", weight="A", config=CONFIG) + SearchVector("body", weight="B", config=CONFIG)
+
+
+def pg_index() -> Any:
+    from django.contrib.postgres.indexes import GinIndex
+
+    return GinIndex(pg_vector(), name=INDEX_NAME)
+
+
+def index(conversation_id: int) -> None:
+    """Rewrite a conversation's searchable text from its title and messages (a deleted one has none)."""
+    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).first()
+    if conversation is None:
+        unindex(conversation_id)
+        return
+    body = "\n\n".join(Message.objects.filter(conversation_id=conversation_id).values_list("content", flat=True))
+    ConversationText.objects.update_or_create(
+        conversation_id=conversation_id, defaults={"title": conversation.title, "body": body}
+    )
+
+
+def unindex(conversation_id: int) -> None:
+    ConversationText.objects.filter(conversation_id=conversation_id).delete()
+
+
+@dataclass(frozen=True)
+class Result:
+    conversation_id: int
+    title: str
+    snippet: SafeString
+
+
+def _snippet(raw: str) -> SafeString:
+    return mark_safe(escape(raw or "").replace(OPEN, "<mark>").replace(CLOSE, "</mark>"))
+
+
+def search(organisation_id: int, user_id: int, query: str, limit: int = LIMIT) -> list[Result]:
+    """The user's own conversations (in this organisation, not deleted) matching ``query``, best first."""
+    if connection.vendor == "postgresql":
+        return _search_postgresql(organisation_id, user_id, query, limit)
+    if connection.vendor == "sqlite":
+        return _search_sqlite(organisation_id, user_id, query, limit)
+    raise NotImplementedError(f"No full-text search for the {connection.vendor} database.")
+
+
+def _search_sqlite(organisation_id: int, user_id: int, query: str, limit: int) -> list[Result]:
+    terms = query_terms(query, fold=True)
+    if not terms:
+        return []
+    match = " OR ".join(f'"{t}"*' if len(t) > 2 else f'"{t}"' for t in terms)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT c.id, c.title, snippet({FTS_TABLE}, 1, %s, %s, '…', 16), bm25({FTS_TABLE}, 5.0, 1.0) AS rank
+            FROM {FTS_TABLE} JOIN chat_conversation c ON c.id = {FTS_TABLE}.rowid
+            WHERE {FTS_TABLE} MATCH %s AND c.organisation_id = %s AND c.user_id = %s AND c.deleted IS NULL
+            ORDER BY rank, c.id DESC LIMIT %s""",
+            [OPEN, CLOSE, match, organisation_id, user_id, limit],
+        )
+        rows = cursor.fetchall()
+    return [Result(pk, title, _snippet(snippet)) for pk, title, snippet, _rank in rows]
+
+
+def _search_postgresql(organisation_id: int, user_id: int, query: str, limit: int) -> list[Result]:
+    from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
+
+    terms = query_terms(query, fold=False)
+    if not terms:
+        return []
+    tsquery = SearchQuery(" | ".join(f"'{t}':*" for t in terms), search_type="raw", config=CONFIG)
+    vector = pg_vector()
+    rows = (
+        ConversationText.objects.filter(
+            conversation__organisation_id=organisation_id,
+            conversation__user_id=user_id,
+            conversation__deleted__isnull=True,
+        )
+        .annotate(document=vector)
+        .filter(document=tsquery)
+        .annotate(
+            rank=SearchRank(vector, tsquery),
+            snippet=SearchHeadline(
+                "body", tsquery, config=CONFIG, start_sel=OPEN, stop_sel=CLOSE, max_words=20, min_words=8
+            ),
+        )
+        .order_by("-rank", "-conversation_id")
+        .values_list("conversation_id", "conversation__title", "snippet")[:limit]
+    )
+    return [Result(pk, title, _snippet(snippet)) for pk, title, snippet in rows]
+
+
+@receiver(post_save, sender=Message, dispatch_uid="chat.search.message_saved")
+def _message_saved(sender: type[Message], instance: Message, **kwargs: Any) -> None:
+    index(instance.conversation_id)
+
+
+@receiver(post_save, sender=Conversation, dispatch_uid="chat.search.conversation_saved")
+def _conversation_saved(sender: type[Conversation], instance: Conversation, **kwargs: Any) -> None:
+    if kwargs.get("update_fields") == frozenset({"updated"}):
+        return  # activity, not a new title: its messages index themselves
+    index(instance.pk)

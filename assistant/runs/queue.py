@@ -1,0 +1,61 @@
+"""The queue of a conversation: one run at a time, the messages written meanwhile sent in order as each run ends.
+
+A message written while its conversation has a running run is kept as a queued ``Message`` (``intake.submit``); the
+database allows one running run per conversation (a partial unique constraint), so two tabs or two processes
+posting at once cannot start two. When a run ends, wherever it executed (the web server's loop, a Celery worker),
+``execution``'s after-run hook calls ``start_queued``: the oldest queued message gets its run, which is announced
+and launched as a new one would be.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import sync_to_async
+
+from assistant.engine.errors import RequestRefused
+
+from . import execution, groups, intake
+from .models import Conversation, Message, Run
+
+log = logging.getLogger(__name__)
+
+
+def next_queued(conversation_id: int) -> Run | None:
+    """Send the conversation's oldest queued message, if no run is going on: its run, or None. A message that can
+    no longer be sent (its model withdrawn, its budget spent) keeps the reason, and the next one is tried."""
+    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).first()
+    if conversation is None:
+        return None
+    while True:
+        if Run.objects.filter(conversation_id=conversation_id, status="running").exists():
+            return None
+        message = (
+            Message.objects.filter(conversation_id=conversation_id, queued=True, queue_error="").order_by("pk").first()
+        )
+        if message is None:
+            return None
+        try:
+            return intake.create_run(
+                conversation.user, conversation.organisation, conversation, intake.ask_of(message), queued=message
+            )
+        except intake.Busy:
+            return None  # another process started one meanwhile: its end sends this message
+        except RequestRefused as e:
+            Message.objects.filter(pk=message.pk).update(queue_error=str(e) or "refused")
+
+
+async def start_queued(conversation_id: int) -> None:
+    """After a run ends (or when its page opens): start the conversation's next queued message, if any. Never
+    raises: a failure is logged, the message stays queued."""
+    try:
+        run = await sync_to_async(next_queued)(conversation_id)
+        if run is None:
+            return
+        await groups.announce_started(run)
+        execution.launch(run.pk)
+    except Exception:
+        log.exception("could not send the queued message of conversation %s", conversation_id)
+
+
+execution.after_run(start_queued)

@@ -1,0 +1,236 @@
+"""Forced landings watched: the usage page's share of agents that ended by forced landing or budget, per model and
+profile, with its trend; an alert (page and e-mail) once a month past the admin's threshold over at least 20 agents;
+the CSV's column. Runs are saved as executed runs save them: their steps through the recorder, then their end."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from budgets_support import World, signed_in
+from django.contrib.auth import get_user_model
+from django.core import mail
+from django.utils import timezone
+
+from assistant.budgets.landings import MIN_AGENTS
+from assistant.budgets.models import LandingAlert
+from assistant.budgets.months import month_bounds, month_of, previous_month, zone
+from assistant.engine.events import AgentFinished, AgentStarted
+from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Run
+from assistant.runs.recorder import Recorder
+
+Agent = tuple[str, str, str, bool]
+"""(model, profile, status, forced_landing)"""
+
+OK: Agent = ("demo-small", "", "ok", False)
+BUDGET: Agent = ("demo-small", "", "interrupted", False)
+FORCED_ERROR: Agent = ("demo-small", "", "error", True)
+
+
+def saved_run(org: Organisation, agents: Sequence[Agent], created: datetime | None = None) -> Run:
+    """A run whose agents' steps go through the recorder, then that ends as an executed run does."""
+    user = get_user_model().objects.filter(memberships__organisation=org).first()
+    conversation = Conversation.objects.create(organisation=org, user=user, title="t")
+    run = Run.objects.create(conversation=conversation, organisation=org, user=user, model="demo-large")
+    if created is not None:
+        Run.objects.filter(pk=run.pk).update(created=created)
+
+    async def record() -> None:
+        recorder = Recorder(run.pk)
+        for i, (model, profile, status, forced) in enumerate(agents, 1):
+            agent_id = f"agent-{i}"
+            await recorder.emit(
+                AgentStarted(
+                    agent_id=agent_id,
+                    instruction="Find the invoices.",
+                    model=model,
+                    model_label=model,
+                    resources=("kb:factures",),
+                    profile=profile or None,
+                    max_rounds=5,
+                )
+            )
+            await recorder.emit(
+                AgentFinished(
+                    agent_id=agent_id,
+                    model=model,
+                    status=status,  # type: ignore[arg-type]
+                    reason="round budget reached" if status == "interrupted" else "",
+                    rounds=5,
+                    seconds=1.0,
+                    cost_eur=0.001,
+                    usage={},
+                    report="Found.",
+                    forced_landing=forced,
+                )
+            )
+        await recorder.close()
+
+    async_to_sync(record)()
+    run.refresh_from_db()
+    run.status, run.finished = "ok", timezone.now()
+    run.save()
+    return run
+
+
+def last_month(org: Organisation) -> datetime:
+    tz = zone(org.time_zone)
+    return month_bounds(previous_month(month_of(timezone.now(), tz)), tz)[0] + timedelta(days=10)
+
+
+def usage_page(username: str = "demo") -> str:
+    return html.unescape(signed_in(username).get("/settings/usage/").content.decode())
+
+
+def landings_section(page: str) -> str:
+    return page.split('<section id="landings"')[1].split("</section>")[0]
+
+
+def test_the_usage_page_shows_each_model_and_profiles_share_and_its_trend(world: World) -> None:
+    before = last_month(world.demo)
+    saved_run(world.demo, [OK] * 9 + [BUDGET], created=before)  # last month: 10 %
+    saved_run(world.demo, [OK] * 4 + [BUDGET, BUDGET])
+    saved_run(world.demo, [OK] * 3 + [FORCED_ERROR])  # this month: 3 of 10, 30 %
+    saved_run(
+        world.demo, [("demo-small", "verifier", "ok", False)] * 3 + [("demo-small", "verifier", "interrupted", True)]
+    )
+    saved_run(world.demo, [("demo-large", "", "ok", False)] * 2)
+    saved_run(world.other, [BUDGET] * 5)  # another organisation's agents are not counted
+
+    section = landings_section(usage_page())
+    rows = [r.split("</tr>")[0] for r in section.split("<tr")[2:]]
+    assert rows == [
+        '><td>demo-large</td><td>—</td><td>2</td><td>0</td><td class="share">0 % (no agent last month)</td>',
+        '><td>demo-small</td><td>—</td><td>10</td><td>3</td><td class="share">30 % (↑ 20 pts)</td>',
+        '><td>demo-small</td><td>verifier</td><td>4</td><td>1</td><td class="share">25 % (no agent last month)</td>',
+    ]
+    # Last month's page: its own share, against the month before it (which had none).
+    month = previous_month(month_of(timezone.now(), zone(world.demo.time_zone)))
+    page = html.unescape(signed_in("demo").get(f"/settings/usage/?month={month:%Y-%m}").content.decode())
+    assert "10 % (no agent last month)" in landings_section(page)
+    theirs = landings_section(usage_page("mallory"))
+    assert "<td>demo-small</td><td>—</td><td>5</td><td>5</td>" in theirs and "<td>10</td>" not in theirs
+
+
+def test_the_trend_says_a_fall_and_no_change(world: World) -> None:
+    before = last_month(world.demo)
+    saved_run(world.demo, [OK] * 5 + [BUDGET] * 5, created=before)  # 50 %
+    saved_run(world.demo, [OK] * 8 + [BUDGET] * 2)  # 20 %: down 30 points
+    saved_run(world.demo, [("demo-large", "", "ok", False)] * 2, created=before)
+    saved_run(world.demo, [("demo-large", "", "ok", False)] * 3)
+    section = landings_section(usage_page())
+    assert "20 % (↓ 30 pts)" in section
+    assert "0 % (= last month)" in section
+
+
+def test_the_share_uses_the_readers_language(world: World) -> None:
+    saved_run(world.demo, [OK] * 3 + [BUDGET])
+    client = signed_in("demo")
+    client.cookies["django_language"] = "fr"
+    page = html.unescape(client.get("/settings/usage/", HTTP_ACCEPT_LANGUAGE="fr").content.decode())
+    section = landings_section(page)
+    assert "Atterrissages forcés" in section
+    assert "25 % (aucun agent le mois dernier)" in section
+
+
+def test_the_alert_fires_once_at_the_threshold_over_twenty_agents(
+    world: World, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    assert world.demo.forced_landing_alert_percent == 20  # the default
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [BUDGET] * (MIN_AGENTS - 1))  # every agent landed, but only 19 of them
+    assert not LandingAlert.objects.exists() and not mail.outbox
+    assert "ended by forced landing or budget: above" not in usage_page()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [OK])  # the 20th agent: 19 of 20 landed
+    alert = LandingAlert.objects.get()
+    assert (alert.model, alert.profile, alert.agents, alert.landed, alert.threshold) == ("demo-small", "", 20, 19, 20)
+    [message] = mail.outbox
+    assert message.to == ["demo@example.com"]
+    assert "forced landing or budget" in message.subject and "Demo Company" in message.subject
+    assert "demo-small: 19 of 20 agents this month (95 %)" in message.body
+    assert alert.emailed_to == ["demo@example.com"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [BUDGET] * 3)  # still above: no second alert this month
+    assert LandingAlert.objects.count() == 1 and len(mail.outbox) == 1
+
+    page = usage_page()
+    assert "19 of 20 agents of demo-small ended by forced landing or budget: above 20 %." in page
+    assert "emailed to demo@example.com" in page
+    assert '<tr class="over"><td>demo-small</td><td>—</td><td>23</td><td>22</td>' in page
+    header = signed_in("demo").get("/").content.decode()
+    assert 'class="badge alerts"' in header and ">1</span>" in header
+    assert 'class="badge alerts"' not in signed_in("mallory").get("/").content.decode()
+    assert signed_in("mallory").post(f"/settings/usage/landing-alerts/{alert.pk}/seen").status_code == 404
+    assert signed_in("mia").post(f"/settings/usage/landing-alerts/{alert.pk}/seen").status_code == 403
+    response = signed_in("demo").post(f"/settings/usage/landing-alerts/{alert.pk}/seen")
+    assert response.status_code == 302
+    alert.refresh_from_db()
+    assert alert.seen is not None and alert.seen_by == world.admin
+    assert 'class="badge alerts"' not in signed_in("demo").get("/").content.decode()
+
+
+def test_no_alert_below_the_threshold_nor_for_a_line_of_fewer_than_twenty(
+    world: World, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [OK] * 17 + [BUDGET] * 3)  # 20 agents, 15 %
+        saved_run(world.demo, [("demo-small", "verifier", "interrupted", True)] * 10)  # 100 %, but 10 agents
+    assert not LandingAlert.objects.exists() and not mail.outbox
+
+
+def test_the_admin_sets_the_threshold_on_the_budgets_page(
+    world: World, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    admin = signed_in("demo")
+    page = admin.get("/settings/budgets/").content.decode()
+    assert 'name="landing-forced_landing_alert_percent"' in page and 'value="20"' in page
+    for bad in ("0", "101", "x", ""):
+        response = admin.post("/settings/budgets/forced-landings", {"landing-forced_landing_alert_percent": bad})
+        assert response.status_code == 422 and "A percentage from 1 to 100." in response.content.decode()
+    assert (
+        signed_in("mia")
+        .post("/settings/budgets/forced-landings", {"landing-forced_landing_alert_percent": "5"})
+        .status_code
+        == 403
+    )
+    assert (
+        admin.post("/settings/budgets/forced-landings", {"landing-forced_landing_alert_percent": "50"}).status_code
+        == 302
+    )
+    world.demo.refresh_from_db()
+    assert world.demo.forced_landing_alert_percent == 50
+    world.other.refresh_from_db()
+    assert world.other.forced_landing_alert_percent == 20
+
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [OK] * 12 + [BUDGET] * 8)  # 40 %: below 50
+    assert not LandingAlert.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [BUDGET] * 4)  # 12 of 24: 50 %
+    assert LandingAlert.objects.get().threshold == 50
+    assert "Alert at 50 % over at least 20 agents." in usage_page()
+
+
+def test_the_csv_counts_each_runs_agents_that_landed(world: World) -> None:
+    landed = saved_run(world.demo, [OK, BUDGET, FORCED_ERROR])
+    calm = saved_run(world.demo, [OK, OK])
+    response = signed_in("demo").get("/settings/usage.csv")
+    rows = {r["run"]: r for r in csv.DictReader(io.StringIO(response.content.decode()))}
+    assert rows[str(landed.pk)]["agents"] == "3" and rows[str(landed.pk)]["forced_landings"] == "2"
+    assert rows[str(calm.pk)]["agents"] == "2" and rows[str(calm.pk)]["forced_landings"] == "0"
+
+
+@pytest.mark.parametrize("status", ["stopped", "error"])
+def test_a_stopped_or_failed_agent_did_not_land(world: World, status: str) -> None:
+    saved_run(world.demo, [OK, ("demo-small", "", status, False)])
+    assert "0 % (no agent last month)" in landings_section(usage_page())

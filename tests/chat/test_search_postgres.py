@@ -1,0 +1,32 @@
+"""On PostgreSQL (``make test`` runs these with DATABASE_URL): the conversation search's GIN index exists (its
+migration ran) and the search finds, isolates and forgets as on SQLite."""
+
+from __future__ import annotations
+
+import pytest
+import test_turns
+from django.db import connection
+
+from assistant.chat.search import INDEX_NAME
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _postgresql() -> None:
+    assert connection.vendor == "postgresql", "these tests need DATABASE_URL=postgres://…"
+
+
+def test_the_migration_made_the_gin_index() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [INDEX_NAME])
+        row = cursor.fetchone()
+    assert row is not None and "gin" in row[0].lower() and "to_tsvector" in row[0]
+
+
+def test_search_on_postgresql(demo_data: None) -> None:
+    test_turns.test_search_finds_titles_and_messages_of_the_owners_conversations_only(demo_data)
+
+
+def test_odd_input_on_postgresql(demo_data: None) -> None:
+    test_turns.test_search_with_odd_input_answers_without_error(demo_data)

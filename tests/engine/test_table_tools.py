@@ -1,0 +1,143 @@
+"""data_tables and data_query in the engine, over an in-memory TableBackend: the statement checks, the scope through
+delegation (an agent queries only its own bases' tables), Parquet given as bytes, Stop interrupting a query."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pytest
+from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, submit, task, tool_payloads
+
+from assistant.engine.errors import ToolError
+from assistant.engine.events import AgentAction, ToolResultEvent
+from assistant.engine.tables import (
+    Column,
+    QueryLimits,
+    TableCatalogue,
+    TableInfo,
+    check_statement,
+    markdown_table,
+    query_names,
+    run_query,
+    table_tools,
+)
+
+
+class MemoryTables:
+    """Tables as Parquet bytes in memory, per base (``parquet`` gives bytes: the engine makes the local file)."""
+
+    def __init__(self, tables: dict[tuple[str, str], tuple[TableInfo, bytes]]) -> None:
+        self.data = tables
+
+    async def tables(self, kbs: Sequence[str]) -> list[TableInfo]:
+        return [info for (kb, _), (info, _) in sorted(self.data.items()) if kb in kbs]
+
+    async def parquet(self, table: TableInfo) -> str | bytes:
+        return self.data[(table.kb, table.name)][1]
+
+    def catalogue(self) -> TableCatalogue:
+        found: dict[str, list[TableInfo]] = {}
+        for (kb, _), (info, _) in sorted(self.data.items()):
+            found.setdefault(kb, []).append(info)
+        return TableCatalogue(found)
+
+
+def make_table(tmp: Path, kb: str, name: str, select: str) -> tuple[tuple[str, str], tuple[TableInfo, bytes]]:
+    path = tmp / f"{kb}-{name}.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY ({select}) TO '{path}' (FORMAT parquet)")
+    columns = tuple(Column(str(r[0]), str(r[1])) for r in con.execute(f"DESCRIBE {select}").fetchall())
+    count = con.execute(f"SELECT count(*) FROM ({select})").fetchone()
+    con.close()
+    info = TableInfo(kb, name, f"doc-{name}", name.title(), columns, int(count[0]) if count else 0)
+    return (kb, name), (info, path.read_bytes())
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> MemoryTables:
+    return MemoryTables(
+        dict(
+            [
+                make_table(
+                    tmp_path,
+                    "factures",
+                    "factures",
+                    "SELECT 'Zorglub' AS client, 1200.0 AS montant UNION ALL SELECT 'Acme', 300.0",
+                ),
+                make_table(tmp_path, "contrats", "contrats", "SELECT 'C-1' AS contrat, 'secret clause' AS clause"),
+                make_table(tmp_path, "contrats", "factures", "SELECT 'Doublon' AS client, 1.0 AS montant"),
+            ]
+        )
+    )
+
+
+def test_only_one_select_passes_and_the_names_it_reads_come_back() -> None:
+    assert check_statement("WITH t AS (SELECT * FROM factures) SELECT * FROM t JOIN contrats ON t.id = 1;") == (
+        "WITH t AS (SELECT * FROM factures) SELECT * FROM t JOIN contrats ON t.id = 1",
+        {"factures", "contrats"},
+    )
+    # DuckDB lists the names of a JOIN … USING only with the tables at hand: the call then loads all of the scope's.
+    assert check_statement("SELECT * FROM factures JOIN contrats USING (id)")[1] is None
+    for sql, why in [
+        ("DELETE FROM factures", "DELETE statement is refused (it writes)"),
+        ("SELECT 1; DROP TABLE factures", "this SQL holds 2"),
+        ("ATTACH 'x.db'", "it attaches a database"),
+        ("CALL pragma_version()", "CALL statement is refused (it is not a query)"),
+    ]:
+        with pytest.raises(ToolError) as refused:
+            check_statement(sql)
+        assert why in str(refused.value)
+
+
+def test_same_names_in_two_bases_are_told_apart_and_cells_stay_on_one_line() -> None:
+    a = TableInfo("factures", "ventes", "doc-1", "A", (), 1)
+    b = TableInfo("comptes-rendus", "ventes", "doc-2", "B", (), 1)
+    c = TableInfo("factures", "stock", "doc-3", "C", (), 1)
+    assert list(query_names([a, b, c])) == ["factures__ventes", "comptes_rendus__ventes", "stock"]
+    assert markdown_table(["a|b"], [["x\ny | z"], [None]], width=5) == "| a\\|b |\n| --- |\n| x y … |\n| NULL |"
+
+
+async def test_an_agent_queries_only_the_tables_of_its_own_bases(backend: MemoryTables) -> None:
+    sql = "SELECT client, SUM(montant) AS total FROM factures GROUP BY client ORDER BY total DESC"
+    h = harness(
+        {
+            MAIN.id: scripted(reply(delegate(task("Totalise les factures.", AGENT_A.id))), reply(text="Fait.")),
+            AGENT_A.id: scripted(
+                reply(call("data_query", sql=sql), call("data_query", sql="SELECT * FROM contrats")),
+                reply(submit("Zorglub : 1200 [doc-factures].", ["doc-factures"])),
+            ),
+        },
+        factories=[table_tools(backend, backend.catalogue(), QueryLimits())],
+    )
+    outcome = await h.run(resources=("kb:factures", "kb:contrats", "agents"))
+
+    first, second = h.model(AGENT_A.id).requests
+    spec = next(t for t in first.tools if t.name == "data_query")
+    assert "factures(client VARCHAR, montant DECIMAL(5,1))" in spec.description and "contrats" not in spec.description
+    ok, refused = tool_payloads(second, "data_query")
+    assert ok["row_count"] == 2 and ok["table"].splitlines()[2] == "| Zorglub | 1200.0 |"
+    assert "No table 'contrats'" in refused["error"] and "secret clause" not in json.dumps(refused)
+    [action] = [e.action for e in h.of(AgentAction) if e.action.tool == "data_query" and e.action.ok]
+    assert (action.kind, action.label, action.count) == ("query", sql, 2)
+    assert {s.id for s in outcome.agents[0].sources} >= {"doc-factures"}
+    # The main model had both bases: both tables, the shared name told apart by base.
+    main_spec = next(t for t in h.main.requests[0].tools if t.name == "data_query")
+    assert "contrats__factures(" in main_spec.description and "factures__factures(" in main_spec.description
+    assert not [e for e in h.of(ToolResultEvent) if e.name == "data_query"]
+
+
+async def test_stop_interrupts_a_running_query(backend: MemoryTables) -> None:
+    (_, (_, data)) = next(iter(backend.data.items()))
+    slow = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range + b.range = 7"
+    task_ = asyncio.create_task(run_query(slow, {"factures": data}, QueryLimits(seconds=60)))
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    task_.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task_
+    assert time.monotonic() - started < 5
