@@ -30,6 +30,8 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy assistant
+	# Steps are read as events: only the steps module reads their raw JSON.
+	$(BIN)/python tools/check_step_data.py
 	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e
 	# The browser tests run in their own process: Playwright's sync API keeps an event loop running.
 	DATABASE_URL= $(BIN)/python -m pytest tests/e2e

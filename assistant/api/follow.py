@@ -19,6 +19,8 @@ from channels.layers import get_channel_layer
 from assistant.chat.live import steps_since
 from assistant.chat.models import Run, Step
 from assistant.chat.runs import group_name
+from assistant.chat.steps import load_event
+from assistant.engine.events import TextDeltaEvent
 
 QUIET_SECONDS = 1.0  # with nothing received for this long, the database says whether the run has ended
 
@@ -69,9 +71,9 @@ class RunFollower:
         return message
 
     async def _apply(self, message: dict[str, Any], catch_up: bool = True) -> list[Step | str]:
-        event: dict[str, Any] = message["event"]
         seq: int = message["seq"]
-        if event["kind"] == "text_delta":
+        event = load_event(message["event"])
+        if isinstance(event, TextDeltaEvent):
             offset: int = message.get("offset", len(self.answer))
             behind = seq > self.seq or offset > len(self.answer)
         else:
@@ -83,12 +85,12 @@ class RunFollower:
             if not catch_up:
                 return []
             return [item async for item in self._catch_up()] + await self._apply(message, catch_up=False)
-        if event["kind"] == "text_delta":
-            text: str = event["text"][len(self.answer) - offset :]
+        if isinstance(event, TextDeltaEvent):
+            text: str = event.text[len(self.answer) - offset :]
             self.answer += text
             return [text] if text else []
         self.seq = seq
-        return [Step(run_id=self.run_id, seq=seq, kind=event["kind"], agent_id=event.get("agent_id") or "", data=event)]
+        return [Step.published(self.run_id, seq, message["event"])]
 
     async def _catch_up(self) -> AsyncIterator[Step | str]:
         steps, answer = await database_sync_to_async(steps_since)(self.run_id, self.seq)

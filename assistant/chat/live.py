@@ -27,11 +27,13 @@ from django.template.loader import render_to_string
 from django.utils import translation
 from django.utils.safestring import SafeString
 
+from assistant.engine.events import TextDeltaEvent
 from assistant.orgs.models import Organisation
 
 from .models import Conversation, Message, Run, Step
 from .presenters import run_view
 from .rendering import StreamingMarkdown
+from .steps import load_event
 
 # The steps that change what the agents' block shows (an agent's usage, say, shows only at the end),
 # and those among them that change one agent's line only.
@@ -107,18 +109,17 @@ class LiveRun:
 
     def apply(self, message: dict[str, Any]) -> bool:
         """Apply one published event; False when something before it is missing (catch up first)."""
-        event: dict[str, Any] = message["event"]
         seq: int = message["seq"]
-        if event["kind"] == "text_delta":
+        event = load_event(message["event"])
+        if isinstance(event, TextDeltaEvent):
             if seq > self.seq:
                 return False
-            text: str = event["text"]
             have = len(self.run.answer)
             offset: int = message.get("offset", have)
             if offset > have:
                 return False
-            if offset + len(text) > have:
-                self.run.answer += text[have - offset :]
+            if offset + len(event.text) > have:
+                self.run.answer += event.text[have - offset :]
                 self.dirty.add("answer")
                 if self.emitted is None and "t" in message:
                     self.emitted = message["t"]
@@ -127,13 +128,11 @@ class LiveRun:
             return True
         if seq > self.seq + 1:
             return False
-        self.steps.append(
-            Step(run_id=self.run.pk, seq=seq, kind=event["kind"], agent_id=event.get("agent_id") or "", data=event)
-        )
+        self.steps.append(Step.published(self.run.pk, seq, message["event"]))
         self.seq = seq
-        if event["kind"] in AGENT_PROGRESS and event.get("agent_id"):
-            self.dirty.add(f"agent:{event['agent_id']}")  # that agent's line only
-        elif event["kind"] in VISIBLE_STEPS and (event.get("agent_id") or event["kind"] == "tool_result"):
+        if event.kind in AGENT_PROGRESS and event.agent_id:
+            self.dirty.add(f"agent:{event.agent_id}")  # that agent's line only
+        elif event.kind in VISIBLE_STEPS and (event.agent_id or event.kind == "tool_result"):
             self.dirty.add("work")  # a line appears, or the working line changes
         return True
 

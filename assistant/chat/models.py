@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 
-from assistant.engine.events import Source
+from assistant.engine.events import Event, Source
 from assistant.orgs.models import Organisation
+
+from .steps import load_event, load_step
 
 
 class Conversation(models.Model):
@@ -82,7 +86,7 @@ class Message(models.Model):
 
 
 class Step(models.Model):
-    """One engine event of a run (text deltas are folded into ``Run.answer``)."""
+    """One engine event of a run (text deltas are folded into ``Run.answer``), saved by ``steps.save_event``."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     seq = models.PositiveIntegerField()
@@ -94,3 +98,16 @@ class Step(models.Model):
     class Meta:
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_step_per_seq")]
+
+    @functools.cached_property
+    def event(self) -> Event:
+        """The engine's event this step holds (raises ``steps.UnreadableStep`` when it holds none)."""
+        return load_step(self)
+
+    @classmethod
+    def published(cls, run_id: Any, seq: int, data: dict[str, Any]) -> Step:
+        """A step as a follower receives it from the run's group (``save_event``'s JSON), not saved."""
+        event = load_event(data)
+        step = cls(run_id=run_id, seq=seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
+        step.__dict__["event"] = event
+        return step

@@ -15,9 +15,21 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from assistant.engine.cancel import STOP_MESSAGES
+from assistant.engine.events import (
+    Action,
+    AgentAction,
+    AgentFinished,
+    AgentStarted,
+    Event,
+    RoundStarted,
+    StoppedEvent,
+    ToolResultEvent,
+)
+from assistant.engine.usage import RunUsage
 
 from .models import Run, Step
 from .rendering import render_markdown
+from .steps import events_of
 
 REPORT_PREVIEW_CHARS = 2_000
 
@@ -30,7 +42,7 @@ class AgentView:
     model_label: str
     resources: list[str]
     max_rounds: int
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
     status: str = "running"
     reason: str = ""
     rounds: int = 0
@@ -76,37 +88,36 @@ def stop_message(message: str) -> str:
     return known.get(message, message or _("stopped on request"))
 
 
-def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
-    """One view per agent, in start order, built from its steps.
+def agents_of(events: Iterable[Event], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
+    """One view per agent, in start order, built from its events.
 
     ``reports`` caches each finished agent's rendered report, so live updates render it once.
     """
     agents: dict[str, AgentView] = {}
-    for step in steps:
-        d = step.data
-        if step.kind == "agent_started":
-            agents[step.agent_id] = AgentView(
-                agent_id=step.agent_id,
-                instruction=d["instruction"],
-                model=d["model"],
-                model_label=d["model_label"],
-                resources=list(d["resources"]),
-                max_rounds=d["max_rounds"],
+    for e in events:
+        if isinstance(e, AgentStarted):
+            agents[e.agent_id] = AgentView(
+                agent_id=e.agent_id,
+                instruction=e.instruction,
+                model=e.model,
+                model_label=e.model_label,
+                resources=list(e.resources),
+                max_rounds=e.max_rounds,
             )
-        elif step.agent_id in agents:
-            agent = agents[step.agent_id]
-            if step.kind == "agent_action":
-                agent.actions.append(d["action"])
-            elif step.kind == "round_started":
-                agent.rounds = d["round"]
-            elif step.kind == "agent_finished":
-                agent.status = d["status"]
-                agent.reason = d["reason"]
-                agent.rounds = d["rounds"]
-                agent.seconds = d["seconds"]
-                agent.cost_eur = d["cost_eur"]
-                agent.report = d["report"]
-                agent.forced_landing = d["forced_landing"]
+        elif e.agent_id in agents:
+            agent = agents[e.agent_id]
+            if isinstance(e, AgentAction):
+                agent.actions.append(e.action)
+            elif isinstance(e, RoundStarted):
+                agent.rounds = e.round
+            elif isinstance(e, AgentFinished):
+                agent.status = e.status
+                agent.reason = e.reason
+                agent.rounds = e.rounds
+                agent.seconds = e.seconds
+                agent.cost_eur = e.cost_eur
+                agent.report = e.report
+                agent.forced_landing = e.forced_landing
     for agent in agents.values():
         if agent.report:
             cache = reports if reports is not None else {}
@@ -118,22 +129,22 @@ def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = Non
 
 def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeString] | None = None) -> dict[str, Any]:
     """Everything the run fragments show; ``steps`` defaults to the run's saved steps."""
-    if steps is None:
-        steps = list(run.steps.all())
-    agents = agents_of(steps, reports)
+    events = events_of(run.steps.all() if steps is None else steps)
+    agents = agents_of(events, reports)
     if not run.is_running:
         for agent in agents:
             if agent.running:  # its run ended without it (the process executing it died)
                 agent.status, agent.reason = "error", _("the run ended before this agent returned")
-    stopped = next((s.data.get("message", "") for s in steps if s.kind == "stopped"), "")
+    stopped = next((e.message for e in events if isinstance(e, StoppedEvent)), "")
+    usage = RunUsage.of(run.usage)
     return {
         "run": run,
         "agents": agents,
         "agents_working": run.is_running and any(a.running for a in agents),
         "main_actions": [
-            s.data["action"] for s in steps if s.kind == "tool_result" and not s.agent_id and s.data.get("action")
+            e.action for e in events if isinstance(e, ToolResultEvent) and e.agent_id is None and e.action is not None
         ],
-        "by_model": sorted(run.usage.get("by_model", {}).items()),
+        "by_model": sorted(usage.by_model.items()),
         "stopped_message": stop_message(stopped) if run.status == "stopped" else "",
         # Called by the template only when it shows the answer (live pushes replace it).
         "answer_html": functools.partial(render_markdown, run.answer),

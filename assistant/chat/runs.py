@@ -46,6 +46,7 @@ from assistant.workers import leases
 
 from . import providers
 from .models import Conversation, Message, Run, Step
+from .steps import save_event
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class Recorder:
             self._dirty = True
             return
         await self._publish_text()
-        data = event.model_dump(mode="json")
+        data = save_event(event)
         self.seq += 1
         self._pending.append(
             Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
@@ -203,7 +204,7 @@ class Recorder:
         if not self._text:
             return
         text, self._text = "".join(self._text), []
-        event = {"kind": "text_delta", "agent_id": self._text_agent, "text": text}
+        event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
         # ``offset`` places the text in the answer, for a listener that read part of it from the database.
         await self._publish({"seq": self.seq, "event": event, "t": self._text_t, "offset": self._text_offset})
 

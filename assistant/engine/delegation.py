@@ -246,7 +246,7 @@ async def run_agent(
                 rounds=outcome.rounds,
                 seconds=outcome.seconds,
                 cost_eur=usage.cost_eur,
-                usage=usage.as_dict(),
+                usage=usage.as_data(),
                 report=report,
                 tools_run=tuple(record.tools_run),
                 sources=tuple(outcome.sources),

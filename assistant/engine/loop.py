@@ -127,7 +127,7 @@ class _MainLoop:
                             text=self.text,
                             rounds=self.rounds,
                             sources=tuple(ctx.sources.values()),
-                            usage=ctx.usage.as_dict(),
+                            usage=ctx.usage.as_data(),
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
@@ -164,7 +164,7 @@ class _MainLoop:
                 text=self.text,
                 rounds=self.rounds,
                 sources=tuple(ctx.sources.values()),
-                usage=ctx.usage.as_dict(),
+                usage=ctx.usage.as_data(),
             )
         )
         return RunOutcome("stopped", self.text, self.rounds, self.agents)

@@ -1,7 +1,9 @@
 """Usage and budgets as data with methods.
 
 ``RunUsage`` adds each call once, per model, with its cost and, when the model's carbon data is
-known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``). ``AgentBudget`` and
+known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``); it adds another
+``RunUsage`` too (``merge``), which is how a report sums runs and agents. ``UsageData`` is its saved
+form (``RunUsage.as_data``, the ``usage`` of the events and of ``Run``), read back by ``RunUsage.of``. ``AgentBudget`` and
 ``AgentCounter`` bound a sub-agent: calls, cumulative tokens and seconds, checked before each call,
 updated after it.
 ``UsageLedger`` is the hook a category budget reserves against before each call; ``CostCap`` caps
@@ -11,10 +13,14 @@ what one run may cost (a scheduled task's cap, per execution); ``Ledgers`` makes
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Annotated, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from .errors import BudgetExceeded, CostCapReached
+from .marks import KEEP
 from .types import UsagePart
 
 
@@ -46,6 +52,7 @@ class ModelUsage:
         return self.prompt_tokens + self.completion_tokens
 
     def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
+        """One call."""
         self.calls += 1
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
@@ -57,20 +64,49 @@ class ModelUsage:
             self.carbon_g += impact.carbon_g
             self.estimated_calls += 1
 
-    def as_dict(self) -> dict[str, float | int]:
+    def merge(self, other: ModelUsage, sign: int = 1) -> None:
+        """Add (``sign=-1``: take away) another model usage, calls and all."""
+        self.calls += sign * other.calls
+        self.prompt_tokens += sign * other.prompt_tokens
+        self.completion_tokens += sign * other.completion_tokens
+        self.cached_prompt_tokens += sign * other.cached_prompt_tokens
+        self.reasoning_tokens += sign * other.reasoning_tokens
+        self.cost_eur += sign * other.cost_eur
+        self.energy_kwh += sign * other.energy_kwh
+        self.carbon_g += sign * other.carbon_g
+        self.estimated_calls += sign * other.estimated_calls
+
+    def as_data(self) -> ModelUsageData:
         """Energy and carbon appear only for a model whose calls were estimated (no made-up zero)."""
-        data: dict[str, float | int] = {
-            "calls": self.calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cached_prompt_tokens": self.cached_prompt_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cost_eur": round(self.cost_eur, 8),
-        }
-        if self.estimated_calls:
-            data["energy_wh"] = round(self.energy_kwh * 1000, 6)
-            data["carbon_g"] = round(self.carbon_g, 6)
-        return data
+        estimated = self.estimated_calls > 0
+        return ModelUsageData(
+            calls=self.calls,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            cost_eur=round(self.cost_eur, 8),
+            energy_wh=round(self.energy_kwh * 1000, 6) if estimated else None,
+            carbon_g=round(self.carbon_g, 6) if estimated else None,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.as_data().model_dump(mode="json")
+
+    @classmethod
+    def of(cls, data: ModelUsageData) -> ModelUsage:
+        """A saved model usage read back: its calls were all estimated when it carries carbon."""
+        return cls(
+            calls=data.calls,
+            prompt_tokens=data.prompt_tokens,
+            completion_tokens=data.completion_tokens,
+            cached_prompt_tokens=data.cached_prompt_tokens,
+            reasoning_tokens=data.reasoning_tokens,
+            cost_eur=data.cost_eur,
+            energy_kwh=(data.energy_wh or 0.0) / 1000,
+            carbon_g=data.carbon_g or 0.0,
+            estimated_calls=data.calls if data.carbon_g is not None else 0,
+        )
 
 
 @dataclass(slots=True)
@@ -81,6 +117,33 @@ class RunUsage:
 
     def add(self, model: str, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
         self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur, impact)
+
+    def merge(self, other: RunUsage, sign: int = 1) -> RunUsage:
+        """Add (``sign=-1``: take away) another usage, model by model; returns this usage."""
+        for name, m in other.by_model.items():
+            self.by_model.setdefault(name, ModelUsage()).merge(m, sign)
+        return self
+
+    @classmethod
+    def of(cls, data: UsageData | Mapping[str, Any] | None) -> RunUsage:
+        """A saved usage (``as_data``, or its JSON as ``Run.usage`` keeps it) read back."""
+        if data is None:
+            return cls()
+        if not isinstance(data, UsageData):
+            data = UsageData.model_validate(data)
+        return cls({name: ModelUsage.of(m) for name, m in data.by_model.items()})
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(m.prompt_tokens for m in self.by_model.values())
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(m.completion_tokens for m in self.by_model.values())
+
+    @property
+    def cached_prompt_tokens(self) -> int:
+        return sum(m.cached_prompt_tokens for m in self.by_model.values())
 
     @property
     def cost_eur(self) -> float:
@@ -107,15 +170,53 @@ class RunUsage:
         """Whether every call's carbon was estimated (else the total leaves some calls out)."""
         return self.calls > 0 and all(m.estimated_calls == m.calls for m in self.by_model.values())
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "cost_eur": round(self.cost_eur, 8),
-            "energy_wh": round(self.energy_kwh * 1000, 6),
-            "carbon_g": round(self.carbon_g, 6),
-            "carbon_estimated": self.carbon_estimated,
-            "total_tokens": self.total_tokens,
-            "by_model": {name: m.as_dict() for name, m in sorted(self.by_model.items())},
-        }
+    def as_data(self) -> UsageData:
+        return UsageData(
+            cost_eur=round(self.cost_eur, 8),
+            energy_wh=round(self.energy_kwh * 1000, 6),
+            carbon_g=round(self.carbon_g, 6),
+            carbon_estimated=self.carbon_estimated,
+            total_tokens=self.total_tokens,
+            by_model={name: m.as_data() for name, m in sorted(self.by_model.items())},
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON a run saves (``Run.usage``)."""
+        return self.as_data().model_dump(mode="json")
+
+
+class ModelUsageData(BaseModel):
+    """One model's saved usage; ``energy_wh`` and ``carbon_g`` are absent when its calls were not estimated."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_eur: float = 0.0
+    energy_wh: float | None = None
+    carbon_g: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_carbon(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if v is not None}
+
+
+class UsageData(BaseModel):
+    """A run's (or an agent's) saved usage, as ``RunUsage.as_data`` makes it: totals and each model's usage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cost_eur: float = 0.0
+    energy_wh: float = 0.0
+    carbon_g: float = 0.0
+    carbon_estimated: bool = False
+    total_tokens: int = 0
+    by_model: Annotated[dict[str, ModelUsageData], KEEP] = {}
+    """By model id."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,10 +34,10 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from assistant.chat.models import Message, Run, Step
+from assistant.chat.steps import events_of
 from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
-from assistant.engine.events import Source, event_from_dict, sources_read
-from assistant.engine.types import UsagePart
-from assistant.engine.usage import Impact, RunUsage
+from assistant.engine.events import Source, sources_read, usage_from
+from assistant.engine.usage import RunUsage
 
 from .models import Lease
 
@@ -140,21 +140,7 @@ class Watch:
 
 def usage_of(steps: Iterable[Step]) -> RunUsage:
     """A run's usage rebuilt from its saved usage events (each model call, agents included, once)."""
-    usage = RunUsage()
-    for step in steps:
-        d = step.data
-        part = UsagePart(
-            prompt_tokens=d["prompt_tokens"],
-            completion_tokens=d["completion_tokens"],
-            cached_prompt_tokens=d.get("cached_prompt_tokens", 0),
-            reasoning_tokens=d.get("reasoning_tokens", 0),
-        )
-        estimated = d.get("energy_wh", 0.0) or d.get("carbon_g", 0.0)
-        impact = (
-            Impact(energy_kwh=d.get("energy_wh", 0.0) / 1000, carbon_g=d.get("carbon_g", 0.0)) if estimated else None
-        )
-        usage.add(d["model"], part, d["cost_eur"], impact)
-    return usage
+    return usage_from(events_of(steps))
 
 
 # The steps that can say what was read: the main model's tool results, the agents' actions and their ends.
@@ -163,7 +149,7 @@ SOURCE_STEPS = ("tool_result", "agent_action", "agent_finished")
 
 def sources_of(steps: Iterable[Step]) -> list[Source]:
     """A run's sources rebuilt from its saved steps (``SOURCE_STEPS``), as the engine gathers them."""
-    return sources_read(event_from_dict(step.data) for step in steps)
+    return sources_read(events_of(steps))
 
 
 def reap(now: datetime | None = None) -> list[uuid.UUID]:
