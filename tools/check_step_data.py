@@ -2,8 +2,9 @@
 
 A step is read through its event (``Step.event``, ``steps.events_of``); only ``STEPS_MODULE`` turns
 the saved JSON into events and back. Flagged, in ``assistant/``: indexing a ``.data`` (``x.data["kind"]``),
-calling a dict method on it (``x.data.get(...)``, ``.items()``...), and any read of ``.data`` on a name
-that says it is a step (``step.data``, ``s.data``, ``steps[0].data``). Writing ``data=`` when a step is
+calling a dict method on it (``x.data.get(...)``, ``.items()``...), any read of ``.data`` on a name
+that says it is a step (``step.data``, ``s.data``, ``steps[0].data``), and a query reading the column
+(``.values_list("data")``, ``.values("data")``). Writing ``data=`` when a step is
 built, and ``.data`` of other things (an SSE event's), are left alone.
 
 Usage: ``python tools/check_step_data.py [paths...]`` (default ``assistant``); exit status 1 on a finding.
@@ -39,6 +40,13 @@ def findings(source: str, filename: str = "<source>") -> Iterator[tuple[int, str
         for child in ast.iter_child_nodes(node):
             parents[child] = node
     for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("values_list", "values")
+            and any(isinstance(a, ast.Constant) and a.value == "data" for a in node.args)
+        ):
+            yield node.lineno, f"{ast.unparse(node.func)}(\"data\"): reads raw step data"
         if not (isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load)):
             continue
         parent = parents.get(node)

@@ -28,7 +28,9 @@ from ninja.security import HttpBearer
 from assistant.budgets import services as budgets
 from assistant.chat import providers, runs
 from assistant.chat.models import Conversation, Message, Run
+from assistant.chat.steps import events_of
 from assistant.engine.errors import RequestRefused
+from assistant.engine.events import StoppedEvent
 from assistant.engine.tools import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
@@ -251,8 +253,8 @@ def _reason(run: Run) -> str:
     if run.status == "error":
         return run.error
     if run.status == "stopped":
-        stopped = run.steps.filter(kind="stopped").values_list("data", flat=True).first()
-        return str(stopped.get("message", "")) if isinstance(stopped, dict) else ""
+        stopped = next((e for e in events_of(run.steps.filter(kind="stopped")) if isinstance(e, StoppedEvent)), None)
+        return stopped.message if stopped is not None else ""
     return ""
 
 

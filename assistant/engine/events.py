@@ -185,11 +185,6 @@ Event: TypeAlias = Annotated[
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-def event_from_dict(data: dict[str, Any]) -> Event:
-    """Rebuild a persisted event."""
-    return EVENT_ADAPTER.validate_python(data)
-
-
 def usage_from(events: Iterable[Event]) -> RunUsage:
     """The usage the usage events say, each model call (agents' included) once."""
     usage = RunUsage()

@@ -195,9 +195,10 @@ for k, v in run_step.data.items(): pass
 fine = form.cleaned_data["x"]
 chunk = event.data
 Step(data=save_event(e))
+first = run.steps.values_list("data", flat=True).first()
 """
     lines = [line for line, _ in check_step_data.findings(source)]
-    assert sorted(lines) == [2, 3, 4, 5]
+    assert sorted(lines) == [2, 3, 4, 5, 9]
 
 
 # Runs saved before typing ----------------------------------------------------------------------------
