@@ -46,7 +46,7 @@ def findings(source: str, filename: str = "<source>") -> Iterator[tuple[int, str
             and node.func.attr in ("values_list", "values")
             and any(isinstance(a, ast.Constant) and a.value == "data" for a in node.args)
         ):
-            yield node.lineno, f"{ast.unparse(node.func)}(\"data\"): reads raw step data"
+            yield node.lineno, f'{ast.unparse(node.func)}("data"): reads raw step data'
         if not (isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load)):
             continue
         parent = parents.get(node)

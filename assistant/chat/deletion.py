@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 # well under a second: the stream ends at once, agents return before their next turn).
 STOP_WAIT_SECONDS = 5.0
 
+
 def erase_step(step: Step) -> bool:
     """Empty the text of a step's event (its ``Erase`` fields), its shape kept; False when it had none.
 

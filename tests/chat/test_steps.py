@@ -248,4 +248,3 @@ async def test_the_api_answers_a_run_saved_before_typing() -> None:
     assert [r["round"] for r in body["rounds"]] == [1, 2]
     assert body["usage"]["total_tokens"] == OLD["run"]["usage"]["total_tokens"]
     assert {s["id"] for s in body["sources"]} == {s["id"] for s in OLD["run"]["sources"]}
-
