@@ -30,6 +30,9 @@ run: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy assistant
+	# The apps' layers, no cycle between siblings, the engine free of Django (pyproject.toml), then no module cycle.
+	$(BIN)/lint-imports
+	$(BIN)/python tools/check_cycles.py
 	# Steps are read as events: only the steps module reads their raw JSON.
 	$(BIN)/python tools/check_step_data.py
 	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e
@@ -42,6 +45,8 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/python tools/check_cycles.py
 
 typecheck: install
 	$(BIN)/mypy assistant

@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django; websockets (the live chat) through Channels, signed in by
-the session cookie and only from this site's own pages (the Origin must be an allowed host)."""
+the session cookie and only from this site's own pages (the Origin must be the page's own scheme, host and
+port, or one of CSRF_TRUSTED_ORIGINS: assistant/chat/origin.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from assistant.chat.origin import SameOriginValidator  # noqa: E402
 from assistant.chat.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -21,6 +22,6 @@ application = ProtocolTypeRouter(
         "http": django_asgi_app,
         # The routes come from Django's path(), typed URLPattern; Channels' stubs want their own extended
         # pattern, which no public function returns.
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),  # type: ignore[arg-type]
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),  # type: ignore[arg-type]
     }
 )

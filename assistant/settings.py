@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +40,24 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "csp",
     "django_htmx",
     "ninja",  # the API's OpenAPI pages (/v1/docs)
     "assistant.orgs",
     "assistant.knowledge",
+    "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
     "assistant.budgets",
     "django_celery_beat",
     "assistant.workers",
     "assistant.schedules",
+    "axes",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -61,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "assistant.urls"
@@ -165,6 +171,37 @@ CSRF_COOKIE_HTTPONLY = False
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Every page's Content-Security-Policy: scripts, styles, fetches and the live chat's websocket ('self'
+# covers ws: and wss: of the page's own host and port, CSP Level 3) from this site only, no inline script
+# or style, no eval, no plugin, never framed. A stored file served for download has its own sandboxing
+# policy (assistant/orgs/http.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "object-src": ["'none'"],
+    }
+}
+# Behind TLS (README, "Deploying behind TLS"): DJANGO_SECURE_SSL_REDIRECT sends plain HTTP to HTTPS,
+# DJANGO_HSTS_SECONDS makes browsers use HTTPS only for that long (0: no Strict-Transport-Security), and
+# behind a proxy that ends TLS, DJANGO_SECURE_PROXY_SSL_HEADER names the header it sets for HTTPS requests
+# (e.g. "X-Forwarded-Proto"; the proxy must drop that header from clients' requests).
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+_proxy_ssl_header = os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
 
 # The offline demo provider streams at this pace (seconds between words) so live progress shows.
 DEMO_PACE = float(os.environ.get("DEMO_PACE", "0.03"))
@@ -182,6 +219,19 @@ ELECTRICITY_ZONE = os.environ.get("ELECTRICITY_ZONE", "FRA")
 # Knowledge bases: uploaded originals live under MEDIA_ROOT; uploads above the limit are refused.
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(BASE_DIR / "media")))
 KB_MAX_UPLOAD_MB = float(os.environ.get("KB_MAX_UPLOAD_MB", "20"))
+# An upload's text is extracted off the request (knowledge/processing.py), in a child process with these
+# limits: CPU seconds, wall seconds (then it is killed), address space; while decoding, at most
+# KB_EXTRACT_MAX_EXPANDED_MB of decompressed data, KB_EXTRACT_MAX_TEXT_CHARS of text, KB_EXTRACT_MAX_PAGES
+# pages. The embedded default extracts KB_EXTRACT_WORKERS uploads at once (the others wait); scaled out,
+# Celery workers do. A document still processing after KB_EXTRACT_STALE_SECONDS is failed (a stopped server).
+KB_EXTRACT_CPU_SECONDS = int(os.environ.get("KB_EXTRACT_CPU_SECONDS", "30"))
+KB_EXTRACT_WALL_SECONDS = float(os.environ.get("KB_EXTRACT_WALL_SECONDS", "60"))
+KB_EXTRACT_MEMORY_MB = int(os.environ.get("KB_EXTRACT_MEMORY_MB", "1024"))
+KB_EXTRACT_MAX_EXPANDED_MB = float(os.environ.get("KB_EXTRACT_MAX_EXPANDED_MB", "50"))
+KB_EXTRACT_MAX_TEXT_CHARS = int(os.environ.get("KB_EXTRACT_MAX_TEXT_CHARS", "10000000"))
+KB_EXTRACT_MAX_PAGES = int(os.environ.get("KB_EXTRACT_MAX_PAGES", "2000"))
+KB_EXTRACT_WORKERS = int(os.environ.get("KB_EXTRACT_WORKERS", "2"))
+KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900"))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).
@@ -208,6 +258,52 @@ EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "assistant@localhost")
+
+# Accounts and keys (README, "Accounts and keys"; docs/SECURITY.md) ---------------------------------------
+# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins of one account, or from one
+# address, that account or address is refused for SIGNIN_LOCKOUT_MINUTES (counted from the last failure).
+# SIGNIN_LOCKOUT_PARAMETERS lists what is counted apart, comma-separated, "+" joining a combination:
+# "username,ip_address" (the default), "username+ip_address", "ip_address"...
+AUTHENTICATION_BACKENDS = [
+    "assistant.orgs.signin.SignInThrottle",  # django-axes' backend, first: a locked-out account or address stops here
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("SIGNIN_FAILURE_LIMIT", "10"))
+SIGNIN_LOCKOUT_MINUTES = int(os.environ.get("SIGNIN_LOCKOUT_MINUTES", "15"))
+AXES_COOLOFF_TIME = timedelta(minutes=SIGNIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS: list[str | list[str]] = [
+    part.split("+") if "+" in part else part
+    for part in (p.strip() for p in os.environ.get("SIGNIN_LOCKOUT_PARAMETERS", "username,ip_address").split(","))
+    if part
+]
+AXES_LOCKOUT_CALLABLE = "assistant.orgs.signin.locked_out"
+AXES_RESET_ON_SUCCESS = False  # a success from the attacker's own account must not clear an address's count
+# Behind a reverse proxy, TRUSTED_PROXY_COUNT proxies append to X-Forwarded-For: the client is the address
+# they saw (used by sign-in throttling and the API's failed-key limit). 0: the connection's own address.
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+AXES_CLIENT_IP_CALLABLE = "assistant.orgs.signin.client_address"
+# Password reset links (Django's views, sent with the EMAIL_BACKEND above) are valid this long.
+PASSWORD_RESET_TIMEOUT = int(os.environ.get("PASSWORD_RESET_HOURS", "24")) * 3600
+PASSWORD_RESET_LIMIT = int(os.environ.get("PASSWORD_RESET_LIMIT", "5"))  # reset requests an hour from one address
+# The cache counts API requests per key and failed keys per address: Redis with REDIS_URL (shared by every
+# web server), else this process's memory.
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "assistant"}
+}
+if REDIS_URL:
+    CACHES["default"] = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"{REDIS_PREFIX}:cache",
+    }
+# API keys: requests per minute of a key without its own limit; a rotated key's grace period; and after
+# API_FAILED_KEY_LIMIT unknown, revoked or expired keys from one address within API_FAILED_KEY_WINDOW_SECONDS,
+# that address is refused (429) for API_FAILED_KEY_LOCKOUT_SECONDS.
+API_KEY_RATE_LIMIT = int(os.environ.get("API_KEY_RATE_LIMIT", "60"))
+API_KEY_ROTATION_GRACE_HOURS = float(os.environ.get("API_KEY_ROTATION_GRACE_HOURS", "24"))
+API_FAILED_KEY_LIMIT = int(os.environ.get("API_FAILED_KEY_LIMIT", "20"))
+API_FAILED_KEY_WINDOW_SECONDS = int(os.environ.get("API_FAILED_KEY_WINDOW_SECONDS", "600"))
+API_FAILED_KEY_LOCKOUT_SECONDS = int(os.environ.get("API_FAILED_KEY_LOCKOUT_SECONDS", "900"))
 
 LOGGING = {
     "version": 1,

@@ -3,11 +3,16 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from assistant.api.api import api
+from assistant.orgs.signin import PasswordResetConfirmView, PasswordResetView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password-reset/", PasswordResetView.as_view(), name="password_reset"),
+    path("password-reset/sent", auth_views.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path("password-reset/<uidb64>/<token>/", PasswordResetConfirmView.as_view(), name="password_reset_confirm"),
+    path("password-reset/done", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("v1/", api.urls),
     path("kb/", include("assistant.knowledge.urls")),

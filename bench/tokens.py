@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
-from assistant.engine.usage import estimate_tokens
+from assistant.engine.tokens import estimate_tokens
 
 ENCODING = "o200k_base"
 

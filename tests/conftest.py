@@ -16,10 +16,31 @@ from typing import Any
 import pytest
 from asgiref.sync import SyncToAsync
 from django.conf import settings
+from django.core.cache import cache
 from django.core.management import call_command
 from django.core.signals import request_finished
+from django.test import RequestFactory
+from django.test.client import ClientMixin
 
 _deselected: list[pytest.Item] = []
+
+_login, _alogin = ClientMixin.login, ClientMixin.alogin
+
+
+def _login_with_a_request(self: ClientMixin, **credentials: Any) -> bool:
+    """``login`` as the sign-in page authenticates: with the request, which django-axes needs to count the
+    attempt by address (it refuses an ``authenticate`` without one)."""
+    credentials.setdefault("request", RequestFactory().post("/login/"))
+    return bool(_login(self, **credentials))
+
+
+async def _alogin_with_a_request(self: ClientMixin, **credentials: Any) -> bool:
+    credentials.setdefault("request", RequestFactory().post("/login/"))
+    return bool(await _alogin(self, **credentials))
+
+
+ClientMixin.login = _login_with_a_request  # type: ignore[method-assign]
+ClientMixin.alogin = _alogin_with_a_request  # type: ignore[method-assign]
 
 
 def on_postgresql() -> bool:
@@ -82,6 +103,15 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             "DATABASE_URL=postgres://postgres@127.0.0.1:5432/test (and Redis and Celery workers for tests/scale).",
             yellow=True,
         )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Generator[None, None, None]:
+    """Every test starts with an empty cache: the API's request and failed-key counters live there
+    (django-axes' failed sign-ins are in the database, rolled back or flushed after each test)."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-STEPS_MODULES = {"assistant/chat/steps.py", "assistant/runs/steps.py"}
+STEPS_MODULES = {"assistant/runs/steps.py"}
 DICT_METHODS = {"get", "items", "keys", "values", "pop", "setdefault", "update", "copy"}
 STEP_NAME = re.compile(r"^(s|steps?|.*_steps?|steps?_.*)$")
 

@@ -1,7 +1,7 @@
 """The OpenAI-compatible API: chat completions with delegation steps, usage and sources; models; runs; cancel.
 
 Every route takes an organisation API key (``Authorization: Bearer …``). A request becomes a run
-through the browser's path (``runs.create_run``, ``runs.launch``, ``runs.execute_run``), in a
+through the browser's path (``runs.intake.create_run``, ``runs.execution.launch``, ``runs.execution.execute_run``), in a
 conversation of its own owned by the organisation's service user (``orgs.keys.api_user``), the
 client's earlier messages saved before the question. The key's model restriction replaces the
 assistant's. Another organisation's run, and a run started in the browser, do not exist here (404).
@@ -26,19 +26,22 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.budgets import services as budgets
-from assistant.chat import providers, runs
-from assistant.chat.models import Conversation, Message, Run
-from assistant.chat.steps import events_of
+from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import StoppedEvent
-from assistant.engine.tools import Scope
+from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
+from assistant.orgs.signin import client_address
+from assistant.runs import execution, intake
+from assistant.runs.follow import RunFollower
+from assistant.runs.models import Conversation, Message, Run
+from assistant.runs.steps import events_of
 
+from . import limits
 from .errors import ApiError, error_response
-from .follow import RunFollower
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -66,9 +69,30 @@ last chunk has `finish_reason` `stop` (OpenAI's value) however the run ended; th
 response."""
 
 
+def _authenticate(request: HttpRequest, token: str) -> ApiKey | None:
+    """The usable key ``token`` is, after the address's and the key's limits (``limits``); None: 401."""
+    address = client_address(request)
+    limits.refuse_blocked(address)
+    key = keys.find(token)
+    if key is None or not key.is_usable():
+        limits.failed_key(address)
+        if key is not None and key.is_expired:
+            end = key.expires.isoformat() if key.expires else ""
+            message = (
+                f"This API key was replaced by a rotation; its grace period ended at {end}."
+                if key.rotated
+                else f"This API key expired at {end}."
+            )
+            raise ApiError(401, "expired_api_key", message)
+        return None
+    limits.take_request(key)
+    keys.touch(key)
+    return key
+
+
 class KeyAuth(HttpBearer):
     async def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        return await sync_to_async(keys.authenticate)(token)
+        return await sync_to_async(_authenticate)(request, token)
 
 
 api = NinjaAPI(
@@ -122,7 +146,7 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 
 def _models(key: ApiKey) -> list[ModelOut]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     return [
         ModelOut(
             id=m.id,
@@ -139,13 +163,13 @@ def _models(key: ApiKey) -> list[ModelOut]:
     ]
 
 
-@api.get("/models", response={200: ModelList, **errors_schema(401)}, summary="The models this key may use")
+@api.get("/models", response={200: ModelList, **errors_schema(401, 429)}, summary="The models this key may use")
 async def list_models(request: HttpRequest) -> ModelList:
     return ModelList(data=await sync_to_async(_models)(_key(request)))
 
 
 @api.get(
-    "/models/{model_id}", response={200: ModelOut, **errors_schema(401, 404)}, summary="One model this key may use"
+    "/models/{model_id}", response={200: ModelOut, **errors_schema(401, 404, 429)}, summary="One model this key may use"
 )
 async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
     for model in await sync_to_async(_models)(_key(request)):
@@ -162,7 +186,7 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
     """Each refusal with its status, before any model call and before anything is saved."""
     org = key.organisation
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     if body.model not in catalogue:
         raise ApiError(404, "model_not_found", f"The model '{body.model}' does not exist.", param="model")
     policy = policy_for(org, key)
@@ -193,7 +217,7 @@ def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
                 f"The knowledge base '{slug}' does not exist or this key may not read it.",
                 param="tools_enabled",
             )
-    toolbox = runs.toolbox_for(org.pk)
+    toolbox = execution.toolbox_for(org.pk)
     for resource in ("web", "code"):
         if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):
             raise ApiError(
@@ -223,7 +247,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
     _refusals(key, body)
     org = key.organisation
     question = body.messages[-1].text
-    ask = runs.Ask(
+    ask = intake.Ask(
         text=question,
         model=body.model,
         level=body.reasoning_level,
@@ -242,7 +266,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                 if m.role in ("system", "developer"):
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
-            return runs.create_run(user, org, conversation, ask, api_key=key)
+            return intake.create_run(user, org, conversation, ask, api_key=key)
     except budgets.CategoryExhausted as e:  # exhausted between the check and the run: a rare race
         raise ApiError(429, "category_budget_exhausted", str(e), param="category") from e
     except RequestRefused as e:
@@ -320,7 +344,7 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
     run = await sync_to_async(_create)(_key(request), body)
     follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
-    runs.launch(run.pk)
+    execution.launch(run.pk)
     if body.stream:
         response = StreamingHttpResponse(_stream(run, follower), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
@@ -370,7 +394,7 @@ def _run_out(run: Run) -> RunOut:
 
 @api.get(
     "/runs/{run_id}",
-    response={200: RunOut, **errors_schema(401, 404)},
+    response={200: RunOut, **errors_schema(401, 404, 429)},
     summary="A run with its steps, live or finished",
 )
 async def retrieve_run(request: HttpRequest, run_id: str) -> RunOut:
@@ -379,12 +403,12 @@ async def retrieve_run(request: HttpRequest, run_id: str) -> RunOut:
 
 
 @api.post(
-    "/runs/{run_id}/cancel", response={200: RunOut, **errors_schema(401, 404)}, summary="Stop a run (as Stop does)"
+    "/runs/{run_id}/cancel", response={200: RunOut, **errors_schema(401, 404, 429)}, summary="Stop a run (as Stop does)"
 )
 async def cancel_run(request: HttpRequest, run_id: str) -> RunOut:
     key = _key(request)
     run = await sync_to_async(_run_of)(key, run_id)
-    await runs.request_stop(run.pk)
+    await execution.request_stop(run.pk)
     return await sync_to_async(lambda: _run_out(Run.objects.get(pk=run.pk)))()
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assistant.chat.steps import StepWithEvent, events_of
 from assistant.engine.delegation import AGENTS_TOOL
 from assistant.engine.events import (
     Action,
@@ -24,6 +23,7 @@ from assistant.engine.events import (
     UsageEvent,
 )
 from assistant.engine.usage import RunUsage, UsageData
+from assistant.runs.steps import StepWithEvent, events_of
 
 from .schemas import (
     ActionOut,

@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from assistant.engine.types import UsagePart
+from assistant.orgs.models import Organisation
 
 from . import services
 from .models import Category, Reservation
@@ -38,3 +39,15 @@ def ledger_for(organisation_id: int, category_slug: str) -> CategoryLedger | Non
         return None
     category = Category.objects.filter(organisation_id=organisation_id, slug=category_slug).first()
     return CategoryLedger(category.pk) if category is not None else None
+
+
+class CategoryAccounting:
+    """The runs' accounting (``runs.accounting``): a request is admitted against its category's budget, and
+    its run's calls are charged to that category."""
+
+    def admit(self, org: Organisation, category: str, text: str, model: str) -> str:
+        admitted = services.admit(org, category, text, model)
+        return admitted.slug if admitted is not None else ""
+
+    def ledger(self, organisation_id: int, category: str) -> CategoryLedger | None:
+        return ledger_for(organisation_id, category)

@@ -16,11 +16,11 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from assistant.chat.models import Run, Step
-from assistant.chat.steps import with_events
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Run, Step
+from assistant.runs.steps import with_events
 
 from .charts import PALETTE, Chart, Guide, Series
 from .models import BudgetAlert
@@ -294,14 +294,23 @@ CSV_COLUMNS = [
 ]
 
 
-# A spreadsheet reads a cell starting with one of these as a formula (CSV injection): such a text cell gets a
-# leading apostrophe, which spreadsheets show as text and do not evaluate.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# A spreadsheet reads a cell starting with one of these as a formula (CSV injection), also after leading
+# whitespace (" =1+1", "\n=1+1"), and a spreadsheet that splits on ";" (a French locale) reads each
+# ";"-separated part as a cell of its own ("a;=1+1"). Such a part gets a leading apostrophe, which
+# spreadsheets show as text and do not evaluate.
+FORMULA_STARTS = ("=", "+", "-", "@")
+CONTROL_STARTS = ("\t", "\r", "\n")
+
+
+def _text_part(part: str) -> str:
+    if part.startswith(CONTROL_STARTS) or part.lstrip().startswith(FORMULA_STARTS):
+        return f"'{part}"
+    return part
 
 
 def csv_text(value: str) -> str:
-    """A text cell of the CSV, never read as a formula by a spreadsheet."""
-    return f"'{value}" if value.startswith(FORMULA_STARTS) else value
+    """A text cell of the CSV, never read as a formula by a spreadsheet, whichever separator it splits on."""
+    return ";".join(_text_part(part) for part in value.split(";"))
 
 
 def usage_csv(org: Organisation, month: date) -> str:

@@ -22,8 +22,10 @@ from django.db.models import F, QuerySet, Sum
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _
 
+from assistant.catalogue import snapshot
 from assistant.engine.errors import BudgetExceeded, RequestRefused
-from assistant.engine.usage import estimate_tokens
+from assistant.engine.tokens import estimate_tokens
+from assistant.orgs import audit
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import is_admin
 
@@ -154,11 +156,9 @@ def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | N
 
     The first call reserves at least the message and the main model's output cap.
     """
-    from assistant.chat import providers  # here, not at the top: the chat app imports this module
-
     category = classify(org, slug)
     if category is not None:
-        catalogue = providers.catalogue()
+        catalogue = snapshot.catalogue()
         cap = catalogue[model].output_cap if model in catalogue else 0
         ensure_room(category, estimate_tokens(text) + cap, now)
     return category
@@ -227,7 +227,7 @@ def raise_budget(
         raise PermissionDenied("Only an admin of the organisation can raise a category's budget.")
     if tokens < 1 or not reason.strip():
         raise ValueError("A raise needs a positive number of tokens and a reason.")
-    return BudgetRaise.objects.create(
+    raised = BudgetRaise.objects.create(
         category=category,
         tokens=tokens,
         reason=reason.strip(),
@@ -235,6 +235,10 @@ def raise_budget(
         created_by=user,
         created_by_name=user.get_username(),
     )
+    audit.record(
+        user, category.organisation, "budget.raised", category.name, tokens=tokens, until=ends_on, reason=raised.reason
+    )
+    return raised
 
 
 # Alerts -------------------------------------------------------------------------------------------

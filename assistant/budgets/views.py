@@ -20,7 +20,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
-from assistant.orgs.http import AuthenticatedHttpRequest
+from assistant.orgs import audit
+from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation
 
@@ -94,6 +95,8 @@ def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
         # One default at a time: clear the others before setting it (a constraint checks it).
         Category.objects.filter(organisation=org).exclude(pk=default.pk).update(is_default=False)
         Category.objects.filter(pk=default.pk).update(is_default=True)
+        changes = {f.instance.name: {n: f.cleaned_data[n] for n in f.changed_data} for f in forms if f.changed_data}
+        audit.record(request.user, org, "categories.saved", org.name, default=default.name, **changes)
     messages.success(request, _("The categories and their budgets are saved."))
     return redirect("budgets")
 
@@ -111,6 +114,7 @@ def new_category(request: AuthenticatedHttpRequest) -> HttpResponse:
     category.is_default = not Category.objects.filter(organisation=org, is_default=True).exists()
     category.position = Category.objects.filter(organisation=org).count()
     category.save()
+    audit.record(request.user, org, "category.created", category.name, monthly_tokens=category.monthly_tokens)
     messages.success(request, _("The category “%(name)s” is created.") % {"name": category.name})
     return redirect("budgets")
 
@@ -141,6 +145,7 @@ def save_time_zone(request: AuthenticatedHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _page(request, org, zone_form=form, status=400)
     form.save()
+    audit.record(request.user, org, "time_zone.saved", org.name, time_zone=form.instance.time_zone)
     messages.success(request, _("The time zone is saved: budgets reset at midnight on the 1st there."))
     return redirect("budgets")
 
@@ -162,9 +167,7 @@ def usage_page(request: AuthenticatedHttpRequest) -> HttpResponse:
 def usage_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     month = _month(request, org)
-    response = HttpResponse(usage_csv(org, month), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="usage-{org.slug}-{month:%Y-%m}.csv"'
-    return response
+    return attachment_response(usage_csv(org, month), f"usage-{org.slug}-{month:%Y-%m}.csv", "text/csv; charset=utf-8")
 
 
 @login_required

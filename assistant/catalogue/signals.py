@@ -7,12 +7,11 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from . import snapshot
 from .models import CatalogueEntry
 
 
 @receiver(post_save, sender=CatalogueEntry)
 @receiver(post_delete, sender=CatalogueEntry)
 def catalogue_changed(**kwargs: Any) -> None:
-    from assistant.chat import providers
-
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()

@@ -1,7 +1,7 @@
 """The live chat: one websocket per open conversation page, pushing HTML fragments htmx swaps in.
 
-Thin by design: it authorises, joins groups, and hands events to ``live.LiveRun``, which keeps each
-run's state and renders what changed. Clients send nothing; Stop and new messages are HTTP posts.
+Thin by design: it authorises, joins groups (``runs.groups``), and hands events to ``live.LiveRun``,
+which follows each run (``runs.follow``) and renders what changed. Clients send nothing; Stop and new messages are HTTP posts.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
 
+from assistant.runs.groups import conversation_group, run_group
+
 from . import live
-from .runs import group_name
 
 CLOSE_SIGN_IN = 4401  # not signed in
 CLOSE_NOT_FOUND = 4404  # not a conversation of this user: the same answer as for one that does not exist
@@ -50,7 +51,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.conversation_id = pk
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.language = _language(query.get("lang", [""])[0])
-        await self._join(live.conversation_group(pk))
+        await self._join(conversation_group(pk))
         # The runs the page showed as running (one may have ended since) and those running now.
         shown = [r for r in ",".join(query.get("running", [])).split(",") if r]
         for run_id in dict.fromkeys(shown + await database_sync_to_async(live.running_runs)(pk)):
@@ -94,7 +95,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if run is None:
             return
         if not run.apply(message):
-            await live.catch_up(run, message)
+            await run.catch_up(message)
         self._schedule_push()
 
     async def run_finished(self, message: dict[str, Any]) -> None:
@@ -102,7 +103,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         run = self.runs.pop(run_id, None)
         if run is None:
             return
-        await self._leave(group_name_of(run_id))
+        await self._leave(run_group_of(run_id))
         if self.pushing is not None:
             await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
         await database_sync_to_async(run.refresh_finished)()
@@ -120,13 +121,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if run_id in self.runs:
             return
         # Join before reading: whatever happens after the read is then delivered.
-        await self._join(group_name_of(run_id))
+        await self._join(run_group_of(run_id))
         run = await database_sync_to_async(live.LiveRun.load)(run_id, self.conversation_id)
         if run is None:
-            await self._leave(group_name_of(run_id))
+            await self._leave(run_group_of(run_id))
             return
         if run.finished:
-            await self._leave(group_name_of(run_id))
+            await self._leave(run_group_of(run_id))
             # The page may show it running, or not at all (it started and ended in another tab).
             await self._send_finished(run_id, with_turn=True)
             await self._send_finished(run_id, with_turn=False)
@@ -164,8 +165,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.joined.discard(group)
 
 
-def group_name_of(run_hex: str) -> str:
-    return group_name(uuid.UUID(hex=run_hex))
+def run_group_of(run_hex: str) -> str:
+    return run_group(uuid.UUID(hex=run_hex))
 
 
 def _language(requested: str) -> str:

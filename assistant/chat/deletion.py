@@ -12,7 +12,7 @@ shape (the same event, text emptied), so every reader of runs works unchanged; a
 from is emptied whole.
 
 Deleted conversations exist for no page, no websocket and no sidebar. A run still running is stopped
-first (``runs.request_stop``, as Stop does); whatever it writes as it ends (its answer, the assistant's
+first (``runs.execution.request_stop``, as Stop does); whatever it writes as it ends (its answer, the assistant's
 message, steps saved late) is erased by the receivers at the bottom as soon as it is saved.
 """
 
@@ -30,10 +30,9 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from assistant.engine.events import erased
-
-from . import live, runs
-from .models import Conversation, Message, Run, Step
-from .steps import UnreadableStep, resave
+from assistant.runs import execution, groups
+from assistant.runs.models import Conversation, Message, Run, Step
+from assistant.runs.steps import UnreadableStep, resave
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +76,13 @@ async def delete_conversation(conversation: Conversation) -> None:
         pk async for pk in Run.objects.filter(conversation=conversation, status="running").values_list("pk", flat=True)
     ]
     for run_id in running:
-        await runs.request_stop(run_id)
+        await execution.request_stop(run_id)
     for run_id in running:
         # A run executing in this process ends within moments; one executing elsewhere is erased as it ends.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(runs.wait_for(run_id), STOP_WAIT_SECONDS)
+            await asyncio.wait_for(execution.wait_for(run_id), STOP_WAIT_SECONDS)
     await sync_to_async(erase)(conversation.pk)
-    await live.announce_deleted(conversation.pk)
+    await groups.announce_deleted(conversation.pk)
 
 
 def _is_deleted(conversation_id: int) -> bool:

@@ -1,11 +1,8 @@
 """Following runs live: a run's state as the page shows it, kept up to date from the events it publishes.
 
-A run publishes every event to its group ``run_<hex>`` (``runs.Recorder``): steps numbered by
-``seq``, text deltas placed by their ``offset`` in the answer. A follower joins the group *first*,
-then reads the run from the database, then applies what the group delivers: a step it already read
-or a piece of text it already has is skipped, and a gap (a message dropped, or the database read
-being a little behind the stream) is filled from the database. So a page that joins mid-run misses
-nothing and shows nothing twice.
+The protocol is ``runs.follow``'s (join the run's group first, read the run, then apply what the
+group delivers, gaps filled from the database): ``LiveRun`` follows one run through a
+``runs.follow.Follower`` and marks what each new step or piece of text changes on the page.
 
 Every push is an HTML fragment with an ``id`` that htmx swaps in place (the answer, the agents'
 block, the whole run once finished), or a new turn appended to ``#messages``: sending one twice
@@ -14,51 +11,27 @@ changes nothing, which is what makes reconnecting and several tabs simple.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.contrib.auth.models import AbstractBaseUser
 from django.template.loader import render_to_string
 from django.utils import translation
 from django.utils.safestring import SafeString
 
-from assistant.engine.events import TextDeltaEvent
 from assistant.orgs.models import Organisation
+from assistant.runs.follow import Follower, Item, steps_since
+from assistant.runs.models import Conversation, Message, Run, Step
 
-from .models import Conversation, Message, Run, Step
 from .presenters import run_view
 from .rendering import StreamingMarkdown
-from .steps import load_event
 
 # The steps that change what the agents' block shows (an agent's usage, say, shows only at the end),
 # and those among them that change one agent's line only.
 VISIBLE_STEPS = frozenset({"agent_started", "round_started", "agent_action", "agent_finished", "tool_result"})
 AGENT_PROGRESS = frozenset({"round_started", "agent_action"})
-CATCH_UP_TRIES = 40
-CATCH_UP_PAUSE = 0.05  # the recorder writes to the database at least every 0.1 s
-
-
-def conversation_group(conversation_id: int) -> str:
-    return f"conversation_{conversation_id}"
-
-
-async def announce(run: Run) -> None:
-    """Tell every page open on the conversation that a run started, so that each shows it."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(conversation_group(run.conversation_id), {"type": "conversation.run", "run": run.pk.hex})
-
-
-async def announce_deleted(conversation_id: int) -> None:
-    """Tell every page open on the conversation that it was deleted: each closes its websocket."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(conversation_group(conversation_id), {"type": "conversation.deleted"})
 
 
 def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:
@@ -79,12 +52,12 @@ def running_runs(conversation_id: int) -> list[str]:
 
 @dataclass
 class LiveRun:
-    """One run as a follower knows it: the saved part it read, then every event applied in order."""
+    """One run as a page following it knows it: the saved part it read, then every event applied in order."""
 
     run: Run
     question: Message
     steps: list[Step]
-    seq: int
+    follower: Follower
     markdown: StreamingMarkdown = field(default_factory=StreamingMarkdown)
     reports: dict[str, SafeString] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
@@ -101,51 +74,49 @@ class LiveRun:
         if run is None or question is None:
             return None
         steps = list(run.steps.all())
-        return cls(run=run, question=question, steps=steps, seq=steps[-1].seq if steps else 0)
+        follower = Follower(pk, seq=steps[-1].seq if steps else 0, answer=run.answer)
+        return cls(run=run, question=question, steps=steps, follower=follower)
+
+    @property
+    def seq(self) -> int:
+        return self.follower.seq
 
     @property
     def finished(self) -> bool:
         return not self.run.is_running
 
     def apply(self, message: dict[str, Any]) -> bool:
-        """Apply one published event; False when something before it is missing (catch up first)."""
-        seq: int = message["seq"]
-        event = load_event(message["event"])
-        if isinstance(event, TextDeltaEvent):
-            if seq > self.seq:
-                return False
-            have = len(self.run.answer)
-            offset: int = message.get("offset", have)
-            if offset > have:
-                return False
-            if offset + len(event.text) > have:
-                self.run.answer += event.text[have - offset :]
-                self.dirty.add("answer")
-                if self.emitted is None and "t" in message:
-                    self.emitted = message["t"]
-            return True
-        if seq <= self.seq:
-            return True
-        if seq > self.seq + 1:
+        """Apply one published event; False when something before it is missing (``catch_up`` first)."""
+        items = self.follower.apply(message)
+        if items is None:
             return False
-        self.steps.append(Step.published(self.run.pk, seq, message["event"]))
-        self.seq = seq
-        if event.kind in AGENT_PROGRESS and event.agent_id:
-            self.dirty.add(f"agent:{event.agent_id}")  # that agent's line only
-        elif event.kind in VISIBLE_STEPS and (event.agent_id or event.kind == "tool_result"):
-            self.dirty.add("work")  # a line appears, or the working line changes
+        self._take(items, message)
         return True
+
+    async def catch_up(self, message: dict[str, Any]) -> None:
+        """Read the database until what precedes ``message`` is there, then apply it."""
+        self._take(await self.follower.catch_up(message), message, caught_up=True)
 
     def merge(self, steps: list[Step], answer: str) -> None:
         """Take what the database has beyond what this follower has."""
-        for step in steps:
-            if step.seq == self.seq + 1:
-                self.steps.append(step)
-                self.seq = step.seq
+        self._take(self.follower.merge(steps, answer), None, caught_up=True)
+
+    def _take(self, items: list[Item], message: dict[str, Any] | None, caught_up: bool = False) -> None:
+        """Keep what the follower added, and mark what it changes on the page (after a catch-up, the agents' block)."""
+        for item in items:
+            if isinstance(item, str):
+                self.run.answer = self.follower.answer
+                self.dirty.add("answer")
+                if self.emitted is None and message is not None and "t" in message:
+                    self.emitted = message["t"]
+                continue
+            self.steps.append(item)
+            if caught_up:
                 self.dirty.add("work")
-        if len(answer) > len(self.run.answer):
-            self.run.answer = answer
-            self.dirty.add("answer")
+            elif item.kind in AGENT_PROGRESS and item.agent_id:
+                self.dirty.add(f"agent:{item.agent_id}")  # that agent's line only
+            elif item.kind in VISIBLE_STEPS and (item.agent_id or item.kind == "tool_result"):
+                self.dirty.add("work")  # a line appears, or the working line changes
 
     def view(self) -> dict[str, Any]:
         view = run_view(self.run, self.steps, self.reports)
@@ -185,23 +156,6 @@ class LiveRun:
     def render_run(self) -> str:
         """The whole run, finished: what was rendered while it streamed is reused, not rendered again."""
         return render_to_string("chat/_run.html", {"view": self.view()})
-
-
-def steps_since(run_id: uuid.UUID, seq: int) -> tuple[list[Step], str]:
-    steps = list(Step.objects.filter(run_id=run_id, seq__gt=seq).order_by("seq"))
-    answer = Run.objects.filter(pk=run_id).values_list("answer", flat=True).first() or ""
-    return steps, answer
-
-
-async def catch_up(live: LiveRun, message: dict[str, Any]) -> bool:
-    """Read the database until what precedes ``message`` is there, then apply it."""
-    for _ in range(CATCH_UP_TRIES):
-        steps, answer = await database_sync_to_async(steps_since)(live.run.pk, live.seq)
-        live.merge(steps, answer)
-        if live.apply(message):
-            return True
-        await asyncio.sleep(CATCH_UP_PAUSE)
-    return False  # the finished run is rendered whole from the database anyway
 
 
 def render_finished(run_id: str, language: str, *, with_turn: bool) -> str:

@@ -26,10 +26,10 @@ from assistant.engine.events import (
     ToolResultEvent,
 )
 from assistant.engine.usage import RunUsage
+from assistant.runs.models import Run, Step
+from assistant.runs.steps import events_of
 
-from .models import Run, Step
 from .rendering import render_markdown
-from .steps import events_of
 
 REPORT_PREVIEW_CHARS = 2_000
 

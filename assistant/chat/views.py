@@ -20,34 +20,29 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
+from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
-from assistant.engine.tools import Scope
+from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
+from assistant.runs import execution, groups, intake
+from assistant.runs.intake import LEVEL_LABELS
+from assistant.runs.models import Conversation, Message, Run
 
-from . import deletion, live, providers, runs
-from .models import Conversation, Message, Run
+from . import deletion
 from .presenters import run_view
 
 log = logging.getLogger(__name__)
 
-# The levels' names are the product's words, the same in every language.
-LEVEL_LABELS: dict[str, str] = {
-    "rapide": "Rapide",
-    "standard": "Standard",
-    "approfondi": "Approfondi",
-    "maximal": "Maximal",
-}
-
 
 def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[str, Any]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     allowed = [catalogue[m] for m in policy_for(org).allowed_ids(catalogue)]
     kbs = list(KnowledgeBase.objects.filter(organisation=org))
-    toolbox = runs.toolbox_for(org.pk)
+    toolbox = execution.toolbox_for(org.pk)
     tools = [
         {"value": value, "label": label, "available": bool(toolbox.tools_for(Scope.from_resources([value])))}
         for value, label in (("web", _("Web")), ("code", _("Code")))
@@ -120,7 +115,7 @@ def _field(post: dict[str, Any], name: str) -> str:
     return str(post.get(name, "")).replace("\x00", "")
 
 
-def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[runs.Ask, dict[str, Any]]:
+def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[intake.Ask, dict[str, Any]]:
     text = _field(post, "text").strip()
     level_raw = _field(post, "level")
     level: Level | None = level_raw if level_raw in LEVELS else None
@@ -128,15 +123,15 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[runs.Ask, dic
     model = _field(post, "model")
     resources = [r.replace("\x00", "") for r in resources]
     values = {"text": text, "model": model, "level": level_raw, "resources": resources, "category": category}
-    ask = runs.Ask(text=text, model=model, level=level, resources=tuple(resources), category=category)
+    ask = intake.Ask(text=text, model=model, level=level, resources=tuple(resources), category=category)
     return ask, values
 
 
-def _refusal(org: Organisation, ask: runs.Ask) -> str | None:
+def _refusal(org: Organisation, ask: intake.Ask) -> str | None:
     """The reasons the user can act on, in their language, before the policy's own checks."""
     if not ask.text:
         return _("Write a message first.")
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     allowed = policy_for(org).allowed_ids(catalogue)
     if ask.model not in allowed:
         return _("The model '%(model)s' is not allowed here. Allowed models: %(allowed)s.") % {
@@ -165,7 +160,7 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | No
         refusal = _refusal(org, ask)
         if refusal is not None:
             raise RequestRefused(refusal)
-        return runs.create_run(request.user, org, conv, ask), None
+        return intake.create_run(request.user, org, conv, ask), None
     except RequestRefused as e:
         error = str(e)
     except Exception:
@@ -201,8 +196,8 @@ async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> Http
     if refused is not None:
         return refused
     assert run is not None
-    await live.announce(run)
-    runs.launch(run.pk)
+    await groups.announce_started(run)
+    execution.launch(run.pk)
     if request.htmx and pk is not None:  # type: ignore[attr-defined]
         return await sync_to_async(_sent)(request, run)
     if request.htmx:  # type: ignore[attr-defined]
@@ -218,7 +213,7 @@ async def stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID) -> HttpResp
     run = await Run.objects.filter(pk=run_id, organisation=org, user=user, conversation__deleted__isnull=True).afirst()
     if run is None:
         return HttpResponse("Not found", status=404)
-    await runs.request_stop(run.pk)
+    await execution.request_stop(run.pk)
     if request.htmx:  # type: ignore[attr-defined]
         # The button becomes "Stopping…"; the stopped run itself arrives through the websocket.
         await run.arefresh_from_db()

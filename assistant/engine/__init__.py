@@ -8,11 +8,13 @@ Public surface (see docs/ARCHITECTURE.md):
   (retries, the tool-call buffer), ``providers`` own the clients, keys and base URLs.
 - ``errors``: the engine's few typed errors; SDK errors are translated into them at the boundary.
 - ``usage``: ``Usage`` per call, ``RunUsage`` per run (by model, with cost, energy and carbon), ``AgentBudget``.
+- ``tokens``: token estimation (a text's, a history's, a request's), used by budgets and compaction.
 - ``carbon``: energy and carbon of a call with EcoLogits' direct computation.
 - ``events``: the typed event stream of a run.
 - ``cancel.CancelToken``: one token shared by a run and its agents.
-- ``tools``: read-only tools enforcing a ``Scope``.
-- ``delegation``: the ``agents`` tool and the sub-agent loop; ``compaction`` keeps an agent's
-  history within its model's context window.
+- ``scope.Scope``: the resources one caller may read; ``tools``: read-only tools enforcing it.
+- ``delegation``: the ``agents`` tool (its spec, its tasks' checks); ``agent``: the agent loop,
+  parallel to the main loop; ``outcomes``: an agent's task, report and outcome; ``compaction`` keeps
+  an agent's history within its model's context window.
 - ``loop.run_chat``: the main loop.
 """

@@ -1,16 +1,16 @@
 """A history shortened before it nears its model's context window: an agent's, and the main model's.
 
 What stays whole: the system prompt, the first message (the instruction and the scope), the agent's
-own messages (what it wrote and the calls it made) and the latest turn (the call whose results it
+own messages (what it wrote and the calls it made) and the latest round (the call whose results it
 has not read yet, those results, and any notice after them). What shrinks, oldest first: the tool
-results of earlier turns, each replaced by a digest that keeps what was found (the ids, titles and
+results of earlier rounds, each replaced by a digest that keeps what was found (the ids, titles and
 opening lines of the documents read; the ids and titles of the search hits), so the findings so far
 remain in the history.
 
 It triggers at ``TRIGGER`` of the window (or sooner, when the room left for the answer and the tool
-specs is smaller) and then goes down to ``TARGET``, so that it does not happen again at every turn:
+specs is smaller) and then goes down to ``TARGET``, so that it does not happen again at every round:
 each compaction changes the prompt's prefix, and with it what the provider has cached. When the
-latest turn alone does not fit, its results are cut too, since the call would certainly fail.
+latest round alone does not fit, its results are cut too, since the call would certainly fail.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from .models.function import request_tokens
+from .tokens import request_tokens
 from .types import Message
 
 TRIGGER = 0.75
@@ -41,7 +41,7 @@ def compact(messages: list[Message], context_window: int, reserve: int = 0) -> b
     if _tokens(messages) <= min(int(context_window * TRIGGER), room):
         return False
     target = min(int(context_window * TARGET), room)
-    latest = _latest_turn(messages)
+    latest = _latest_round(messages)
     changed = False
     for i in range(2, latest):
         m = messages[i]
@@ -74,9 +74,9 @@ def fit_conversation(messages: list[Message], context_window: int, reserve: int,
     """Leave out the oldest earlier messages of the conversation when the main model's history nears its window.
 
     ``messages`` is the system prompt, the conversation's earlier messages, the request's message at
-    index ``current``, then this run's turns. The earlier messages go first, oldest first, down to
+    index ``current``, then this run's rounds. The earlier messages go first, oldest first, down to
     ``TARGET`` of the window (the next one left starting with a user's message); the request's
-    message and this run's turns stay, their earlier tool results shortened as an agent's are.
+    message and this run's rounds stay, their earlier tool results shortened as an agent's are.
     Returns how many earlier messages were left out, so that the caller can say so.
     """
     room = max(context_window - reserve, context_window // 4)
@@ -97,8 +97,8 @@ def _tokens(messages: list[Message]) -> int:
     return request_tokens(tuple(messages))
 
 
-def _latest_turn(messages: list[Message]) -> int:
-    """Where the latest turn starts: the last message of the agent's own, else the end."""
+def _latest_round(messages: list[Message]) -> int:
+    """Where the latest round starts: the last message of the agent's own, else the end."""
     for i in range(len(messages) - 1, 1, -1):
         if messages[i].role == "assistant":
             return i

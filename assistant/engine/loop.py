@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from .compaction import fit_conversation
-from .delegation import AGENTS_TOOL, AgentOutcome, Delegation
+from .delegation import AGENTS_TOOL, Delegation
 from .errors import ModelError, RequestRefused
 from .events import (
     ErrorEvent,
@@ -25,9 +25,10 @@ from .events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from .models.function import prompt_tokens
+from .outcomes import AgentOutcome
 from .policy import Plan, RunRequest, plan_request
 from .runtime import RunContext
+from .tokens import prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
 from .types import Message, ModelRequest, ToolCall
 
@@ -131,7 +132,7 @@ class _MainLoop:
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
-                # Every call of the turn finishes before an unexpected failure of one of them ends the run.
+                # Every tool call of the round finishes before an unexpected failure of one of them ends the run.
                 runs = await asyncio.gather(*(self._run_call(c) for c in response.tool_calls), return_exceptions=True)
                 for run in runs:
                     if isinstance(run, BaseException):

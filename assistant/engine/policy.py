@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias
 
 from .catalogue import Catalogue
 from .errors import RequestRefused
-from .tools import KB_PREFIX, Scope
+from .scope import KB_PREFIX, Scope
 from .types import Effort, Message
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
@@ -17,7 +17,7 @@ LEVELS: tuple[Level, ...] = ("rapide", "standard", "approfondi", "maximal")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LevelSettings:
-    """One reasoning level: the provider effort, the main loop's round limit, the agents' turn budget.
+    """One reasoning level: the provider effort, the main loop's round limit, the agents' round budget.
 
     ``agent_rounds == 0`` means no delegation at this level.
     """

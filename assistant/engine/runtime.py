@@ -14,11 +14,11 @@ from .catalogue import Catalogue
 from .errors import BudgetExceeded, CostCapReached, ModelError, ModelTimeout
 from .events import Event, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
-from .models.function import prompt_tokens, request_tokens
 from .policy import Policy
+from .tokens import estimate_tokens, prompt_tokens, request_tokens
 from .tools import Toolbox
 from .types import ModelRequest, ModelResponse, TextDelta, UsagePart
-from .usage import RunUsage, UsageLedger, estimate_tokens
+from .usage import RunUsage, UsageLedger
 
 Emit = Callable[[Event], Awaitable[None]]
 

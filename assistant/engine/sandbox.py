@@ -1,16 +1,21 @@
 """``run_code``: a Python script run in a separate, read-only, offline process.
 
-What a child gets, layer by layer (``Sandbox.isolation`` says which layers this machine gives):
+Layers, each of which holds on its own (``Sandbox.isolation`` says what this machine gives; where
+bubblewrap, seccomp or user namespaces are missing, ``run_code`` is not offered at all):
 
-- a separate process started with ``python -I -S -B`` (no site-packages, no environment, no bytecode
-  written), its own session so the whole group is killed at the wall-time limit;
-- a new user and network namespace (``unshare -rn``) when the machine allows it: no network interface
-  but a loopback that is down;
-- when the server runs as root: the unprivileged ``nobody`` user, the exported files readable through
-  their group only;
-- ``sandbox_child``: resource limits (CPU, memory, no file may grow, no new process), a Landlock
-  ruleset when the kernel has one (read-only view of the export and Python's library, no TCP), and an
-  audit hook that refuses writes, reads elsewhere, sockets and processes with a message for the agent.
+- ``namespaces``: bubblewrap (``bwrap``) starts the child in new user, mount, pid, network, ipc, uts
+  and cgroup namespaces, with its capabilities dropped, a new session, an empty environment, and a
+  read-only root that holds only the run's export, the interpreter, its standard library and the
+  system libraries it loads, ``/dev/null``, ``/dev/urandom`` and the new pid namespace's ``/proc``: no
+  ``/run``, no ``/tmp``, no ``/home``, no ``/etc`` but the loader's cache, no socket of the host;
+- ``seccomp``: an allow-list of system calls (``seccomp.py``): no socket of any family, no process,
+  thread or namespace, no ``ptrace``, ``bpf``, ``io_uring``, ``mount``, keyring, ``kill``;
+- ``uid``: when the server runs as root, a user of its own per run (from ``UID_BASE``), and the export
+  readable by that run's group only (owner root, mode 0550/0440);
+- ``nproc``, plus CPU, memory and file-size limits (``sandbox_child``);
+- ``landlock`` when the kernel has it: read-only view of the export and Python's library, no TCP;
+- ``hook``: an audit hook that refuses writes, reads elsewhere, sockets and processes with a message
+  for the agent. A script can switch it off; the layers above do not depend on it.
 
 The knowledge bases of the caller's scope, and only those, are exported as text files into a fresh
 temporary directory that is the script's working directory, and removed afterwards.
@@ -24,6 +29,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -34,17 +40,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import seccomp
 from .errors import ToolError
 from .events import Action, Source
-from .tools import Document, Scope, Tool, ToolFactory, ToolOutcome
+from .scope import Scope
+from .tools import Document, Tool, ToolFactory, ToolOutcome
 from .types import ToolSpec
 
-NOBODY = 65534
+UID_BASE = 2_000_000_000  # the per-run users: UID_BASE .. UID_BASE + UID_COUNT - 1, owned by no account
+UID_COUNT = 1_000_000
 REFUSED = "run_code refused: "
+LAYERS = frozenset({"namespaces", "seccomp", "uid", "nproc", "landlock", "hook"})
 _MARK = "\x00sandbox "
 _CHILD_SOURCE = Path(__file__).with_name("sandbox_child.py")
 _SYSTEM_DIRS = ["/usr/lib", "/lib", "/lib64", "/usr/lib64", "/usr/share/zoneinfo"]
 _SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom"]
+_RUNTIME_PROBE = (
+    "import json, sys, sysconfig; print(json.dumps([sys.path, sysconfig.get_config_var('MULTIARCH') or '']))"
+)
 
 
 class KnowledgeExport(Protocol):
@@ -66,19 +79,27 @@ class CodeLimits:
 
 @dataclass(frozen=True, slots=True)
 class Isolation:
-    """The process-level isolation this machine gives a child (the child adds limits, Landlock, hook)."""
+    """What this machine gives a child; ``missing`` names the layers it lacks (then no ``run_code``)."""
 
     python: str
-    namespace: bool
-    user: int | None
+    bwrap: str | None
+    seccomp: bool
+    uids: bool  # a user per run (the server is root)
+    runtime: tuple[str, ...] = ()  # what the child's mount namespace shows of the host, read-only
+    missing: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
 
     def describe(self) -> list[str]:
-        layers = ["separate process, python -I -S, resource limits, audit hook"]
-        layers.append(
-            "new network namespace (no network)" if self.namespace else "no network namespace (unshare unavailable)"
-        )
-        if self.user is not None:
-            layers.append(f"unprivileged user {self.user}")
+        layers = ["separate process, python -I -S, resource limits, Landlock where the kernel has it, audit hook"]
+        if self.bwrap:
+            layers.append("bubblewrap: new user, mount, pid, network, ipc and uts namespaces; read-only minimal root")
+        if self.seccomp:
+            layers.append("seccomp allow-list of system calls (no sockets, processes, namespaces)")
+        layers.append("a user of its own per run" if self.uids else "the server's user (the server is not root)")
+        layers.extend(f"missing: {m}" for m in self.missing)
         return layers
 
 
@@ -106,119 +127,224 @@ def _world_executable(path: str) -> bool:
         return False
 
 
-def _probe(cmd: list[str], user: int | None) -> bool:
-    kwargs: dict[str, Any] = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
+def _run(cmd: list[str], user: int | None, **kwargs: Any) -> subprocess.CompletedProcess[str] | None:
+    if user is not None:
+        kwargs.update(user=user, group=user, extra_groups=[])
     try:
-        done = subprocess.run(
-            cmd, capture_output=True, timeout=10, check=False, env={"PATH": "/usr/bin:/bin"}, **kwargs
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=20, check=False, env={"PATH": "/usr/bin:/bin"}, **kwargs
         )
     except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+        return None
+
+
+def _runtime(python: str, user: int | None) -> tuple[str, ...] | None:
+    """What the interpreter needs to see: itself, its library, the system libraries, the loader's files."""
+    done = _run([python, "-I", "-S", "-c", _RUNTIME_PROBE], user)
+    if done is None or done.returncode != 0:
+        return None
+    path, multiarch = json.loads(done.stdout)
+    paths = [os.path.realpath(python), *(p for p in path if os.path.exists(p))]
+    for d in [
+        "/usr/lib64",
+        "/usr/share/zoneinfo",
+        *([f"/usr/lib/{multiarch}", f"/lib/{multiarch}"] if multiarch else []),
+    ]:
+        paths.append(d)
+    paths += [os.path.realpath("/lib64") if not os.path.islink("/lib64") else "/lib64", *_SYSTEM_FILES]
+    return tuple(dict.fromkeys(paths))
 
 
 @functools.cache
 def detect(python: str | None = None) -> Isolation | None:
-    """The best isolation available here, or None where no child can be started safely (not Linux)."""
+    """What isolation this machine gives, or None where no child can be started (not Linux, no Python)."""
     if not sys.platform.startswith("linux"):
         return None
+    root = os.geteuid() == 0
+    probe_user = UID_BASE if root else None
     candidates = [python] if python else [getattr(sys, "_base_executable", sys.executable), "/usr/bin/python3"]
     candidates = [c for c in dict.fromkeys(candidates) if c and os.path.exists(c)]
-    unshare = shutil.which("unshare")
-    root = os.geteuid() == 0
-    users: list[int | None] = [NOBODY, None] if root else [None]
-    for user in users:
-        for py in candidates:
-            if user is not None and not _world_executable(py):
-                continue
-            if unshare and _probe([unshare, "-rn", py, "-I", "-S", "-c", "pass"], user):
-                return Isolation(py, True, user)
-            if _probe([py, "-I", "-S", "-c", "pass"], user):
-                return Isolation(py, False, user)
-    return None
+    found: tuple[str, tuple[str, ...]] | None = None
+    for py in candidates:
+        if root and not _world_executable(py):
+            continue
+        runtime = _runtime(py, probe_user)
+        if runtime is not None:
+            found = (os.path.realpath(py), runtime)
+            break
+    if found is None:
+        return None
+    missing: list[str] = []
+    bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
+    if bwrap is None:
+        missing.append("bubblewrap (bwrap) is not installed")
+    try:
+        seccomp.build(outer=True)
+        seccomp.build(outer=False)
+        has_seccomp = True
+    except seccomp.SeccompUnavailable as e:
+        missing.append(f"seccomp: {e}")
+        has_seccomp = False
+    isolation = Isolation(found[0], bwrap, has_seccomp, root, found[1], tuple(missing))
+    if bwrap is not None:
+        problem = Sandbox(CodeLimits(), isolation).probe()
+        if problem:
+            isolation = Isolation(
+                found[0], None, has_seccomp, root, found[1], (*missing, f"bubblewrap cannot start a sandbox: {problem}")
+            )
+    return isolation
 
 
 class Sandbox:
-    """Runs scripts in child processes under ``limits``; ``audit_hook`` off only in tests of the kernel layers."""
+    """Runs scripts in child processes under ``limits``; ``layers`` (all of ``LAYERS``) is narrowed only by tests."""
 
-    def __init__(
-        self, limits: CodeLimits, isolation: Isolation, *, audit_hook: bool = True, landlock: bool = True
-    ) -> None:
+    def __init__(self, limits: CodeLimits, isolation: Isolation, *, layers: frozenset[str] = LAYERS) -> None:
+        unknown = layers - LAYERS
+        if unknown:
+            raise ValueError(f"unknown sandbox layers: {sorted(unknown)}")
         self.limits = limits
         self.isolation = isolation
-        self.audit_hook = audit_hook
-        self.landlock = landlock
+        self.layers = layers
+        self._uids: dict[Path, int] = {}
+
+    @property
+    def _namespaces(self) -> bool:
+        return "namespaces" in self.layers and self.isolation.bwrap is not None
+
+    @property
+    def _seccomp(self) -> bool:
+        return "seccomp" in self.layers and self.isolation.seccomp
 
     @contextlib.contextmanager
     def workdir(self) -> Iterator[Path]:
-        """A fresh directory for an export, readable by the child only, removed afterwards."""
-        base = Path(tempfile.mkdtemp(prefix="run_code-"))
+        """A fresh directory for an export (and, when root, the run's own user), removed afterwards."""
+        uid: int | None = None
+        if "uid" in self.layers and self.isolation.uids:
+            while True:  # the directory's name reserves the user among every server process of this host
+                uid = UID_BASE + secrets.randbelow(UID_COUNT)
+                base = Path(tempfile.gettempdir()) / f"run_code-{uid}"
+                try:
+                    base.mkdir(mode=0o700)
+                    break
+                except FileExistsError:
+                    continue
+        else:
+            base = Path(tempfile.mkdtemp(prefix="run_code-"))
         try:
             os.chmod(base, 0o711)  # the child may traverse it, not list it
             root = base / "kb"
             root.mkdir()
+            if uid is not None:
+                self._uids[root] = uid
             yield root
         finally:
+            self._uids.pop(base / "kb", None)
             for d, _, _ in os.walk(base):
                 with contextlib.suppress(OSError):
                     os.chmod(d, 0o700)
             shutil.rmtree(base, ignore_errors=True)
 
     def seal(self, root: Path) -> None:
-        """Make the export read-only for the child: group ``nobody`` when it runs as nobody, else read-only modes."""
-        user = self.isolation.user
+        """Make the export read-only: owner root, readable by the run's own group only when it has a user."""
+        uid = self._uids.get(root)
         for d, _dirs, files in os.walk(root, topdown=False):
             for name in files:
                 p = os.path.join(d, name)
-                if user is not None:
-                    os.chown(p, 0, user)
-                os.chmod(p, 0o440 if user is not None else 0o444)
-            if user is not None:
-                os.chown(d, 0, user)
-            os.chmod(d, 0o550 if user is not None else 0o555)
+                if uid is not None:
+                    os.chown(p, 0, uid)
+                os.chmod(p, 0o440 if uid is not None else 0o400)
+            if uid is not None:
+                os.chown(d, 0, uid)
+            os.chmod(d, 0o550 if uid is not None else 0o500)
 
-    def command(self, root: Path) -> list[str]:
+    def _child(self, root: Path) -> list[str]:
         cfg = {
             "root": str(root),
             "cpu_seconds": self.limits.cpu_seconds,
             "memory_bytes": self.limits.memory_mb * 1024 * 1024,
-            "no_processes": True,
-            "landlock": self.landlock,
-            "audit_hook": self.audit_hook,
+            "no_processes": "nproc" in self.layers,
+            "landlock": "landlock" in self.layers,
+            "audit_hook": "hook" in self.layers,
+            "seccomp": seccomp.build(outer=False).hex() if self._seccomp else "",
             "system_dirs": _SYSTEM_DIRS,
             "system_files": _SYSTEM_FILES,
         }
-        child = [self.isolation.python, "-I", "-S", "-B", "-c", _CHILD_SOURCE.read_text(), json.dumps(cfg)]
-        if self.isolation.namespace:
-            unshare = shutil.which("unshare") or "unshare"
-            return [unshare, "-rn", *child]
-        return child
+        return [self.isolation.python, "-I", "-S", "-B", "-c", _CHILD_SOURCE.read_text(), json.dumps(cfg)]
+
+    def command(self, root: Path, seccomp_fd: int | None = None) -> list[str]:
+        child = self._child(root)
+        if not self._namespaces:
+            return child
+        assert self.isolation.bwrap is not None
+        cmd = [self.isolation.bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc"]
+        cmd += ["--unshare-uts", "--unshare-cgroup-try", "--hostname", "run_code", "--die-with-parent"]
+        cmd += ["--new-session", "--clearenv", "--setenv", "LANG", "C.UTF-8", "--cap-drop", "ALL"]
+        for link in ("/lib", "/lib64", "/bin"):
+            if os.path.islink(link):
+                cmd += ["--symlink", os.readlink(link), link]
+        for path in self.isolation.runtime:
+            cmd += ["--ro-bind-try", path, path]
+        cmd += ["--ro-bind", str(root), str(root), "--proc", "/proc", "--chdir", str(root), "--remount-ro", "/"]
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", str(seccomp_fd)]
+        return [*cmd, "--", *child]
+
+    def _spawn(self, root: Path) -> tuple[list[str], dict[str, Any], int | None]:
+        """The command, the process options and the seccomp pipe to close once the child has started."""
+        uid = self._uids.get(root)
+        kwargs: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        fd = seccomp.pipe_with(seccomp.build(outer=True)) if self._namespaces and self._seccomp else None
+        kwargs.update(
+            cwd=str(root), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
+            pass_fds=(fd,) if fd is not None else (),
+        )  # fmt: skip
+        return self.command(root, fd), kwargs, fd
+
+    def probe(self) -> str:
+        """Run an empty script with every layer; "" when it ran, else what went wrong."""
+        with self.workdir() as root:
+            self.seal(root)
+            cmd, kwargs, fd = self._spawn(root)
+            try:
+                done = subprocess.run(
+                    cmd, input="print('ok')", capture_output=True, text=True, timeout=20, check=False, **kwargs
+                )
+            except (OSError, subprocess.SubprocessError) as e:
+                return str(e)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+        if done.returncode == 0 and done.stdout == "ok\n":
+            return ""
+        lines: list[str] = str(done.stderr).strip().splitlines()
+        return (lines[-1] if lines else f"exit status {done.returncode}")[:200]
 
     async def run(self, code: str, root: Path) -> CodeResult:
         """Run ``code`` with ``root`` (already sealed) as its working directory."""
-        user = self.isolation.user
-        kwargs: dict[str, Any] = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
-        proc = await asyncio.create_subprocess_exec(
-            *self.command(root),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(root),
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            start_new_session=True,
-            **kwargs,
-        )
+        cmd, kwargs, fd = self._spawn(root)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                **kwargs,
+            )
+        finally:
+            if fd is not None:
+                os.close(fd)
         cap = self.limits.max_output_chars * 4
         over: list[str] = []
 
         async def drain(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
             assert stream is not None
             while chunk := await stream.read(65536):
+                if over:
+                    continue  # read to the end (the child is being killed), keep nothing more
                 sink += chunk
                 if len(sink) > cap:
                     over.append("output")
                     _kill(proc)
-                    return
 
         out, err = bytearray(), bytearray()
         limit: str | None = None
@@ -241,6 +367,8 @@ class Sandbox:
                 _kill(proc)
                 await proc.wait()
         code_ = proc.returncode
+        if self._namespaces and code_ is not None and code_ > 128:
+            code_ = 128 - code_  # bubblewrap reports a child killed by signal N as 128 + N
         if limit is None and over:
             limit = "output"
         elif limit is None and code_ in (-signal.SIGXCPU, -signal.SIGKILL):

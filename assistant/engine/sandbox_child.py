@@ -8,13 +8,14 @@ configuration as the first argument. It only uses the standard library. In order
 2. applies a Landlock ruleset when the kernel has one: the whole file system becomes read-only and
    only the exported knowledge bases and Python's own library stay readable; TCP bind and connect
    are denied; signals and abstract sockets cannot leave the sandbox;
-3. installs an audit hook that refuses, with a message the agent reads, any write, any read outside
+3. installs the inner seccomp filter the parent built (``seccomp.py``: the allow-list without
+   ``execve``, ``prctl`` or Landlock's calls), which nothing can remove;
+4. installs an audit hook that refuses, with a message the agent reads, any write, any read outside
    those directories, any socket, any new process and ``ctypes``;
-4. runs the script.
+5. runs the script.
 
-The hook gives the agent a clear message; the kernel (Landlock, the network namespace the parent
-starts it in, the unprivileged user, the limits) is what actually holds when a script gets around
-the hook.
+The hook gives the agent a clear message; the kernel (bubblewrap's namespaces and mounts, seccomp,
+the run's own user, Landlock, the limits) is what actually holds when a script gets around the hook.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ _SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
 _SCOPE_SIGNAL = 1 << 1
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 
 def set_limits(cfg: dict[str, Any]) -> None:
@@ -99,6 +101,23 @@ def landlock(read_dirs: list[str], read_files: list[str]) -> int:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     os.close(ruleset)
     return abi
+
+
+def seccomp_filter(program: bytes) -> None:
+    """Install a seccomp BPF program (``struct sock_filter`` array) on this process, for good."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    buffer = ctypes.create_string_buffer(program, len(program))
+    prog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
 _WRITE_EVENTS = {
@@ -212,6 +231,8 @@ def main() -> None:
     abi = 0
     if cfg.get("landlock"):
         abi = landlock([root, *python_dirs, *cfg["system_dirs"]], [f for f in cfg["system_files"] if os.path.isfile(f)])
+    if cfg.get("seccomp"):
+        seccomp_filter(bytes.fromhex(cfg["seccomp"]))
     for name in [m for m in sys.modules if m.split(".")[0] in _FORBIDDEN_MODULES]:
         del sys.modules[name]
     os.write(2, f"\x00sandbox landlock={abi}\n".encode())

@@ -1,4 +1,4 @@
-"""Read-only tools over a ``Scope``. The scope is enforced here, in the tool, never only in a prompt.
+"""The tool runtime: read-only tools over a ``Scope`` (``scope.py``), enforced here, in the tool, never only in a prompt.
 
 A tool raises ``ToolError`` (or ``OutOfScope``) for anything the model should read and correct;
 the loop sends it back as the tool's result and the run goes on.
@@ -8,52 +8,17 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import OutOfScope, ToolError
 from .events import Action, Source
+from .scope import KB_PREFIX, Scope
 from .types import ToolCall, ToolSpec
 
-KB_PREFIX = "kb:"
 MAX_IDS_PER_READ = 10
 MAX_CHARS_PER_DOCUMENT = 6_000
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """The resources a caller may read: knowledge bases by slug, the web, code."""
-
-    knowledge_bases: tuple[str, ...] = ()
-    web: bool = False
-    code: bool = False
-
-    @classmethod
-    def from_resources(cls, resources: Iterable[str]) -> Scope:
-        kbs: list[str] = []
-        web = code = False
-        for r in resources:
-            if r.startswith(KB_PREFIX):
-                if r[len(KB_PREFIX) :] not in kbs:
-                    kbs.append(r[len(KB_PREFIX) :])
-            elif r == "web":
-                web = True
-            elif r == "code":
-                code = True
-        return cls(tuple(kbs), web, code)
-
-    @property
-    def resources(self) -> tuple[str, ...]:
-        return (
-            tuple(KB_PREFIX + kb for kb in self.knowledge_bases)
-            + (("web",) if self.web else ())
-            + (("code",) if self.code else ())
-        )
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +143,7 @@ class KbRead(Tool):
             name="kb_read",
             description=(
                 f"Read up to {MAX_IDS_PER_READ} documents by id in one call (ids come from kb_search). "
-                "Read every document you need in the same call rather than one per turn. "
+                "Read every document you need in the same call rather than one per round. "
                 f"Each read gives up to {MAX_CHARS_PER_DOCUMENT} characters of a document; a longer one says "
                 "where to continue (from_char)."
             ),

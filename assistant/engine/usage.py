@@ -3,9 +3,9 @@
 ``RunUsage`` adds each call once, per model, with its cost and, when the model's carbon data is
 known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``); it adds another
 ``RunUsage`` too (``merge``), which is how a report sums runs and agents. ``UsageData`` is its saved
-form (``RunUsage.as_data``, the ``usage`` of the events and of ``Run``), read back by ``RunUsage.of``. ``AgentBudget`` and
-``AgentCounter`` bound a sub-agent: calls, cumulative tokens and seconds, checked before each call,
-updated after it.
+form (``RunUsage.as_data``, the ``usage`` of the events and of ``Run``), read back by ``RunUsage.of``.
+``AgentBudget`` and ``AgentCounter`` bound an agent: rounds, cumulative tokens and seconds, checked
+before each round, updated after its model call.
 ``UsageLedger`` is the hook a category budget reserves against before each call; ``CostCap`` caps
 what one run may cost (a scheduled task's cap, per execution); ``Ledgers`` makes several ledgers one.
 """
@@ -221,9 +221,9 @@ class UsageData(BaseModel):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentBudget:
-    """What one sub-agent may spend: model calls (tool rounds), cumulative tokens, seconds."""
+    """What one agent may spend: rounds (its round budget), cumulative tokens, seconds; and each model call's timeout."""
 
-    max_calls: int = 5
+    max_rounds: int = 5
     max_tokens: int = 60_000
     max_seconds: float = 120.0
     call_timeout: float = 60.0
@@ -234,7 +234,7 @@ class AgentCounter:
     """An agent's spending against its budget."""
 
     budget: AgentBudget
-    calls: int = 0
+    rounds: int = 0
     tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     last_call_tokens: int = 0
@@ -248,28 +248,28 @@ class AgentCounter:
     def seconds_left(self) -> float:
         return self.budget.max_seconds - self.elapsed
 
-    def check_before_call(self) -> None:
-        """Raise ``BudgetExceeded`` when no call is left in calls, tokens or time."""
+    def check_before_round(self) -> None:
+        """Raise ``BudgetExceeded`` when no round is left in rounds, tokens or time."""
         b = self.budget
-        if self.calls >= b.max_calls:
-            raise BudgetExceeded(f"call budget reached ({self.calls}/{b.max_calls} calls)")
+        if self.rounds >= b.max_rounds:
+            raise BudgetExceeded(f"call budget reached ({self.rounds}/{b.max_rounds} calls)")
         if self.tokens >= b.max_tokens:
             raise BudgetExceeded(f"token budget reached ({self.tokens:,}/{b.max_tokens:,} tokens)")
         if self.elapsed >= b.max_seconds:
             raise BudgetExceeded(f"time budget reached ({b.max_seconds:.0f} s)")
 
     def landing_reason(self) -> str | None:
-        """Why the next call must be the last one (forced landing), or None while there is room.
+        """Why the next round must be the last one (forced landing), or None while there is room.
 
-        The last call is the last allowed by count, or the one after which the tokens or the
-        time would, at the pace of the previous call, run out.
+        The last round is the last allowed by count, or the one after which the tokens or the
+        time would, at the pace of the previous model call, run out.
         """
         b = self.budget
-        if self.calls >= b.max_calls - 1:
-            return f"call budget reached ({b.max_calls}/{b.max_calls} calls)"
-        if self.calls and self.tokens + 2 * self.last_call_tokens > b.max_tokens:
+        if self.rounds >= b.max_rounds - 1:
+            return f"call budget reached ({b.max_rounds}/{b.max_rounds} calls)"
+        if self.rounds and self.tokens + 2 * self.last_call_tokens > b.max_tokens:
             return f"token budget nearly reached ({self.tokens:,}/{b.max_tokens:,} tokens)"
-        if self.calls and self.seconds_left < 2 * self.last_call_seconds:
+        if self.rounds and self.seconds_left < 2 * self.last_call_seconds:
             return f"time budget nearly reached ({self.elapsed:.0f}/{b.max_seconds:.0f} s)"
         return None
 
@@ -278,7 +278,8 @@ class AgentCounter:
         return max(0.001, min(self.budget.call_timeout, self.seconds_left))
 
     def after_call(self, usage: UsagePart | None, seconds: float) -> None:
-        self.calls += 1
+        """Count one round: its model call's tokens and seconds (the call answered or failed)."""
+        self.rounds += 1
         spent = (usage.prompt_tokens + usage.completion_tokens) if usage else 0
         self.tokens += spent
         self.last_call_tokens = spent
@@ -343,8 +344,3 @@ class Ledgers:
         assert isinstance(reservation, list)
         for ledger, held in reservation:
             await ledger.settle(held, model, usage, cost_eur)
-
-
-def estimate_tokens(text: str) -> int:
-    """A provider-neutral estimate: about four characters a token."""
-    return len(text) // 4 + 1

@@ -1,11 +1,10 @@
 """Web tools: ``web_search(query)`` through a SearxNG-compatible JSON endpoint, ``web_fetch(url)`` of one page.
 
-``web_fetch`` reaches only public addresses. Every connection it opens goes through
-``GuardedBackend``: the host is resolved, **every** address it resolves to must be public (not
-private, loopback, link-local, shared, reserved or multicast), and the connection is made to an address
-that was checked, so a second DNS answer cannot swap in a private one. Redirects are followed one hop
-at a time, each hop checked the same way. Hosts an admin lists in ``allowed_hosts`` skip the address
-check. Environment proxies are ignored (a proxy would hide the real destination).
+``web_fetch`` reaches only public addresses: every connection it opens goes through the address
+guard of ``netguard.py`` (each resolved address checked, the connection pinned to a checked one;
+hosts an admin lists in ``allowed_hosts`` skip the check on ports 80 and 443, or on the port their
+entry names). Redirects are followed one hop at a time, each hop checked the same way. Environment
+proxies are ignored (a proxy would hide the real destination).
 
 Errors the model should read (a refused address, a timeout, an HTTP error, a page too large) are
 ``ToolError``; the run goes on.
@@ -14,26 +13,21 @@ Errors the model should read (a refused address, a timeout, an HTTP error, a pag
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
-import socket
-from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpcore2
 import httpx2
 import trafilatura
 
 from .errors import OutOfScope, ToolError
 from .events import Action, Source
-from .tools import Scope, Tool, ToolFactory, ToolOutcome
+from .netguard import AddressGuard, BlockedAddress, GuardedTransport, Resolver, allowed_ports
+from .scope import Scope
+from .tools import Tool, ToolFactory, ToolOutcome
 from .types import ToolSpec
-
-Resolver = Callable[[str, int], Awaitable[list[str]]]
-"""Resolves a host name and port to IP addresses (injectable for tests)."""
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "application/json", "text/xml", "application/xml")
@@ -46,6 +40,7 @@ class WebConfig:
     search_url: str = ""
     fetch: bool = True
     allowed_hosts: frozenset[str] = frozenset()
+    """Hosts web_fetch may reach on any address: ``host`` (ports 80 and 443) or ``host:port``."""
     timeout: float = 15.0
     max_bytes: int = 5 * 1024 * 1024
     max_chars: int = 12_000
@@ -54,107 +49,12 @@ class WebConfig:
     user_agent: str = "Mozilla/5.0 (compatible; assistant-web-fetch/1.0)"
     resolve: Resolver | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        allowed_ports(self.allowed_hosts)  # a malformed entry is refused here, not at the first fetch
+
     @property
     def enabled(self) -> bool:
         return bool(self.search_url) or self.fetch
-
-
-class BlockedAddress(Exception):
-    """A host resolved to an address web_fetch may not reach."""
-
-    def __init__(self, host: str, address: str) -> None:
-        super().__init__(f"{host} resolves to {address}, a private, loopback or link-local address")
-        self.host = host
-        self.address = address
-
-
-def is_public_address(address: str) -> bool:
-    """Whether ``address`` is a globally routable unicast address (IPv4-mapped and 6to4 unwrapped)."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if embedded is not None and not is_public_address(str(embedded)):
-            return False
-    return ip.is_global and not ip.is_multicast
-
-
-async def _system_resolve(host: str, port: int) -> list[str]:
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-class AddressGuard:
-    """Resolves hosts and refuses any that resolve to a non-public address, unless allowed."""
-
-    def __init__(self, allowed_hosts: Iterable[str] = (), resolve: Resolver | None = None) -> None:
-        self.allowed_hosts = frozenset(h.lower().strip("[]") for h in allowed_hosts)
-        self.resolve = resolve or _system_resolve
-
-    def allowed(self, host: str) -> bool:
-        return host.lower().strip("[]") in self.allowed_hosts
-
-    async def addresses(self, host: str, port: int) -> list[str]:
-        """The addresses to connect to; raises ``BlockedAddress`` if any of them is not public."""
-        bare = host.strip("[]")
-        try:
-            found = await self.resolve(bare, port)
-        except OSError as e:
-            raise httpcore2.ConnectError(f"cannot resolve {bare}: {e}") from e
-        if not found:
-            raise httpcore2.ConnectError(f"{bare} has no address")
-        if not self.allowed(bare):
-            for address in found:
-                if not is_public_address(address):
-                    raise BlockedAddress(bare, address)
-        return found
-
-
-class GuardedBackend(httpcore2.AsyncNetworkBackend):
-    """The network backend of web_fetch: connects only to addresses the guard checked."""
-
-    def __init__(self, guard: AddressGuard) -> None:
-        self.guard = guard
-        self.inner = httpcore2.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        error: Exception | None = None
-        for address in await self.guard.addresses(host, port):
-            try:
-                return await self.inner.connect_tcp(address, port, timeout, local_address, socket_options)
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as e:
-                error = e
-        assert error is not None
-        raise error
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore2.AsyncNetworkStream:
-        raise BlockedAddress(path, "a unix socket")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-class GuardedTransport(httpx2.AsyncHTTPTransport):
-    """An httpx transport whose every connection goes through ``GuardedBackend``, with no proxy."""
-
-    def __init__(self, guard: AddressGuard) -> None:
-        super().__init__(trust_env=False)
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False),
-            network_backend=GuardedBackend(guard),
-            max_connections=10,
-        )
 
 
 def html_to_text(html: str | bytes, url: str | None = None) -> tuple[str, str]:

@@ -26,8 +26,8 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["title", "knowledge_base"]
-    list_filter = ["knowledge_base"]
+    list_display = ["title", "knowledge_base", "status", "failure"]
+    list_filter = ["knowledge_base", "status"]
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         delete_document(obj)

@@ -8,7 +8,9 @@
   ``ts_rank`` (``SearchRank``), snippets by ``ts_headline`` (``SearchHeadline``).
 
 Both match documents containing any query word, as a prefix (``factur`` finds ``factures``), and
-highlight matches with ``**``. ``search`` always filters on one organisation and one knowledge base.
+highlight matches with ``**``. ``search`` always filters on one organisation and one knowledge base,
+and on ready documents only: an upload still processing (or failed) has an index entry for its
+provisional title, never a hit.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ FTS_TABLE = "knowledge_document_fts"
 INDEX_NAME = "knowledge_document_fts"
 MAX_TERMS = 32
 HIGHLIGHT = "**"
+READY = "ready"  # Document.READY (not imported: migration 0003 imports this module)
 
 # The FTS5 table, its triggers and a rebuild. ``IF NOT EXISTS`` everywhere: ``ensure_sqlite`` runs
 # after every migrate, because a migration that rebuilds ``knowledge_document`` drops its triggers.
@@ -113,8 +116,8 @@ def _search_sqlite(organisation_id: int, kb: str, query: str, limit: int) -> tup
     where = f"""FROM {FTS_TABLE}
         JOIN knowledge_document d ON d.id = {FTS_TABLE}.rowid
         JOIN knowledge_knowledgebase kb ON kb.id = d.knowledge_base_id
-        WHERE {FTS_TABLE} MATCH %s AND kb.organisation_id = %s AND kb.slug = %s"""
-    params: list[Any] = [match, organisation_id, kb]
+        WHERE {FTS_TABLE} MATCH %s AND kb.organisation_id = %s AND kb.slug = %s AND d.status = %s"""
+    params: list[Any] = [match, organisation_id, kb, READY]
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) {where}", params)
         total = int(cursor.fetchone()[0])
@@ -146,7 +149,9 @@ def _search_postgresql(organisation_id: int, kb: str, query: str, limit: int) ->
     tsquery = SearchQuery(" | ".join(f"'{t}':*" for t in terms), search_type="raw", config=CONFIG)
     vector = pg_vector()
     matching = (
-        Document.objects.filter(knowledge_base__organisation_id=organisation_id, knowledge_base__slug=kb)
+        Document.objects.filter(
+            knowledge_base__organisation_id=organisation_id, knowledge_base__slug=kb, status=Document.READY
+        )
         .annotate(document=vector)
         .filter(document=tsquery)
     )

@@ -31,6 +31,15 @@ def _upload_to(document: Document, filename: str) -> str:
 
 
 class Document(models.Model):
+    """A document of a base. An upload is ``processing`` until its text is extracted (``processing.py``), then
+    ``ready`` or ``failed`` (``failure`` is a code of ``extract.py`` or ``processing.py``, ``failure_params``
+    its numbers, worded by the pages). Only ready documents are searched and read."""
+
+    PROCESSING = "processing"
+    READY = "ready"
+    FAILED = "failed"
+    STATUSES = [(PROCESSING, "processing"), (READY, "ready"), (FAILED, "failed")]
+
     knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents")
     title = models.CharField(max_length=300)
     text = models.TextField()
@@ -39,6 +48,10 @@ class Document(models.Model):
     file = models.FileField(upload_to=_upload_to, blank=True, max_length=300)
     filename = models.CharField(max_length=255, blank=True)
     size = models.PositiveBigIntegerField(default=0)
+    # Documents created by code (the demo data) are ready at once; uploads start processing.
+    status = models.CharField(max_length=12, choices=STATUSES, default=READY, db_index=True)
+    failure = models.CharField(max_length=40, blank=True)
+    failure_params = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["pk"]
@@ -47,6 +60,10 @@ class Document(models.Model):
     def public_id(self) -> str:
         """The id models and users see."""
         return f"doc-{self.pk}"
+
+    @property
+    def processing(self) -> bool:
+        return self.status == self.PROCESSING
 
     def __str__(self) -> str:
         return self.title

@@ -30,7 +30,7 @@ def sandbox() -> Sandbox | None:
     if not settings.RUN_CODE_ENABLED:
         return None
     isolation = detect()
-    if isolation is None:
+    if isolation is None or not isolation.complete:  # a layer missing: no run_code (code_status says which)
         return None
     limits = CodeLimits(
         cpu_seconds=settings.RUN_CODE_CPU_SECONDS,

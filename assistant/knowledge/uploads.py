@@ -1,4 +1,8 @@
-"""Adding documents to a knowledge base from uploaded files, and removing them or a whole base: all or nothing."""
+"""Adding documents to a knowledge base from uploaded files, and removing them or a whole base: all or nothing.
+
+An upload's type and size are checked in the request; its text is extracted afterwards, off the
+request (``processing``): the documents are saved ``processing`` and handed over once committed.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from .extract import SUPPORTED, Extracted, ExtractionError, extension, extract
+from . import processing
+from .extract import SUPPORTED, extension
 from .models import Document, KnowledgeBase
 
 
@@ -46,32 +51,32 @@ def _read(upload: UploadedFile) -> tuple[str, bytes]:
 
 
 def add_documents(kb: KnowledgeBase, uploads: Sequence[UploadedFile]) -> list[Document]:
-    """Extract every file first, then save them all in one transaction; on any failure nothing stays."""
+    """Check every file first, then save them all (processing) in one transaction; on any failure nothing stays.
+
+    Their extraction starts once the transaction is committed; the request does not wait for it.
+    """
     if not uploads:
         raise UploadRefused(_("Choose at least one file."))
-    prepared: list[tuple[str, bytes, Extracted]] = []
-    for upload in uploads:
-        name, data = _read(upload)
-        try:
-            prepared.append((name, data, extract(name, data)))
-        except ExtractionError as e:
-            raise UploadRefused(str(e)) from e
+    prepared = [_read(upload) for upload in uploads]
     stored: list[str] = []
     try:
         with transaction.atomic():
             documents = []
-            for name, data, extracted in prepared:
+            for name, data in prepared:
                 doc = Document(
                     knowledge_base=kb,
-                    title=extracted.title or PurePath(name).stem[:300],
-                    text=extracted.text,
+                    title=PurePath(name).stem[:300],
+                    text="",
                     filename=name[:255],
                     size=len(data),
+                    status=Document.PROCESSING,
                 )
                 doc.file.save(name, ContentFile(data), save=False)
                 stored.append(doc.file.name or "")
                 doc.save()
                 documents.append(doc)
+            ids = [doc.pk for doc in documents]
+            transaction.on_commit(lambda: processing.enqueue(ids))
     except BaseException:
         # The rows are rolled back; the files written before the failure go too.
         for path in stored:

@@ -1,5 +1,9 @@
 """Knowledge-base pages: the organisation's bases, one base's documents, upload, delete.
 
+An upload answers at once: its documents show "processing" until their text is extracted off the
+request (``processing``), then "ready" or why they failed; the documents list polls its fragment
+(``kb_documents``) while one of them is processing.
+
 Every lookup goes through the user's organisation: another organisation's base or document does
 not exist here (404), for its admins too. Members see the bases and upload documents; creating,
 editing and deleting a base, and deleting a document, are for the organisation's admins (403).
@@ -18,6 +22,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from assistant.orgs import audit
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation, is_admin, organisation_of
@@ -25,6 +30,7 @@ from assistant.orgs.services import administered_organisation, is_admin, organis
 from .extract import SUPPORTED
 from .forms import KnowledgeBaseForm, slug_taken
 from .models import Document, KnowledgeBase
+from .processing import fail_stale
 from .uploads import UploadRefused, add_documents, delete_base, delete_document
 
 
@@ -41,10 +47,14 @@ def _require_admin(request: AuthenticatedHttpRequest, org: Organisation) -> None
 def _base_context(request: AuthenticatedHttpRequest, kb: KnowledgeBase, error: str = "") -> dict[str, object]:
     from django.conf import settings
 
+    # A document processing for longer than any extraction may take was left by a stopped server.
+    fail_stale(settings.KB_EXTRACT_STALE_SECONDS)
+    documents = list(kb.documents.order_by("-created", "-pk"))
     return {
         "kb": kb,
         "can_manage": is_admin(request.user, kb.organisation),
-        "documents": kb.documents.order_by("-created", "-pk"),
+        "documents": documents,
+        "any_processing": any(doc.processing for doc in documents),
         "error": error,
         "accept": ",".join(SUPPORTED),
         "max_mb": settings.KB_MAX_UPLOAD_MB,
@@ -69,6 +79,7 @@ def _form_page(request: AuthenticatedHttpRequest, org: Organisation, kb: Knowled
             try:
                 with transaction.atomic():
                     saved = form.save()
+                    audit.saved(request.user, org, "kb", kb is None, saved.name, previous=form.initial.get("name"))
             except IntegrityError:  # the same slug saved by someone else since the form was checked
                 form.add_error("slug", slug_taken(form.cleaned_data["slug"]))
             else:
@@ -101,6 +112,7 @@ def base_delete(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         name = kb.name
         count = delete_base(kb)
+        audit.record(request.user, kb.organisation, "kb.deleted", name, slug=slug, documents=count)
         messages.success(
             request,
             ngettext(
@@ -125,10 +137,22 @@ def base(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
             return render(request, "knowledge/base.html", _base_context(request, kb, str(e)), status=400)
         messages.success(
             request,
-            ngettext("%(count)d document added.", "%(count)d documents added.", len(added)) % {"count": len(added)},
+            ngettext(
+                "%(count)d document added: it is being read, and can be searched once ready.",
+                "%(count)d documents added: they are being read, and can be searched once ready.",
+                len(added),
+            )
+            % {"count": len(added)},
         )
         return redirect("kb_base", slug=kb.slug)
     return render(request, "knowledge/base.html", _base_context(request, kb))
+
+
+@login_required
+@require_GET
+def documents(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
+    """The documents list alone, which the page polls while a document is processing."""
+    return render(request, "knowledge/_documents.html", _base_context(request, _base(request, slug)))
 
 
 @login_required

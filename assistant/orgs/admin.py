@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
-from .models import AgentProfile, Membership, Organisation, ReasoningLevel
+from .models import AgentProfile, AuditEntry, Membership, Organisation, ReasoningLevel
 
 
 class MembershipInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -51,3 +52,21 @@ class AgentProfileAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["name", "organisation", "default_model", "tools"]
     list_filter = ["organisation"]
     search_fields = ["name", "instructions"]
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Read only: an audit log that can be edited would prove nothing."""
+
+    list_display = ["at", "organisation", "actor_name", "action", "target"]
+    list_filter = ["organisation", "action"]
+    search_fields = ["actor_name", "target"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import zoneinfo
+from datetime import date, datetime
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from assistant.chat import providers
+from assistant.catalogue import snapshot
 
+from . import keys
 from .models import (
     DELEGATING_LEVELS,
     KIND_CHOICES,
@@ -22,7 +27,7 @@ from .models import (
 
 
 def _model_choices() -> list[tuple[str, str]]:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     return [(m.id, f"{m.label} — {m.input_price:g} / {m.output_price:g} EUR") for m in catalogue.values()]
 
 
@@ -59,7 +64,7 @@ class AllowedModelsForm(forms.Form):
         org = self.organisation
         if self.cleaned_data["restrict"]:
             chosen = set(self.cleaned_data["models"])
-            org.allowed_models = [m for m in providers.catalogue() if m in chosen]  # catalogue order
+            org.allowed_models = [m for m in snapshot.catalogue() if m in chosen]  # catalogue order
         else:
             org.allowed_models = None
         org.save(update_fields=["allowed_models"])
@@ -164,10 +169,32 @@ class ApiKeyForm(forms.Form):
         initial="",
     )
     models = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    expires_on = forms.DateField(
+        required=False,
+        label=_("Expires after"),
+        help_text=_("Optional: the last day the key works (the end of that day in the organisation's time zone)."),
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    rate_limit = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=100_000,
+        label=_("Requests per minute"),
+    )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, organisation: Organisation | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]
+        self.zone = zoneinfo.ZoneInfo(organisation.time_zone if organisation else "UTC")
+        self.fields["rate_limit"].help_text = _("Optional: empty for the server's default (%(n)s).") % {
+            "n": settings.API_KEY_RATE_LIMIT
+        }
+
+    def clean_expires_on(self) -> date | None:
+        day: date | None = self.cleaned_data.get("expires_on")
+        if day is not None and day < timezone.now().astimezone(self.zone).date():
+            raise forms.ValidationError(_("Choose today or a later day."))
+        return day
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -175,9 +202,14 @@ class ApiKeyForm(forms.Form):
             self.add_error("models", _("Tick at least one model, or allow the whole catalogue."))
         return data
 
+    def expires(self) -> datetime | None:
+        """The moment the key stops working: midnight after the chosen day, in the organisation's time zone."""
+        day: date | None = self.cleaned_data.get("expires_on")
+        return keys.end_of(day, str(self.zone)) if day is not None else None
+
     def allowed_models(self) -> list[str] | None:
         """The models ticked in catalogue order, or None for the whole catalogue."""
         if not self.cleaned_data["restrict"]:
             return None
         chosen = set(self.cleaned_data["models"])
-        return [m for m in providers.catalogue() if m in chosen]
+        return [m for m in snapshot.catalogue() if m in chosen]

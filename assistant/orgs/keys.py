@@ -5,16 +5,24 @@ protects guessable secrets; this one is not guessable) and lets a request find i
 indexed query. Runs of the API belong to the organisation's service user (``api_user``): an
 inactive account with no password and no membership, so it can never sign in and its
 conversations show in no one's sidebar, while the budgets report still names it.
+
+A key may expire (``expires``, chosen at creation). Rotating a key makes a new one with the same name,
+models, expiry and rate limit, and leaves the old one working for a grace period
+(``API_KEY_ROTATION_GRACE_HOURS``), so that clients can move to the new one; then it opens nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import zoneinfo
 from collections.abc import Iterable
+from datetime import date, datetime, time, timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.utils import timezone
 
 from .models import ApiKey, Organisation
@@ -28,7 +36,13 @@ def digest_of(secret: str) -> str:
 
 
 def create_key(
-    org: Organisation, name: str, models: Iterable[str] | None = None, created_by: User | None = None
+    org: Organisation,
+    name: str,
+    models: Iterable[str] | None = None,
+    created_by: User | None = None,
+    *,
+    expires: datetime | None = None,
+    rate_limit: int | None = None,
 ) -> tuple[ApiKey, str]:
     """A new key of ``org`` and its secret: the only time the secret exists in clear."""
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -39,18 +53,57 @@ def create_key(
         digest=digest_of(secret),
         allowed_models=list(models) if models is not None else None,
         created_by=created_by,
+        expires=expires,
+        rate_limit=rate_limit,
     )
     return key, secret
 
 
-def authenticate(secret: str) -> ApiKey | None:
-    """The active key this secret opens, or None (unknown, malformed or revoked)."""
+def find(secret: str) -> ApiKey | None:
+    """The key this secret is, usable or not (revoked, expired), or None (unknown or malformed)."""
     if not secret.startswith(KEY_PREFIX):
         return None
-    key = ApiKey.objects.select_related("organisation").filter(digest=digest_of(secret), revoked__isnull=True).first()
-    if key is not None:
-        ApiKey.objects.filter(pk=key.pk).update(last_used=timezone.now())
+    return ApiKey.objects.select_related("organisation").filter(digest=digest_of(secret)).first()
+
+
+def touch(key: ApiKey) -> None:
+    ApiKey.objects.filter(pk=key.pk).update(last_used=timezone.now())
+
+
+def authenticate(secret: str) -> ApiKey | None:
+    """The usable key this secret opens, or None (unknown, malformed, revoked or expired)."""
+    key = find(secret)
+    if key is None or not key.is_usable():
+        return None
+    touch(key)
     return key
+
+
+def end_of(day: date, time_zone: str) -> datetime:
+    """The moment a key chosen to work until ``day`` stops: the midnight after it, in ``time_zone``."""
+    return datetime.combine(day + timedelta(days=1), time(), tzinfo=zoneinfo.ZoneInfo(time_zone))
+
+
+def grace_period() -> timedelta:
+    return timedelta(hours=settings.API_KEY_ROTATION_GRACE_HOURS)
+
+
+def rotate(key: ApiKey, by: User | None = None) -> tuple[ApiKey, str]:
+    """A new key in place of ``key`` (same name, models, expiry, rate limit), and its secret; the old
+    one keeps working for the grace period, then opens nothing."""
+    if not key.is_usable() or key.rotated is not None:
+        raise ValueError("Only a usable key that was not rotated yet can be rotated.")
+    now = timezone.now()
+    with transaction.atomic():
+        new, secret = create_key(
+            key.organisation, key.name, key.allowed_models, by, expires=key.expires, rate_limit=key.rate_limit
+        )
+        end = now + grace_period()
+        key.rotated = now
+        key.replaced_by = new
+        key.expires = min(key.expires, end) if key.expires is not None else end
+        key.save(update_fields=["rotated", "replaced_by", "expires"])
+    return new, secret
 
 
 def revoke(key: ApiKey) -> None:

@@ -7,13 +7,16 @@ is stored here; ``services.policy_for`` turns it into the engine's ``Policy`` fo
 from __future__ import annotations
 
 import zoneinfo
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from assistant.catalogue import snapshot
 from assistant.engine.policy import DEFAULT_LEVELS, LEVELS, RESOURCE_KINDS
 from assistant.engine.types import EFFORTS
 
@@ -151,13 +154,11 @@ class AgentProfile(models.Model):
 
     def clean(self) -> None:
         # The catalogue as users are offered it (database entries with a key, and the demo models).
-        from assistant.chat.providers import catalogue
-
         errors: dict[str, str] = {}
         tools = self.tools
         if not isinstance(tools, list) or not tools or any(t not in RESOURCE_KINDS for t in tools):
             errors["tools"] = f"At least one of {', '.join(RESOURCE_KINDS)}."
-        if self.default_model and self.default_model not in catalogue():
+        if self.default_model and self.default_model not in snapshot.catalogue():
             errors["default_model"] = f"'{self.default_model}' is not in the model catalogue."
         if errors:
             raise ValidationError(errors)
@@ -181,6 +182,13 @@ class ApiKey(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
+    # From this moment on the key opens nothing; None: it never expires. A rotated key's is the end of
+    # its grace period (or its own expiry, if sooner).
+    expires = models.DateTimeField(null=True, blank=True)
+    # Requests per minute; None: the server's default (API_KEY_RATE_LIMIT).
+    rate_limit = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    rotated = models.DateTimeField(null=True, blank=True)
+    replaced_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
         ordering = ["-created"]
@@ -188,6 +196,43 @@ class ApiKey(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
 
+    def is_usable(self, now: datetime | None = None) -> bool:
+        """Not revoked, not expired (a rotated key within its grace period still is)."""
+        return self.revoked is None and (self.expires is None or self.expires > (now or timezone.now()))
+
     @property
     def is_active(self) -> bool:
-        return self.revoked is None
+        return self.is_usable()
+
+    @property
+    def is_expired(self) -> bool:
+        return self.revoked is None and not self.is_usable()
+
+    @property
+    def requests_per_minute(self) -> int:
+        return self.rate_limit or settings.API_KEY_RATE_LIMIT
+
+
+class AuditEntry(models.Model):
+    """One admin change of an organisation: who, when, what (an action code, worded at display), on what.
+
+    ``actor_name`` keeps the name when the user is deleted; ``details`` holds the change's values.
+    """
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="audit_entries")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+    action = models.CharField(max_length=40)
+    target = models.CharField(max_length=200, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["organisation", "-at"], name="audit_org_at")]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.target}"

@@ -12,4 +12,6 @@ urlpatterns = [
     path("api-keys/", views.api_keys, name="api_keys"),
     path("api-keys/new", views.api_key_new, name="api_key_new"),
     path("api-keys/<int:pk>/revoke", views.api_key_revoke, name="api_key_revoke"),
+    path("api-keys/<int:pk>/rotate", views.api_key_rotate, name="api_key_rotate"),
+    path("audit/", views.audit_log, name="audit_log"),
 ]

@@ -1,4 +1,5 @@
-"""The organisation settings pages, for its admins: models, reasoning levels, parallel agents, agent profiles, API keys.
+"""The organisation settings pages, for its admins: models, reasoning levels, parallel agents, agent profiles,
+API keys, and the audit log of these changes (``audit.record`` after each one).
 
 Every view starts from the signed-in admin's own organisation: a member gets 403, and another
 organisation's profile does not exist here (404). Forms post, then redirect (a refused form comes
@@ -11,18 +12,20 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from assistant.chat import providers
+from assistant.catalogue import snapshot
 
-from . import keys
+from . import audit, keys
+from .code import code_status
 from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
 from .http import AuthenticatedHttpRequest
-from .models import AgentProfile, ApiKey, Organisation
+from .models import AgentProfile, ApiKey, AuditEntry, Organisation
 from .services import administered_organisation, levels_of, policy_for
 
 # The levels' names are the product's words, the same in every language.
@@ -42,7 +45,7 @@ def _page(
     parallel_form: ParallelForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    catalogue = providers.catalogue()
+    catalogue = snapshot.catalogue()
     policy = policy_for(org)
     profiles = [
         {
@@ -59,6 +62,7 @@ def _page(
         "parallel_form": parallel_form or ParallelForm(instance=org, prefix="parallel"),
         "profiles": profiles,
         "allowed_now": [catalogue[m] for m in policy.allowed_ids(catalogue)],
+        "code": code_status(),
     }
     return render(request, "orgs/settings.html", context, status=status)
 
@@ -77,6 +81,9 @@ def save_models(request: AuthenticatedHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _page(request, org, models_form=form, status=400)
     form.save()
+    audit.record(
+        request.user, org, "models.saved", org.name, allowed=Organisation.objects.get(pk=org.pk).allowed_models
+    )
     messages.success(request, _("The models the assistant may use are saved."))
     return redirect("org_settings")
 
@@ -89,10 +96,15 @@ def save_levels(request: AuthenticatedHttpRequest) -> HttpResponse:
     parallel = ParallelForm(request.POST, instance=org, prefix="parallel")
     if not (all([f.is_valid() for f in forms]) and parallel.is_valid()):
         return _page(request, org, level_forms=forms, parallel_form=parallel, status=400)
+    changes = {
+        f.instance.level: {name: f.cleaned_data[name] for name in f.changed_data} for f in forms if f.changed_data
+    }
+    changes |= {name: parallel.cleaned_data[name] for name in parallel.changed_data}
     with transaction.atomic():
         for f in forms:
             f.save()
         parallel.save()
+        audit.record(request.user, org, "levels.saved", org.name, **changes)
     messages.success(request, _("The reasoning levels and the parallel-agent cap are saved."))
     return redirect("org_settings")
 
@@ -102,6 +114,13 @@ def _profile_page(request: AuthenticatedHttpRequest, org: Organisation, profile:
     if request.method == "POST":
         if form.is_valid():
             saved = form.save()
+            audit.record(
+                request.user,
+                org,
+                "profile.updated" if profile else "profile.created",
+                saved.name,
+                changed=form.changed_data,
+            )
             messages.success(request, _("The agent profile “%(name)s” is saved.") % {"name": saved.name})
             return redirect("org_settings")
         return render(request, "orgs/profile.html", {"form": form, "profile": profile}, status=400)
@@ -127,6 +146,7 @@ def profile_delete(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     profile = get_object_or_404(AgentProfile, pk=pk, organisation=org)
     profile.delete()
+    audit.record(request.user, org, "profile.deleted", profile.name)
     messages.success(request, _("The agent profile “%(name)s” is deleted.") % {"name": profile.name})
     return redirect("org_settings")
 
@@ -140,8 +160,9 @@ def _keys_page(
 ) -> HttpResponse:
     context = {
         "organisation": org,
-        "form": form or ApiKeyForm(),
-        "keys": org.api_keys.select_related("created_by"),
+        "form": form or ApiKeyForm(organisation=org),
+        "keys": org.api_keys.select_related("created_by", "replaced_by"),
+        "grace_hours": f"{keys.grace_period().total_seconds() / 3600:g}",
         "secret": secret,
     }
     return render(request, "orgs/api_keys.html", context, status=status)
@@ -157,10 +178,26 @@ def api_keys(request: AuthenticatedHttpRequest) -> HttpResponse:
 @require_POST
 def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
-    form = ApiKeyForm(request.POST)
+    form = ApiKeyForm(request.POST, organisation=org)
     if not form.is_valid():
         return _keys_page(request, org, form=form, status=400)
-    key, secret = keys.create_key(org, form.cleaned_data["name"], form.allowed_models(), created_by=request.user)
+    key, secret = keys.create_key(
+        org,
+        form.cleaned_data["name"],
+        form.allowed_models(),
+        created_by=request.user,
+        expires=form.expires(),
+        rate_limit=form.cleaned_data["rate_limit"],
+    )
+    audit.record(
+        request.user,
+        org,
+        "key.created",
+        f"{key.name} ({key.prefix}…)",
+        models=key.allowed_models,
+        expires=key.expires,
+        rate_limit=key.rate_limit,
+    )
     messages.success(
         request, _("The key “%(name)s” is created. Copy it now: it will not be shown again.") % {"name": key.name}
     )
@@ -173,6 +210,50 @@ def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
 def api_key_revoke(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     key = get_object_or_404(ApiKey, pk=pk, organisation=org)
+    was_active = key.revoked is None
     keys.revoke(key)
+    if was_active:
+        audit.record(request.user, org, "key.revoked", f"{key.name} ({key.prefix}…)")
     messages.success(request, _("The key “%(name)s” is revoked: it opens nothing any more.") % {"name": key.name})
     return redirect("api_keys")
+
+
+@login_required
+@require_POST
+def api_key_rotate(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
+    """A new key in place of this one, shown once; the old one works on for the grace period."""
+    org = administered_organisation(request.user)
+    key = get_object_or_404(ApiKey, pk=pk, organisation=org)
+    try:
+        new, secret = keys.rotate(key, request.user)
+    except ValueError:
+        messages.error(request, _("Only a working key that was not rotated yet can be rotated."))
+        return _keys_page(request, org, status=400)
+    key.refresh_from_db()
+    audit.record(
+        request.user,
+        org,
+        "key.rotated",
+        f"{key.name} ({key.prefix}…)",
+        new_key=f"{new.prefix}…",
+        old_key_until=key.expires,
+    )
+    messages.success(
+        request,
+        _("The key “%(name)s” is rotated. Copy the new one now: it will not be shown again.") % {"name": new.name},
+    )
+    return _keys_page(request, org, secret=secret)
+
+
+AUDIT_PAGE_SIZE = 50
+
+
+@login_required
+@require_GET
+def audit_log(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The organisation's admin changes, newest first, for its admins only."""
+    org = administered_organisation(request.user)
+    entries = AuditEntry.objects.filter(organisation=org).select_related("actor")
+    page = Paginator(entries, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [{"entry": e, "action": audit.wording(e.action), "details": audit.details_text(e.details)} for e in page]
+    return render(request, "orgs/audit.html", {"organisation": org, "page": page, "rows": rows})

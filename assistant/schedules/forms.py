@@ -9,13 +9,14 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from assistant.budgets import services as budgets
-from assistant.chat import providers, runs
-from assistant.chat.views import LEVEL_LABELS
+from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
+from assistant.runs import intake
+from assistant.runs.intake import LEVEL_LABELS
 
 from . import services
 from .models import ScheduledTask
@@ -57,7 +58,7 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
     def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.organisation = organisation
-        catalogue = providers.catalogue()
+        catalogue = snapshot.catalogue()
         self._choice_field("model").choices = [
             (m, catalogue[m].display_name) for m in policy_for(organisation).allowed_ids(catalogue)
         ]
@@ -89,7 +90,7 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
         data = super().clean() or {}
         if self.errors:
             return data
-        ask = runs.Ask(
+        ask = intake.Ask(
             text=data["prompt"],
             model=data["model"],
             level=data["level"],
@@ -102,7 +103,7 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
                 _("The agents tool needs at least one other resource (a knowledge base, the web or code).")
             )
         try:
-            runs.check(self.organisation, ask)
+            intake.check(self.organisation, ask)
         except RequestRefused as e:
             raise forms.ValidationError(str(e)) from e
         return data

@@ -10,6 +10,7 @@ from django.db import models
 from django_celery_beat.models import PeriodicTask
 
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Run
 
 
 class ScheduledTask(models.Model):
@@ -46,7 +47,7 @@ class Execution(models.Model):
     """One execution of a scheduled task: its run, or why it did not start."""
 
     task = models.ForeignKey(ScheduledTask, on_delete=models.CASCADE, related_name="executions")
-    run = models.OneToOneField("chat.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="execution")
+    run = models.OneToOneField(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="execution")
     refused = models.TextField(blank=True)
     started = models.DateTimeField(auto_now_add=True)
 

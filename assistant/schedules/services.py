@@ -16,11 +16,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.orgs.models import Membership
+from assistant.runs import intake
+from assistant.runs.models import Conversation, Run
 
 from .models import Execution, ScheduledTask
 
@@ -37,9 +37,9 @@ def parse_schedule(text: str) -> list[str]:
     return fields
 
 
-def ask_of(task: ScheduledTask) -> runs.Ask:
+def ask_of(task: ScheduledTask) -> intake.Ask:
     level: Level | None = task.level if task.level in LEVELS else None
-    return runs.Ask(
+    return intake.Ask(
         text=task.prompt, model=task.model, level=level, resources=tuple(task.resources), category=task.category
     )
 
@@ -87,7 +87,7 @@ def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | N
             conversation = Conversation.objects.create(
                 organisation=task.organisation, user=task.owner, title=title[:200]
             )
-            run = runs.create_run(task.owner, task.organisation, conversation, ask_of(task))
+            run = intake.create_run(task.owner, task.organisation, conversation, ask_of(task))
             Execution.objects.create(task=task, run=run)
     except RequestRefused as e:
         Execution.objects.create(task=task, refused=str(e))

@@ -11,9 +11,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from assistant.chat import live, runs
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.services import organisation_of
+from assistant.runs import execution, groups
 
 from . import services
 from .forms import ScheduledTaskForm
@@ -92,6 +92,6 @@ async def task_run_now(request: AuthenticatedHttpRequest, pk: int) -> HttpRespon
         await sync_to_async(messages.error)(request, _("The task could not start; the reason is in its executions."))
         return redirect("schedule", pk=task.pk)
     run, cost_cap_eur = started
-    await live.announce(run)
-    runs.launch(run.pk, cost_cap_eur)
+    await groups.announce_started(run)
+    execution.launch(run.pk, cost_cap_eur)
     return redirect("conversation", pk=run.conversation_id)

@@ -1,5 +1,6 @@
-"""Where runs execute: their leases, how Stop reaches them, and the Celery workers that scale them out.
+"""The Celery glue that scales runs out: the Celery app (``celery``), its tasks (``tasks``: a run, a
+scheduled task's execution) and each worker's event loop (``runner``).
 
-``leases`` is used wherever a run executes (the web server's event loop in the embedded default, a
-worker when scaled out); ``celery``, ``runner`` and ``tasks`` are the worker side.
+A run's life itself (leases, Stop, the reaper) is the ``runs`` app's, the same wherever a run executes.
+This app registers the ``celery`` executor with ``runs.execution`` (``apps``).
 """

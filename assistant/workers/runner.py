@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
+from assistant.runs import leases
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -44,8 +46,6 @@ class Runner:
 
     @staticmethod
     async def _reap_forever() -> None:
-        from . import leases
-
         while True:
             try:
                 await leases.areap()

@@ -1,4 +1,8 @@
-"""The Celery tasks: a run, and a scheduled task's execution (which beat sends)."""
+"""The Celery tasks: a run, a scheduled task's execution (which beat sends), and an upload's extraction.
+
+The extraction's worker reads the file through Django's storage, so web servers and workers share a
+``MEDIA_ROOT`` (or an object store), not a local path.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ import uuid
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from assistant.chat import runs
+from assistant.knowledge import processing
+from assistant.runs import execution, leases
 from assistant.schedules import services as schedules
 
-from . import leases
 from .celery import app
 from .runner import runner
 
@@ -21,7 +25,7 @@ log = logging.getLogger(__name__)
 
 @app.task(name="runs.execute")
 def execute(run_id: str, cost_cap_eur: float | None = None) -> None:
-    runner.run(runs.execute_run(uuid.UUID(hex=run_id), cost_cap_eur))
+    runner.run(execution.execute_run(uuid.UUID(hex=run_id), cost_cap_eur))
 
 
 @app.task(name="schedules.execute")
@@ -29,7 +33,16 @@ def execute_scheduled_task(task_id: int) -> None:
     started = schedules.start_execution(task_id)
     if started is not None:
         run, cost_cap_eur = started
-        runner.run(runs.execute_run(run.pk, cost_cap_eur))
+        runner.run(execution.execute_run(run.pk, cost_cap_eur))
+
+
+@app.task(name="knowledge.extract")
+def extract_document(document_id: int) -> None:
+    try:
+        processing.process(document_id)
+    except Exception:
+        processing.fail([document_id], processing.CRASHED, {"exit": None})
+        raise
 
 
 async def submit(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:

@@ -6,8 +6,8 @@ import json
 
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import RunRequest
+from assistant.engine.tokens import estimate_tokens
 from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolSpec
-from assistant.engine.usage import estimate_tokens
 
 from ..fixtures import FINAL_ANSWER, call, setup, tool_results
 from ..registry import Result, at_most, benchmark

@@ -9,7 +9,8 @@ from typing import Any
 
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import Policy, RunRequest
-from assistant.engine.tools import Scope, Tool, Toolbox, ToolOutcome
+from assistant.engine.scope import Scope
+from assistant.engine.tools import Tool, Toolbox, ToolOutcome
 from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolSpec
 
 from ..fixtures import FINAL_ANSWER, RoundClock, call, enum_of, median, percentile, setup, tool_results

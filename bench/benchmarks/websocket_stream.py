@@ -35,7 +35,7 @@ import django
 django.setup()
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from assistant.chat.models import Conversation
+from assistant.runs.models import Conversation
 from assistant.orgs.models import Organisation
 call_command("migrate", verbosity=0)
 call_command("load_demo", verbosity=0)

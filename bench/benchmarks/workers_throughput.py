@@ -39,15 +39,15 @@ LOAD = """
 import json, sys, time, django
 django.setup()
 from django.contrib.auth import get_user_model
-from assistant.chat import runs
-from assistant.chat.models import Run
+from assistant.runs import intake
+from assistant.runs.models import Run
 from assistant.orgs.models import Organisation
 from assistant.workers.tasks import execute
 user = get_user_model().objects.get(username="demo")
 org = Organisation.objects.get(slug="demo")
-ask = runs.Ask(text="Bimbamjob: invoices 2024, payments and relationship", model="demo-large", level="approfondi",
-               resources=("kb:factures", "kb:comptes-rendus", "agents"))
-ids = [runs.create_run(user, org, None, ask).pk for _ in range(int(sys.argv[1]))]
+ask = intake.Ask(text="Bimbamjob: invoices 2024, payments and relationship", model="demo-large", level="approfondi",
+                 resources=("kb:factures", "kb:comptes-rendus", "agents"))
+ids = [intake.create_run(user, org, None, ask).pk for _ in range(int(sys.argv[1]))]
 started = time.time()
 for pk in ids:
     execute.apply_async((pk.hex, None))

@@ -16,14 +16,14 @@ from asgiref.sync import sync_to_async
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from assistant.asgi import application
-from assistant.chat import providers
-from assistant.chat.models import Run
+from assistant.catalogue import snapshot
 from assistant.engine.errors import AuthenticationFailed
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,14 +38,14 @@ def refusing(request: ModelRequest, info: CallInfo) -> ModelResponse:
 
 @pytest.fixture
 def failing_main_model(demo_data: None, fast_demo: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = providers.resolve
+    real = snapshot.resolve
 
     def resolve(model_id: str) -> Model:
         if model_id == "demo-large":
-            return FunctionModel(refusing, providers.catalogue()[model_id])
+            return FunctionModel(refusing, snapshot.catalogue()[model_id])
         return real(model_id)
 
-    monkeypatch.setattr(providers, "resolve", resolve)
+    monkeypatch.setattr(snapshot, "resolve", resolve)
 
 
 @pytest.fixture

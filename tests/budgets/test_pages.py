@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from assistant.budgets import services
 from assistant.budgets.models import BudgetRaise, Category
-from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Run
 
 PAGES = ["/settings/budgets/", "/settings/usage/", "/settings/usage.csv"]
 
@@ -230,6 +230,34 @@ def test_csv_cells_a_spreadsheet_would_read_as_formulas_are_kept_as_text(world: 
         "'+1",
     )
     assert rows[0]["total_tokens"] == "100" and rows[0]["status"] == "ok"  # numbers and plain texts unchanged
+
+
+def test_csv_cells_with_a_formula_after_whitespace_or_a_semicolon_are_kept_as_text(world: World) -> None:
+    # Spreadsheets skip leading whitespace before a formula, read a tab, CR or newline start as one, and a
+    # French locale splits cells on ";": each such part gets its apostrophe.
+    payloads = {
+        " =1+1": "' =1+1",
+        "  @SUM(A1)": "'  @SUM(A1)",
+        "\n=HYPERLINK(1)": "'\n=HYPERLINK(1)",
+        "\r+1": "'\r+1",
+        "\tcmd": "'\tcmd",
+        "\u00a0-2": "'\u00a0-2",
+        "safe;=1+1": "safe;'=1+1",
+        "a; -1;b": "a;' -1;b",
+        "plain; text": "plain; text",
+    }
+    conversation = Conversation.objects.create(organisation=world.demo, user=world.admin, title="t")
+    for model in payloads:
+        Run.objects.create(conversation=conversation, organisation=world.demo, user=world.admin, model=model)
+    rows = list(csv.DictReader(io.StringIO(signed_in("demo").get("/settings/usage.csv").content.decode(), newline="")))
+    assert sorted(r["model"] for r in rows) == sorted(payloads.values())
+
+
+def test_the_csv_is_a_download_that_no_browser_renders_or_sniffs(world: World) -> None:
+    response = signed_in("demo").get("/settings/usage.csv")
+    assert response["Content-Disposition"].startswith("attachment; filename=")
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
 
 
 def test_a_month_outside_the_calendar_shows_the_current_month_not_a_500(world: World) -> None:

@@ -16,9 +16,9 @@ from django.utils import formats, timezone
 from assistant.budgets import services
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone
-from assistant.chat import runs
-from assistant.chat.models import Run, Step
 from assistant.engine.errors import BudgetExceeded
+from assistant.runs import execution, intake
+from assistant.runs.models import Run, Step
 
 SYNTHESIS = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
@@ -86,7 +86,7 @@ async def test_every_token_of_a_run_agents_included_is_charged_once_to_its_categ
     await client.aforce_login(tworld.member)
     assert (await client.post("/c/new", SYNTHESIS)).status_code == 302
     run = await Run.objects.aget()
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.status == "ok" and run.category == "syntheses"
     assert set(run.usage["by_model"]) == {"demo-large", "demo-small"}  # the main model and its agents
@@ -164,7 +164,7 @@ async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agen
             break
         await asyncio.sleep(0.05)
     await sync_to_async(exhaust)(tworld.syntheses)
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
 
     assert run.status == "stopped"
@@ -187,9 +187,9 @@ async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World,
     # A plain question is one call of demo-large, reserving its prompt and 8,192 tokens of output.
     category.monthly_tokens = 5 * 9_000
     await category.asave()
-    ask = runs.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="administration")
-    created = [await sync_to_async(runs.create_run)(tworld.member, tworld.demo, None, ask) for _ in range(20)]
-    await asyncio.gather(*(runs.execute_run(r.pk) for r in created))
+    ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="administration")
+    created = [await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, ask) for _ in range(20)]
+    await asyncio.gather(*(execution.execute_run(r.pk) for r in created))
 
     done = [r async for r in Run.objects.all()]
     row = await sync_to_async(this_month)(category)

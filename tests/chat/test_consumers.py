@@ -16,10 +16,10 @@ from django.core.management import call_command
 from django.test import AsyncClient
 
 from assistant.asgi import application
-from assistant.chat import runs
 from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
-from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs import execution
+from assistant.runs.models import Conversation, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -31,7 +31,7 @@ async def _signed_in(username: str = "demo", password: str = "demo-password") ->
 
 
 async def _socket(path: str, session: str | None, origin: str = "http://testserver") -> WebsocketCommunicator:
-    headers = [(b"origin", origin.encode())]
+    headers = [(b"origin", origin.encode()), (b"host", b"testserver")]
     if session is not None:
         headers.append((b"cookie", f"sessionid={session}".encode()))
     communicator = WebsocketCommunicator(application, path, headers=headers)
@@ -106,13 +106,83 @@ async def test_another_origin_is_refused() -> None:
     communicator = WebsocketCommunicator(
         application,
         f"/ws/c/{conversation.pk}/",
-        headers=[(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={session}".encode())],
+        headers=[
+            (b"origin", b"http://evil.example"),
+            (b"host", b"testserver"),
+            (b"cookie", f"sessionid={session}".encode()),
+        ],
     )
     connected, _ = await communicator.connect()
     try:
         assert not connected
     finally:
         await communicator.disconnect()
+
+
+async def _handshake(path: str, session: str, origin: str, host: str = "testserver", **scope: Any) -> bool:
+    headers = [(b"origin", origin.encode()), (b"host", host.encode()), (b"cookie", f"sessionid={session}".encode())]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    communicator.scope.update(scope)
+    connected, _ = await communicator.connect()
+    await communicator.disconnect()
+    return bool(connected)
+
+
+async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: Any) -> None:
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "testserver"]
+    await _demo()
+    path = f"/ws/c/{(await sync_to_async(_conversation_of)('demo')).pk}/"
+    _, session = await _signed_in()
+    # A server on 127.0.0.1:8000: its own pages, with or without the default port spelled out.
+    assert await _handshake(path, session, "http://127.0.0.1:8000", host="127.0.0.1:8000")
+    assert await _handshake(path, session, "http://testserver:80", host="testserver")
+    assert await _handshake(path, session, "https://testserver", host="testserver", scheme="wss")
+    # Another port of the same host (another service on this machine), another scheme, another host.
+    assert not await _handshake(path, session, "http://127.0.0.1:9999", host="127.0.0.1:8000")
+    assert not await _handshake(path, session, "http://127.0.0.1", host="127.0.0.1:8000")
+    assert not await _handshake(path, session, "https://127.0.0.1:8000", host="127.0.0.1:8000")
+    assert not await _handshake(path, session, "http://testserver", host="testserver", scheme="wss")
+    assert not await _handshake(path, session, "http://localhost:8000", host="127.0.0.1:8000")
+    # A host this server does not serve (DNS rebinding) is refused even when Origin and Host agree.
+    assert not await _handshake(path, session, "http://evil.example:8000", host="evil.example:8000")
+    # No origin, or one that is not an origin.
+    for origin in ("", "null", "file://", "http://testserver/page", "javascript:1"):
+        assert not await _handshake(path, session, origin), origin
+
+
+async def test_behind_a_tls_proxy_the_forwarded_scheme_counts_and_trusted_origins_are_accepted(settings: Any) -> None:
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.org", "https://*.example.net"]
+    await _demo()
+    path = f"/ws/c/{(await sync_to_async(_conversation_of)('demo')).pk}/"
+    _, session = await _signed_in()
+    forwarded = [(b"x-forwarded-proto", b"https")]
+
+    async def through_proxy(origin: str) -> bool:
+        headers = [(b"origin", origin.encode()), (b"host", b"testserver"), (b"cookie", f"sessionid={session}".encode())]
+        communicator = WebsocketCommunicator(application, path, headers=headers + forwarded)
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return bool(connected)
+
+    assert await through_proxy("https://testserver")
+    assert not await through_proxy("http://testserver")
+    assert await _handshake(path, session, "https://chat.example.org")
+    assert await _handshake(path, session, "https://a.example.net")
+    assert not await _handshake(path, session, "http://chat.example.org")
+    assert not await _handshake(path, session, "https://chat.example.org:8443")
+    assert not await _handshake(path, session, "https://example.org")
+
+
+async def test_a_path_that_does_not_parse_is_closed_with_a_code_not_a_500() -> None:
+    await _demo()
+    _, session = await _signed_in()
+    for path in ("/ws/c/abc/", "/ws/c/", "/ws/", "/ws/c/1/extra/", "/nothing"):
+        communicator = await _socket(path, session)
+        try:
+            assert await _closed_with(communicator) == CLOSE_NOT_FOUND, path
+        finally:
+            await communicator.disconnect()
 
 
 async def test_another_organisations_run_cannot_be_followed_through_its_id() -> None:
@@ -142,7 +212,7 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
         assert response.status_code == 200
         run = await Run.objects.aget(conversation=conversation)
         frames = await _until_finished(communicator, run)
-        await runs.wait_for(run.pk)
+        await execution.wait_for(run.pk)
     finally:
         await communicator.disconnect()
     await run.arefresh_from_db()
@@ -183,7 +253,7 @@ async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) 
         frames = await _until_finished(communicator, run)
     finally:
         await communicator.disconnect()
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     # The first push is the state so far: both agents back, and the answer up to now.
     first = frames[0]
     assert set(re.findall(r'<div class="delegation status-ok" id="agent-[^"]+-(agent-\d)"', first)) == {
@@ -221,7 +291,7 @@ async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any)
     tab = await _socket(f"/ws/c/{conversation.pk}/", session)
     await tab.receive_from(timeout=5)
     await tab.disconnect()
-    await runs.wait_for(second.pk)
+    await execution.wait_for(second.pk)
     await second.arefresh_from_db()
     assert second.status == "ok"
 
@@ -243,7 +313,7 @@ async def test_stop_reaches_the_page(settings: Any) -> None:
         frames = await _until_finished(communicator, run)
     finally:
         await communicator.disconnect()
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     final = frames[-1]
     assert 'data-status="stopped"' in final
     assert final.count('data-status="stopped"') == 3  # the run and its two agents

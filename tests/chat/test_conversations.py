@@ -23,11 +23,12 @@ from django.core.management import call_command
 from django.test import AsyncClient, Client
 
 from assistant.asgi import application
-from assistant.chat import deletion, runs
+from assistant.chat import deletion
 from assistant.chat.consumers import CLOSE_DELETED, CLOSE_NOT_FOUND
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs import execution
+from assistant.runs.models import Conversation, Message, Run, Step
 
 OLD_STEPS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())[
     "steps"
@@ -61,7 +62,7 @@ async def _finished_demo_run(client: AsyncClient) -> Run:
     response = await client.post("/c/new", ASK)
     assert response.status_code == 302
     run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.status == "ok"
     return run
@@ -296,7 +297,7 @@ async def test_deleting_a_conversation_stops_its_running_run_first(settings: Any
 
     response = await client.post(f"/c/{run.conversation_id}/delete")
     assert response.status_code == 302
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.stop_requested and run.status == "stopped"  # stopped as Stop stops it, not failed
     assert run.usage.get("by_model") and run.cost_eur > 0  # what it spent is kept
@@ -311,7 +312,7 @@ def test_what_a_run_writes_after_the_delete_is_erased_as_it_is_saved(demo_data: 
     run = conv.runs.get()
     Run.objects.filter(pk=run.pk).update(status="running")
     deletion.erase(conv.pk)
-    # As ``runs._finish`` ends a run that was stopped meanwhile (on another worker, say).
+    # As ``runs.execution._finish`` ends a run that was stopped meanwhile (on another worker, say).
     run.refresh_from_db()
     run.status, run.answer, run.sources = "stopped", "A late answer", [{"id": "doc-1", "title": "Secret"}]
     run.usage, run.cost_eur = {"cost_eur": 0.5, "by_model": {}}, 0.5
@@ -378,7 +379,11 @@ def test_a_scheduled_tasks_execution_in_a_deleted_conversation_links_nowhere(dem
 
 
 async def _socket(conv_id: int, session: str) -> WebsocketCommunicator:
-    headers = [(b"origin", b"http://testserver"), (b"cookie", f"sessionid={session}".encode())]
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"sessionid={session}".encode()),
+    ]
     communicator = WebsocketCommunicator(application, f"/ws/c/{conv_id}/", headers=headers)
     connected, _ = await communicator.connect()
     assert connected

@@ -15,14 +15,16 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import translation
 
-from assistant.chat import live, providers
-from assistant.chat.models import Conversation, Message, Run, Step
+from assistant.catalogue import snapshot
+from assistant.chat import live
 from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
 from assistant.engine.errors import ModelUnavailable
 from assistant.engine.models.function import FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import Organisation
+from assistant.runs import follow
+from assistant.runs.models import Conversation, Message, Run, Step
 
 ASK = {"text": "Bimbamjob?", "model": "demo-large", "level": "approfondi", "resources": ["kb:factures", "agents"]}
 INSTRUCTION = "Find the invoices of Bimbamjob"
@@ -120,7 +122,7 @@ def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(
     def broken(*args: Any) -> Run:
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr("assistant.chat.runs.create_run", broken)
+    monkeypatch.setattr("assistant.runs.intake.create_run", broken)
     response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
     body = response.content.decode()
     assert response.status_code == 503
@@ -135,7 +137,7 @@ async def test_sending_with_htmx_returns_an_empty_composer_and_the_new_turn(fast
     from django.core.management import call_command
     from django.test import AsyncClient
 
-    from assistant.chat import runs
+    from assistant.runs import execution
 
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = AsyncClient()
@@ -153,7 +155,7 @@ async def test_sending_with_htmx_returns_an_empty_composer_and_the_new_turn(fast
     assert f'<div hx-swap-oob="beforeend:#messages"><section class="turn" id="turn-{run.pk}">' in body
     assert "And Tamaris?" in body and f'id="stop-{run.pk}"' in body
     async for each in Run.objects.all():
-        await runs.wait_for(each.pk)
+        await execution.wait_for(each.pk)
 
 
 def test_a_running_page_subscribes_with_the_runs_it_shows(client: Client) -> None:
@@ -255,14 +257,14 @@ def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypa
         raise ModelUnavailable("the provider could not be reached (connection refused)")
 
     monkeypatch.setattr(
-        providers, "resolve", lambda model_id: FunctionModel(unreachable, providers.catalogue()[model_id])
+        snapshot, "resolve", lambda model_id: FunctionModel(unreachable, snapshot.catalogue()[model_id])
     )
     from asgiref.sync import async_to_sync
 
-    from assistant.chat import runs
+    from assistant.runs import execution
 
     run = _run()
-    async_to_sync(runs.execute_run)(run.pk)
+    async_to_sync(execution.execute_run)(run.pk)
     run.refresh_from_db()
     assert run.status == "error"
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
@@ -324,7 +326,7 @@ def test_a_follower_skips_what_it_read_and_fills_gaps_from_the_database(demo_dat
     assert not follower.apply(_message(4, "text_delta", text="?", offset=21))
     Step.objects.create(run=run, seq=5, kind="agent_action", agent_id="agent-1", data=_message(5)["event"])
     Run.objects.filter(pk=run.pk).update(answer="Hello world! And more")
-    steps, answer = live.steps_since(run.pk, follower.seq)
+    steps, answer = follow.steps_since(run.pk, follower.seq)
     follower.merge(steps, answer)
     assert follower.apply(_message(6)) and follower.seq == 6
     assert (

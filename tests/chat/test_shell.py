@@ -11,10 +11,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs import execution
+from assistant.runs.models import Conversation, Message, Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +35,7 @@ async def test_demo_delegates_to_two_agents_and_saves_every_step(fast_demo: None
     response = await client.post("/c/new", ASK)
     assert response.status_code == 302
     run = await _last_run()
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
 
     assert run.status == "ok"
@@ -68,10 +68,10 @@ async def test_a_second_message_continues_the_conversation(fast_demo: None) -> N
     client = await _signed_in()
     await client.post("/c/new", ASK)
     first = await _last_run()
-    await runs.wait_for(first.pk)
+    await execution.wait_for(first.pk)
     await client.post(f"/c/{first.conversation_id}/send", {**ASK, "text": "And Tamaris Conseil?", "resources": []})
     second = await _last_run()
-    await runs.wait_for(second.pk)
+    await execution.wait_for(second.pk)
     await second.arefresh_from_db()
     assert second.conversation_id == first.conversation_id
     assert second.status == "ok"
@@ -91,7 +91,7 @@ async def test_stop_keeps_partial_answer_and_agent_findings(settings: object) ->
         await asyncio.sleep(0.05)
     response = await client.post(f"/runs/{run.pk}/stop")
     assert response.status_code == 302
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.status == "stopped"
     assert run.answer.startswith("I am handing the search")  # the partial answer is kept

@@ -16,8 +16,6 @@ from django.core.management import call_command
 from pydantic import BaseModel
 
 from assistant.asgi import application
-from assistant.chat.models import Conversation, Message, Run, Step
-from assistant.chat.steps import UnreadableStep, events_of, load_event, save_event
 from assistant.engine.events import (
     ERASE,
     AgentAction,
@@ -39,6 +37,8 @@ from assistant.engine.events import (
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Message, Run, Step
+from assistant.runs.steps import UnreadableStep, events_of, load_event, save_event
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))

@@ -51,9 +51,9 @@ call_command("runserver", sys.argv[1], use_reloader=False)
 def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One process migrates a fresh database, loads the demo data, then serves (daphne's runserver)."""
     # With debug on, runserver serves the static files (htmx from django-htmx, the app's css/js).
-    with start_server(
-        SERVER, tmp_path_factory.mktemp("e2e"), pace=DEMO_PACE, latency=DEMO_LATENCY, env={"DJANGO_DEBUG": "1"}
-    ) as server:
+    folder = tmp_path_factory.mktemp("e2e")
+    env = {"DJANGO_DEBUG": "1", "MEDIA_ROOT": str(folder / "media")}  # uploads stay out of the checkout
+    with start_server(SERVER, folder, pace=DEMO_PACE, latency=DEMO_LATENCY, env=env) as server:
         yield server
 
 

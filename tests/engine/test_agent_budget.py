@@ -18,7 +18,7 @@ from engine_support import (
     tool_payloads,
 )
 
-from assistant.engine.delegation import LANDING_NOTICE
+from assistant.engine.agent import LANDING_NOTICE
 from assistant.engine.events import AgentFinished
 from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
 from assistant.engine.policy import Policy

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 
+from assistant.engine.agent import run_agent
 from assistant.engine.catalogue import Catalogue, ModelInfo
 from assistant.engine.compaction import CUT, compact
-from assistant.engine.delegation import AgentTask, run_agent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import MAIN_SYSTEM_PROMPT, run_chat
-from assistant.engine.models.function import CallInfo, FunctionModel, request_tokens
+from assistant.engine.models.function import CallInfo, FunctionModel
+from assistant.engine.outcomes import AgentTask
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
+from assistant.engine.tokens import request_tokens
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCall
 from assistant.engine.usage import AgentBudget
@@ -55,7 +57,7 @@ def test_a_short_history_is_left_alone() -> None:
     assert messages == [SYSTEM, FIRST, *search_turn(1)]
 
 
-def test_old_results_become_digests_that_keep_the_findings_and_the_latest_turn_stays_whole() -> None:
+def test_old_results_become_digests_that_keep_the_findings_and_the_latest_round_stays_whole() -> None:
     latest = read_turn(4, ["doc-5", "doc-6"], 3_000)
     messages = [
         SYSTEM,
@@ -93,7 +95,7 @@ def test_the_room_for_the_answer_and_the_tool_specs_counts() -> None:
     assert tokens(messages) <= window // 2
 
 
-def test_a_latest_turn_too_large_for_the_window_is_cut_rather_than_sent_to_fail() -> None:
+def test_a_latest_round_too_large_for_the_window_is_cut_rather_than_sent_to_fail() -> None:
     messages = [SYSTEM, FIRST, *read_turn(1, ["doc-1", "doc-2"], 20_000)]
     window = 6_000
     assert compact(messages, window, reserve=1_000)
@@ -138,7 +140,7 @@ async def test_an_agent_near_its_small_window_keeps_its_instruction_and_findings
         instruction="Find the invoices of Bimbamjob.", model=small, resources=("kb:factures",), max_rounds=10
     )
 
-    outcome = await run_agent(ctx, "agent-1", task, AgentBudget(max_calls=10, max_tokens=10**6), None)
+    outcome = await run_agent(ctx, "agent-1", task, AgentBudget(max_rounds=10, max_tokens=10**6), None)
 
     assert outcome.status == "ok", outcome.reason
     assert outcome.report.startswith("Read doc-1, doc-2, doc-3, doc-4, doc-5, doc-6.")

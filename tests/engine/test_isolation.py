@@ -18,7 +18,7 @@ from engine_support import (
     task,
 )
 
-from assistant.engine.delegation import AGENT_SYSTEM_PROMPT
+from assistant.engine.agent import AGENT_SYSTEM_PROMPT
 from assistant.engine.events import AgentFinished, FinalEvent
 from assistant.engine.types import Message
 

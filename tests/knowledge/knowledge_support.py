@@ -167,3 +167,99 @@ def check_base_deletion(a: Org, b: Org) -> None:
     # A new base of the same slug starts empty: nothing of the deleted one comes back.
     KnowledgeBase.objects.create(organisation=a.org, slug="factures", name="Factures again")
     assert search(a.org.pk, "factures", RANKING_QUERY, 8) == ([], 0)
+
+
+def extract_pending() -> None:
+    """Extract the uploads still processing, as the pool does once they are committed, in the test's transaction.
+
+    The extraction itself is the real one (a child process with its limits); only the pool's thread is
+    left out, since a test that rolls back never commits (transactional tests use the pool itself).
+    """
+    from assistant.knowledge import processing
+
+    for pk in Document.objects.filter(status=Document.PROCESSING).values_list("pk", flat=True):
+        processing.process(pk)
+
+
+def wait_processed(*pks: int, timeout: float = 90) -> list[Document]:
+    """Wait until the pool has finished with these documents (transactional tests); them, reloaded."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while Document.objects.filter(pk__in=pks, status=Document.PROCESSING).exists():
+        assert time.monotonic() < deadline, "the documents are still processing"
+        time.sleep(0.05)
+    return list(Document.objects.filter(pk__in=pks).order_by("pk"))
+
+
+def pdf_bomb(megabytes: int = 70) -> bytes:
+    """A small PDF whose 3 pages share one content stream that inflates to ``megabytes`` MB of whitespace."""
+    import zlib
+
+    content = zlib.compress(b"BT /F1 12 Tf 72 720 Td (bomb) Tj ET\n" + b" " * (megabytes * 1_000_000), 9)
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R 6 0 R 7 0 R] /Count 3 >>",
+        page,
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        page,
+        page,
+    ]
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return out
+
+
+def docx_bomb(megabytes: int = 190) -> bytes:
+    """A small .docx whose word/document.xml expands to about ``megabytes`` MB of paragraphs."""
+    import zipfile
+
+    source = zipfile.ZipFile(io.BytesIO(make_docx(["bomb"])))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for info in source.infolist():
+            if info.filename != "word/document.xml":
+                archive.writestr(info, source.read(info))
+                continue
+            with archive.open("word/document.xml", "w", force_zip64=True) as part:
+                part.write(
+                    b'<?xml version="1.0" encoding="UTF-8"?><w:document '
+                    b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+                )
+                block = (b"<w:p><w:r><w:t>" + b"turbine " * 100 + b"</w:t></w:r></w:p>") * 1000
+                for _ in range(megabytes * 1_000_000 // len(block)):
+                    part.write(block)
+                part.write(b"</w:body></w:document>")
+    return out.getvalue()
+
+
+def check_ready_only(a: Org, b: Org) -> None:
+    """A document processing or failed is neither found nor read; once ready, it is (any database)."""
+    from asgiref.sync import async_to_sync
+
+    from assistant.knowledge.backend import OrgKnowledge
+    from assistant.knowledge.fulltext import search
+
+    pending = Document.objects.create(knowledge_base=a.kb, title="Okapi", text="okapi", status=Document.PROCESSING)
+    failed = Document.objects.create(
+        knowledge_base=a.kb, title="Okapi failed", text="okapi", status=Document.FAILED, failure="expanded"
+    )
+    knowledge = OrgKnowledge(a.org.pk)
+    assert search(a.org.pk, "factures", "okapi", 8) == ([], 0)
+    assert async_to_sync(knowledge.read)([pending.public_id, failed.public_id]) == {}
+    assert pending.public_id not in {d.id for d in async_to_sync(knowledge.documents)("factures")}
+    info = async_to_sync(knowledge.describe)("factures")
+    assert info is not None and info.document_count == len(a.docs)
+    Document.objects.filter(pk=pending.pk).update(status=Document.READY)
+    hits, total = search(a.org.pk, "factures", "okapi", 8)
+    assert total == 1 and hits[0].id == pending.public_id
+    assert set(async_to_sync(knowledge.read)([pending.public_id, failed.public_id])) == {pending.public_id}

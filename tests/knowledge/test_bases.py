@@ -11,15 +11,24 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db.models.signals import pre_save
 from django.test import Client
 from django.urls import reverse
-from knowledge_support import CORPUS, RANKING_QUERY, check_base_deletion, files_under, fts_rowids, two_orgs
+from knowledge_support import (
+    CORPUS,
+    RANKING_QUERY,
+    check_base_deletion,
+    extract_pending,
+    files_under,
+    fts_rowids,
+    two_orgs,
+    wait_processed,
+)
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.engine.errors import RequestRefused
 from assistant.knowledge.fulltext import search
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
+from assistant.runs import intake
+from assistant.runs.models import Conversation, Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
 
@@ -50,6 +59,7 @@ def test_an_admin_creates_a_base_its_slug_made_from_its_name(media: Path) -> Non
     response = client.post(reverse("kb_new"), {"name": "Contrats", "slug": "contrats-2025", "description": ""})
     assert response.status_code == 302
     assert _upload(client, "contrats-2025", ("bail.txt", b"Le bail du hangar court jusqu'en 2030.")).status_code == 302
+    extract_pending()
     hits, total = search(a.org.pk, "contrats-2025", "hangar", 8)
     assert total == 1 and hits[0].kb == "contrats-2025"
 
@@ -76,6 +86,7 @@ def test_an_admin_deletes_a_base_with_its_documents_files_and_index_entries(
     kept = KnowledgeBase.objects.create(organisation=a.org, slug="contrats", name="Contrats")
     _upload(client, "contrats", ("bail.txt", b"the wallaby lease"))
     _upload(client, "factures", ("one.txt", b"the wallaby invoice"), ("two.md", b"# Wallaby\n\nturbine invoice"))
+    extract_pending()
     doomed = list(Document.objects.filter(knowledge_base=a.kb).values_list("pk", flat=True))
     assert len(doomed) == len(CORPUS) + 2 and len(files_under(media)) == 3
     assert set(doomed) & fts_rowids("turbine") and set(doomed) & fts_rowids("wallaby")
@@ -247,7 +258,7 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     assert client.post("/tasks/new", {**task_form, "schedule": "0 7 * * 1-5", "enabled": "on"}).status_code == 302
     task = ScheduledTask.objects.get()
     user = org.memberships.get(user__username="demo").user
-    earlier = runs.create_run(user, org, None, runs.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
+    earlier = intake.create_run(user, org, None, intake.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
     Run.objects.filter(pk=earlier.pk).update(status="ok", answer="Done.")
     _key, secret = keys.create_key(org, "client")
 
@@ -264,7 +275,7 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     assert response.status_code == 400 and message in response.content.decode()
     assert Run.objects.count() == 1
     with pytest.raises(RequestRefused, match="The knowledge base 'factures' does not exist or you may not read it"):
-        runs.create_run(user, org, None, runs.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
+        intake.create_run(user, org, None, intake.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
 
     # The scheduled task: its page still opens, and an execution is refused and recorded, nothing runs.
     assert client.get(f"/tasks/{task.pk}/").status_code == 200
@@ -294,6 +305,7 @@ def test_staff_deleting_in_the_django_admin_remove_the_stored_files_too(media: P
     a, _ = two_orgs()
     client = a.admin_client()
     assert _upload(client, a.kb.slug, ("one.txt", b"Turbine one."), ("two.txt", b"Turbine two.")).status_code == 302
+    wait_processed(*Document.objects.filter(knowledge_base=a.kb).values_list("pk", flat=True))
     assert len(files_under(media)) == 2
     staff = Client()
     staff.force_login(

@@ -1,8 +1,9 @@
 """run_code: a read-only view of the caller's own knowledge bases, no writes, no network, no processes, limits.
 
 Scripts are what a model could send. The audit hook answers with a message for the agent; a second
-set of tests turns the hook off and checks that the kernel layers (network namespace, Landlock, the
-unprivileged user, resource limits) hold on their own.
+set of tests leaves the hook out and checks that the kernel layers (bubblewrap's namespaces, seccomp,
+Landlock, the run's own user, resource limits) hold; test_sandbox_layers.py tests each layer alone
+against a script that switches the hook off itself.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from knowledge_support import SECRET, Org, two_orgs
 
-from assistant.chat.runs import toolbox_for
 from assistant.engine.errors import ToolError
-from assistant.engine.sandbox import CodeLimits, RunCode, Sandbox, detect
-from assistant.engine.tools import Scope
+from assistant.engine.sandbox import LAYERS, UID_BASE, UID_COUNT, CodeLimits, RunCode, Sandbox, detect
+from assistant.engine.scope import Scope
 from assistant.knowledge.models import Document, KnowledgeBase
+from assistant.runs.execution import toolbox_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,7 +35,7 @@ RETURN = "return what you found"
 def code_on(settings: Any) -> None:
     settings.RUN_CODE_ENABLED = True
     settings.RUN_CODE_CPU_SECONDS = 2
-    settings.RUN_CODE_WALL_SECONDS = 6
+    settings.RUN_CODE_WALL_SECONDS = 8  # the CPU limit (2 s) comes first even on a loaded machine
     settings.RUN_CODE_MEMORY_MB = 256
 
 
@@ -213,6 +214,58 @@ async def test_the_network_is_refused(orgs: tuple[Org, Org], listener: socket.so
     assert nobody_connected(listener)
 
 
+HOOK_OFF = """
+import gc
+for f in gc.get_objects():
+    if type(f).__name__ == "function" and f.__name__ == "hook" and f.__closure__:
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__):
+            if name == "refuse":
+                cell.cell_contents = lambda message: None
+"""
+
+
+@pytest.fixture
+def unix_listener() -> Iterator[tuple[str, socket.socket]]:
+    """A world-writable Unix socket on the host's file system, like PostgreSQL's in /run/postgresql."""
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="service-")
+    os.chmod(base, 0o755)
+    path = os.path.join(base, ".s.PGSQL.5432")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(path)
+    os.chmod(path, 0o777)
+    sock.listen(5)
+    sock.settimeout(0.2)
+    yield path, sock
+    sock.close()
+    os.unlink(path)
+    os.rmdir(base)
+
+
+async def test_a_script_that_switches_the_hook_off_cannot_reach_a_unix_socket(
+    orgs: tuple[Org, Org], unix_listener: tuple[str, socket.socket]
+) -> None:
+    a, _ = orgs
+    path, sock = unix_listener
+    script = (
+        HOOK_OFF
+        + f"""
+import os, socket
+print("sees /run:", os.path.exists("/run"), os.path.exists("/run/postgresql"))
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(2)
+s.connect({path!r})
+print("connected")
+"""
+    )
+    data = await output(run_code(a), script)
+    assert "connected" not in data["stdout"]
+    assert data["stdout"].startswith("sees /run: False False"), data
+    assert data["exit_code"] == 1
+    assert nobody_connected(sock)
+
+
 # Limits ------------------------------------------------------------------------------------------------
 
 
@@ -239,7 +292,7 @@ async def test_limits_end_a_script_and_say_which(orgs: tuple[Org, Org], script: 
 def bare_sandbox() -> Iterator[tuple[Sandbox, Path]]:
     isolation = detect()
     assert isolation is not None, "run_code needs Linux"
-    box = Sandbox(CodeLimits(cpu_seconds=2, wall_seconds=6, memory_mb=256), isolation, audit_hook=False)
+    box = Sandbox(CodeLimits(cpu_seconds=2, wall_seconds=6, memory_mb=256), isolation, layers=LAYERS - {"hook"})
     with box.workdir() as root:
         (root / "factures").mkdir()
         (root / "factures" / "doc-1.txt").write_text("invoice")
@@ -247,12 +300,10 @@ def bare_sandbox() -> Iterator[tuple[Sandbox, Path]]:
         yield box, root
 
 
-async def test_without_the_hook_the_network_namespace_still_cuts_the_network(
+async def test_without_the_hook_the_network_stays_cut(
     bare_sandbox: tuple[Sandbox, Path], listener: socket.socket
 ) -> None:
     box, root = bare_sandbox
-    if not box.isolation.namespace:
-        pytest.skip("unshare cannot create a network namespace on this machine (the README says what remains)")
     port = listener.getsockname()[1]
     result = await box.run(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)", root)
     assert result.exit_code == 1 and ("OSError" in result.stderr or "Error" in result.stderr)
@@ -261,6 +312,7 @@ async def test_without_the_hook_the_network_namespace_still_cuts_the_network(
 
 async def test_without_the_hook_landlock_still_makes_everything_read_only(bare_sandbox: tuple[Sandbox, Path]) -> None:
     box, root = bare_sandbox
+    box = Sandbox(box.limits, box.isolation, layers=frozenset({"landlock"}))  # Landlock alone
     probe = await box.run("print(open('factures/doc-1.txt').read())", root)
     if probe.landlock_abi == 0:
         pytest.skip("this kernel has no Landlock: only the audit hook and file permissions keep files read-only")
@@ -283,11 +335,16 @@ async def test_the_child_runs_unprivileged_when_the_server_is_root(bare_sandbox:
     box, root = bare_sandbox
     if os.geteuid() != 0:
         pytest.skip("the server is not root here: the child keeps the server's own user")
-    assert box.isolation.user == 65534
-    result = await box.run("import os; print(os.getuid())", root)
-    # In its user namespace the child is uid 0, mapped to nobody outside; without one it is nobody.
-    assert result.stdout.strip() in {"0", "65534"}
-    # A root-only file inside the export (so Landlock would let it through) stays unreadable to nobody.
+    assert box.isolation.uids
+    result = await box.run("import os; print(os.getuid(), os.getgid())", root)
+    uid, gid = map(int, result.stdout.split())
+    assert UID_BASE <= uid < UID_BASE + UID_COUNT and gid == uid
+    assert root.stat().st_gid == uid and root.stat().st_mode & 0o007 == 0, "the export is the run's only"
+    with box.workdir() as second:
+        box.seal(second)
+        again = await box.run("import os; print(os.getuid())", second)
+    assert int(again.stdout) != uid, "each run has a user of its own"
+    # A root-only file inside the export (so Landlock would let it through) stays unreadable to the run.
     private = root / "factures" / "root-only.txt"
     os.chmod(root / "factures", 0o750)
     private.write_text("root only")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from knowledge_support import RANKING_QUERY, check_ranking, make_org, two_orgs
+from knowledge_support import RANKING_QUERY, check_ranking, check_ready_only, make_org, two_orgs
 
 from assistant.knowledge.apps import KnowledgeConfig, _ensure_fulltext
 from assistant.knowledge.backend import OrgKnowledge
@@ -38,6 +38,10 @@ def test_query_syntax_cannot_reach_the_engine(query: str) -> None:
     a, _ = two_orgs()
     hits, total = search(a.org.pk, "factures", query, 8)
     assert total == len(hits) or total > len(hits)
+
+
+def test_only_ready_documents_are_found() -> None:
+    check_ready_only(*two_orgs())
 
 
 def test_the_index_follows_inserts_updates_and_deletes() -> None:

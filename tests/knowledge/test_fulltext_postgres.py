@@ -16,6 +16,8 @@ from knowledge_support import (
     RANKING_QUERY,
     check_base_deletion,
     check_ranking,
+    check_ready_only,
+    extract_pending,
     files_under,
     fts_rowids,
     make_org,
@@ -36,6 +38,10 @@ def _postgresql() -> None:
 def test_ranking_and_snippets_on_a_small_corpus() -> None:
     a, b = two_orgs()
     check_ranking(a, b)
+
+
+def test_only_ready_documents_are_found() -> None:
+    check_ready_only(*two_orgs())
 
 
 def test_the_gin_index_serves_the_search() -> None:
@@ -89,6 +95,7 @@ def test_an_admin_deleting_a_base_on_its_page_takes_its_files_and_index_entries(
     a, b = two_orgs()
     client = a.admin_client()
     client.post(reverse("kb_base", args=["factures"]), {"files": [SimpleUploadedFile("n.txt", b"the wallaby turbine")]})
+    extract_pending()
     ids = set(Document.objects.filter(knowledge_base=a.kb).values_list("pk", flat=True))
     assert len(ids) == 5 and ids & fts_rowids("wallaby") and len(files_under(media)) == 1
     with django_capture_on_commit_callbacks(execute=True):

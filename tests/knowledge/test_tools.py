@@ -1,6 +1,6 @@
 """kb_search and kb_read over the database: ranked hits, several reads in one call, the caller's scope enforced.
 
-The tools are built the way a run builds them (``runs.toolbox_for``), so what is tested here is what
+The tools are built the way a run builds them (``execution.toolbox_for``), so what is tested here is what
 the main model and each agent get for their scope.
 """
 
@@ -13,11 +13,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from knowledge_support import SECRET, Org, two_orgs
 
-from assistant.chat.runs import toolbox_for
 from assistant.engine.errors import OutOfScope, ToolError
-from assistant.engine.tools import Scope, Tool
+from assistant.engine.scope import Scope
+from assistant.engine.tools import Tool
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.knowledge.tools import available_resources
+from assistant.runs.execution import toolbox_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,8 +14,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from assistant.engine.errors import OutOfScope, ToolError
-from assistant.engine.tools import Scope
-from assistant.engine.web import WebConfig, WebFetch, WebSearch, is_public_address, web_tools
+from assistant.engine.netguard import AddressGuard, BlockedAddress, allowed_ports, is_public_address
+from assistant.engine.scope import Scope
+from assistant.engine.web import WebConfig, WebFetch, WebSearch, web_tools
 
 ARTICLE = b"""<!doctype html><html><head><title>Wind report</title></head><body>
 <nav>Home | Products | Contact</nav>
@@ -98,8 +99,10 @@ def server() -> Iterator[str]:
     httpd.server_close()
 
 
-def fetcher(**kwargs: object) -> WebFetch:
-    options: dict[str, object] = {"allowed_hosts": frozenset({"127.0.0.1"}), "timeout": 5.0}
+def fetcher(server: str = "", **kwargs: object) -> WebFetch:
+    """A web_fetch whose allow-list names the test server's host and port (an allowed host is on 80 and 443 only)."""
+    allowed = frozenset({urlsplit(server).netloc}) if server else frozenset()
+    options: dict[str, object] = {"allowed_hosts": allowed, "timeout": 5.0}
     options.update(kwargs)
     return WebFetch(WebConfig(**options))  # type: ignore[arg-type]
 
@@ -108,7 +111,7 @@ def fetcher(**kwargs: object) -> WebFetch:
 
 
 async def test_fetch_reads_the_main_text_of_an_allowed_page(server: str) -> None:
-    outcome = await fetcher().run({"url": f"{server}/page"})
+    outcome = await fetcher(server).run({"url": f"{server}/page"})
     data = json.loads(outcome.content)
     assert data["title"] == "Wind report"
     assert "eleven percent" in data["text"] and "Home | Products" not in data["text"]
@@ -117,9 +120,9 @@ async def test_fetch_reads_the_main_text_of_an_allowed_page(server: str) -> None
 
 
 async def test_fetch_reads_text_and_follows_safe_redirects(server: str) -> None:
-    data = json.loads((await fetcher().run({"url": f"{server}/plain"})).content)
+    data = json.loads((await fetcher(server).run({"url": f"{server}/plain"})).content)
     assert data["text"] == "Plain text: été."
-    data = json.loads((await fetcher().run({"url": f"{server}/chain"})).content)
+    data = json.loads((await fetcher(server).run({"url": f"{server}/chain"})).content)
     assert data["url"] == f"{server}/page" and data["requested_url"] == f"{server}/chain"
 
 
@@ -136,7 +139,7 @@ async def test_fetch_reads_text_and_follows_safe_redirects(server: str) -> None:
 )
 async def test_fetch_limits(server: str, path: str, options: dict[str, object], message: str) -> None:
     with pytest.raises(ToolError, match=message):
-        await fetcher(**options).run({"url": f"{server}{path}"})
+        await fetcher(server, **options).run({"url": f"{server}{path}"})
 
 
 @pytest.mark.parametrize(
@@ -190,7 +193,7 @@ async def test_redirects_to_private_addresses_are_refused(server: str, target: s
     port = server.rsplit(":", 1)[1]
     before = Handler.hits["/page"]
     with pytest.raises(OutOfScope, match=r"Refused: .* private, loopback or link-local"):
-        await fetcher().run({"url": f"{server}/redirect?to={target.format(port=port)}"})
+        await fetcher(server).run({"url": f"{server}/redirect?to={target.format(port=port)}"})
     assert Handler.hits["/page"] == before
 
 
@@ -211,7 +214,7 @@ async def test_the_connection_goes_to_the_address_that_was_checked(server: str) 
         assert host == "pinned.example"
         return ["127.0.0.1"]
 
-    tool = fetcher(allowed_hosts=frozenset({"pinned.example"}), resolve=resolve)
+    tool = fetcher(allowed_hosts=frozenset({f"pinned.example:{port}"}), resolve=resolve)
     data = json.loads((await tool.run({"url": f"http://pinned.example:{port}/page"})).content)
     assert data["title"] == "Wind report"
 
@@ -219,7 +222,7 @@ async def test_the_connection_goes_to_the_address_that_was_checked(server: str) 
 async def test_environment_proxies_are_ignored(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
         monkeypatch.setenv(name, "http://10.9.9.9:3128")
-    data = json.loads((await fetcher().run({"url": f"{server}/page"})).content)
+    data = json.loads((await fetcher(server).run({"url": f"{server}/page"})).content)
     assert data["title"] == "Wind report"
 
 
@@ -243,11 +246,96 @@ async def test_environment_proxies_are_ignored(server: str, monkeypatch: pytest.
         ("fc00::1", False),
         ("::ffff:10.0.0.1", False),
         ("2002:7f00:1::", False),  # 6to4 wrapping 127.0.0.1
+        ("2002:a00:1::1", False),  # 6to4 wrapping 10.0.0.1
+        ("2002:808:808::1", True),  # 6to4 wrapping 8.8.8.8
+        ("64:ff9b::7f00:1", False),  # NAT64 (well-known prefix) wrapping 127.0.0.1
+        ("64:ff9b::a00:1", False),  # ... 10.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # ... 169.254.169.254
+        ("64:ff9b::808:808", True),  # ... 8.8.8.8
+        ("64:ff9b:1::7f00:1", False),  # NAT64 (local-use prefix, /96) wrapping 127.0.0.1
+        ("64:ff9b:1:7f00:0:100::", False),  # ... a /48 prefix wrapping 127.0.0.1
+        ("::ffff:127.0.0.1", False),  # IPv4-mapped
+        ("::ffff:8.8.8.8", True),
+        ("::7f00:1", False),  # IPv4-compatible 127.0.0.1
+        ("::a00:1", False),  # IPv4-compatible 10.0.0.1
         ("not-an-ip", False),
     ],
 )
 def test_is_public_address(address: str, public: bool) -> None:
     assert is_public_address(address) is public
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[64:ff9b::7f00:1]:{port}/page",  # NAT64 of 127.0.0.1
+        "http://[64:ff9b::a00:1]/",  # NAT64 of 10.0.0.1
+        "http://[64:ff9b:1::7f00:1]:{port}/page",  # local-use NAT64 of 127.0.0.1
+        "http://[2002:7f00:1::]:{port}/page",  # 6to4 of 127.0.0.1
+        "http://[::ffff:127.0.0.1]/",  # IPv4-mapped
+        "http://[::7f00:1]:{port}/page",  # IPv4-compatible
+    ],
+)
+async def test_addresses_carrying_a_private_ipv4_address_are_refused(server: str, url: str) -> None:
+    port = server.rsplit(":", 1)[1]
+    before = Handler.hits["/page"]
+    with pytest.raises(OutOfScope, match="private, loopback or link-local"):
+        await fetcher(server).run({"url": url.format(port=port)})
+    assert Handler.hits["/page"] == before
+
+
+async def test_an_allowed_host_is_allowed_on_ports_80_and_443_only() -> None:
+    async def resolve(host: str, port: int) -> list[str]:
+        return ["10.0.0.5"]
+
+    guard = AddressGuard({"wiki.internal"}, resolve)
+    assert await guard.addresses("wiki.internal", 443) == ["10.0.0.5"]
+    assert await guard.addresses("wiki.internal", 80) == ["10.0.0.5"]
+    for port in (22, 8080, 5432):
+        with pytest.raises(BlockedAddress, match=r"10\.0\.0\.5, a private.*\(allowed on ports 80, 443 only\)"):
+            await guard.addresses("wiki.internal", port)
+    named = AddressGuard({"wiki.internal:8080", "[fd00::1]:22"}, resolve)
+    assert await named.addresses("wiki.internal", 8080) == ["10.0.0.5"]
+    assert await named.addresses("[fd00::1]", 22) == ["10.0.0.5"]
+    with pytest.raises(BlockedAddress, match=r"allowed on port 8080 only"):
+        await named.addresses("wiki.internal", 443)
+
+
+async def test_an_allowed_host_on_another_port_is_refused(server: str) -> None:
+    # The test server listens on a random port: "127.0.0.1" alone allows 80 and 443, not that port.
+    port = server.rsplit(":", 1)[1]
+    before = Handler.hits["/page"]
+    for url in (f"{server}/page", "http://127.0.0.1:22/"):
+        with pytest.raises(OutOfScope, match="private, loopback or link-local"):
+            await fetcher(allowed_hosts=frozenset({"127.0.0.1"})).run({"url": url})
+    assert Handler.hits["/page"] == before
+    data = json.loads(
+        (await fetcher(allowed_hosts=frozenset({f"127.0.0.1:{port}"})).run({"url": f"{server}/page"})).content
+    )
+    assert data["title"] == "Wind report"
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        (["wiki.internal"], {"wiki.internal": {80, 443}}),
+        (["Wiki.Internal:8080", "wiki.internal"], {"wiki.internal": {80, 443, 8080}}),
+        (["10.0.0.5:8443"], {"10.0.0.5": {8443}}),
+        (["fd00::1"], {"fd00::1": {80, 443}}),
+        (["[fd00::1]:8080"], {"fd00::1": {8080}}),
+        (["[fd00::1]"], {"fd00::1": {80, 443}}),
+    ],
+)
+def test_allow_list_entries(entries: list[str], expected: dict[str, set[int]]) -> None:
+    assert allowed_ports(entries) == expected
+
+
+@pytest.mark.parametrize(
+    "entry", ["wiki.internal:http", "wiki.internal:0", "wiki.internal:70000", ":8080", "[fd00::1", "[fd00::1]x"]
+)
+def test_malformed_allow_list_entries_are_refused(entry: str) -> None:
+    with pytest.raises(ValueError, match="allowed host"):
+        WebConfig(allowed_hosts=frozenset({entry}))
 
 
 # web_search ---------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from django.contrib.auth.models import AbstractUser
 from django.core.management import call_command
 from django.test import Client
 
+from assistant.catalogue import snapshot
 from assistant.catalogue.models import CatalogueEntry
-from assistant.chat import providers, runs
 from assistant.engine.events import Event
 from assistant.engine.loop import RunOutcome, run_chat
 from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
@@ -31,6 +31,7 @@ from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCal
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import AgentProfile, Membership, Organisation
 from assistant.orgs.services import policy_for
+from assistant.runs import execution
 
 # What the other organisation's documents say; a run of the demo must never see it.
 SECRET = "OBSIDIAN-42"
@@ -158,7 +159,7 @@ async def run_scripted(
     text: str = "Bimbamjob invoices 2024",
 ) -> ScriptedRun:
     """``run_chat`` with the organisation's policy and toolbox, exactly as ``execute_run`` builds them."""
-    catalogue = await sync_to_async(providers.catalogue)()
+    catalogue = await sync_to_async(snapshot.catalogue)()
     models = {m: FunctionModel(fn, catalogue[m]) for m, fn in functions.items()}
     events: list[Event] = []
 
@@ -168,7 +169,7 @@ async def run_scripted(
     ctx = RunContext(
         catalogue=catalogue,
         models=lambda model_id: models[model_id],
-        toolbox=runs.toolbox_for(org.pk),
+        toolbox=execution.toolbox_for(org.pk),
         policy=await sync_to_async(policy_for)(org),
         emit=emit,
     )

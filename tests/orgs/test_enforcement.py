@@ -20,11 +20,12 @@ from orgs_support import (
 )
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from assistant.chat import providers, runs
-from assistant.chat.models import Run, Step
+from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import AgentProfile, Organisation
+from assistant.runs import execution, intake
+from assistant.runs.models import Run, Step
 
 ASK = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
@@ -36,12 +37,12 @@ ASK = {
 
 def _refused(org: Organisation, **changes: Any) -> str:
     """What ``create_run`` (the path every entry point takes) says when it refuses."""
-    ask = runs.Ask(
+    ask = intake.Ask(
         **{"text": ASK["text"], "model": "demo-large", "level": "approfondi", "resources": ("kb:factures",)} | changes
     )
     with pytest.raises(RequestRefused) as refused:
         org = Organisation.objects.get(pk=org.pk)  # as each request reads it
-        runs.create_run(org.memberships.get(role="admin").user, org, None, ask)
+        intake.create_run(org.memberships.get(role="admin").user, org, None, ask)
     return str(refused.value)
 
 
@@ -49,11 +50,11 @@ def _refused(org: Organisation, **changes: Any) -> str:
 def more_models(settings: SettingsWrapper) -> Iterator[None]:
     """Two more catalogue models: ``cheap-tiny`` (ten times cheaper than demo-large), ``mid-model`` (not twice)."""
     settings.MISTRAL_API_KEY = "mistral-test-key"
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()
     catalogue_entry("cheap-tiny", 0.1, 0.3)
     catalogue_entry("mid-model", 1.5, 4.5)
     yield
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()
 
 
 # Refused before any model call ---------------------------------------------------------------
@@ -96,10 +97,10 @@ def test_a_knowledge_base_the_user_may_not_read_is_refused_by_name(world: World,
 async def test_a_run_is_checked_again_when_it_executes(aworld: World, fast_demo: None) -> None:
     """A run saved before an admin restricted the models is refused when it starts, not run."""
     user = aworld.admin
-    ask = runs.Ask(text=ASK["text"], model="demo-small", level="approfondi", resources=("kb:factures",))
-    run = await sync_to_async(runs.create_run)(user, aworld.demo, None, ask)
+    ask = intake.Ask(text=ASK["text"], model="demo-small", level="approfondi", resources=("kb:factures",))
+    run = await sync_to_async(intake.create_run)(user, aworld.demo, None, ask)
     await Organisation.objects.filter(pk=aworld.demo.pk).aupdate(allowed_models=["demo-large"])
-    await runs.execute_run(run.pk)
+    await execution.execute_run(run.pk)
     await run.arefresh_from_db()
     assert run.status == "error"
     assert "The model 'demo-small' is not allowed here" in run.error
@@ -232,7 +233,7 @@ async def _demo_run(client: AsyncClient, **changes: Any) -> Run:
     assert response.status_code == 302, response.content.decode()[:500]
     run = await Run.objects.order_by("-created").afirst()
     assert run is not None
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     return run
 

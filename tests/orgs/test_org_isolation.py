@@ -8,12 +8,12 @@ import pytest
 from django.test import AsyncClient
 from orgs_support import SECRET, World, call, levels_post, run_scripted, scripted, signed_in, tool_payloads
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Run, Step
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.models import Document
 from assistant.orgs.models import AgentProfile, Organisation
+from assistant.runs import execution
+from assistant.runs.models import Conversation, Run, Step
 
 ASK = {
     "text": "Bimbamjob invoices 2024 payments",
@@ -163,7 +163,7 @@ async def test_demo_runs_of_two_organisations_with_the_same_base_read_only_their
         assert (await client.post("/c/new", question)).status_code == 302
         run = await Run.objects.filter(organisation=org).order_by("-created").afirst()
         assert run is not None
-        await runs.wait_for(run.pk)
+        await execution.wait_for(run.pk)
         await run.arefresh_from_db()
         assert run.status == "ok"
         own = {

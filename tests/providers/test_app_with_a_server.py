@@ -16,8 +16,9 @@ from provider_support import Brain
 from pytest_django.fixtures import Settings
 from wire import WireServer
 
-from assistant.chat import providers, runs
-from assistant.chat.models import Run, Step
+from assistant.catalogue import snapshot
+from assistant.runs import execution
+from assistant.runs.models import Run, Step
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -41,9 +42,9 @@ def configured(server: WireServer, settings: Settings) -> Iterator[WireServer]:
         settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL = "", None
         names = {"mistral-large": "mistral-large-latest", "mistral-small": "mistral-small-latest"}
     server.brain = Brain(server.dialect, names)
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()
     yield server
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()
 
 
 async def test_a_run_through_the_app_delegates_and_counts_what_the_server_reported(configured: WireServer) -> None:
@@ -67,8 +68,8 @@ async def test_a_run_through_the_app_delegates_and_counts_what_the_server_report
     assert response.status_code == 302
     run = await Run.objects.order_by("-created").afirst()
     assert run is not None
-    await runs.wait_for(run.pk)
-    await providers.aclose_providers()
+    await execution.wait_for(run.pk)
+    await snapshot.aclose_providers()
     await run.arefresh_from_db()
 
     assert run.status == "ok", run.error
@@ -77,7 +78,7 @@ async def test_a_run_through_the_app_delegates_and_counts_what_the_server_report
     assert {f["model"] for f in finished} == {agent}
     brain = configured.brain
     assert isinstance(brain, Brain)
-    catalogue = await sync_to_async(providers.catalogue)()
+    catalogue = await sync_to_async(snapshot.catalogue)()
     expected_cost = 0.0
     for model_id, reported in brain.reported.items():
         saved = run.usage["by_model"][model_id]

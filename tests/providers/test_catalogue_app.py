@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.test import Client
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from assistant.catalogue import snapshot
 from assistant.catalogue.loading import DATA_FILE, infos_from_file
 from assistant.catalogue.models import CatalogueEntry
-from assistant.chat import providers
 from assistant.engine.models.demo import DEMO_MODELS, DemoModel
 from assistant.engine.models.mistral import MistralModel
 from assistant.engine.models.openai import OpenAIModel
@@ -43,7 +43,7 @@ def keys(settings: SettingsWrapper) -> SettingsWrapper:
     settings.MISTRAL_BASE_URL = None
     settings.OPENAI_API_KEY = ""
     settings.OPENAI_BASE_URL = None
-    providers.forget_catalogue()
+    snapshot.forget_catalogue()
     return settings
 
 
@@ -85,35 +85,35 @@ def test_loading_is_idempotent_and_keeps_what_an_admin_edited() -> None:
 
 def test_a_provider_without_a_key_is_not_offered(keys: SettingsWrapper) -> None:
     call_command("load_catalogue", verbosity=0)
-    offered = set(providers.catalogue())
+    offered = set(snapshot.catalogue())
     assert offered == {"mistral-small", "mistral-medium", "mistral-large", "magistral-small", "magistral-medium"} | DEMO
 
     keys.OPENAI_API_KEY = "sk-test"
-    assert set(providers.catalogue()) == SHIPPED | DEMO  # the configuration is part of the snapshot
+    assert set(snapshot.catalogue()) == SHIPPED | DEMO  # the configuration is part of the snapshot
 
 
 def test_a_disabled_entry_is_not_offered_and_an_edit_shows_at_once(keys: SettingsWrapper) -> None:
     call_command("load_catalogue", verbosity=0)
-    assert "mistral-large" in providers.catalogue()
+    assert "mistral-large" in snapshot.catalogue()
     entry = CatalogueEntry.objects.get(model_id="mistral-large")
     entry.enabled = False
     entry.save()
-    assert "mistral-large" not in providers.catalogue()
+    assert "mistral-large" not in snapshot.catalogue()
 
 
 def test_resolve_gives_each_model_its_provider_and_the_demo_stays(keys: SettingsWrapper) -> None:
     keys.OPENAI_API_KEY = "sk-test"
     keys.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
     call_command("load_catalogue", verbosity=0)
-    providers.catalogue()
+    snapshot.catalogue()
 
     async def resolved() -> tuple[object, object, object, object]:
         # resolve() runs in the run's event loop: it must not query the database there.
         return (
-            providers.resolve("mistral-small"),
-            providers.resolve("magistral-medium"),
-            providers.resolve("gpt-5-mini"),
-            providers.resolve("demo-large"),
+            snapshot.resolve("mistral-small"),
+            snapshot.resolve("magistral-medium"),
+            snapshot.resolve("gpt-5-mini"),
+            snapshot.resolve("demo-large"),
         )
 
     small, magistral, gpt, demo = async_to_sync(resolved)()

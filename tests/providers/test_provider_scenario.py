@@ -18,11 +18,12 @@ from provider_support import Brain, Wire
 from wire import Turn, sse_reply
 
 from assistant.catalogue.loading import infos_from_file
+from assistant.engine.agent import run_agent
 from assistant.engine.catalogue import Catalogue
-from assistant.engine.delegation import AgentTask, run_agent
 from assistant.engine.events import Event, TextDeltaEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import run_chat
+from assistant.engine.outcomes import AgentTask
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox

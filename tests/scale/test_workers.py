@@ -21,13 +21,11 @@ from django.test import AsyncClient
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from assistant.asgi import application
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Message, Run
 from assistant.orgs.models import Organisation
+from assistant.runs import execution, leases
+from assistant.runs.models import Conversation, Lease, Message, Run
 from assistant.schedules import services as schedules
 from assistant.schedules.models import Execution, ScheduledTask
-from assistant.workers import leases
-from assistant.workers.models import Lease
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -59,7 +57,11 @@ async def _signed_in() -> tuple[AsyncClient, str]:
 
 
 async def _socket(conversation: int, session: str) -> WebsocketCommunicator:
-    headers = [(b"origin", b"http://testserver"), (b"cookie", f"sessionid={session}".encode())]
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"sessionid={session}".encode()),
+    ]
     communicator = WebsocketCommunicator(application, f"/ws/c/{conversation}/?lang=en", headers=headers)
     connected, _ = await communicator.connect()
     assert connected
@@ -129,7 +131,7 @@ async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_defa
     settings.RUNS_EXECUTOR, settings.DEMO_PACE, settings.DEMO_LATENCY = "embedded", 0.002, 0.3
     await client.post(f"/c/{conversation.pk}/send", ASK)
     embedded = await Run.objects.filter(conversation=conversation).alatest("created")
-    await runs.wait_for(embedded.pk)
+    await execution.wait_for(embedded.pk)
     await embedded.arefresh_from_db()
     assert embedded.status == "ok" and embedded.answer == run.answer
     assert await sync_to_async(_kinds)(embedded) == await sync_to_async(_kinds)(run)

@@ -14,9 +14,9 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient, Client
 from django_celery_beat.models import PeriodicTask
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Run
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs import execution
+from assistant.runs.models import Conversation, Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
 
@@ -126,7 +126,7 @@ async def test_run_now_executes_it_with_its_cost_cap_in_a_new_conversation(fast_
     assert response.status_code == 302
     run = await Run.objects.select_related("conversation").aget()
     assert response["Location"] == f"/c/{run.conversation_id}/"
-    await runs.wait_for(run.pk)
+    await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.status == "stopped"
     conversation = await Conversation.objects.aget(pk=run.conversation_id)

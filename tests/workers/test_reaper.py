@@ -19,15 +19,13 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.html import escape
 
-from assistant.chat import runs
-from assistant.chat.models import Conversation, Message, Run, Step
 from assistant.orgs.models import Organisation
-from assistant.workers import leases
-from assistant.workers.models import Lease
+from assistant.runs import execution, intake, leases
+from assistant.runs.models import Conversation, Lease, Message, Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ASK = runs.Ask(
+ASK = intake.Ask(
     text="Bimbamjob: invoices 2024, payments and relationship",
     model="demo-large",
     level="approfondi",
@@ -39,8 +37,8 @@ async def _finished_run() -> Run:
     """The demo's delegating run, executed to its end in this process."""
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
-    run = await sync_to_async(runs.create_run)(user, org, None, ASK)
-    await runs.execute_run(run.pk)
+    run = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    await execution.execute_run(run.pk)
     return await Run.objects.aget(pk=run.pk)
 
 

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..catalogue import ModelInfo
+from ..tokens import estimate_tokens, prompt_tokens, request_tokens
 from ..types import (
     FinishPart,
     Message,
@@ -29,9 +30,7 @@ from ..types import (
     ToolSpec,
     UsagePart,
 )
-from ..usage import estimate_tokens
 from .base import Model
-from .function import prompt_tokens, request_tokens
 
 DEMO_MODELS: tuple[ModelInfo, ...] = (
     ModelInfo(

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from ..catalogue import ModelInfo
+from ..tokens import estimate_tokens, request_tokens
 from ..types import (
     FinishPart,
-    Message,
     ModelRequest,
     ModelResponse,
     StreamPart,
@@ -23,7 +22,6 @@ from ..types import (
     ToolCallPart,
     UsagePart,
 )
-from ..usage import estimate_tokens
 from .base import Model
 
 
@@ -35,20 +33,6 @@ class CallInfo:
 
 
 ModelFunction = Callable[[ModelRequest, CallInfo], ModelResponse | Awaitable[ModelResponse]]
-
-
-def request_tokens(messages: tuple[Message, ...]) -> int:
-    """The estimated prompt size of a request."""
-    return sum(
-        estimate_tokens(m.content) + sum(estimate_tokens(c.arguments) for c in m.tool_calls) + 4 for m in messages
-    )
-
-
-def prompt_tokens(request: ModelRequest) -> int:
-    """The estimated prompt size of a request: its messages and its tool specs."""
-    return request_tokens(request.messages) + sum(
-        estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in request.tools
-    )
 
 
 class FunctionModel(Model):

@@ -1,4 +1,8 @@
-"""Conversations, their messages, runs and each run's steps, saved as they happen."""
+"""Conversations, their messages, runs, each run's steps saved as they happen, and each run's lease.
+
+The tables keep the names they had in the ``chat`` and ``workers`` apps (``db_table``): the models
+moved here without their rows moving (``runs.0001_initial`` is a state-only migration).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ class Conversation(models.Model):
     """When its owner deleted it: its text is erased (``chat.deletion``), the row and its runs stay for accounting."""
 
     class Meta:
+        db_table = "chat_conversation"
         ordering = ["-updated"]
 
     def __str__(self) -> str:
@@ -59,6 +64,7 @@ class Run(models.Model):
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "chat_run"
         ordering = ["created"]
 
     @property
@@ -82,6 +88,7 @@ class Message(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "chat_message"
         ordering = ["created", "pk"]
 
 
@@ -96,6 +103,7 @@ class Step(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "chat_step"
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_step_per_seq")]
 
@@ -111,3 +119,22 @@ class Step(models.Model):
         step = cls(run_id=run_id, seq=seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
         step.__dict__["event"] = event
         return step
+
+
+class Lease(models.Model):
+    """Taken once by the process that executes a run, renewed while the run goes on: which process executes it,
+    and when that process last said it was alive.
+
+    One row per run (the primary key is the run): a run delivered twice by a queue is executed once.
+    """
+
+    run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="lease")
+    executor = models.CharField(max_length=200, help_text="host:pid of the process executing the run")
+    claimed = models.DateTimeField(auto_now_add=True)
+    heartbeat = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "workers_lease"
+
+    def __str__(self) -> str:
+        return f"{self.run_id} on {self.executor}"

@@ -12,7 +12,11 @@ Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast 
 listened. A lease not renewed for ``RUNS_LEASE_SECONDS`` means its process died (a worker killed, a
 machine lost): ``reap`` marks the run failed, keeping its steps, its partial answer, what its
 saved usage events cost and what its saved steps say it read (its sources), and tells its pages
-(``areap``). Every worker reaps (``runner``).
+(``areap``). Every Celery worker reaps (``workers.runner``); in the embedded default ``recover_runs``
+fails, at the server's start, the runs the previous one left running.
+
+Used wherever a run executes (the web server's event loop in the embedded default, a worker when
+scaled out): none of it is Celery code.
 """
 
 from __future__ import annotations
@@ -33,13 +37,13 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from assistant.chat.models import Message, Run, Step
-from assistant.chat.steps import events_of
 from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
 from assistant.engine.events import Source, sources_read, usage_from
 from assistant.engine.usage import RunUsage
 
-from .models import Lease
+from . import groups
+from .models import Lease, Message, Run, Step
+from .steps import events_of
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +58,6 @@ NOT_QUEUED = "The request could not be handed to a worker (the queue is unreacha
 
 def executor_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def stop_group(run_id: uuid.UUID) -> str:
-    return f"stop_{run_id.hex}"
 
 
 def claim(run_id: uuid.UUID) -> bool:
@@ -76,7 +76,7 @@ async def broadcast_stop(run_id: uuid.UUID, cause: StopCause = "user") -> None:
     """Tell the process executing the run, wherever it is, to stop it now."""
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(stop_group(run_id), {"type": "run.stop", "cause": cause})
+        await layer.group_send(groups.stop_group(run_id), {"type": "run.stop", "cause": cause})
 
 
 class Watch:
@@ -92,7 +92,7 @@ class Watch:
     async def start(self) -> None:
         if self._layer is not None:
             self._channel = await self._layer.new_channel()
-            await self._layer.group_add(stop_group(self.run_id), self._channel)
+            await self._layer.group_add(groups.stop_group(self.run_id), self._channel)
             self._tasks.append(asyncio.ensure_future(self._listen()))
         # Joined first: a Stop sent before is in the flag, which the first poll reads at once.
         self._tasks.append(asyncio.ensure_future(self._poll()))
@@ -105,7 +105,7 @@ class Watch:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self._layer is not None:
-            await self._layer.group_discard(stop_group(self.run_id), self._channel)
+            await self._layer.group_discard(groups.stop_group(self.run_id), self._channel)
 
     async def _listen(self) -> None:
         assert self._layer is not None
@@ -212,9 +212,5 @@ async def areap() -> list[uuid.UUID]:
 
 
 async def announce_failed(failed: list[uuid.UUID]) -> None:
-    from assistant.chat.runs import group_name
-
-    layer = get_channel_layer()
     for run_id in failed:
-        if layer is not None:
-            await layer.group_send(group_name(run_id), {"type": "run.finished", "run": run_id.hex, "status": "error"})
+        await groups.announce_finished(run_id, "error")

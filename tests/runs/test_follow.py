@@ -1,5 +1,5 @@
-"""Following a run through its channel-layer group: in order, nothing twice, gaps filled from the
-database, the end of the run noticed even when its last message is lost."""
+"""Following a run through its channel-layer group (``runs.follow``, as the API does): in order, nothing
+twice, gaps filled from the database, the end of the run noticed even when its last message is lost."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
-from assistant.api import follow
-from assistant.api.follow import RunFollower
-from assistant.chat.models import Conversation, Run, Step
-from assistant.chat.runs import group_name
 from assistant.orgs.models import Organisation
+from assistant.runs import follow
+from assistant.runs.follow import RunFollower
+from assistant.runs.groups import run_group
+from assistant.runs.models import Conversation, Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,7 +45,7 @@ async def test_a_gap_is_filled_from_the_database_and_nothing_comes_twice() -> No
     task = asyncio.ensure_future(_collect(follower, items))
 
     async def publish(message: dict[str, Any]) -> None:
-        await layer.group_send(group_name(run.pk), {"type": "run.event", "run": run.pk.hex, **message})
+        await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, **message})
 
     # Steps 1 and 2 and the first words reached the database, but their messages were lost.
     await Step.objects.abulk_create(
@@ -57,7 +57,7 @@ async def test_a_gap_is_filled_from_the_database_and_nothing_comes_twice() -> No
     await publish({"seq": 3, "event": STARTED})
     await publish({"seq": 3, "event": {"kind": "text_delta", "agent_id": None, "text": "lo world"}, "offset": 3})
     await Run.objects.filter(pk=run.pk).aupdate(status="ok", answer="Hello world")
-    await layer.group_send(group_name(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
+    await layer.group_send(run_group(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
     await asyncio.wait_for(task, 5)
     await follower.close()
     assert items == [(1, "round_started"), (2, "tool_result"), "Hello ", (3, "agent_started"), "world"]

@@ -1,0 +1,308 @@
+"""The agent loop: one agent's rounds, from its instruction to its report.
+
+An agent gets a fresh context (its system prompt, its instruction and its scope, and nothing else),
+read-only tools over exactly its resources, and a budget of rounds, tokens and seconds checked
+before each round. Its last allowed round is a forced landing: only ``submit_result`` may be
+called. It ends by calling ``submit_result``, validated by ``AgentReport``; whatever else ends it
+(its budget, Stop, a failure) becomes its status, and what it had found so far is kept.
+
+``run_agent`` and ``_AgentLoop`` mirror ``loop.run_chat`` and ``loop._MainLoop``: the same rounds
+(check, fit the history, call the model, run the round's tool calls concurrently), the same endings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable
+
+from pydantic import ValidationError
+
+from .compaction import compact
+from .errors import BudgetExceeded, ModelError, ModelTimeout
+from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted
+from .outcomes import RESULT_SPEC, RESULT_TOOL, AgentOutcome, AgentRecord, AgentReport, AgentTask
+from .runtime import RunContext
+from .scope import Scope
+from .tokens import prompt_tokens
+from .tools import Tool, ToolRun, run_tool_call
+from .types import Effort, Message, ModelRequest, ModelResponse, NamedTool, ToolCall
+from .usage import AgentBudget, AgentCounter, RunUsage
+
+AGENT_SYSTEM_PROMPT = """You are a research agent. You work alone on one instruction, with read-only tools over the resources listed as your scope, and nothing else.
+- Search, then read every relevant document in one call (several ids at once) rather than one per round.
+- Report facts as they are in the documents, with the ids of the documents they come from. Do not guess; say what you could not establish.
+- You cannot write, modify, send or store anything. You cannot delegate.
+- Finish by calling submit_result with your findings, the sources you read and the gaps that remain."""
+
+LANDING_NOTICE = (
+    "This is your last round: your other tools are withdrawn. Call submit_result now with what you "
+    "have established so far, and list as gaps what you could not check."
+)
+NOT_AVAILABLE_TO_AGENT = (
+    "You only have read-only tools over your scope: you cannot write, modify or send anything, nor delegate. "
+    "Return what you found with submit_result."
+)
+
+
+def agent_first_message(task: AgentTask, scope: Scope, tools: Iterable[str]) -> str:
+    """The agent's instruction and its scope: the whole of what it knows about the request."""
+    parts = [f"Instruction:\n{task.instruction.strip()}", "Your scope:"]
+    parts += [f"- knowledge base {kb}" for kb in scope.knowledge_bases]
+    names = set(tools)
+    web = [t for t in ("web_search", "web_fetch") if t in names]
+    if scope.web and web:
+        parts.append(f"- the web ({', '.join(web)})")
+    if scope.code and "run_code" in names:
+        parts.append("- Python code (run_code), reading only your own knowledge bases")
+    return "\n".join(parts)
+
+
+async def run_agent(
+    ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None
+) -> AgentOutcome:
+    """Run one agent to its end; never raises for a model or tool failure (it becomes a status)."""
+    return await _AgentLoop(ctx, agent_id, task, budget, effort).run()
+
+
+class _AgentLoop:
+    def __init__(
+        self, ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None
+    ) -> None:
+        self.ctx = ctx
+        self.agent_id = agent_id
+        self.task = task
+        self.info = task.model
+        self.scope = Scope.from_resources(task.resources)
+        self.tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(self.scope) if t.read_only}
+        self.specs = (*(t.spec for t in self.tools.values()), RESULT_SPEC)
+        self.effort = self.info.effort_for(effort)
+        self.cap = self.info.output_cap_for(4_000, self.effort)
+        self.messages: list[Message] = [
+            Message.system(self._system_prompt()),
+            Message.user(agent_first_message(task, self.scope, self.tools)),
+        ]
+        self.counter = AgentCounter(budget)
+        self.usage = RunUsage()
+        self.record = AgentRecord()
+        self.texts: list[str] = []
+        self.started = time.monotonic()
+        self.extra_rounds = 0  # rounds granted past the budget: one to correct a result, one to relaunch a landing
+        self.corrected = self.relaunched = self.forced = False
+        self.landing: str | None = None  # why the forced landing, once it is decided
+
+    def _system_prompt(self) -> str:
+        profile = self.task.profile
+        if profile is None:
+            return AGENT_SYSTEM_PROMPT
+        return AGENT_SYSTEM_PROMPT + f"\n\nProfile «{profile.name}»:\n{profile.instructions.strip()}"
+
+    async def run(self) -> AgentOutcome:
+        ctx, info = self.ctx, self.info
+        spec_tokens = prompt_tokens(ModelRequest(messages=(), tools=self.specs))  # the same every round
+        await ctx.emit(
+            AgentStarted(
+                agent_id=self.agent_id,
+                instruction=self.task.instruction,
+                model=info.id,
+                model_label=info.label,
+                resources=self.task.resources,
+                profile=self.task.profile.name if self.task.profile else None,
+                max_rounds=self.counter.budget.max_rounds,
+            )
+        )
+        try:
+            while True:
+                if ctx.cancel.cancelled:
+                    return await self._stopped()
+                if self.extra_rounds:
+                    self.extra_rounds -= 1
+                else:
+                    try:
+                        self.counter.check_before_round()
+                    except BudgetExceeded as e:
+                        return await self._finish("interrupted", e.reason)
+                    self.landing = self.counter.landing_reason()
+                if self.landing and not self.forced:
+                    self.forced = True
+                    self.messages.append(Message.user(LANDING_NOTICE))
+                self._fit(spec_tokens)
+                request = ModelRequest(
+                    messages=tuple(self.messages),
+                    tools=self.specs,
+                    tool_choice=NamedTool(RESULT_TOOL) if self.forced else "required",
+                    parallel_tool_calls=True,
+                    max_output_tokens=self.cap,
+                    reasoning_effort=self.effort,
+                )
+                await ctx.emit(
+                    RoundStarted(
+                        agent_id=self.agent_id, round=self.counter.rounds + 1, model=info.id, forced=self.forced
+                    )
+                )
+                response = await self._call_model(request)
+                if response.finish_reason == "cancelled":  # a category budget refused the reservation
+                    return await self._stopped()
+                if response.text.strip():
+                    self.texts.append(response.text)
+                self.messages.append(response.as_message())
+                outcome = await self._after(response)
+                if outcome is not None:
+                    return outcome
+        except ModelTimeout as e:
+            return await self._finish("interrupted", f"time budget reached: {e}")
+        except ModelError as e:
+            return await self._finish("error", f"the model call failed ({e})")
+
+    def _fit(self, spec_tokens: int) -> None:
+        """Keep the history inside the agent's model's window: earlier tool results compacted."""
+        compact(self.messages, self.info.context_window, reserve=self.cap + spec_tokens)
+
+    async def _call_model(self, request: ModelRequest) -> ModelResponse:
+        """One model call, counted against the budget whether it answers or fails."""
+        started = time.monotonic()
+        try:
+            response = await self.ctx.call_model(
+                self.info.id, request, agent_id=self.agent_id, timeout=self.counter.call_timeout(), usage=self.usage
+            )
+        except ModelError:
+            self.counter.after_call(None, time.monotonic() - started)
+            raise
+        self.counter.after_call(response.usage, time.monotonic() - started)
+        return response
+
+    async def _after(self, response: ModelResponse) -> AgentOutcome | None:
+        """What the round's answer leads to: the agent's end, or None for another round."""
+        result_call = next((c for c in response.tool_calls if c.name == RESULT_TOOL), None)
+        others = [c for c in response.tool_calls if c.name != RESULT_TOOL]
+        if result_call is not None:
+            return await self._submitted(result_call, others, response)
+        if self.forced:
+            # The forced round returned no result: relaunch once, then give up with the partial record.
+            if self.relaunched:
+                return await self._finish(
+                    "error", "it returned no result after the forced landing, even when relaunched"
+                )
+            self.relaunched = True
+            self.extra_rounds = 1
+            self.messages += _not_run(others, "Not run: only submit_result is allowed on the last round.")
+            return None
+        if response.finish_reason == "length" and not response.tool_calls:
+            return await self._finish("interrupted", "output cut at the token cap")
+        if not others:
+            self.messages.append(Message.user("Call a tool: search or read, or submit_result to finish."))
+            return None
+        if self.ctx.cancel.cancelled:
+            self.messages += _not_run(others, "Not run: stopped on request.")
+            return await self._stopped()
+        failure = await self._run_calls(others)
+        return None if failure is None else await self._finish("error", failure)
+
+    async def _submitted(
+        self, result_call: ToolCall, others: list[ToolCall], response: ModelResponse
+    ) -> AgentOutcome | None:
+        """The agent's report, or one chance to correct an invalid one (None: another round)."""
+        try:
+            report = AgentReport.model_validate(result_call.parsed_arguments())
+        except (ValueError, ValidationError) as e:
+            if self.corrected:
+                return await self._finish("error", f"its result was invalid twice ({_brief(e)})")
+            self.corrected = True
+            self.extra_rounds = 1 if self.forced else 0
+            self.messages += _not_run(others, "Not run: submit_result was called in the same round.")
+            error = f"Invalid result: {_brief(e)}. Correct it and call submit_result again."
+            self.messages.append(Message.tool(result_call, json.dumps({"error": error})))
+            return None
+        status: AgentStatus = "interrupted" if self.forced else "ok"
+        if response.finish_reason == "length":
+            status, self.landing = "interrupted", "output cut at the token cap"
+        return await self._finish(status, self.landing or "", report.as_text())
+
+    async def _run_calls(self, calls: list[ToolCall]) -> str | None:
+        """Run the round's tool calls concurrently; the reason this agent fails, if one fails unexpectedly."""
+        # Every call of the round finishes before an unexpected failure ends this agent (not the run).
+        results = await asyncio.gather(
+            *(run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT) for c in calls), return_exceptions=True
+        )
+        runs = [r for r in results if isinstance(r, ToolRun)]
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            for run in runs:
+                self.record.add(run)
+            if not isinstance(failure, Exception):
+                raise failure
+            return f"a tool failed ({type(failure).__name__}: {failure})"
+        for run in runs:
+            self.record.add(run)
+            self.messages.append(Message.tool(run.call, run.content))
+            action = (
+                run.outcome.action
+                if run.outcome and run.outcome.action
+                else Action(tool=run.call.name, kind="other", label=run.error or run.call.name, ok=run.ok)
+            )
+            if not run.ok:
+                action = action.model_copy(update={"ok": False, "label": f"{run.call.name}: {run.error}"})
+            sources = run.outcome.sources if run.outcome else ()
+            await self.ctx.emit(AgentAction(agent_id=self.agent_id, action=action, sources=sources))
+        return None
+
+    async def _stopped(self) -> AgentOutcome:
+        return await self._finish("stopped", self.ctx.cancel.message)
+
+    async def _finish(self, status: AgentStatus, reason: str = "", report: str | None = None) -> AgentOutcome:
+        record = self.record
+        if report is None:
+            headline = {
+                # The stop reasons read as sentences already ("stopped on request", "stopped: ...").
+                "stopped": f"{reason[:1].upper()}{reason[1:]}; no report was written."
+                if reason.startswith("stopped")
+                else f"Stopped ({reason}); no report was written.",
+                "interrupted": f"Interrupted ({reason}) before its report.",
+                "error": f"Failed: {reason}.",
+                "ok": "",
+            }[status]
+            report = record.partial_report(headline, self.texts)
+        outcome = AgentOutcome(
+            agent_id=self.agent_id,
+            task=self.task,
+            status=status,
+            reason=reason,
+            rounds=self.counter.rounds,
+            seconds=round(time.monotonic() - self.started, 3),
+            usage=self.usage,
+            report=report,
+            tools_run=record.tools_run,
+            sources=list(record.sources.values()),
+            forced_landing=self.forced,
+        )
+        await self.ctx.emit(
+            AgentFinished(
+                agent_id=self.agent_id,
+                model=self.info.id,
+                status=status,
+                reason=reason,
+                rounds=outcome.rounds,
+                seconds=outcome.seconds,
+                cost_eur=self.usage.cost_eur,
+                usage=self.usage.as_data(),
+                report=report,
+                tools_run=tuple(record.tools_run),
+                sources=tuple(outcome.sources),
+                forced_landing=self.forced,
+            )
+        )
+        return outcome
+
+
+def _not_run(calls: list[ToolCall], why: str) -> list[Message]:
+    return [Message.tool(c, json.dumps({"error": why})) for c in calls]
+
+
+def _brief(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors()[:3])
+    return str(e)
+
+
+__all__ = ["AGENT_SYSTEM_PROMPT", "LANDING_NOTICE", "agent_first_message", "run_agent"]

@@ -1,0 +1,140 @@
+"""What an agent is given and what it comes back with: its task, its report, its outcome.
+
+``AgentTask`` is a task of an ``agents`` call once checked (``delegation.py``); ``AgentReport`` is
+what ``submit_result`` takes; ``AgentOutcome`` is how the agent ended, whatever its status, with
+what ``AgentRecord`` kept of its tool calls so that nothing it found is lost when it ends without
+a report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .catalogue import ModelInfo
+from .events import AgentStatus, Source, keep_sources
+from .policy import AgentProfile
+from .tools import ToolRun
+from .types import ToolSpec
+from .usage import RunUsage
+
+RESULT_TOOL = "submit_result"
+
+NOTE_FOR_PARTIAL = (
+    "This agent did not finish: its report is partial. Do not fill the gaps yourself; say what is missing, "
+    "or relaunch an agent with a more precise instruction."
+)
+
+
+class AgentReport(BaseModel):
+    """The arguments of ``submit_result``."""
+
+    findings: str = Field(
+        min_length=1, description="What you established, with the ids of the documents it comes from."
+    )
+    sources: list[str] = Field(default_factory=list, description="Ids or addresses of what you read.")
+    gaps: list[str] = Field(default_factory=list, description="What you could not establish or check.")
+
+    def as_text(self) -> str:
+        text = self.findings.strip()
+        if self.sources:
+            text += "\n\nSources: " + ", ".join(self.sources)
+        if self.gaps:
+            text += "\n\nGaps: " + "; ".join(self.gaps)
+        return text
+
+
+RESULT_SPEC = ToolSpec(
+    name=RESULT_TOOL,
+    description="End your work: return your findings, the sources you read and the gaps that remain.",
+    parameters=AgentReport.model_json_schema(),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTask:
+    """One task of an ``agents`` call, checked: who does what, over which resources, for how long."""
+
+    instruction: str
+    model: ModelInfo
+    resources: tuple[str, ...]
+    max_rounds: int
+    profile: AgentProfile | None = None
+
+
+@dataclass(slots=True)
+class AgentOutcome:
+    """What an agent came back with, whatever its status."""
+
+    agent_id: str
+    task: AgentTask
+    status: AgentStatus
+    reason: str
+    rounds: int
+    seconds: float
+    usage: RunUsage
+    report: str
+    tools_run: list[str]
+    sources: list[Source]
+    forced_landing: bool = False
+
+    def for_main_model(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "agent": self.agent_id,
+            "model": self.task.model.id,
+            "status": self.status,
+            "rounds": self.rounds,
+            "report": self.report,
+            "documents_read": [f"{s.id} ({s.title})" for s in self.sources],
+        }
+        if self.status != "ok":
+            data["reason"] = self.reason
+            data["tools_run"] = self.tools_run
+            data["note"] = NOTE_FOR_PARTIAL
+        return data
+
+
+@dataclass(slots=True)
+class AgentRecord:
+    """What an agent did, kept so that nothing it found is lost when it ends without a result."""
+
+    tools_run: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    def add(self, run: ToolRun) -> None:
+        self.tools_run.append(run.call.name)
+        if run.outcome is None:
+            return
+        action = run.outcome.action
+        keep_sources(self.sources, run.outcome.sources)
+        if action is not None and action.kind == "search":
+            try:
+                hits = json.loads(run.content).get("hits", [])
+                titles = ", ".join(f"{h['id']} {h['title']}" for h in hits[:5])
+            except (ValueError, AttributeError, KeyError, TypeError):
+                titles = ""
+            self.notes.append(f"Searched {action.label!r}: {action.count} results. {titles}".strip())
+        elif action is not None and action.kind == "read":
+            try:
+                docs = json.loads(run.content).get("documents", [])
+            except (ValueError, AttributeError):
+                docs = []
+            for d in docs:
+                excerpt = " ".join(str(d.get("text", "")).split())[:400]
+                self.notes.append(f"Read {d.get('id')} ({d.get('title')}): {excerpt}")
+        elif action is not None:
+            self.notes.append(f"{action.tool}: {action.label}")
+
+    def partial_report(self, headline: str, texts: list[str]) -> str:
+        lines = [headline]
+        lines += [t.strip() for t in texts if t.strip()]
+        if self.notes:
+            lines.append("What it had done and read:")
+            lines += [f"- {n}" for n in self.notes]
+        else:
+            lines.append("It had not run any tool yet.")
+        return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""Where a run's spending is admitted and charged: the budgets app plugs in here, at its start.
+
+The ``runs`` app sits below ``budgets`` (whose usage report reads runs), so it does not import it: the
+budgets app registers its ``Accounting`` in its ``AppConfig.ready`` (``budgets.apps``). A run is never
+started without one: with none registered (``assistant.budgets`` not installed) intake fails loudly
+rather than letting runs spend unchecked.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from django.core.exceptions import ImproperlyConfigured
+
+from assistant.engine.usage import UsageLedger
+from assistant.orgs.models import Organisation
+
+
+class Accounting(Protocol):
+    def admit(self, org: Organisation, category: str, text: str, model: str) -> str:
+        """The request's category (its slug, empty when the organisation has none) if it may start;
+        raises ``RequestRefused`` when that category cannot take its first call."""
+        ...
+
+    def ledger(self, organisation_id: int, category: str) -> UsageLedger | None:
+        """The ledger a run of this category charges each model call to (None: a run with no category)."""
+        ...
+
+
+_registered: Accounting | None = None
+
+
+def register(accounting: Accounting) -> None:
+    global _registered
+    _registered = accounting
+
+
+def accounting() -> Accounting:
+    if _registered is None:
+        raise ImproperlyConfigured("No accounting is registered for runs: is assistant.budgets in INSTALLED_APPS?")
+    return _registered

@@ -1,0 +1,184 @@
+"""Launching, executing and stopping runs.
+
+``execute_run`` is the one path a run takes, wherever it executes: the web server's event loop in
+the embedded default (``launch``), a Celery worker when scaled out (``RUNS_EXECUTOR=celery``: the
+executor the ``workers`` app registers). It feeds the engine's events to a ``Recorder`` that saves
+them as steps and publishes them to the run's channel-layer group, and it feeds the engine's
+``CancelToken`` from this process (``request_stop``) and, through ``leases.Watch``, from the shared
+``Run.stop_requested`` flag and a broadcast on the channel layer, so that Stop reaches a run
+wherever it runs. The process executing a run holds its lease; a run whose process dies is failed
+by ``leases.reap``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.utils import timezone
+
+from assistant.catalogue import snapshot
+from assistant.engine.cancel import CancelToken
+from assistant.engine.errors import RequestRefused
+from assistant.engine.loop import run_chat
+from assistant.engine.policy import LEVELS, RunRequest
+from assistant.engine.runtime import RunContext
+from assistant.engine.tools import Toolbox
+from assistant.engine.types import Message as EngineMessage
+from assistant.engine.usage import CostCap, Ledgers, UsageLedger
+from assistant.knowledge.backend import OrgKnowledge
+from assistant.knowledge.tools import tool_factories
+from assistant.orgs.services import policy_for
+
+from . import accounting, groups, leases
+from .models import Message, Run
+from .recorder import Recorder
+
+log = logging.getLogger(__name__)
+
+Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
+"""Hands a run (with its cost cap) to where it executes: awaited in this process's event loop."""
+
+# Runs executing in this process: their tasks (kept alive) and their cancel tokens.
+_tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
+_tokens: dict[uuid.UUID, CancelToken] = {}
+# How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
+_executors: dict[str, Executor] = {}
+
+
+def register_executor(name: str, executor: Executor) -> None:
+    """Execute runs with ``executor`` when ``RUNS_EXECUTOR`` is ``name`` (``workers`` registers ``celery``)."""
+    _executors[name] = executor
+
+
+def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task[None]:
+    """Execute a run in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``).
+
+    Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost.
+    """
+    name = settings.RUNS_EXECUTOR
+    executor = execute_run if name == "embedded" else _executors.get(name)
+    if executor is None:
+        raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={name!r}.")
+    # A fresh context: the run must not inherit the request's (its thread executor ends with it).
+    task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=contextvars.Context())
+    _tasks[run_id] = task
+    task.add_done_callback(lambda _: _tasks.pop(run_id, None))
+    return task
+
+
+async def wait_for(run_id: uuid.UUID) -> None:
+    """Wait for a run executing in this process to end (tests, shutdown)."""
+    task = _tasks.get(run_id)
+    if task is not None:
+        await asyncio.shield(task)
+
+
+async def request_stop(run_id: uuid.UUID) -> bool:
+    """Stop a run: at once if it executes here, through the shared flag wherever it executes."""
+    updated = await Run.objects.filter(pk=run_id, status="running").aupdate(stop_requested=True)
+    token = _tokens.get(run_id)
+    if token is not None:
+        token.cancel("user")
+    if updated:
+        await leases.broadcast_stop(run_id)
+    return bool(updated)
+
+
+def _history(run: Run) -> tuple[EngineMessage, ...]:
+    """The conversation up to this run's user message, as the main model reads it."""
+    request = Message.objects.get(run=run, role="user")
+    prior = Message.objects.filter(conversation_id=run.conversation_id, pk__lt=request.pk).order_by("pk")
+    out = [
+        EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content)
+        for m in prior
+        if m.content.strip()
+    ]
+    return (*out, EngineMessage.user(request.content))
+
+
+def toolbox_for(organisation_id: int) -> Toolbox:
+    """The tools a run of this organisation can be given (web and code only when configured)."""
+    knowledge = OrgKnowledge(organisation_id)
+    return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge))
+
+
+def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:
+    """The run's category ledger, with its cost cap (a scheduled task's) checked first."""
+    if cost_cap_eur is None:
+        return ledger
+    cap = CostCap(cost_cap_eur)
+    return cap if ledger is None else Ledgers(cap, ledger)
+
+
+async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
+    """Execute one run to its end and save its outcome; never raises for what happens inside.
+
+    Only the process that claims the run executes it: one that has ended or that another process
+    holds is left alone.
+    """
+    if not await sync_to_async(leases.claim)(run_id):
+        return
+    run = await Run.objects.select_related("organisation", "api_key").aget(pk=run_id)
+    token = CancelToken()
+    _tokens[run_id] = token
+    if run.stop_requested:
+        token.cancel("user")
+    recorder = Recorder(run_id)
+    watch = leases.Watch(run_id, token)
+    await watch.start()
+    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category)
+    ctx = RunContext(
+        catalogue=snapshot.catalogue(),
+        models=snapshot.resolve,
+        toolbox=toolbox_for(run.organisation_id),
+        policy=await sync_to_async(policy_for)(run.organisation, run.api_key),  # reads the settings' rows
+        emit=recorder.emit,
+        cancel=token,
+        ledger=_capped(ledger, cost_cap_eur),
+        electricity_zone=settings.ELECTRICITY_ZONE,
+    )
+    status, error, rounds = "error", "", 0
+    try:
+        history = await sync_to_async(_history)(run)
+        level = run.level if run.level in LEVELS else None
+        request = RunRequest(messages=history, model=run.model, level=level, resources=tuple(run.resources))
+        outcome = await run_chat(request, ctx)
+        status, rounds, error = outcome.status, outcome.rounds, outcome.error or ""
+    except RequestRefused as e:
+        error = str(e)
+    except Exception:
+        log.exception("run %s failed", run_id)
+        error = "The assistant failed unexpectedly; what it had written so far is kept."
+    finally:
+        await watch.close()
+        _tokens.pop(run_id, None)
+        await recorder.close()
+        await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
+        await groups.announce_finished(run_id, status)
+
+
+def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.status != "running":
+            return  # failed meanwhile by a reaper that took this process for dead: that stands
+        run.status = status
+        run.error = error
+        run.rounds = rounds
+        run.answer = answer
+        run.set_sources(ctx.sources.values())
+        run.usage = ctx.usage.as_dict()
+        run.cost_eur = ctx.usage.cost_eur
+        run.finished = timezone.now()
+        run.save()
+        if answer.strip():
+            Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=answer, run=run)

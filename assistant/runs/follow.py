@@ -1,0 +1,147 @@
+"""Following a run: its steps and its answer in order, nothing missed and nothing twice, wherever it executes.
+
+A run publishes every event to its group ``run_<hex>`` (``recorder.Recorder``): steps numbered by
+``seq``, text deltas placed by their ``offset`` in the answer. A follower joins the group *first*,
+then reads the run from the database, then applies what the group delivers (``Follower.apply``): a
+step it already has or a piece of text it already has is skipped, and a gap (a message the layer
+dropped, or the database being a little behind the stream) is filled from the database
+(``Follower.catch_up``). So a follower that joins mid-run misses nothing and gets nothing twice.
+
+The live page (``chat.live.LiveRun``, whose websocket consumer receives the group's messages) and
+the API (``RunFollower``, listening on a channel of its own) both follow a run through ``Follower``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from assistant.engine.events import TextDeltaEvent
+
+from .groups import run_group
+from .models import Run, Step
+from .steps import load_event
+
+Item = Step | str
+"""What following a run yields: a step, or the next piece of its answer."""
+
+CATCH_UP_TRIES = 40
+CATCH_UP_PAUSE = 0.05  # the recorder writes to the database at least every 0.1 s
+QUIET_SECONDS = 1.0  # with nothing received for this long, the database says whether the run has ended
+
+
+def steps_since(run_id: uuid.UUID, seq: int) -> tuple[list[Step], str]:
+    """The run's saved steps after ``seq``, and its answer as saved so far."""
+    steps = list(Step.objects.filter(run_id=run_id, seq__gt=seq).order_by("seq"))
+    answer = Run.objects.filter(pk=run_id).values_list("answer", flat=True).first() or ""
+    return steps, answer
+
+
+class Follower:
+    """How far a follower is in one run: its steps up to ``seq``, its answer up to ``len(answer)``."""
+
+    def __init__(self, run_id: uuid.UUID, seq: int = 0, answer: str = "") -> None:
+        self.run_id = run_id
+        self.seq = seq
+        self.answer = answer
+
+    def apply(self, message: dict[str, Any]) -> list[Item] | None:
+        """What one published event (a ``run.event`` message) adds: nothing when this follower has it already,
+        None when something before it is missing (then ``catch_up``)."""
+        seq: int = message["seq"]
+        event = load_event(message["event"])
+        if isinstance(event, TextDeltaEvent):
+            offset: int = message.get("offset", len(self.answer))
+            if seq > self.seq or offset > len(self.answer):
+                return None
+            text = event.text[len(self.answer) - offset :]
+            self.answer += text
+            return [text] if text else []
+        if seq <= self.seq:
+            return []
+        if seq > self.seq + 1:
+            return None
+        self.seq = seq
+        return [Step.published(self.run_id, seq, message["event"])]
+
+    def merge(self, steps: list[Step], answer: str) -> list[Item]:
+        """What the database has (``steps_since``) beyond what this follower has."""
+        items: list[Item] = []
+        for step in steps:
+            if step.seq != self.seq + 1:
+                break
+            self.seq = step.seq
+            items.append(step)
+        if len(answer) > len(self.answer) and answer.startswith(self.answer):
+            text, self.answer = answer[len(self.answer) :], answer
+            items.append(text)
+        return items
+
+    async def catch_up(self, message: dict[str, Any] | None = None) -> list[Item]:
+        """Read the database until what precedes ``message`` is there, then apply it; without a message, once."""
+        items: list[Item] = []
+        for _ in range(CATCH_UP_TRIES if message is not None else 1):
+            steps, answer = await database_sync_to_async(steps_since)(self.run_id, self.seq)
+            items += self.merge(steps, answer)
+            if message is None:
+                break
+            applied = self.apply(message)
+            if applied is not None:
+                return items + applied
+            await asyncio.sleep(CATCH_UP_PAUSE)
+        return items  # given up on ``message``: what the run saves is read once it ends anyway
+
+
+class RunFollower(Follower):
+    """Follows one run from its start on a channel of its own: open it before the run starts, close it once done."""
+
+    def __init__(self, run_id: uuid.UUID) -> None:
+        super().__init__(run_id)
+        self._layer = get_channel_layer()
+        self._channel = ""
+
+    async def open(self) -> RunFollower:
+        """Join the run's group."""
+        if self._layer is not None:
+            self._channel = await self._layer.new_channel()
+            await self._layer.group_add(run_group(self.run_id), self._channel)
+        return self
+
+    async def close(self) -> None:
+        if self._layer is not None and self._channel:
+            await self._layer.group_discard(run_group(self.run_id), self._channel)
+            self._channel = ""
+
+    async def items(self) -> AsyncIterator[Item]:
+        """Each step and each new piece of the answer, in order, until the run ends (with everything it saved)."""
+        while True:
+            message = await self._next()
+            if message is None or message.get("type") == "run.finished":
+                for item in await self.catch_up():
+                    yield item
+                if message is not None or not await self._running():
+                    return
+                continue
+            if message.get("type") != "run.event":
+                continue
+            applied = self.apply(message)
+            for item in applied if applied is not None else await self.catch_up(message):
+                yield item
+
+    async def _next(self) -> dict[str, Any] | None:
+        if self._layer is None:
+            await asyncio.sleep(QUIET_SECONDS)
+            return None
+        try:
+            message: dict[str, Any] = await asyncio.wait_for(self._layer.receive(self._channel), QUIET_SECONDS)
+        except TimeoutError:
+            return None
+        return message
+
+    async def _running(self) -> bool:
+        return await Run.objects.filter(pk=self.run_id, status="running").aexists()

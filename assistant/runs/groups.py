@@ -1,0 +1,52 @@
+"""The channel-layer groups a run's life goes through, and the messages announcing its start and its end.
+
+- ``run_<hex>`` (``run_group``): every event of one run as the recorder publishes it (``run.event``),
+  then ``run.finished``; the live page and the API follow it (``follow``).
+- ``stop_<hex>`` (``stop_group``): Stop, from whichever process received it, to the process executing
+  the run (``leases.Watch``).
+- ``conversation_<id>`` (``conversation_group``): a run started in the conversation
+  (``conversation.run``), the conversation deleted (``conversation.deleted``); its open pages listen.
+
+With no channel layer configured, nothing is sent (and nothing listens).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from channels.layers import get_channel_layer
+
+from .models import Run
+
+
+def run_group(run_id: uuid.UUID) -> str:
+    return f"run_{run_id.hex}"
+
+
+def stop_group(run_id: uuid.UUID) -> str:
+    return f"stop_{run_id.hex}"
+
+
+def conversation_group(conversation_id: int) -> str:
+    return f"conversation_{conversation_id}"
+
+
+async def announce_started(run: Run) -> None:
+    """Tell every page open on the run's conversation that it started, so that each shows it."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(conversation_group(run.conversation_id), {"type": "conversation.run", "run": run.pk.hex})
+
+
+async def announce_finished(run_id: uuid.UUID, status: str) -> None:
+    """Tell whoever follows the run that it ended (its outcome is saved: they read it from the database)."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(run_group(run_id), {"type": "run.finished", "run": run_id.hex, "status": status})
+
+
+async def announce_deleted(conversation_id: int) -> None:
+    """Tell every page open on the conversation that it was deleted: each closes its websocket."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(conversation_group(conversation_id), {"type": "conversation.deleted"})

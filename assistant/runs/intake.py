@@ -1,0 +1,87 @@
+"""Intake: what a user asks, checked before any model call, then saved as a running run.
+
+The page, the API and scheduled tasks all go through ``check`` (the policy, the organisation's
+knowledge bases) and ``create_run`` (``check``, then the category's budget through ``accounting``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from assistant.catalogue import snapshot
+from assistant.engine.errors import RequestRefused
+from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
+from assistant.engine.types import Message as EngineMessage
+from assistant.knowledge.models import KnowledgeBase
+from assistant.orgs.models import ApiKey, Organisation
+from assistant.orgs.services import policy_for
+
+from . import accounting
+from .models import Conversation, Message, Run
+
+# The levels' names are the product's words, the same in every language.
+LEVEL_LABELS: dict[str, str] = {
+    "rapide": "Rapide",
+    "standard": "Standard",
+    "approfondi": "Approfondi",
+    "maximal": "Maximal",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the user asks: the text, the model, the reasoning level and the resources."""
+
+    text: str
+    model: str
+    level: Level | None
+    resources: tuple[str, ...]
+    category: str = ""
+    """The task category's slug; empty for the organisation's default."""
+
+
+def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
+    """Refuse, before any model call, what the policy or the organisation's knowledge bases forbid."""
+    if ask.level is not None and ask.level not in LEVELS:
+        raise RequestRefused(f"Unknown reasoning level '{ask.level}'.")
+    request = RunRequest(
+        messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources
+    )
+    plan_request(request, snapshot.catalogue(), policy_for(org, api_key))
+    wanted = [r[3:] for r in ask.resources if r.startswith("kb:")]
+    known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
+    for slug in wanted:
+        if slug not in known:
+            raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+
+
+def create_run(
+    user: User,
+    org: Organisation,
+    conversation: Conversation | None,
+    ask: Ask,
+    api_key: ApiKey | None = None,
+) -> Run:
+    """Check the request and admit it against its category's budget, then save the user's message and a
+    running run, together."""
+    check(org, ask, api_key)
+    category = accounting.accounting().admit(org, ask.category, ask.text, ask.model)
+    with transaction.atomic():
+        if conversation is None:
+            conversation = Conversation.objects.create(organisation=org, user=user, title=ask.text[:80])
+        run = Run.objects.create(
+            conversation=conversation,
+            organisation=org,
+            user=user,
+            model=ask.model,
+            level=ask.level or "",
+            resources=list(ask.resources),
+            category=category,
+            api_key=api_key,
+        )
+        Message.objects.create(conversation=conversation, role="user", content=ask.text, run=run)
+        conversation.save(update_fields=["updated"])
+    return run

@@ -1,0 +1,120 @@
+"""The recorder: a run's events saved as steps and published to its group as they happen.
+
+Every event but a text delta becomes a ``Step`` numbered by ``seq`` (written to the database at
+least every ``FLUSH_SECONDS``, in one transaction with the answer so far); text deltas are folded
+into ``Run.answer``. Each is published at once to the run's group (``groups.run_group``), steps with
+their ``seq``, text with its ``offset`` in the answer: what a follower (``follow``) needs to place
+them, and to fill a gap from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from assistant.engine.events import Event, TextDeltaEvent
+
+from .groups import run_group
+from .models import Run, Step
+from .steps import save_event
+
+FLUSH_SECONDS = 0.1
+
+
+class Recorder:
+    """Saves events as steps (text deltas folded into the answer) and publishes each one at once.
+
+    Text deltas are published on the loop's next turn, together: a model streaming at human pace
+    yields between words, so each word still goes out at once, while a burst (a fast model, a
+    provider's buffered chunk) goes out as one message instead of hundreds.
+    """
+
+    def __init__(self, run_id: uuid.UUID) -> None:
+        self.run_id = run_id
+        self.answer = ""
+        self.seq = 0
+        self._pending: list[Step] = []
+        self._dirty = False
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._layer = get_channel_layer()
+        self._writer = asyncio.ensure_future(self._write_loop())
+        self._text: list[str] = []  # deltas not published yet, from ``_text_offset`` in the answer
+        self._text_offset = 0
+        self._text_t = 0.0
+        self._text_agent: str | None = None
+        self._text_task: asyncio.Future[None] | None = None
+        self._publishing = asyncio.Lock()  # messages leave in the order of the events
+
+    async def emit(self, event: Event) -> None:
+        if isinstance(event, TextDeltaEvent):
+            if self._text and event.agent_id != self._text_agent:
+                await self._publish_text()
+            if not self._text:
+                self._text_offset, self._text_t, self._text_agent = len(self.answer), time.monotonic(), event.agent_id
+                asyncio.get_running_loop().call_soon(self._publish_text_soon)
+            self._text.append(event.text)
+            self.answer += event.text
+            self._dirty = True
+            return
+        await self._publish_text()
+        data = save_event(event)
+        self.seq += 1
+        self._pending.append(
+            Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
+        )
+        self._wake.set()
+        await self._publish({"seq": self.seq, "event": data, "t": time.monotonic()})
+
+    def _publish_text_soon(self) -> None:
+        self._text_task = asyncio.ensure_future(self._publish_text())
+
+    async def _publish_text(self) -> None:
+        if not self._text:
+            return
+        text, self._text = "".join(self._text), []
+        event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
+        # ``offset`` places the text in the answer, for a listener that read part of it from the database.
+        await self._publish({"seq": self.seq, "event": event, "t": self._text_t, "offset": self._text_offset})
+
+    async def _publish(self, message: dict[str, object]) -> None:
+        # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.
+        if self._layer is not None:
+            async with self._publishing:
+                await self._layer.group_send(
+                    run_group(self.run_id), {"type": "run.event", "run": self.run_id.hex, **message}
+                )
+
+    async def _write_loop(self) -> None:
+        while not self._closed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), FLUSH_SECONDS)
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        steps, self._pending = self._pending, []
+        answer, dirty, self._dirty = self.answer, self._dirty, False
+        if steps or dirty:
+            await sync_to_async(_save, thread_sensitive=True)(self.run_id, steps, answer if dirty else None)
+
+    async def close(self) -> None:
+        await self._publish_text()
+        self._closed = True
+        self._wake.set()
+        await self._writer
+        await self.flush()
+
+
+def _save(run_id: uuid.UUID, steps: list[Step], answer: str | None) -> None:
+    with transaction.atomic():
+        if steps:
+            Step.objects.bulk_create(steps)
+        if answer is not None:
+            Run.objects.filter(pk=run_id).update(answer=answer)

@@ -1,0 +1,49 @@
+"""The settings page says whether run_code is offered and, when a sandbox layer is missing, which one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from orgs_support import World, signed_in
+
+from assistant.engine import sandbox
+from assistant.knowledge.tools import available_resources
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This host as it would be without bubblewrap: detect() really runs, only ``which bwrap`` fails."""
+    real_which = sandbox.shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw))
+    found = sandbox.detect.__wrapped__()
+    assert found is not None
+    monkeypatch.setattr("assistant.knowledge.tools.detect", lambda: found)
+
+
+def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Any) -> None:
+    settings.RUN_CODE_ENABLED = True
+    found = sandbox.detect()
+    if found is None or not found.complete:
+        pytest.skip("run_code is not offered on this machine")
+    html = signed_in("demo").get("/settings/").content.decode()
+    assert "Python code (run_code)" in html and "bubblewrap: new user, mount" in html and "seccomp" in html
+    assert "Missing:" not in html
+
+
+def test_without_bubblewrap_run_code_is_withheld_and_the_page_says_why(
+    world: World, settings: Any, no_bwrap: None
+) -> None:
+    settings.RUN_CODE_ENABLED = True
+    assert available_resources()["code"] is False
+    html = signed_in("demo").get("/settings/").content.decode()
+    assert "run_code is not offered" in html
+    assert "Missing: bubblewrap (bwrap) is not installed" in html
+
+
+def test_the_page_says_when_run_code_is_disabled(world: World, settings: Any) -> None:
+    settings.RUN_CODE_ENABLED = False
+    html = signed_in("demo").get("/settings/").content.decode()
+    assert "run_code is disabled on this server" in html

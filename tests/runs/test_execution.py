@@ -1,0 +1,61 @@
+"""What the ``runs`` app takes from the apps above it, registered at their start: the category budgets'
+accounting (``budgets``) and the Celery executor (``workers``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+
+from assistant.budgets.ledger import CategoryAccounting
+from assistant.orgs.models import Organisation
+from assistant.runs import accounting, execution, intake, leases
+from assistant.runs.models import Run
+
+ASK = intake.Ask(text="Bimbamjob?", model="demo-small", level="rapide", resources=(), category="administration")
+
+
+def test_the_budgets_accounting_is_registered_at_start() -> None:
+    assert isinstance(accounting.accounting(), CategoryAccounting)
+
+
+@pytest.mark.django_db
+def test_no_run_starts_without_an_accounting(demo_data: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(accounting, "_registered", None)
+    user = get_user_model().objects.get(username="demo")
+    with pytest.raises(ImproperlyConfigured, match=r"assistant\.budgets"):
+        intake.create_run(user, Organisation.objects.get(slug="demo"), None, ASK)
+    assert not Run.objects.exists()
+
+
+@pytest.fixture
+def unreachable_queue(settings: Any) -> Iterator[None]:
+    from assistant.workers import celery
+
+    executor, broker = settings.RUNS_EXECUTOR, settings.CELERY_BROKER_URL
+    settings.RUNS_EXECUTOR = "celery"
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    celery.configure()
+    yield
+    settings.RUNS_EXECUTOR, settings.CELERY_BROKER_URL = executor, broker
+    celery.configure()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_scaled_out_a_run_goes_to_the_workers_executor(demo_data: None, unreachable_queue: None) -> None:
+    """``RUNS_EXECUTOR=celery`` hands the run to the executor ``workers`` registered: with the queue
+    unreachable, the run fails at once, saying so, instead of executing here."""
+    user = await get_user_model().objects.aget(username="demo")
+    org = await Organisation.objects.aget(slug="demo")
+    run = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    started = time.monotonic()
+    await execution.launch(run.pk)
+    run = await Run.objects.aget(pk=run.pk)
+    assert (run.status, run.error) == ("error", leases.NOT_QUEUED)
+    assert not await run.steps.aexists()  # no model was called here
+    assert time.monotonic() - started < 30
