@@ -28,7 +28,7 @@ from ninja.security import HttpBearer
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
-from assistant.engine.events import StoppedEvent
+from assistant.engine.events import ErrorEvent, StoppedEvent
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
@@ -273,18 +273,22 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
         raise ApiError(400, "request_refused", str(e)) from e
 
 
-def _reason(run: Run) -> str:
+def _reason(run: Run) -> tuple[str, str | None]:
+    """Why the run stopped or failed: in English, and as its stable code (None for a run saved before codes)."""
+    if run.status not in ("error", "stopped"):
+        return "", None
+    kind = ErrorEvent if run.status == "error" else StoppedEvent
+    said = [e for e in events_of(run.steps.filter(kind=kind.model_fields["kind"].default)) if isinstance(e, kind)]
+    cause = said[-1].cause if said else None
     if run.status == "error":
-        return run.error
-    if run.status == "stopped":
-        stopped = next((e for e in events_of(run.steps.filter(kind="stopped")) if isinstance(e, StoppedEvent)), None)
-        return stopped.message if stopped is not None else ""
-    return ""
+        return run.error, cause.code if cause is not None else None
+    return (said[-1].message if said else ""), cause.code if cause is not None else None
 
 
 def _completion(run_id: uuid.UUID) -> ChatCompletion:
     run = Run.objects.get(pk=run_id)
     trace = trace_of(run.steps.all(), run.usage, run.sources)
+    reason, reason_code = _reason(run)
     return ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
@@ -292,7 +296,8 @@ def _completion(run_id: uuid.UUID) -> ChatCompletion:
         choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=FINISH_REASON)],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
-        reason=_reason(run),
+        reason=reason,
+        reason_code=reason_code,
         **trace.model_dump(),
     )
 
@@ -330,7 +335,9 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
         await follower.close()
     done = await sync_to_async(_completion)(run.pk)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
-    final = done.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason"})
+    final = done.model_dump(
+        mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason", "reason_code"}
+    )
     yield _sse({**base, "choices": [], **final})
     yield "data: [DONE]\n\n"
 
@@ -376,6 +383,7 @@ def _run_of(key: ApiKey, run_id: str) -> Run:
 def _run_out(run: Run) -> RunOut:
     finished = not run.is_running
     trace = trace_of(run.steps.all(), run.usage if finished else None, run.sources if finished else None)
+    reason, reason_code = _reason(run)
     return RunOut(
         id=str(run.pk),
         created=int(run.created.timestamp()),
@@ -387,7 +395,8 @@ def _run_out(run: Run) -> RunOut:
         status=run.status,  # type: ignore[arg-type]
         stop_requested=run.stop_requested,
         answer=run.answer,
-        reason=_reason(run),
+        reason=reason,
+        reason_code=reason_code,
         **trace.model_dump(),
     )
 

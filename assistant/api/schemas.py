@@ -166,6 +166,14 @@ class UsageOut(BaseModel):
     by_model: dict[str, ModelUsageOut] = Field(default_factory=dict)
 
 
+REASON_CODE_DESCRIPTION = (
+    "Why, as a stable code: `stopped_by_user`, `category_budget`, `cost_cap` (stopped); `model_error`, `tool_failed`, "
+    "`process_died`, `not_taken`, `not_queued`, `server_stopped`, `refused`, `unexpected` (error); for an agent also "
+    "`rounds`, `tokens`, `seconds`, `output_cut` (interrupted), `invalid_result`, `no_result`, `run_ended`. Null when "
+    "it ended ok, or for a run saved before codes existed."
+)
+
+
 class AgentOut(BaseModel):
     id: str = Field(description="The agent's id, the same in the stream's events.")
     instruction: str
@@ -175,6 +183,7 @@ class AgentOut(BaseModel):
     max_rounds: int
     status: Literal["running", "ok", "interrupted", "stopped", "error"] = "running"
     reason: str = ""
+    reason_code: str | None = Field(default=None, description=REASON_CODE_DESCRIPTION)
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
@@ -255,6 +264,7 @@ class ChatCompletion(Trace):
     run_id: str = Field(description="Follow or cancel the run with /v1/runs/{run_id}.")
     status: EndedStatusOut = Field(description=STATUS_DESCRIPTION)
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str | None = Field(default=None, description=REASON_CODE_DESCRIPTION)
 
 
 class RunOut(Trace):
@@ -270,6 +280,7 @@ class RunOut(Trace):
     stop_requested: bool
     answer: str = Field(description="The answer so far (whole once the run has ended).")
     reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str | None = Field(default=None, description=REASON_CODE_DESCRIPTION)
 
 
 class ModelOut(BaseModel):

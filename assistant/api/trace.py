@@ -134,6 +134,7 @@ class TraceBuilder:
             agent = self._agents[e.agent_id]
             agent.status = e.status
             agent.reason = e.reason
+            agent.reason_code = e.cause.code if e.cause is not None else None
             agent.rounds = e.rounds
             agent.seconds = e.seconds
             agent.cost_eur = e.cost_eur

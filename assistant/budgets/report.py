@@ -21,6 +21,7 @@ from assistant.engine.usage import RunUsage, UsageData
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
+from assistant.runs.wording import status_text
 
 from .charts import PALETTE, Chart, Guide, Series
 from .models import BudgetAlert
@@ -124,7 +125,8 @@ class AgentLine:
 
     @property
     def status_text(self) -> str:
-        return ", ".join(f"{status} {count}" for status, count in sorted(self.statuses.items()))
+        """How many ended with each status, in the reader's words («terminé 5, arrêté 2»)."""
+        return ", ".join(f"{status_text(status)} {count}" for status, count in sorted(self.statuses.items()))
 
 
 def month_runs(org: Organisation, start: datetime, end: datetime) -> list[Run]:

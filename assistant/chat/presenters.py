@@ -7,25 +7,29 @@ steps a consumer has seen so far), so that a reload and a live update always sho
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from assistant.engine.cancel import STOP_MESSAGES
+from assistant.engine.causes import Cause
 from assistant.engine.events import (
     Action,
     AgentAction,
     AgentFinished,
     AgentStarted,
+    ErrorEvent,
     Event,
     RoundStarted,
     StoppedEvent,
     ToolResultEvent,
 )
 from assistant.engine.usage import RunUsage
+from assistant.knowledge.models import KnowledgeBase
+from assistant.runs import wording
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import events_of
 
@@ -42,19 +46,26 @@ class AgentView:
     model_label: str
     resources: list[str]
     max_rounds: int
+    resources_text: str = ""
     actions: list[Action] = field(default_factory=list)
     status: str = "running"
-    reason: str = ""
+    cause: Cause | None = None
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
     report: str = ""
+    partial_report: bool = False
     report_html: SafeString | None = None
     forced_landing: bool = False
 
     @property
     def running(self) -> bool:
         return self.status == "running"
+
+    @property
+    def instruction_html(self) -> SafeString:
+        """The instruction (the main model's words) in its own element, inside the translated delegation line."""
+        return format_html('<span class="instruction">{}</span>', self.instruction)
 
     @property
     def report_preview(self) -> str:
@@ -66,32 +77,17 @@ class AgentView:
 
     @property
     def status_text(self) -> str:
-        """The status in the user's words: ok; interrupted with its reason; stopped; error with its message."""
-        if self.status == "ok":
-            return _("ok")
-        if self.status == "interrupted":
-            return _("interrupted: %(reason)s") % {"reason": self.reason} if self.reason else _("interrupted")
-        if self.status == "stopped":
-            return stop_message(self.reason)
-        if self.status == "error":
-            return _("error: %(message)s") % {"message": self.reason} if self.reason else _("error")
-        return _("working")
+        """The status in the reader's words, with its cause: «interrompu : budget de tours atteint (2/2 tours)»."""
+        return wording.agent_status_text(self.status, self.cause)
 
 
-def stop_message(message: str) -> str:
-    """Why a run or an agent stopped, translated when it is one of the engine's known causes."""
-    known = {
-        STOP_MESSAGES["user"]: _("stopped on request"),
-        STOP_MESSAGES["budget"]: _("stopped: the category's monthly budget is reached"),
-        STOP_MESSAGES["cost_cap"]: _("stopped: the task's cost cap is reached"),
-    }
-    return known.get(message, message or _("stopped on request"))
-
-
-def agents_of(events: Iterable[Event], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
+def agents_of(
+    events: Iterable[Event], reports: dict[str, SafeString] | None = None, base_names: Mapping[str, str] | None = None
+) -> list[AgentView]:
     """One view per agent, in start order, built from its events.
 
-    ``reports`` caches each finished agent's rendered report, so live updates render it once.
+    ``reports`` caches each finished agent's rendered report, so live updates render it once; ``base_names``
+    (slug to name) words the knowledge bases an agent received.
     """
     agents: dict[str, AgentView] = {}
     for e in events:
@@ -103,6 +99,7 @@ def agents_of(events: Iterable[Event], reports: dict[str, SafeString] | None = N
                 model_label=e.model_label,
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
+                resources_text=", ".join(wording.resource_text(r, base_names or {}) for r in e.resources),
             )
         elif e.agent_id in agents:
             agent = agents[e.agent_id]
@@ -112,14 +109,15 @@ def agents_of(events: Iterable[Event], reports: dict[str, SafeString] | None = N
                 agent.rounds = e.round
             elif isinstance(e, AgentFinished):
                 agent.status = e.status
-                agent.reason = e.reason
+                agent.cause = e.cause
                 agent.rounds = e.rounds
                 agent.seconds = e.seconds
                 agent.cost_eur = e.cost_eur
                 agent.report = e.report
+                agent.partial_report = e.partial_report
                 agent.forced_landing = e.forced_landing
     for agent in agents.values():
-        if agent.report:
+        if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}
             if agent.agent_id not in cache:
                 cache[agent.agent_id] = render_markdown(agent.report_preview)
@@ -127,15 +125,28 @@ def agents_of(events: Iterable[Event], reports: dict[str, SafeString] | None = N
     return list(agents.values())
 
 
-def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeString] | None = None) -> dict[str, Any]:
-    """Everything the run fragments show; ``steps`` defaults to the run's saved steps."""
+def base_names(organisation_id: int) -> dict[str, str]:
+    """The organisation's knowledge bases, slug to name: how the page words the resources ``kb:<slug>``."""
+    return dict(KnowledgeBase.objects.filter(organisation_id=organisation_id).values_list("slug", "name"))
+
+
+def run_view(
+    run: Run,
+    steps: list[Step] | None = None,
+    reports: dict[str, SafeString] | None = None,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Everything the run fragments show; ``steps`` defaults to the run's saved steps, ``names`` (the bases'
+    names, ``base_names``) to the run's organisation's."""
     events = events_of(run.steps.all() if steps is None else steps)
-    agents = agents_of(events, reports)
+    names = base_names(run.organisation_id) if names is None else names
+    agents = agents_of(events, reports, names)
     if not run.is_running:
         for agent in agents:
             if agent.running:  # its run ended without it (the process executing it died)
-                agent.status, agent.reason = "error", _("the run ended before this agent returned")
-    stopped = next((e.message for e in events if isinstance(e, StoppedEvent)), "")
+                agent.status, agent.cause = "error", Cause(code="run_ended")
+    stopped = next((e.cause for e in events if isinstance(e, StoppedEvent)), None)
+    failed = next((e.cause for e in reversed(events) if isinstance(e, ErrorEvent)), None)
     usage = RunUsage.of(run.usage)
     return {
         "run": run,
@@ -145,7 +156,12 @@ def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeS
             e.action for e in events if isinstance(e, ToolResultEvent) and e.agent_id is None and e.action is not None
         ],
         "by_model": sorted(usage.by_model.items()),
-        "stopped_message": stop_message(stopped) if run.status == "stopped" else "",
+        # A source's base by its name, not its slug.
+        "sources": [{**s, "where": names.get(s.get("where", ""), s.get("where", ""))} for s in run.sources],
+        "stopped_message": wording.cause_text(stopped or Cause(code="stopped_by_user"))
+        if run.status == "stopped"
+        else "",
+        "error_message": wording.cause_text(failed) if run.status == "error" and failed is not None else "",
         # Called by the template only when it shows the answer (live pushes replace it).
         "answer_html": functools.partial(render_markdown, run.answer),
         "emitted": None,

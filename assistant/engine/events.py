@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypeAlias, TypeVar, get_args, get_or
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
+from .causes import Cause
 from .marks import ERASE, KEEP, Erase, Keep, Name, Text
 from .types import UsagePart
 from .usage import Impact, ModelUsageData, RunUsage, UsageData
@@ -107,11 +108,16 @@ class AgentFinished(_Event):
     model: Name
     status: Annotated[AgentStatus, KEEP]
     reason: Name = ""
+    """Why, in English (the API's ``reason``, what the main model read); ``cause`` says it as data."""
+    cause: Cause | None = None
+    """Why it is not ``ok`` (or why an ``ok`` agent landed); None for an agent that simply returned."""
     rounds: int
     seconds: float
     cost_eur: float
     usage: UsageData = UsageData()
     report: Text
+    partial_report: bool = False
+    """The report is the engine's record of what the agent had done (it wrote none), not the agent's."""
     tools_run: Annotated[tuple[str, ...], KEEP] = ()
     sources: Annotated[tuple[Source, ...], ERASE] = ()
     forced_landing: bool = False
@@ -156,11 +162,13 @@ class FinalEvent(_Event):
 class ErrorEvent(_Event):
     kind: Annotated[Literal["error"], KEEP] = "error"
     message: Text
+    cause: Cause | None = None
 
 
 class StoppedEvent(_Event):
     kind: Annotated[Literal["stopped"], KEEP] = "stopped"
     message: Name
+    cause: Cause | None = None
     text: Text
     rounds: int
     sources: Annotated[tuple[Source, ...], ERASE] = ()
@@ -217,7 +225,7 @@ def sources_read(events: Iterable[Event]) -> list[Source]:
 
 V = TypeVar("V", bound=BaseModel)
 # The values inside events whose fields carry marks too (walked by ``erased`` and ``unmarked_fields``).
-VALUES: tuple[type[BaseModel], ...] = (Source, Action, UsageData, ModelUsageData)
+VALUES: tuple[type[BaseModel], ...] = (Source, Action, UsageData, ModelUsageData, Cause)
 _UNMARKED_OK = (int, float, bool, type(None))
 
 

@@ -12,6 +12,8 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
+from . import causes
+from .causes import Cause
 from .compaction import fit_conversation
 from .delegation import AGENTS_TOOL, Delegation
 from .errors import ModelError, RequestRefused
@@ -139,9 +141,11 @@ class _MainLoop:
                         raise run
                     self.messages.append(Message.tool(run.call, run.content))
         except ModelError as e:
-            return await self._failed(f"The model could not answer: {e}")
+            return await self._failed(f"The model could not answer: {e}", causes.model_error(e))
         except Exception as e:  # a tool failing in a way no ToolError foresees
-            return await self._failed(f"A tool failed: {type(e).__name__}: {e}")
+            return await self._failed(
+                f"A tool failed: {type(e).__name__}: {e}", Cause(code="tool_failed", kind=type(e).__name__)
+            )
 
     def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the main model's window: the oldest earlier messages go first, said so."""
@@ -153,8 +157,8 @@ class _MainLoop:
             notice = LEFT_OUT_NOTICE.format(count=self.left_out)
             self.messages[0] = Message.system(self._system_prompt() + notice)
 
-    async def _failed(self, message: str) -> RunOutcome:
-        await self.ctx.emit(ErrorEvent(message=message))
+    async def _failed(self, message: str, cause: Cause) -> RunOutcome:
+        await self.ctx.emit(ErrorEvent(message=message, cause=cause))
         return RunOutcome("error", self.text, self.rounds, self.agents, error=message)
 
     async def _stopped(self) -> RunOutcome:
@@ -162,6 +166,7 @@ class _MainLoop:
         await ctx.emit(
             StoppedEvent(
                 message=ctx.cancel.message,
+                cause=ctx.cancel.stop_cause,
                 text=self.text,
                 rounds=self.rounds,
                 sources=tuple(ctx.sources.values()),

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
+from .causes import Cause
 from .errors import BudgetExceeded, CostCapReached
 from .marks import KEEP
 from .types import UsagePart
@@ -248,17 +249,24 @@ class AgentCounter:
     def seconds_left(self) -> float:
         return self.budget.max_seconds - self.elapsed
 
-    def check_before_round(self) -> None:
-        """Raise ``BudgetExceeded`` when no round is left in rounds, tokens or time."""
+    def exhausted(self) -> Cause | None:
+        """Why no round is left (rounds, tokens or time used up), or None while one is."""
         b = self.budget
         if self.rounds >= b.max_rounds:
-            raise BudgetExceeded(f"call budget reached ({self.rounds}/{b.max_rounds} calls)")
+            return Cause(code="rounds", used=self.rounds, limit=b.max_rounds)
         if self.tokens >= b.max_tokens:
-            raise BudgetExceeded(f"token budget reached ({self.tokens:,}/{b.max_tokens:,} tokens)")
+            return Cause(code="tokens", used=self.tokens, limit=b.max_tokens)
         if self.elapsed >= b.max_seconds:
-            raise BudgetExceeded(f"time budget reached ({b.max_seconds:.0f} s)")
+            return Cause(code="seconds", used=self.elapsed, limit=b.max_seconds)
+        return None
 
-    def landing_reason(self) -> str | None:
+    def check_before_round(self) -> None:
+        """Raise ``BudgetExceeded`` when no round is left in rounds, tokens or time."""
+        cause = self.exhausted()
+        if cause is not None:
+            raise BudgetExceeded(cause.english())
+
+    def landing_cause(self) -> Cause | None:
         """Why the next round must be the last one (forced landing), or None while there is room.
 
         The last round is the last allowed by count, or the one after which the tokens or the
@@ -266,11 +274,11 @@ class AgentCounter:
         """
         b = self.budget
         if self.rounds >= b.max_rounds - 1:
-            return f"call budget reached ({b.max_rounds}/{b.max_rounds} calls)"
+            return Cause(code="rounds", used=b.max_rounds, limit=b.max_rounds)
         if self.rounds and self.tokens + 2 * self.last_call_tokens > b.max_tokens:
-            return f"token budget nearly reached ({self.tokens:,}/{b.max_tokens:,} tokens)"
+            return Cause(code="tokens", used=self.tokens, limit=b.max_tokens)
         if self.rounds and self.seconds_left < 2 * self.last_call_seconds:
-            return f"time budget nearly reached ({self.elapsed:.0f}/{b.max_seconds:.0f} s)"
+            return Cause(code="seconds", used=self.elapsed, limit=b.max_seconds)
         return None
 
     def call_timeout(self) -> float:

@@ -38,22 +38,21 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
-from assistant.engine.events import Source, sources_read, usage_from
+from assistant.engine.causes import Cause
+from assistant.engine.events import ErrorEvent, Source, sources_read, usage_from
 from assistant.engine.usage import RunUsage
 
 from . import groups
 from .models import Lease, Message, Run, Step
-from .steps import events_of
+from .steps import events_of, save_event
 
 log = logging.getLogger(__name__)
 
 STOP_POLL_SECONDS = 0.5
-DIED = (
-    "The process writing this answer stopped unexpectedly (it was killed, or its machine was lost). "
-    "Ask again for a complete answer."
-)
-NOT_TAKEN = "No worker took this request in time. Ask again in a moment."
-NOT_QUEUED = "The request could not be handed to a worker (the queue is unreachable). Ask again in a moment."
+# Why a run no process executes is failed (``Run.error`` is the English, an ``error`` step says it as data).
+DIED = Cause(code="process_died")
+NOT_TAKEN = Cause(code="not_taken")
+NOT_QUEUED = Cause(code="not_queued")
 
 
 def executor_name() -> str:
@@ -165,7 +164,7 @@ def reap(now: datetime | None = None) -> list[uuid.UUID]:
     return failed
 
 
-def fail(run_id: uuid.UUID, message: str, now: datetime, lease_cutoff: datetime | None) -> bool:
+def fail(run_id: uuid.UUID, cause: Cause, now: datetime, lease_cutoff: datetime | None) -> bool:
     """Fail a running run that no process holds (none ever did, or its lease is older than ``lease_cutoff``)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
@@ -173,12 +172,12 @@ def fail(run_id: uuid.UUID, message: str, now: datetime, lease_cutoff: datetime 
         # Checked again under the lock: the run may have ended, or its process renewed the lease.
         if run is None or (lease is not None and (lease_cutoff is None or lease.heartbeat >= lease_cutoff)):
             return False
-        abandon(run, message, now)
-    log.warning("run %s failed: %s", run_id, message)
+        abandon(run, cause, now)
+    log.warning("run %s failed: %s", run_id, cause.code)
     return True
 
 
-def fail_all_running(message: str, now: datetime | None = None) -> list[uuid.UUID]:
+def fail_all_running(cause: Cause, now: datetime | None = None) -> list[uuid.UUID]:
     """Fail every running run, leases or not: when no process can be executing any (the embedded default's start)."""
     now = now or timezone.now()
     failed = []
@@ -187,16 +186,21 @@ def fail_all_running(message: str, now: datetime | None = None) -> list[uuid.UUI
             run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
             if run is None:
                 continue
-            abandon(run, message, now)
+            abandon(run, cause, now)
         failed.append(run_id)
     return failed
 
 
-def abandon(run: Run, message: str, now: datetime) -> None:
+def abandon(run: Run, cause: Cause, now: datetime) -> None:
     """End a running run that no process executes any more as failed, with what its saved steps record: the cost of
-    its calls, what it read, and its partial answer as the assistant's message. In a transaction holding its row."""
+    its calls, what it read, and its partial answer as the assistant's message; a last ``error`` step says why. In a
+    transaction holding its row."""
     usage = usage_of(run.steps.filter(kind="usage"))
-    run.status, run.error, run.finished = "error", message, now
+    last = run.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
+    why = save_event(ErrorEvent(message=cause.english(), cause=cause))
+    # Should the process be alive after all and save a step meanwhile, its step is kept and this one dropped.
+    Step.objects.bulk_create([Step(run=run, seq=last + 1, kind="error", data=why)], ignore_conflicts=True)
+    run.status, run.error, run.finished = "error", cause.english(), now
     run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
     run.set_sources(sources_of(run.steps.filter(kind__in=SOURCE_STEPS)))
     run.save(update_fields=["status", "error", "finished", "usage", "cost_eur", "sources"])

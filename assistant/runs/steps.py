@@ -6,8 +6,9 @@ step. Nothing else reads a step's raw ``data`` (``tools/check_step_data.py`` fai
 otherwise).
 
 Versions: ``v`` absent (steps saved before it existed) is version 0, the same fields with ``usage``
-and ``arguments`` as plain JSON, which the typed fields read as they are; a step of version 0 whose
-data an old deletion emptied keeps its kind and agent in the step's columns. A step that still cannot
+and ``arguments`` as plain JSON, which the typed fields read as they are, and no ``cause``: it is read
+from the English reason that version wrote (``_cause_of_version_0``, the only place English is read);
+a step of version 0 whose data an old deletion emptied keeps its kind and agent in the step's columns. A step that still cannot
 be read raises ``UnreadableStep``; ``events_of`` leaves such a step out (logged), so a run's page and
 ``GET /v1/runs/{id}`` answer with the rest.
 """
@@ -15,11 +16,14 @@ be read raises ``UnreadableStep``; ``events_of`` leaves such a step out (logged)
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from assistant.engine.cancel import STOP_CAUSES, STOP_MESSAGES
+from assistant.engine.causes import Cause, CauseCode
 from assistant.engine.events import EVENT_ADAPTER, Event, event_types
 
 log = logging.getLogger(__name__)
@@ -78,7 +82,49 @@ def _from_version_0(fields: dict[str, Any], kind: str, agent_id: str) -> dict[st
     if agent_id:
         fields.setdefault("agent_id", agent_id)
     model = EVENT_TYPES.get(fields.get("kind", ""))
-    return _filled(model, fields) if model is not None else fields
+    if model is None:
+        return fields
+    data_keys = set(fields)
+    fields = _filled(model, fields)
+    if fields["kind"] == "agent_finished" and "partial_report" not in data_keys:
+        fields["partial_report"] = str(fields.get("report", "")).startswith(_V0_PARTIAL_REPORTS)
+    if "cause" in model.model_fields and fields.get("cause") is None:
+        said = fields.get("reason") if fields["kind"] == "agent_finished" else fields.get("message")
+        if fields["kind"] != "agent_finished" or fields.get("status") != "ok" or said:
+            cause = _cause_of_version_0(str(said or ""))
+            fields["cause"] = cause.model_dump() if cause is not None else None
+    return fields
+
+
+# How the reports version 0's engine wrote for an agent that wrote none began.
+_V0_PARTIAL_REPORTS = ("Stopped", "Interrupted (", "Failed: ")
+# The English reasons version 0 saved, and the causes they stand for.
+_STOPS: dict[str, CauseCode] = {message: STOP_CAUSES[cause] for cause, message in STOP_MESSAGES.items()}
+_V0_PATTERNS: tuple[tuple[str, CauseCode], ...] = (
+    (r"^call budget reached \((?P<used>[\d,]+)/(?P<limit>[\d,]+) calls\)", "rounds"),
+    (r"^token budget (nearly )?reached \((?P<used>[\d,]+)/(?P<limit>[\d,]+) tokens\)", "tokens"),
+    (r"^time budget (nearly )?reached \((?P<used>[\d.]+)/(?P<limit>[\d.]+) s\)", "seconds"),
+    (r"^time budget reached \((?P<limit>[\d.]+) s\)", "seconds"),
+    (r"^time budget reached", "seconds"),
+    (r"^output cut at the token cap", "output_cut"),
+    (r"^the model call failed|^The model could not answer", "model_error"),
+    (r"^its result was invalid twice", "invalid_result"),
+    (r"^it returned no result after the forced landing", "no_result"),
+    (r"^a tool failed|^A tool failed", "tool_failed"),
+    (r"^the run ended before this agent returned", "run_ended"),
+)
+_V0_REASONS = tuple((re.compile(pattern), code) for pattern, code in _V0_PATTERNS)
+
+
+def _cause_of_version_0(said: str) -> Cause | None:
+    if said in _STOPS:
+        return Cause(code=_STOPS[said])
+    for pattern, code in _V0_REASONS:
+        found = pattern.match(said)
+        if found is not None:
+            numbers = {k: float(v.replace(",", "")) for k, v in found.groupdict().items() if v}
+            return Cause(code=code, used=numbers.get("used"), limit=numbers.get("limit"))
+    return None
 
 
 def _filled(model: type[BaseModel], fields: dict[str, Any]) -> dict[str, Any]:

@@ -342,7 +342,14 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
         "sources": [],
     }
     finished = next(s["data"] for s in OLD_STEPS if s["kind"] == "agent_finished")
-    assert erased("agent_finished", finished) == {**finished, "report": "", "sources": []}
+    # (read from version 0, it gains its cause and whether its report is the engine's: none, not partial)
+    assert erased("agent_finished", finished) == {
+        **finished,
+        "report": "",
+        "sources": [],
+        "cause": None,
+        "partial_report": False,
+    }
     call = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_call")
     assert erased("tool_call", call) == {**call, "arguments": {}}
     result = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_result")

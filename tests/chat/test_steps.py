@@ -16,6 +16,7 @@ from django.core.management import call_command
 from pydantic import BaseModel
 
 from assistant.asgi import application
+from assistant.engine.causes import Cause
 from assistant.engine.events import (
     ERASE,
     AgentAction,
@@ -73,8 +74,12 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         event = _step(saved).event
         assert type(event) is classes[saved["kind"]]
         assert event.agent_id == (saved["agent_id"] or None)
-        # Saved again, it is the same JSON with its version.
-        assert save_event(event) == {"v": 1, **saved["data"]}
+        # Saved again, it is the same JSON with its version, and what version 1 adds (a cause, whether an
+        # agent's report is the engine's).
+        again = save_event(event)
+        added = {"cause", "partial_report"} - set(saved["data"])
+        assert {k: v for k, v in again.items() if k not in added} == {"v": 1, **saved["data"]}
+        assert load_event(again) == event
 
 
 def test_old_usage_and_arguments_are_typed() -> None:
@@ -88,6 +93,28 @@ def test_old_usage_and_arguments_are_typed() -> None:
     assert isinstance(call, ToolCallEvent) and call.name == "agents"
     assert isinstance(call.arguments["tasks"], list)
     assert isinstance(bad_call, ToolCallEvent) and bad_call.arguments == {"raw": "{not json"}
+
+
+def test_the_cause_of_an_old_step_is_read_from_its_english_reason() -> None:
+    causes = {
+        (e.kind, e.agent_id): e.cause
+        for e in (_step(s).event for s in OLD_STEPS)
+        if isinstance(e, AgentFinished | StoppedEvent | ErrorEvent)
+    }
+    assert causes == {
+        ("agent_finished", "agent-1"): None,
+        ("agent_finished", "agent-2"): None,
+        ("agent_finished", "agent-3"): Cause(code="rounds", used=5, limit=5),
+        ("agent_finished", "agent-4"): Cause(code="model_error"),
+        ("stopped", None): Cause(code="stopped_by_user"),
+        ("error", None): Cause(code="model_error"),
+    }
+    partial = {e.agent_id: e.partial_report for e in finished_events()}
+    assert partial == {"agent-1": False, "agent-2": False, "agent-3": True, "agent-4": True}
+
+
+def finished_events() -> list[AgentFinished]:
+    return [e for e in (_step(s).event for s in OLD_STEPS) if isinstance(e, AgentFinished)]
 
 
 def test_a_step_emptied_by_an_old_deletion_or_lacking_a_newer_field_still_loads() -> None:

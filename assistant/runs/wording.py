@@ -1,0 +1,111 @@
+"""What statuses, causes and resources say, in the reader's language: written once, for every page.
+
+The engine says why with data (``engine.causes.Cause``: a code and its numbers); these functions
+word it with gettext, in the active language: the chat page (presenters), the usage page, scheduled
+tasks. The API reads the English (``Cause.english``, under English activation where it words a
+refusal) and a stable code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
+
+from assistant.engine.causes import Cause
+from assistant.engine.scope import KB_PREFIX
+
+
+def status_text(status: str) -> str:
+    """A run's or an agent's status: ok, interrupted, stopped, error, running."""
+    words = {
+        "ok": pgettext("status", "ok"),
+        "interrupted": pgettext("status", "interrupted"),
+        "stopped": pgettext("status", "stopped"),
+        "error": pgettext("status", "error"),
+        "running": pgettext("status", "running"),
+    }
+    return words.get(status, status)
+
+
+def _number(value: float | None) -> str:
+    from django.utils.formats import number_format
+
+    return "?" if value is None else number_format(round(value), 0, force_grouping=True)
+
+
+def cause_text(cause: Cause) -> str:
+    """Why, in a phrase that follows a status («interrompu : budget de tours atteint (5/5 tours)»)."""
+    used, limit = _number(cause.used), _number(cause.limit)
+    match cause.code:
+        case "rounds":
+            return _("round budget reached (%(used)s/%(limit)s rounds)") % {"used": used, "limit": limit}
+        case "tokens":
+            return _("token budget reached (%(used)s/%(limit)s tokens)") % {"used": used, "limit": limit}
+        case "seconds":
+            return _("time budget reached (%(limit)s s)") % {"limit": limit}
+        case "output_cut":
+            return _("output cut at the model's output cap")
+        case "stopped_by_user":
+            return _("stopped on request")
+        case "category_budget":
+            return _("stopped: the category's monthly budget is reached")
+        case "cost_cap":
+            return _("stopped: the task's cost cap is reached")
+        case "model_error":
+            return model_error_text(cause.kind)
+        case "invalid_result":
+            return _("its result was invalid twice")
+        case "no_result":
+            return _("it returned no result at its forced landing, even when relaunched")
+        case "tool_failed":
+            return _("a tool failed unexpectedly")
+        case "run_ended":
+            return _("the run ended before this agent returned")
+        case "process_died":
+            return _(
+                "the process writing this answer stopped unexpectedly (it was killed, or its machine was lost); "
+                "ask again for a complete answer"
+            )
+        case "not_taken":
+            return _("no worker took this request in time; ask again in a moment")
+        case "not_queued":
+            return _("the request could not be handed to a worker (the queue is unreachable); ask again in a moment")
+        case "server_stopped":
+            return _("the server stopped while this answer was being written")
+        case "refused":
+            return _("the request was refused when it was about to start")
+        case "unexpected":
+            return _("the assistant failed unexpectedly")
+
+
+def model_error_text(kind: str | None) -> str:
+    words = {
+        "timeout": _("the model did not answer in time"),
+        "unavailable": _("the model's provider could not be reached or answered with an error"),
+        "rate_limited": _("the model's provider refused the call: too many requests"),
+        "authentication": _("the model's provider refused the key"),
+        "bad_request": _("the model's provider rejected the request"),
+        "malformed": _("the model's answer broke off or could not be read"),
+    }
+    return words.get(kind or "", _("the model call failed"))
+
+
+def agent_status_text(status: str, cause: Cause | None) -> str:
+    """An agent's status with its cause: «ok», «interrompu : budget de tours atteint (2/2 tours)», «arrêté à la
+    demande», «erreur : le modèle n'a pas répondu à temps»."""
+    if status == "stopped":
+        return cause_text(cause) if cause is not None else _("stopped on request")
+    if cause is None or status in ("ok", "running"):
+        return status_text(status)
+    return _("%(status)s: %(cause)s") % {"status": status_text(status), "cause": cause_text(cause)}
+
+
+def resource_text(resource: str, base_names: Mapping[str, str]) -> str:
+    """A resource as the user knows it: a knowledge base by its name, the web, code, agents."""
+    if resource.startswith(KB_PREFIX):
+        slug = resource[len(KB_PREFIX) :]
+        return base_names.get(slug, slug)
+    words = {"web": _("Web"), "code": _("Code"), "agents": _("Agents")}
+    return words.get(resource, resource)
