@@ -20,17 +20,13 @@ from typing import Any, Final, cast
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
-from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent, StoppedEvent
-from assistant.engine.scope import Scope
-from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
@@ -41,7 +37,7 @@ from assistant.runs.models import Conversation, Message, Run
 from assistant.runs.steps import events_of
 
 from . import limits
-from .errors import ApiError, error_response
+from .errors import ApiError, error_response, refusal_error
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -183,68 +179,8 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 # Chat completions -----------------------------------------------------------------------------------
 
 
-def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
-    """Each refusal with its status, before any model call and before anything is saved."""
-    org = key.organisation
-    catalogue = snapshot.catalogue()
-    if body.model not in catalogue:
-        raise ApiError(404, "model_not_found", f"The model '{body.model}' does not exist.", param="model")
-    policy = policy_for(org, key)
-    if not policy.allows(body.model):
-        allowed = ", ".join(policy.allowed_ids(catalogue)) or "none"
-        raise ApiError(
-            403,
-            "model_not_allowed",
-            f"This key may not use the model '{body.model}'. Allowed: {allowed}.",
-            param="model",
-        )
-    others = [r for r in body.tools_enabled if r != "agents"]
-    if "agents" in body.tools_enabled and not others:
-        raise ApiError(
-            400,
-            "agents_without_resource",
-            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
-            "an agent with nothing to read would be of no use.",
-            param="tools_enabled",
-        )
-    wanted = [r[3:] for r in others if r.startswith("kb:")]
-    known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
-    for slug in wanted:
-        if slug not in known:
-            raise ApiError(
-                404,
-                "knowledge_base_not_found",
-                f"The knowledge base '{slug}' does not exist or this key may not read it.",
-                param="tools_enabled",
-            )
-    toolbox = execution.toolbox_for(org.pk)
-    for resource in ("web", "code"):
-        if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):
-            raise ApiError(
-                400, "resource_unavailable", f"'{resource}' is not available on this server.", param="tools_enabled"
-            )
-    text = body.messages[-1].text
-    try:
-        budgets.admit(org, body.category, text, body.model)
-    except budgets.CategoryExhausted as e:
-        category = budgets.classify(org, body.category)
-        assert category is not None
-        resets_at = budgets.state_of(category).resets_at
-        seconds = max(0, int((resets_at - timezone.now()).total_seconds()))
-        raise ApiError(
-            429,
-            "category_budget_exhausted",
-            str(e),
-            param="category",
-            resets_at=resets_at.isoformat(),
-            retry_after=str(seconds),
-        ) from e
-    except RequestRefused as e:  # an unknown category
-        raise ApiError(400, "unknown_category", str(e), param="category") from e
-
-
 def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
-    _refusals(key, body)
+    """The run of a request, checked by the one request check (``intake``) before anything is kept."""
     org = key.organisation
     question = body.messages[-1].text
     ask = intake.Ask(
@@ -267,10 +203,8 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
             return intake.create_run(user, org, conversation, ask, api_key=key)
-    except budgets.CategoryExhausted as e:  # exhausted between the check and the run: a rare race
-        raise ApiError(429, "category_budget_exhausted", str(e), param="category") from e
-    except RequestRefused as e:
-        raise ApiError(400, "request_refused", str(e)) from e
+    except RequestRefused as e:  # nothing was kept: the transaction is rolled back
+        raise refusal_error(e.refusal) from e
 
 
 def _reason(run: Run) -> tuple[str, str | None]:

@@ -19,11 +19,12 @@ from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet, Sum
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from assistant.catalogue import snapshot
 from assistant.engine.errors import BudgetExceeded, RequestRefused
+from assistant.engine.refusals import Refusal
 from assistant.engine.tokens import estimate_tokens
 from assistant.orgs import audit
 from assistant.orgs.models import Organisation
@@ -83,16 +84,13 @@ def classify(org: Organisation, slug: str = "") -> Category | None:
     categories = categories_of(org)
     if not categories:
         if slug:
-            raise RequestRefused(_("This organisation has no task categories: send the request without one."))
+            raise RequestRefused(Refusal(code="no_categories", category=slug))
         return None
     if slug:
         for category in categories:
             if category.slug == slug:
                 return category
-        raise RequestRefused(
-            _("The category “%(slug)s” does not exist here. Categories: %(known)s.")
-            % {"slug": slug, "known": ", ".join(c.slug for c in categories)}
-        )
+        raise RequestRefused(Refusal(code="unknown_category", category=slug, allowed=tuple(c.slug for c in categories)))
     return next((c for c in categories if c.is_default), categories[0])
 
 
@@ -129,18 +127,17 @@ def state_of(category: Category, now: datetime | None = None, month: date | None
     return _state(category, row or CategoryMonth(category=category, month=month), now)
 
 
-def exhausted_message(state: CategoryState) -> str:
-    tz = zone(state.category.organisation.time_zone)
-    return _(
-        "The category “%(name)s” has reached its monthly budget (%(used)s of %(budget)s tokens used or in use). "
-        "It resets on %(date)s at midnight (%(zone)s). Only an admin can raise it in the meantime."
-    ) % {
-        "name": state.category.name,
-        "used": formats.number_format(state.used + state.reserved, force_grouping=True),
-        "budget": formats.number_format(state.budget, force_grouping=True),
-        "date": formats.date_format(state.resets_at.astimezone(tz).date(), "j F Y"),
-        "zone": tz.key,
-    }
+def exhausted(state: CategoryState) -> Refusal:
+    """The refusal of a request whose category has no room left: used of budget, when it resets."""
+    return Refusal(
+        code="category_spent",
+        category=state.category.slug,
+        name=state.category.name,
+        used=state.used + state.reserved,
+        limit=state.budget,
+        resets_at=state.resets_at,
+        zone=state.category.organisation.time_zone,
+    )
 
 
 def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:
@@ -148,7 +145,7 @@ def ensure_room(category: Category, tokens: int, now: datetime | None = None) ->
     state = state_of(category, now)
     if state.remaining < tokens:
         check_alerts(state, refused=True)
-        raise CategoryExhausted(exhausted_message(state))
+        raise CategoryExhausted(exhausted(state))
 
 
 def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | None = None) -> Category | None:

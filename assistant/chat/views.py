@@ -28,7 +28,7 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
-from assistant.runs import execution, groups, intake
+from assistant.runs import execution, groups, intake, wording
 from assistant.runs.intake import LEVEL_LABELS
 from assistant.runs.models import Conversation, Message, Run
 
@@ -127,42 +127,15 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[intake.Ask, d
     return ask, values
 
 
-def _refusal(org: Organisation, ask: intake.Ask) -> str | None:
-    """The reasons the user can act on, in their language, before the policy's own checks."""
-    if not ask.text:
-        return _("Write a message first.")
-    catalogue = snapshot.catalogue()
-    allowed = policy_for(org).allowed_ids(catalogue)
-    if ask.model not in allowed:
-        return _("The model '%(model)s' is not allowed here. Allowed models: %(allowed)s.") % {
-            "model": ask.model,
-            "allowed": ", ".join(allowed) or _("none"),
-        }
-    others = [r for r in ask.resources if r != "agents"]
-    if "agents" in ask.resources and not others:
-        return _(
-            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
-            "an agent with nothing to read would be of no use."
-        )
-    known = set(KnowledgeBase.objects.filter(organisation=org).values_list("slug", flat=True))
-    for r in others:
-        if r.startswith("kb:") and r[3:] not in known:
-            return _("The knowledge base '%(kb)s' does not exist or you may not read it.") % {"kb": r[3:]}
-    return None
-
-
 def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | None, HttpResponse | None]:
     conv = _conversation(request, pk) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     org = organisation_of(request.user)
     status = 400
     try:
-        refusal = _refusal(org, ask)
-        if refusal is not None:
-            raise RequestRefused(refusal)
         return intake.create_run(request.user, org, conv, ask), None
     except RequestRefused as e:
-        error = str(e)
+        error = wording.refusal_text(e.refusal)
     except Exception:
         # Never a stack trace in the page: the reason in plain words, and the message kept.
         log.exception("could not start a run")

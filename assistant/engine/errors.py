@@ -17,13 +17,20 @@ EngineError
 
 from __future__ import annotations
 
+from .refusals import Refusal
+
 
 class EngineError(Exception):
     """Base of every error the engine raises on purpose."""
 
 
 class RequestRefused(EngineError):
-    """The request breaks the organisation's policy; the message says why, in plain words."""
+    """The request is refused before it starts: ``refusal`` says why as data (a code and its parameters),
+    the message in English."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.english())
+        self.refusal = refusal
 
 
 class ModelError(EngineError):

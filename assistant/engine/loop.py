@@ -29,7 +29,9 @@ from .events import (
 )
 from .outcomes import AgentOutcome
 from .policy import Plan, RunRequest, plan_request
+from .refusals import Refusal
 from .runtime import RunContext
+from .scope import KB_PREFIX
 from .tokens import prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
 from .types import Message, ModelRequest, ToolCall
@@ -60,7 +62,7 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     plan = plan_request(request, ctx.catalogue, ctx.policy)
     for kb in plan.scope.knowledge_bases:
         if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
-            raise RequestRefused(f"The knowledge base '{kb}' does not exist or you may not read it.")
+            raise RequestRefused(Refusal(code="knowledge_base_not_found", resource=KB_PREFIX + kb))
     return await _MainLoop(request, ctx, plan).run()
 
 

@@ -1,19 +1,22 @@
-"""What statuses, causes and resources say, in the reader's language: written once, for every page.
+"""What statuses, causes, refusals and resources say, in the reader's language: written once, for every page.
 
-The engine says why with data (``engine.causes.Cause``: a code and its numbers); these functions
-word it with gettext, in the active language: the chat page (presenters), the usage page, scheduled
-tasks. The API reads the English (``Cause.english``, under English activation where it words a
-refusal) and a stable code.
+The engine says why with data (``engine.causes.Cause``, ``engine.refusals.Refusal``: a code and its numbers);
+these functions word it with gettext, in the active language: the chat page (presenters), the usage page,
+scheduled tasks. The API words a refusal with ``refusal_text`` under English, next to its stable code, and
+gives a cause's English (``Cause.english``) with its code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from zoneinfo import ZoneInfo
 
+from django.utils import formats
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from assistant.engine.causes import Cause
+from assistant.engine.refusals import Refusal
 from assistant.engine.scope import KB_PREFIX
 
 
@@ -30,9 +33,7 @@ def status_text(status: str) -> str:
 
 
 def _number(value: float | None) -> str:
-    from django.utils.formats import number_format
-
-    return "?" if value is None else number_format(round(value), 0, force_grouping=True)
+    return "?" if value is None else formats.number_format(round(value), 0, force_grouping=True)
 
 
 def cause_text(cause: Cause) -> str:
@@ -109,3 +110,66 @@ def resource_text(resource: str, base_names: Mapping[str, str]) -> str:
         return base_names.get(slug, slug)
     words = {"web": _("Web"), "code": _("Code"), "agents": _("Agents")}
     return words.get(resource, resource)
+
+
+def refusal_text(refusal: Refusal) -> str:
+    """Why a request is refused, as a sentence the reader can act on."""
+    match refusal.code:
+        case "empty_message":
+            return _("Write a message first.")
+        case "model_not_found":
+            return _("The model '%(model)s' does not exist or is not allowed here. Allowed models: %(allowed)s.") % {
+                "model": refusal.model,
+                "allowed": ", ".join(refusal.allowed) or _("none"),
+            }
+        case "model_not_allowed":
+            return _("The model '%(model)s' is not allowed here. Allowed models: %(allowed)s.") % {
+                "model": refusal.model,
+                "allowed": ", ".join(refusal.allowed) or _("none"),
+            }
+        case "unknown_level":
+            return _("Unknown reasoning level '%(level)s'.") % {"level": refusal.level}
+        case "unknown_resource":
+            return _("Unknown resource '%(resource)s': use kb:<slug>, web, code or agents.") % {
+                "resource": refusal.resource
+            }
+        case "agents_need_resource":
+            return _(
+                "The agents tool needs at least one other resource (a knowledge base, the web or code): "
+                "an agent with nothing to read would be of no use."
+            )
+        case "knowledge_base_not_found":
+            return _("The knowledge base '%(kb)s' does not exist or you may not read it.") % {
+                "kb": (refusal.resource or "").removeprefix(KB_PREFIX)
+            }
+        case "resource_unavailable":
+            return _("%(resource)s is not available on this server.") % {
+                "resource": resource_text(refusal.resource or "", {})
+            }
+        case "no_categories":
+            return _("This organisation has no task categories: send the request without one.")
+        case "unknown_category":
+            return _("The category “%(slug)s” does not exist here. Categories: %(known)s.") % {
+                "slug": refusal.category,
+                "known": ", ".join(refusal.allowed),
+            }
+        case "category_spent":
+            return _(
+                "The category “%(name)s” has reached its monthly budget (%(used)s of %(budget)s tokens used or in "
+                "use). It resets on %(date)s at midnight (%(zone)s). Only an admin can raise it in the meantime."
+            ) % {
+                "name": refusal.name or refusal.category,
+                "used": formats.number_format(refusal.used or 0, force_grouping=True),
+                "budget": formats.number_format(refusal.limit or 0, force_grouping=True),
+                "date": _reset_day(refusal),
+                "zone": refusal.zone or "UTC",
+            }
+        case "owner_left":
+            return _("The task's owner is no longer a member of the organisation.")
+
+
+def _reset_day(refusal: Refusal) -> str:
+    if refusal.resets_at is None:
+        return "?"
+    when = refusal.resets_at.astimezone(ZoneInfo(refusal.zone or "UTC"))
+    return formats.date_format(when.date(), "j F Y")

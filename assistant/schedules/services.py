@@ -18,6 +18,7 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
+from assistant.engine.refusals import Refusal
 from assistant.orgs.models import Membership
 from assistant.runs import intake
 from assistant.runs.models import Conversation, Run
@@ -80,7 +81,7 @@ def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | N
         return None
     try:
         if not Membership.objects.filter(organisation=task.organisation, user=task.owner).exists():
-            raise RequestRefused("The task's owner is no longer a member of the organisation.")
+            raise RequestRefused(Refusal(code="owner_left"))
         with transaction.atomic():
             when = timezone.localtime(timezone.now(), timezone=zoneinfo.ZoneInfo(task.organisation.time_zone))
             title = f"{task.name} — {when:%Y-%m-%d %H:%M}"
@@ -90,6 +91,6 @@ def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | N
             run = intake.create_run(task.owner, task.organisation, conversation, ask_of(task))
             Execution.objects.create(task=task, run=run)
     except RequestRefused as e:
-        Execution.objects.create(task=task, refused=str(e))
+        Execution.objects.create(task=task, refused=e.refusal.model_dump_json())  # worded when shown
         return None
     return run, float(task.cost_cap_eur)

@@ -1,0 +1,86 @@
+"""Why a request is refused before it starts: a code and its parameters, not a sentence.
+
+The one request check (``runs.intake``, with ``policy.plan_request`` and ``loop.run_chat`` for what the
+engine itself checks) raises ``RequestRefused`` carrying a ``Refusal``; the page, the API and scheduled
+tasks word it in their reader's language (``runs.wording.refusal_text``), the API with a stable code.
+``Refusal.english`` is the engine's own English (logs, a refusal met where no reader is).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, TypeAlias
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict
+
+RefusalCode: TypeAlias = Literal[
+    "empty_message",  # no text to answer
+    "model_not_found",  # ``model``, ``allowed``: not in the catalogue
+    "model_not_allowed",  # ``model``, ``allowed`` (the models it allows): the organisation or the key does not allow it
+    "unknown_level",  # ``level``
+    "unknown_resource",  # ``resource``: not kb:<slug>, web, code or agents
+    "agents_need_resource",  # agents asked for with nothing for them to read
+    "knowledge_base_not_found",  # ``resource`` (kb:<slug>): none such, or not readable here
+    "resource_unavailable",  # ``resource`` (web or code): not configured on this server
+    "no_categories",  # ``category`` named while the organisation has none
+    "unknown_category",  # ``category``, ``allowed`` (the organisation's categories)
+    "category_spent",  # ``category`` (its slug), ``name``, ``used``, ``limit`` (tokens), ``resets_at`` in ``zone``
+    "owner_left",  # a scheduled task whose owner is no longer a member
+]
+
+
+class Refusal(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    code: RefusalCode
+    model: str | None = None
+    allowed: tuple[str, ...] = ()
+    level: str | None = None
+    resource: str | None = None
+    category: str | None = None
+    name: str | None = None
+    used: int | None = None
+    limit: int | None = None
+    resets_at: datetime | None = None
+    zone: str | None = None
+
+    def english(self) -> str:
+        match self.code:
+            case "empty_message":
+                return "Write a message first."
+            case "model_not_found":
+                return (
+                    f"The model '{self.model}' does not exist or is not allowed here. "
+                    f"Allowed models: {', '.join(self.allowed) or 'none'}."
+                )
+            case "model_not_allowed":
+                return f"The model '{self.model}' is not allowed here. Allowed models: {', '.join(self.allowed) or 'none'}."
+            case "unknown_level":
+                return f"Unknown reasoning level '{self.level}'."
+            case "unknown_resource":
+                return f"Unknown resource '{self.resource}': use kb:<slug>, web, code or agents."
+            case "agents_need_resource":
+                return (
+                    "The agents tool needs at least one other resource (a knowledge base, the web or code): "
+                    "an agent with nothing to read would be of no use."
+                )
+            case "knowledge_base_not_found":
+                return f"The knowledge base '{(self.resource or '').removeprefix('kb:')}' does not exist or you may not read it."
+            case "resource_unavailable":
+                return f"'{self.resource}' is not available on this server."
+            case "no_categories":
+                return "This organisation has no task categories: send the request without one."
+            case "unknown_category":
+                return f"The category '{self.category}' does not exist here. Categories: {', '.join(self.allowed)}."
+            case "category_spent":
+                text = (
+                    f"The category '{self.name or self.category}' has reached its monthly budget "
+                    f"({self.used or 0:,} of {self.limit or 0:,} tokens used or in use)."
+                )
+                if self.resets_at is not None:
+                    day = self.resets_at.astimezone(ZoneInfo(self.zone or "UTC"))
+                    text += f" It resets on {day.day} {day:%B %Y} at midnight ({self.zone or 'UTC'})."
+                return text
+            case "owner_left":
+                return "The task's owner is no longer a member of the organisation."
