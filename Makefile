@@ -38,7 +38,7 @@ test: install
 	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e
 	# The browser tests run in their own process: Playwright's sync API keeps an event loop running.
 	DATABASE_URL= $(BIN)/python -m pytest tests/e2e
-	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/knowledge tests/budgets
+	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres --ignore=tests/e2e --ignore=tests/scale tests
 	# Scaled out: its own test database, Redis keys and real Celery worker processes (tests/scale/conftest.py).
 	DATABASE_URL=$(PG_TEST_URL) $(BIN)/python -m pytest -m postgres tests/scale
 

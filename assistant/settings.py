@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "ninja",  # the API's OpenAPI pages (/v1/docs)
     "assistant.orgs",
     "assistant.knowledge",
+    "assistant.connectors",
     "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
@@ -60,6 +61,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    # Before anything reads a body: one over the limit is refused in the caller's format (413).
+    "assistant.api.middleware.request_limits",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -232,6 +235,10 @@ KB_EXTRACT_MAX_TEXT_CHARS = int(os.environ.get("KB_EXTRACT_MAX_TEXT_CHARS", "100
 KB_EXTRACT_MAX_PAGES = int(os.environ.get("KB_EXTRACT_MAX_PAGES", "2000"))
 KB_EXTRACT_WORKERS = int(os.environ.get("KB_EXTRACT_WORKERS", "2"))
 KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900"))
+# A request's body (files uploaded to a knowledge base excepted): over it, 413 (API) or a refusal next to the form.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(float(os.environ.get("MAX_REQUEST_BODY_MB", "4")) * 1024 * 1024)
+# The most messages one API request may carry (400 above).
+API_MAX_MESSAGES = int(os.environ.get("API_MAX_MESSAGES", "500"))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).
@@ -242,6 +249,16 @@ WEB_FETCH_ALLOWED_HOSTS = [
 ]
 WEB_TIMEOUT_SECONDS = float(os.environ.get("WEB_TIMEOUT_SECONDS", "15"))
 WEB_FETCH_MAX_MB = float(os.environ.get("WEB_FETCH_MAX_MB", "5"))
+
+# Connectors (MCP servers an admin registers as mcp:<name>): their addresses pass the same guard as
+# web_fetch; CONNECTOR_ALLOWED_HOSTS (comma-separated, host = ports 80/443, host:port = that port)
+# lists internal servers. Each call is bounded in seconds and its result in characters. Header
+# values come from environment variables named CONNECTOR_… that the admin names in the form.
+CONNECTOR_ALLOWED_HOSTS = [
+    h.strip().lower() for h in os.environ.get("CONNECTOR_ALLOWED_HOSTS", "").split(",") if h.strip()
+]
+CONNECTOR_TIMEOUT_SECONDS = float(os.environ.get("CONNECTOR_TIMEOUT_SECONDS", "20"))
+CONNECTOR_MAX_CHARS = int(os.environ.get("CONNECTOR_MAX_CHARS", "20000"))
 # run_code: Python in a sandboxed child process (see README); off unless enabled.
 RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
 RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))

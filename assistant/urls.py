@@ -17,6 +17,7 @@ urlpatterns = [
     path("v1/", api.urls),
     path("kb/", include("assistant.knowledge.urls")),
     path("settings/", include("assistant.orgs.urls")),
+    path("settings/", include("assistant.connectors.urls")),
     path("tasks/", include("assistant.schedules.urls")),
     path("settings/", include("assistant.budgets.urls")),
     path("", include("assistant.chat.urls")),

@@ -25,8 +25,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.catalogue import snapshot
+from assistant.engine.cancel import STOP_CAUSES
 from assistant.engine.errors import RequestRefused
-from assistant.engine.events import ErrorEvent, StoppedEvent
+from assistant.engine.events import StoppedEvent
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
@@ -37,7 +38,7 @@ from assistant.runs.models import Conversation, Message, Run
 from assistant.runs.steps import events_of
 
 from . import limits
-from .errors import ApiError, error_response, refusal_error
+from .errors import CODES, ApiError, error_response, refusal_error
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -46,6 +47,7 @@ from .schemas import (
     ModelList,
     ModelOut,
     OutputMessage,
+    RequestWarning,
     RunOut,
     errors_schema,
 )
@@ -120,22 +122,51 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResp
 
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
-    first: dict[str, Any] = exc.errors[0] if exc.errors else {}
-    where = [str(part) for part in first.get("loc", ()) if part not in ("body", "payload")]
+    errors: list[dict[str, Any]] = list(exc.errors)
+    # A union (a message's content: text or parts) reports each branch: the one that says most comes first.
+    errors.sort(key=lambda e: (0 if str(e.get("type", "")).startswith("value_error") else 1, -len(e.get("loc", ()))))
+    first = errors[0] if errors else {}
+    param = _param(first.get("loc", ()))
     message = str(first.get("msg", "invalid body")).removeprefix("Value error, ")
-    param = ".".join(where) or None
-    text = f"Invalid body: {param}: {message}" if param else f"Invalid body: {message}"
-    return error_response(ApiError(422, "invalid_body", text, param=param))
+    if param is None and first.get("type") in ("model_type", "dict_type", "model_attributes_type"):
+        message = "send a JSON object"
+    text = f"Invalid parameter {param}: {message}." if param else f"Invalid body: {message}."
+    return error_response(ApiError(400, "invalid_body", text, param=param))
+
+
+def _param(loc: Any) -> str | None:
+    """pydantic's location as OpenAI names a parameter: ``messages[3].content``."""
+    param = ""
+    for part in loc:
+        if part in ("body", "payload") and not param:
+            continue
+        if isinstance(part, int):
+            param += f"[{part}]"
+        elif "[" in str(part) or str(part) in ("str", "int", "list", "none", "bool"):
+            continue  # a union's branch (``str``, ``list[TextPart]``), not a parameter
+        else:
+            param += f".{part}" if param else str(part)
+    return param or None
 
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    return error_response(ApiError(exc.status_code, "invalid_request", str(exc)))
+    if exc.status_code == 400:  # django-ninja could not read the body
+        return error_response(ApiError(400, "invalid_json", "The body is not valid JSON: send a JSON object."))
+    code = next((c for c, (status, _when) in CODES.items() if status == exc.status_code), "server_error")
+    return error_response(ApiError(CODES[code][0], code, str(exc)))
 
 
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(ApiError(404, "not_found", str(exc) or "Not found."))
+
+
+@api.exception_handler(Exception)
+def _fault(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # A fault of the server, not of the request: logged with its traceback, answered without it.
+    log.exception("API request failed: %s %s", request.method, request.path)
+    return error_response(ApiError(500, "server_error", "The server failed to answer this request; it is logged."))
 
 
 # Models ---------------------------------------------------------------------------------------------
@@ -179,6 +210,36 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 # Chat completions -----------------------------------------------------------------------------------
 
 
+def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
+    """What of the request the run will not do: said in the response, never dropped silently."""
+    if "agents" not in body.tools_enabled:
+        return []
+    catalogue = snapshot.catalogue()
+    policy = policy_for(key.organisation, key)
+    level = body.reasoning_level
+    rounds = policy.levels[level].agent_rounds if level is not None else policy.default_agent_rounds
+    named = (level or "approfondi").capitalize()  # the levels' names are the product's words
+    if rounds == 0:
+        used = f"at {named}" if level is not None else f"without a level (the {named} settings apply)"
+        return [
+            RequestWarning(
+                code="agents_off_at_level",
+                message=f"Agents are off {used}: its agent round budget is 0. The main model answers alone.",
+                param="tools_enabled",
+            )
+        ]
+    if not catalogue.cheaper_than(body.model, policy.allowed_ids(catalogue), policy.cheaper_factor):
+        return [
+            RequestWarning(
+                code="agents_without_cheaper_model",
+                message=f"Agents are off: no model this key may use is at least {policy.cheaper_factor:g} times "
+                f"cheaper than {body.model}. The main model answers alone.",
+                param="tools_enabled",
+            )
+        ]
+    return []
+
+
 def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
     """The run of a request, checked by the one request check (``intake``) before anything is kept."""
     org = key.organisation
@@ -207,19 +268,25 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
         raise refusal_error(e.refusal) from e
 
 
-def _reason(run: Run) -> tuple[str, str | None]:
-    """Why the run stopped or failed: in English, and as its stable code (None for a run saved before codes)."""
-    if run.status not in ("error", "stopped"):
-        return "", None
-    kind = ErrorEvent if run.status == "error" else StoppedEvent
-    said = [e for e in events_of(run.steps.filter(kind=kind.model_fields["kind"].default)) if isinstance(e, kind)]
-    cause = said[-1].cause if said else None
+# A stopped run's cause as the API's ``reason_code`` names it (``engine.cancel``'s stop causes).
+STOP_CODES = {code: cause for cause, code in STOP_CAUSES.items()}
+
+
+def _reason(run: Run) -> tuple[str, str]:
+    """Why the run stopped or failed, in English, and its ``reason_code``: the stop's cause (``user``, ``budget``,
+    ``cost_cap``), ``error`` for a failed run, empty when it ended ok."""
     if run.status == "error":
-        return run.error, cause.code if cause is not None else None
-    return (said[-1].message if said else ""), cause.code if cause is not None else None
+        return run.error, "error"
+    if run.status != "stopped":
+        return "", ""
+    stopped = next((e for e in events_of(run.steps.filter(kind="stopped")) if isinstance(e, StoppedEvent)), None)
+    if stopped is None:
+        return "", "user"
+    code = STOP_CODES.get(stopped.cause.code, "user") if stopped.cause is not None else "user"
+    return stopped.message, code
 
 
-def _completion(run_id: uuid.UUID) -> ChatCompletion:
+def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatCompletion:
     run = Run.objects.get(pk=run_id)
     trace = trace_of(run.steps.all(), run.usage, run.sources)
     reason, reason_code = _reason(run)
@@ -232,6 +299,7 @@ def _completion(run_id: uuid.UUID) -> ChatCompletion:
         status=run.status,  # type: ignore[arg-type]
         reason=reason,
         reason_code=reason_code,
+        warnings=warnings,
         **trace.model_dump(),
     )
 
@@ -240,7 +308,7 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
+async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning]) -> AsyncIterator[str]:
     """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
     base = {
         "id": f"chatcmpl-{run.pk.hex}",
@@ -255,6 +323,7 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
                 **base,
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
                 "run_id": str(run.pk),
+                "warnings": [w.model_dump() for w in warnings],
             }
         )
         async for item in follower.items():
@@ -267,10 +336,11 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
                 yield _sse({**base, "choices": [], "event": data})
     finally:
         await follower.close()
-    done = await sync_to_async(_completion)(run.pk)
+    done = await sync_to_async(_completion)(run.pk, warnings)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
-        mode="json", include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason", "reason_code"}
+        mode="json",
+        include={"usage", "steps", "rounds", "sources", "run_id", "status", "reason", "reason_code", "warnings"},
     )
     yield _sse({**base, "choices": [], **final})
     yield "data: [DONE]\n\n"
@@ -278,16 +348,18 @@ async def _stream(run: Run, follower: RunFollower) -> AsyncIterator[str]:
 
 @api.post(
     "/chat/completions",
-    response={200: ChatCompletion, **errors_schema(400, 401, 403, 404, 422, 429)},
+    response={200: ChatCompletion, **errors_schema(400, 401, 403, 404, 413, 429)},
     summary="Create a chat completion (a run)",
     description=STREAM_DESCRIPTION,
 )
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
-    run = await sync_to_async(_create)(_key(request), body)
+    key = _key(request)
+    run = await sync_to_async(_create)(key, body)
+    warnings = await sync_to_async(_warnings)(key, body)
     follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
     execution.launch(run.pk)
     if body.stream:
-        response = StreamingHttpResponse(_stream(run, follower), content_type="text/event-stream")
+        response = StreamingHttpResponse(_stream(run, follower, warnings), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -296,7 +368,7 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
             pass
     finally:
         await follower.close()
-    return await sync_to_async(_completion)(run.pk)
+    return await sync_to_async(_completion)(run.pk, warnings)
 
 
 # Runs -------------------------------------------------------------------------------------------------
@@ -310,7 +382,7 @@ def _run_of(key: ApiKey, run_id: str) -> Run:
         pk = None
     run = Run.objects.filter(pk=pk, organisation=key.organisation, api_key__isnull=False).first() if pk else None
     if run is None:
-        raise ApiError(404, "run_not_found", f"No run '{run_id}' here.", param="run_id")
+        raise ApiError(404, "run_not_found", f"No run '{run_id[:100]}' here.", param="run_id")
     return run
 
 

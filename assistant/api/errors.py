@@ -1,4 +1,7 @@
-"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with a fitting status.
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's statuses.
+
+``CODES`` is every ``code`` the API answers with, its status and when: ``ApiError`` takes only
+those, and a test checks README's error table against it.
 
 A refused request (``RequestRefused``, from the one request check ``runs.intake.check``) becomes one with
 ``refusal_error``: its status, a stable ``code`` and its ``param`` by the refusal's code (``REFUSALS``), the
@@ -7,10 +10,10 @@ message worded once (``runs.wording.refusal_text``) in English.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from django.http import JsonResponse
-from django.utils import timezone, translation
+from django.utils import translation
 
 from assistant.engine.refusals import Refusal, RefusalCode
 from assistant.runs import wording
@@ -21,8 +24,50 @@ TYPES = {
     401: "invalid_request_error",
     403: "permission_error",
     404: "invalid_request_error",
-    422: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
     429: "insufficient_quota",
+    500: "server_error",
+}
+
+# code -> (status, when): the README's error table says the same.
+CODES: Final[dict[str, tuple[int, str]]] = {
+    "invalid_json": (400, "the body is not a JSON object"),
+    "invalid_body": (
+        400,
+        "an invalid parameter (`param` names it, e.g. `messages[3].content`): a wrong type, an unknown role or "
+        "resource, `stream` not a boolean, an unknown `reasoning_level`, a lone surrogate or a control character "
+        "in a message, messages that do not end with a non-empty user message, more messages than `API_MAX_MESSAGES`",
+    ),
+    "agents_without_resource": (400, "`agents` without another resource"),
+    "context_window_exceeded": (
+        400,
+        "the first call cannot fit the model's context window: `tokens` and `context_window` in the body, "
+        "`param` `messages`",
+    ),
+    "resource_unavailable": (400, "`web` or `code` not set up on this server"),
+    "unknown_category": (400, "a `category` the organisation does not have"),
+    "request_refused": (400, "the organisation's policy refuses the request (the message says why)"),
+    "invalid_api_key": (401, "a missing, unknown or revoked key"),
+    "expired_api_key": (401, "an expired key, or a rotated one past its grace period"),
+    "model_not_allowed": (403, "a model the key may not use (the message lists those it may)"),
+    "model_not_found": (404, "an unknown model"),
+    "knowledge_base_not_found": (404, "an unknown knowledge base (another organisation's is unknown)"),
+    "connector_not_found": (404, "an unknown or disabled connector (another organisation's is unknown)"),
+    "run_not_found": (404, "an unknown run, or one this key may not see"),
+    "not_found": (404, "no such endpoint"),
+    "method_not_allowed": (405, "a method the endpoint does not take (`Allow` lists those it does)"),
+    "body_too_large": (413, "a body over `MAX_REQUEST_BODY_MB`"),
+    "category_budget_exhausted": (
+        429,
+        "the category cannot take the request's first call (reserved at intake, before any response starts, "
+        "streamed or not; nothing is saved): the message gives its true share; `resets_at` in the body; when the "
+        "month is spent, `Retry-After` is the seconds to its end and `x-should-retry: false`; when running requests "
+        "hold the rest, `Retry-After: 5` and `x-should-retry: true`",
+    ),
+    "rate_limit_exceeded": (429, "the key is over its requests per minute (type `requests`, `Retry-After`)"),
+    "too_many_failed_keys": (429, "too many invalid keys from this address lately (type `requests`, `Retry-After`)"),
+    "server_error": (500, "a fault of the server (logged), never a bad request"),
 }
 
 
@@ -41,6 +86,8 @@ class ApiError(Exception):
         **extra: Any,
     ) -> None:
         super().__init__(message)
+        if CODES.get(code, (None,))[0] != status:
+            raise ValueError(f"'{code}' with {status} is not in api.errors.CODES")
         self.status = status
         self.code = code
         self.message = message
@@ -67,30 +114,39 @@ def error_response(error: ApiError, headers: dict[str, str] | None = None) -> Js
     return response
 
 
-# Each refusal's status, its code in the API (stable: the codes it had before refusals were data) and its param.
+# Each refusal's status, its code in the API (one of ``CODES``, stable) and its param.
 REFUSALS: dict[RefusalCode, tuple[int, str, str | None]] = {
-    "empty_message": (400, "empty_message", "messages"),
+    "empty_message": (400, "invalid_body", "messages"),
     "model_not_found": (404, "model_not_found", "model"),
     "model_not_allowed": (403, "model_not_allowed", "model"),
-    "unknown_level": (400, "unknown_level", "reasoning_level"),
-    "unknown_resource": (400, "unknown_resource", "tools_enabled"),
+    "unknown_level": (400, "invalid_body", "reasoning_level"),
+    "unknown_resource": (400, "invalid_body", "tools_enabled"),
     "agents_need_resource": (400, "agents_without_resource", "tools_enabled"),
     "knowledge_base_not_found": (404, "knowledge_base_not_found", "tools_enabled"),
+    "connector_not_found": (404, "connector_not_found", "tools_enabled"),
     "resource_unavailable": (400, "resource_unavailable", "tools_enabled"),
     "no_categories": (400, "unknown_category", "category"),
     "unknown_category": (400, "unknown_category", "category"),
     "category_spent": (429, "category_budget_exhausted", "category"),
+    "category_busy": (429, "category_budget_exhausted", "category"),
     "owner_left": (400, "request_refused", None),
+    "context_too_long": (400, "context_window_exceeded", "messages"),
 }
 
 
 def refusal_error(refusal: Refusal) -> ApiError:
-    """A refused request as the API answers it; a spent category says when it resets (and not to retry before)."""
+    """A refused request as the API answers it. A spent month says when it resets and not to retry before it;
+    a category that running requests fill may be retried in a few seconds; a request over the window says its size."""
     status, code, param = REFUSALS[refusal.code]
     with translation.override("en"):
         message = wording.refusal_text(refusal)
     extra: dict[str, Any] = {}
-    if refusal.resets_at is not None:
-        seconds = max(0, int((refusal.resets_at - timezone.now()).total_seconds()))
-        extra = {"resets_at": refusal.resets_at.isoformat(), "retry_after": str(seconds)}
+    if refusal.code in ("category_spent", "category_busy"):
+        if refusal.resets_at is not None:
+            extra["resets_at"] = refusal.resets_at.isoformat()
+        if refusal.retry_after is not None:
+            extra["retry_after"] = str(refusal.retry_after)
+        return ApiError(status, code, message, param=param, retry=refusal.code == "category_busy", **extra)
+    if refusal.code == "context_too_long":
+        extra = {"tokens": refusal.used, "context_window": refusal.limit}
     return ApiError(status, code, message, param=param, **extra)

@@ -11,19 +11,38 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-from assistant.engine.policy import Level
+from assistant.engine.policy import LEVELS, Level
 
-RESOURCE = re.compile(r"^(kb:[\w-]+|web|code|agents)$")
+RESOURCE = re.compile(r"^(kb:[\w-]+|mcp:[\w-]+|web|code|agents)$")
+# C0 and C1 controls but tab, line feed and carriage return; lone UTF-16 surrogates (no text can hold one).
+NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+# Level names in any case, and their English names.
+LEVEL_NAMES: dict[str, Level] = {
+    **{lv: lv for lv in LEVELS},
+    "fast": "rapide",
+    "deep": "approfondi",
+    "thorough": "approfondi",
+    "maximum": "maximal",
+}
 
 
 # Requests -----------------------------------------------------------------------------------------
 
 
-def _without_nul(text: str) -> str:
-    # A NUL character is no text (PostgreSQL refuses it in a text column): dropped, as from documents.
-    return text.replace("\x00", "")
+def _text(value: str) -> str:
+    """A message's text, refused when it holds what no text holds (stored, it would fail or be lost)."""
+    found = NOT_TEXT.search(value)
+    if found is not None:
+        char = found.group()
+        raise ValueError(
+            f"the text holds {'a lone surrogate' if 0xD800 <= ord(char) <= 0xDFFF else 'a control character'} "
+            f"U+{ord(char):04X} at character {found.start()}: send text (tab, line feed and carriage return are "
+            "the only controls taken)"
+        )
+    return value
 
 
 class TextPart(BaseModel):
@@ -33,7 +52,7 @@ class TextPart(BaseModel):
     @field_validator("text")
     @classmethod
     def _text(cls, value: str) -> str:
-        return _without_nul(value)
+        return _text(value)
 
 
 class InputMessage(BaseModel):
@@ -47,7 +66,7 @@ class InputMessage(BaseModel):
     @field_validator("content")
     @classmethod
     def _content(cls, value: str | list[TextPart] | None) -> str | list[TextPart] | None:
-        return _without_nul(value) if isinstance(value, str) else value
+        return _text(value) if isinstance(value, str) else value
 
     @property
     def text(self) -> str:
@@ -74,42 +93,72 @@ class ChatCompletionRequest(BaseModel):
         },
     )
 
-    model: str
-    messages: list[InputMessage] = Field(min_length=1)
-    stream: bool = False
+    model: str = Field(max_length=200)
+    messages: list[InputMessage] = Field(
+        min_length=1, description="Text messages ending with the user's question; at most API_MAX_MESSAGES (500)."
+    )
+    stream: StrictBool = False
     tools_enabled: list[str] = Field(
         default_factory=list,
-        description="The request's resources: `kb:<slug>` (a knowledge base), `web`, `code`, `agents` (delegation, "
-        "with at least one other resource).",
+        max_length=100,
+        description="The request's resources: `kb:<slug>` (a knowledge base), `mcp:<name>` (a connector), `web`, "
+        "`code`, `agents` (delegation, with at least one other resource).",
     )
     reasoning_level: Level | None = Field(
         default=None,
-        description="rapide, standard, approfondi or maximal; below approfondi `agents` is ignored; without a "
-        "level, `agents` is honoured with the default budget.",
+        description="rapide, standard, approfondi or maximal, in any case (also fast, deep, maximum); below "
+        "approfondi, or where the organisation's agent round budget is 0, `agents` is off (the response's `warnings` "
+        "says so); without a level, `agents` is honoured with the default budget.",
     )
-    category: str = Field(default="", description="The task category's slug; empty for the organisation's default.")
+    category: str = Field(
+        default="", max_length=100, description="The task category's slug; empty for the organisation's default."
+    )
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _not_too_many(cls, value: Any) -> Any:
+        most = settings.API_MAX_MESSAGES
+        if isinstance(value, list) and len(value) > most:
+            raise ValueError(f"{len(value)} messages: at most {most} in one request (API_MAX_MESSAGES)")
+        return value
+
+    @field_validator("messages")
+    @classmethod
+    def _ends_with_the_question(cls, value: list[InputMessage]) -> list[InputMessage]:
+        last = value[-1]
+        if last.role != "user" or not last.text.strip():
+            raise ValueError("the messages must end with a non-empty user message")
+        return value
+
+    @field_validator("reasoning_level", mode="before")
+    @classmethod
+    def _level(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return LEVEL_NAMES.get(value.strip().lower(), value)
+        return value
 
     @field_validator("tools_enabled")
     @classmethod
     def _resources(cls, value: list[str]) -> list[str]:
         for resource in value:
             if not RESOURCE.match(resource):
-                raise ValueError(f"unknown resource '{resource}': use kb:<slug>, web, code or agents")
+                raise ValueError(f"unknown resource {resource!r}: use kb:<slug>, mcp:<name>, web, code or agents")
         return list(dict.fromkeys(value))
 
     @field_validator("category")
     @classmethod
     def _category(cls, value: str) -> str:
-        if "\x00" in value:
-            raise ValueError("a category's slug has no NUL character")
+        if NOT_TEXT.search(value):
+            raise ValueError("a category's slug holds no control character")
         return value
 
-    @model_validator(mode="after")
-    def _ends_with_the_question(self) -> ChatCompletionRequest:
-        last = self.messages[-1]
-        if last.role != "user" or not last.text.strip():
-            raise ValueError("the messages must end with a non-empty user message")
-        return self
+
+class RequestWarning(BaseModel):
+    """Something of the request the run does not do, and why (the run goes on without it)."""
+
+    code: Literal["agents_off_at_level", "agents_without_cheaper_model"]
+    message: str
+    param: str | None = None
 
 
 # Steps, rounds, usage, sources --------------------------------------------------------------------
@@ -142,6 +191,21 @@ class ToolStep(BaseModel):
     sources: list[SourceOut] = Field(default_factory=list)
 
 
+class ModelCallFailedStep(BaseModel):
+    """A model call that failed: refused by the provider with an HTTP error (``billed`` false: it cost nothing)
+    or cut after it was sent (a broken stream, a timeout: billed, estimated when the provider reported nothing)."""
+
+    type: Literal["model_call_failed"] = "model_call_failed"
+    round: int
+    model: str
+    error_kind: str = Field(
+        description="rate_limited, server_error, bad_request, authentication, unreachable, timeout or broken_stream"
+    )
+    billed: bool
+    status: int | None = Field(default=None, description="The provider's HTTP status, when it answered with one.")
+    message: str = ""
+
+
 class ModelUsageOut(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
@@ -149,6 +213,10 @@ class ModelUsageOut(BaseModel):
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     cost_eur: float = 0.0
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     energy_wh: float | None = Field(default=None, description="Null when the model has no carbon data.")
     carbon_g: float | None = Field(default=None, description="Grams CO2e; null when the model has no carbon data.")
 
@@ -163,14 +231,17 @@ class UsageOut(BaseModel):
     energy_wh: float = 0.0
     carbon_g: float = 0.0
     carbon_estimated: bool = Field(default=False, description="False when some model had no carbon data.")
+    tokens_estimated: int = Field(
+        default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
+    )
+    failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
     by_model: dict[str, ModelUsageOut] = Field(default_factory=dict)
 
 
-REASON_CODE_DESCRIPTION = (
-    "Why, as a stable code: `stopped_by_user`, `category_budget`, `cost_cap` (stopped); `model_error`, `tool_failed`, "
-    "`process_died`, `not_taken`, `not_queued`, `server_stopped`, `refused`, `unexpected` (error); for an agent also "
-    "`rounds`, `tokens`, `seconds`, `output_cut` (interrupted), `invalid_result`, `no_result`, `run_ended`. Null when "
-    "it ended ok, or for a run saved before codes existed."
+AGENT_REASON_CODE_DESCRIPTION = (
+    "Why the agent ended as it did, as a stable code: `rounds`, `tokens`, `seconds`, `output_cut` (interrupted); "
+    "`stopped_by_user`, `category_budget`, `cost_cap` (stopped); `model_error`, `tool_failed`, `invalid_result`, "
+    "`no_result`, `run_ended` (error). Null when it simply returned, or for a run saved before codes existed."
 )
 
 
@@ -183,7 +254,7 @@ class AgentOut(BaseModel):
     max_rounds: int
     status: Literal["running", "ok", "interrupted", "stopped", "error"] = "running"
     reason: str = ""
-    reason_code: str | None = Field(default=None, description=REASON_CODE_DESCRIPTION)
+    reason_code: str | None = Field(default=None, description=AGENT_REASON_CODE_DESCRIPTION)
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
@@ -191,7 +262,7 @@ class AgentOut(BaseModel):
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)
     forced_landing: bool = False
-    steps: list[ToolStep] = Field(default_factory=list)
+    steps: list[Annotated[ToolStep | ModelCallFailedStep, Field(discriminator="type")]] = Field(default_factory=list)
 
 
 class AgentStep(BaseModel):
@@ -202,7 +273,7 @@ class AgentStep(BaseModel):
     agent: AgentOut
 
 
-Step = Annotated[ToolStep | AgentStep, Field(discriminator="type")]
+Step = Annotated[ToolStep | AgentStep | ModelCallFailedStep, Field(discriminator="type")]
 
 
 class RoundOut(BaseModel):
@@ -226,6 +297,10 @@ STATUS_DESCRIPTION = (
     "cost cap: the answer is what was written until then) or `error` (it failed; `reason` says why)."
 )
 REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
+REASON_CODE_DESCRIPTION = (
+    "Why the run stopped, as a code: `user` (Stop, a cancel), `budget` (its category's month crossed mid-way), "
+    "`cost_cap` (a scheduled task's cap); `error` for a failed run; empty when it ended ok or is running."
+)
 
 
 class Trace(BaseModel):
@@ -264,7 +339,12 @@ class ChatCompletion(Trace):
     run_id: str = Field(description="Follow or cancel the run with /v1/runs/{run_id}.")
     status: EndedStatusOut = Field(description=STATUS_DESCRIPTION)
     reason: str = Field(default="", description=REASON_DESCRIPTION)
-    reason_code: str | None = Field(default=None, description=REASON_CODE_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
+    warnings: list[RequestWarning] = Field(
+        default_factory=list,
+        description="What of the request the run does not do: `agents` at a level whose agent round budget is 0, "
+        "or with no allowed model cheap enough to delegate to. Also in the stream's first chunk.",
+    )
 
 
 class RunOut(Trace):
@@ -280,7 +360,7 @@ class RunOut(Trace):
     stop_requested: bool
     answer: str = Field(description="The answer so far (whole once the run has ended).")
     reason: str = Field(default="", description=REASON_DESCRIPTION)
-    reason_code: str | None = Field(default=None, description=REASON_CODE_DESCRIPTION)
+    reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
 
 
 class ModelOut(BaseModel):

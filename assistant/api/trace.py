@@ -17,6 +17,7 @@ from assistant.engine.events import (
     AgentFinished,
     AgentStarted,
     Event,
+    ModelCallFailed,
     RoundStarted,
     Source,
     ToolResultEvent,
@@ -29,6 +30,7 @@ from .schemas import (
     ActionOut,
     AgentOut,
     AgentStep,
+    ModelCallFailedStep,
     ModelUsageOut,
     RoundOut,
     SourceOut,
@@ -53,6 +55,8 @@ def usage_out(usage: UsageData | Mapping[str, Any] | None) -> UsageOut:
         energy_wh=data.energy_wh,
         carbon_g=data.carbon_g,
         carbon_estimated=data.carbon_estimated,
+        tokens_estimated=data.tokens_estimated,
+        failed_calls=data.failed_calls,
         by_model=by_model,
     )
 
@@ -83,6 +87,8 @@ class TraceBuilder:
         agent_id = e.agent_id
         if isinstance(e, UsageEvent):
             self._count(e)
+        elif isinstance(e, ModelCallFailed):
+            self._failed(e)
         elif isinstance(e, RoundStarted):
             if agent_id is not None:
                 self._agent_rounds[agent_id] = e.round
@@ -153,7 +159,23 @@ class TraceBuilder:
             r.completion_tokens += e.completion_tokens
             r.cached_prompt_tokens += e.cached_prompt_tokens
             r.cost_eur += e.cost_eur
-        self._live_usage.add(e.model, e.part, e.cost_eur, e.impact)
+        self._live_usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated)
+
+    def _failed(self, e: ModelCallFailed) -> None:
+        """A failed model call: a step of its agent (or of the main model), counted in the live usage."""
+        failed = ModelCallFailedStep(
+            round=self._agent_rounds.get(e.agent_id, 0) if e.agent_id else self._round,
+            model=e.model,
+            error_kind=e.error_kind,
+            billed=e.billed,
+            status=e.status,
+            message=e.message,
+        )
+        if e.agent_id is None:
+            self.trace.steps.append(failed)
+        elif e.agent_id in self._agents:
+            self._agents[e.agent_id].steps.append(failed)
+        self._live_usage.failed(e.model)
 
     def _keep(self, sources: list[SourceOut]) -> None:
         for s in sources:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from datetime import date
 from typing import Any
 
 from django import forms
-from django.core.validators import MaxValueValidator
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
@@ -34,6 +34,34 @@ class ThresholdsField(forms.CharField):
         return thresholds
 
 
+# What people put between thousands: spaces (also no-break and thin ones), commas, dots, apostrophes, underscores.
+GROUPED = re.compile(r"^\d{1,3}([ \u00a0\u202f\u2009,.'’_]\d{3})+$")
+
+
+class TokensField(forms.IntegerField):
+    """A number of tokens as people type it: any positive whole number, grouped by thousands or not."""
+
+    widget = forms.TextInput(attrs={"inputmode": "numeric", "autocomplete": "off"})
+    default_error_messages = {
+        "invalid": _("Enter a whole number of tokens, for instance 500000 or 500 000."),
+        "min_value": _("At least 1 token."),
+        "max_value": _("At most %(limit_value)s tokens."),
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["min_value"], kwargs["max_value"] = 1, MAX_BUDGET_TOKENS
+        super().__init__(**kwargs)
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        return {}  # a text input: no min, max or step for the browser to refuse a number with
+
+    def to_python(self, value: Any) -> int | None:
+        text = str(value if value is not None else "").strip()
+        if GROUPED.match(text):
+            text = re.sub(r"\D", "", text)
+        return super().to_python(text)
+
+
 class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]
     """A category of one organisation; its slug is fixed once created (runs keep it)."""
 
@@ -43,18 +71,22 @@ class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]
         model = Category
         fields = ["name", "slug", "monthly_tokens", "alert_thresholds"]
         labels = {"name": _("Name"), "slug": _("Short name"), "monthly_tokens": _("Monthly tokens")}
-        widgets = {"monthly_tokens": forms.NumberInput(attrs={"min": 1, "step": 1000})}
+        field_classes = {"monthly_tokens": TokensField}
 
     def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.organisation = organisation
         self.instance.organisation = organisation
         self.fields["slug"].help_text = _("What the composer, the API and scheduled tasks name it by.")
-        tokens = self.fields["monthly_tokens"]
-        tokens.validators.append(MaxValueValidator(MAX_BUDGET_TOKENS))
-        tokens.widget.attrs["max"] = MAX_BUDGET_TOKENS
         if self.instance.pk:
             self.fields["slug"].disabled = True
+
+    def clean_name(self) -> str:
+        name = " ".join(str(self.cleaned_data["name"]).split())
+        taken = Category.objects.filter(organisation=self.organisation, name__iexact=name).exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise forms.ValidationError(_("Another category already has this name."))
+        return name
 
     def clean_slug(self) -> str:
         slug = str(self.cleaned_data["slug"])
@@ -68,12 +100,7 @@ class RaiseForm(forms.Form):
     """Tokens added to one category until an end date: never taken from another category."""
 
     category = forms.ModelChoiceField(queryset=Category.objects.none(), label=_("Category"))
-    tokens = forms.IntegerField(
-        min_value=1,
-        max_value=MAX_BUDGET_TOKENS,
-        label=_("Tokens to add"),
-        widget=forms.NumberInput(attrs={"step": 1000}),
-    )
+    tokens = TokensField(label=_("Tokens to add"))
     ends_on = forms.DateField(label=_("Until (included)"), widget=forms.DateInput(attrs={"type": "date"}))
     reason = forms.CharField(label=_("Reason"), max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
 

@@ -1,9 +1,13 @@
 """The engine's ``UsageLedger`` for category budgets: every model call of a run, agents included, is
 reserved against the run's category before it starts and settled to its real usage after it ends.
+
+The run's first call was reserved at intake, before the run was saved (``CategoryAccounting.reserve``): the
+ledger's first ``reserve`` takes that hold over, resized to the call, rather than reserving twice.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 
@@ -20,25 +24,42 @@ from .models import Category, Reservation
 class CategoryLedger:
     """Charges one run's calls to one category (``reserve`` raises ``BudgetExceeded`` when it is full)."""
 
-    def __init__(self, category_id: int, clock: Callable[[], datetime] = timezone.now) -> None:
+    def __init__(
+        self, category_id: int, clock: Callable[[], datetime] = timezone.now, run_id: uuid.UUID | None = None
+    ) -> None:
         self.category_id = category_id
         self.clock = clock
+        self.run_id = run_id
+        self._first = run_id is not None
 
     async def reserve(self, model: str, tokens: int) -> object:
-        return await sync_to_async(services.reserve)(self.category_id, tokens, self.clock())
+        if self._first:
+            self._first = False
+            assert self.run_id is not None
+            held = await sync_to_async(services.take_over)(self.category_id, self.run_id, tokens, self.clock())
+            if held is not None:
+                return held
+        return await sync_to_async(services.reserve)(self.category_id, tokens, self.clock(), self.run_id)
 
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
         assert isinstance(reservation, Reservation)
-        spent = usage.prompt_tokens + usage.completion_tokens if usage is not None else 0
+        if usage is None:  # a call that was not served (refused by the provider, or not made): nothing is charged
+            await sync_to_async(services.release)(reservation)
+            return
+        spent = usage.prompt_tokens + usage.completion_tokens
         await sync_to_async(services.settle)(reservation, spent, cost_eur, self.clock())
 
 
-def ledger_for(organisation_id: int, category_slug: str) -> CategoryLedger | None:
-    """The ledger of a run's category; a run with no category (an organisation without any) has none."""
+def _category(organisation_id: int, category_slug: str) -> Category | None:
     if not category_slug:
         return None
-    category = Category.objects.filter(organisation_id=organisation_id, slug=category_slug).first()
-    return CategoryLedger(category.pk) if category is not None else None
+    return Category.objects.filter(organisation_id=organisation_id, slug=category_slug).first()
+
+
+def ledger_for(organisation_id: int, category_slug: str, run_id: uuid.UUID | None = None) -> CategoryLedger | None:
+    """The ledger of a run's category; a run with no category (an organisation without any) has none."""
+    category = _category(organisation_id, category_slug)
+    return CategoryLedger(category.pk, run_id=run_id) if category is not None else None
 
 
 class CategoryAccounting:
@@ -49,5 +70,13 @@ class CategoryAccounting:
         admitted = services.admit(org, category, text, model)
         return admitted.slug if admitted is not None else ""
 
-    def ledger(self, organisation_id: int, category: str) -> CategoryLedger | None:
-        return ledger_for(organisation_id, category)
+    def reserve(self, organisation_id: int, category: str, run_id: uuid.UUID, tokens: int) -> None:
+        found = _category(organisation_id, category)
+        if found is not None:
+            services.reserve_for_run(found.pk, run_id, tokens)
+
+    def ledger(self, organisation_id: int, category: str, run_id: uuid.UUID | None = None) -> CategoryLedger | None:
+        return ledger_for(organisation_id, category, run_id)
+
+    def release(self, run_id: uuid.UUID) -> int:
+        return services.release_run(run_id)

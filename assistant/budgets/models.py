@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
@@ -54,6 +55,13 @@ class Category(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["organisation", "slug"], name="category_slug_per_org"),
+            # Names differ in more than case: two "Synthèses" would be the same category to a reader.
+            models.UniqueConstraint(
+                Lower("name"),
+                "organisation",
+                name="category_name_per_org",
+                violation_error_message=_("Another category already has this name."),
+            ),
             models.UniqueConstraint(
                 fields=["organisation"], condition=models.Q(is_default=True), name="one_default_category_per_org"
             ),
@@ -84,13 +92,18 @@ class CategoryMonth(models.Model):
 
 
 class Reservation(models.Model):
-    """Tokens held on a category's month by one model call in flight, until it settles.
+    """Tokens held on a category's month by one model call in flight (or by a run's first call, from its intake
+    until that call starts), until it settles.
 
-    The month's ``reserved`` counter is what the budget check reads; these rows only let a hold whose
-    process died (a server stopped mid-call) be found and released instead of blocking the month.
+    The month's ``reserved`` counter is what the budget check reads; these rows let a hold whose process died
+    (a server stopped mid-call) be found and released instead of blocking the month: with its run's lease, when
+    the reaper or ``recover_runs`` fails that run (``services.release_run``), else after ``STALE_AFTER``.
     """
 
     month = models.ForeignKey(CategoryMonth, on_delete=models.CASCADE, related_name="reservations")
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="reservations", db_index=True
+    )
     tokens = models.BigIntegerField()
     created = models.DateTimeField(db_index=True)
 

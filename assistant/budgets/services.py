@@ -9,6 +9,8 @@ reserved (only a call whose real usage exceeds its reservation can push ``used``
 from __future__ import annotations
 
 import logging
+import math
+import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -39,8 +41,42 @@ log = logging.getLogger(__name__)
 STALE_AFTER = timedelta(hours=1)
 
 
+# A request refused because running requests hold the rest of the category: the client may try again this soon.
+RESERVED_RETRY_SECONDS = 5
+
+
 class CategoryExhausted(RequestRefused):
-    """The request's category has no room left this month; the message names it and when it resets."""
+    """The request's category cannot take it now; the message names the category, its real share and when to retry.
+
+    ``spent``: even with nothing reserved the request would not fit this month (retry after ``state.resets_at``);
+    otherwise running requests hold the rest, and it may fit in a few seconds (``retry_after``).
+    """
+
+    code = "category_budget_exhausted"
+
+    def __init__(self, state: CategoryState, tokens: int, now: datetime | None = None) -> None:
+        spent = state.used + tokens > state.budget
+        until_reset = int((state.resets_at - (now or timezone.now())).total_seconds())
+        retry_after = max(1, until_reset) if spent else RESERVED_RETRY_SECONDS
+        super().__init__(
+            Refusal(
+                code="category_spent" if spent else "category_busy",
+                category=state.category.slug,
+                name=state.category.name,
+                used=state.used,
+                limit=state.budget,
+                reserved=state.reserved,
+                tokens=tokens,
+                percent=state.shown_percent,
+                resets_at=state.resets_at,
+                zone=zone(state.category.organisation.time_zone).key,
+                retry_after=retry_after,
+            )
+        )
+        self.state = state
+        self.tokens = tokens
+        self.spent = spent
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +109,11 @@ class CategoryState:
     @property
     def percent(self) -> float:
         return 100.0 * self.used / self.budget if self.budget else 100.0
+
+    @property
+    def shown_percent(self) -> int:
+        """The share used, rounded down: 99.6 % used is not "100 %"."""
+        return math.floor(self.percent)
 
 
 def categories_of(org: Organisation) -> list[Category]:
@@ -127,31 +168,19 @@ def state_of(category: Category, now: datetime | None = None, month: date | None
     return _state(category, row or CategoryMonth(category=category, month=month), now)
 
 
-def exhausted(state: CategoryState) -> Refusal:
-    """The refusal of a request whose category has no room left: used of budget, when it resets."""
-    return Refusal(
-        code="category_spent",
-        category=state.category.slug,
-        name=state.category.name,
-        used=state.used + state.reserved,
-        limit=state.budget,
-        resets_at=state.resets_at,
-        zone=state.category.organisation.time_zone,
-    )
-
-
 def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:
     """Refuse a request, before any model call, when its category cannot take its first call."""
     state = state_of(category, now)
     if state.remaining < tokens:
-        check_alerts(state, refused=True)
-        raise CategoryExhausted(exhausted(state))
+        check_alerts(state)
+        raise CategoryExhausted(state, tokens, now)
 
 
 def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | None = None) -> Category | None:
-    """Classify a request and refuse it, before any model call, if its category cannot take its first call.
+    """Classify a request and refuse it, before anything is saved, if its category cannot take its first call.
 
-    The first call reserves at least the message and the main model's output cap.
+    The first call needs at least the message and the main model's output cap; intake then reserves what it
+    really needs (``reserve_for_run``).
     """
     category = classify(org, slug)
     if category is not None:
@@ -161,31 +190,82 @@ def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | N
     return category
 
 
-def reserve(category_id: int, tokens: int, now: datetime | None = None) -> Reservation:
-    """Hold ``tokens`` on the category's month, atomically, or raise ``BudgetExceeded``."""
-    now = now or timezone.now()
+def _reserve(category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None) -> Reservation | CategoryState:
+    """Hold ``tokens`` on the category's month, atomically; the month's state when they do not fit."""
     category = Category.objects.select_related("organisation").get(pk=category_id)
     tz = zone(category.organisation.time_zone)
     row = month_row(category, month_of(now, tz))
     budget = category.monthly_tokens + raised_tokens(category, now.astimezone(tz).date())
-    reservation = _hold(row, budget, tokens, now)
+    reservation = _hold(row, budget, tokens, now, run_id)
     if reservation is None and release_stale(row, now):
-        reservation = _hold(row, budget, tokens, now)
-    if reservation is None:
-        row.refresh_from_db()
-        state = _state(category, row, now)
-        check_alerts(state, refused=True)
-        raise BudgetExceeded(f"category '{category.slug}': {tokens} tokens wanted, {state.remaining} left")
-    return reservation
+        reservation = _hold(row, budget, tokens, now, run_id)
+    if reservation is not None:
+        return reservation
+    row.refresh_from_db()
+    state = _state(category, row, now)
+    check_alerts(state)
+    return state
 
 
-def _hold(row: CategoryMonth, budget: int, tokens: int, now: datetime) -> Reservation | None:
+def reserve(category_id: int, tokens: int, now: datetime | None = None, run_id: uuid.UUID | None = None) -> Reservation:
+    """Hold ``tokens`` for one model call of run ``run_id``, atomically, or raise ``BudgetExceeded``."""
+    held = _reserve(category_id, tokens, now or timezone.now(), run_id)
+    if isinstance(held, CategoryState):
+        raise BudgetExceeded(f"category '{held.category.slug}': {tokens} tokens wanted, {held.remaining} left")
+    return held
+
+
+def reserve_for_run(category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None) -> Reservation:
+    """Intake: hold a run's first call (``tokens``) before the run starts, or refuse the request
+    (``CategoryExhausted``). The run's first model call takes this hold over (``take_over``)."""
+    now = now or timezone.now()
+    held = _reserve(category_id, tokens, now, run_id)
+    if isinstance(held, CategoryState):
+        raise CategoryExhausted(held, tokens, now)
+    return held
+
+
+def take_over(category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None) -> Reservation | None:
+    """The run's first call takes the hold its intake made, resized to ``tokens``; None when there is none left.
+
+    Growing it is one conditional UPDATE, as a reservation is (``BudgetExceeded`` when the difference does not fit:
+    the hold is then released); shrinking gives the difference back.
+    """
+    now = now or timezone.now()
+    held = Reservation.objects.filter(run_id=run_id).order_by("pk").first()
+    if held is None:
+        return None
+    extra = tokens - held.tokens
+    with transaction.atomic():
+        if extra > 0:
+            category = Category.objects.select_related("organisation").get(pk=category_id)
+            tz = zone(category.organisation.time_zone)
+            budget = category.monthly_tokens + raised_tokens(category, now.astimezone(tz).date())
+            grown = CategoryMonth.objects.filter(pk=held.month_id, used__lte=budget - extra - F("reserved")).update(
+                reserved=F("reserved") + extra
+            )
+        else:
+            grown = CategoryMonth.objects.filter(pk=held.month_id).update(reserved=F("reserved") + extra)
+        if grown and not Reservation.objects.filter(pk=held.pk).update(tokens=tokens):
+            # Released meanwhile (the run was taken for dead): undo, and let the call reserve afresh.
+            CategoryMonth.objects.filter(pk=held.month_id).update(reserved=F("reserved") - extra)
+            return None
+    if not grown:
+        release(held)
+        raise BudgetExceeded(f"category '{category.slug}': {extra} more tokens wanted for the first call")
+    held.tokens = tokens
+    return held
+
+
+def _hold(
+    row: CategoryMonth, budget: int, tokens: int, now: datetime, run_id: uuid.UUID | None = None
+) -> Reservation | None:
     with transaction.atomic():
         # One statement: the check and the hold cannot be separated by another request's reservation.
         held = CategoryMonth.objects.filter(pk=row.pk, used__lte=budget - tokens - F("reserved")).update(
             reserved=F("reserved") + tokens
         )
-        return Reservation.objects.create(month=row, tokens=tokens, created=now) if held else None
+        return Reservation.objects.create(month=row, tokens=tokens, created=now, run_id=run_id) if held else None
 
 
 def settle(reservation: Reservation, spent: int, cost_eur: float, now: datetime | None = None) -> None:
@@ -201,6 +281,21 @@ def settle(reservation: Reservation, spent: int, cost_eur: float, now: datetime 
         )
     row = CategoryMonth.objects.select_related("category__organisation").get(pk=reservation.month_id)
     check_alerts(_state(row.category, row, now or timezone.now()))
+
+
+def release(reservation: Reservation) -> int:
+    """Give back a hold whose call was not served (nothing charged, no call counted); returns the tokens released."""
+    with transaction.atomic():
+        if not Reservation.objects.filter(pk=reservation.pk).delete()[0]:
+            return 0  # already released (stale, or its run's reservations released by the reaper)
+        CategoryMonth.objects.filter(pk=reservation.month_id).update(reserved=F("reserved") - reservation.tokens)
+    return reservation.tokens
+
+
+def release_run(run_id: uuid.UUID) -> int:
+    """Give back every hold of a run that no process executes any more (failed by the reaper, ``recover_runs``) or
+    that ended: its calls will never settle them. Returns the tokens released."""
+    return sum(release(r) for r in Reservation.objects.filter(run_id=run_id))
 
 
 def release_stale(row: CategoryMonth, now: datetime) -> int:
@@ -241,13 +336,11 @@ def raise_budget(
 # Alerts -------------------------------------------------------------------------------------------
 
 
-def check_alerts(state: CategoryState, *, refused: bool = False) -> list[BudgetAlert]:
-    """Record (and email) each threshold the category crossed this month, once.
-
-    A refused call or request counts as 100 %: the category cannot take more work.
-    """
+def check_alerts(state: CategoryState) -> list[BudgetAlert]:
+    """Record (and email) each threshold the category crossed this month, once, at its true share: what it used
+    (a request refused while running requests hold the rest does not make it 100 %)."""
     category = state.category
-    level = max(state.percent, 100.0) if refused else state.percent
+    level = state.percent
     due = sorted(t for t in category.alert_thresholds if t <= level)
     if not due:
         return []
@@ -302,7 +395,7 @@ def _email(state: CategoryState, alerts: list[BudgetAlert]) -> None:
             "org": org.name,
             "used": f"{state.used:,}",
             "budget": f"{state.budget:,}",
-            "percent": f"{state.percent:.0f}",
+            "percent": state.shown_percent,
             "cost": f"{state.cost_eur:.2f}",
             "date": state.resets_at.astimezone(tz).date().isoformat(),
             "zone": tz.key,

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from assistant.orgs import audit
 from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.models import Organisation
-from assistant.orgs.services import administered_organisation
+from assistant.orgs.services import administered_organisation, lock_organisation
 
 from . import services
 from .forms import CategoryForm, RaiseForm, TimeZoneForm
@@ -79,24 +79,32 @@ def budgets_page(request: AuthenticatedHttpRequest) -> HttpResponse:
 @require_POST
 def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
-    forms = _category_forms(org, request.POST)
-    if not forms:  # an organisation without categories has nothing to save here (it creates one first)
-        messages.error(request, _("There is no category to save yet: create one first."))
-        return _page(request, org, status=400)
-    chosen = request.POST.get("default", "")
-    default = next((f.instance for f in forms if str(f.instance.pk) == chosen), None)
-    if not all([f.is_valid() for f in forms]) or default is None:
-        if default is None:
-            messages.error(request, _("Choose the default category."))
-        return _page(request, org, category_forms=forms, status=400)
-    with transaction.atomic():
-        for f in forms:
-            f.save()
-        # One default at a time: clear the others before setting it (a constraint checks it).
-        Category.objects.filter(organisation=org).exclude(pk=default.pk).update(is_default=False)
-        Category.objects.filter(pk=default.pk).update(is_default=True)
-        changes = {f.instance.name: {n: f.cleaned_data[n] for n in f.changed_data} for f in forms if f.changed_data}
-        audit.record(request.user, org, "categories.saved", org.name, default=default.name, **changes)
+    try:
+        with transaction.atomic():
+            lock_organisation(org)  # names checked and saved one post at a time
+            forms = _category_forms(org, request.POST)
+            if not forms:  # an organisation without categories has nothing to save here (it creates one first)
+                messages.error(request, _("There is no category to save yet: create one first."))
+                return _page(request, org, status=400)
+            chosen = request.POST.get("default", "")
+            default = next((f.instance for f in forms if str(f.instance.pk) == chosen), None)
+            names = [f.cleaned_data.get("name", "").lower() for f in forms if f.is_valid()]
+            if len(set(names)) < len(names):
+                forms[0].add_error(None, _("Two categories cannot have the same name."))
+            if not all([f.is_valid() for f in forms]) or default is None:
+                if default is None:
+                    messages.error(request, _("Choose the default category."))
+                return _page(request, org, category_forms=forms, status=400)
+            for f in forms:
+                f.save()
+            # One default at a time: clear the others before setting it (a constraint checks it).
+            Category.objects.filter(organisation=org).exclude(pk=default.pk).update(is_default=False)
+            Category.objects.filter(pk=default.pk).update(is_default=True)
+            changes = {f.instance.name: {n: f.cleaned_data[n] for n in f.changed_data} for f in forms if f.changed_data}
+            audit.record(request.user, org, "categories.saved", org.name, default=default.name, **changes)
+    except IntegrityError:  # two names swapped in one post, say: the constraint refused it, nothing is saved
+        messages.error(request, _("Two categories cannot have the same name."))
+        return _page(request, org, category_forms=_category_forms(org, request.POST), status=400)
     messages.success(request, _("The categories and their budgets are saved."))
     return redirect("budgets")
 
@@ -106,15 +114,22 @@ def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
 def new_category(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = CategoryForm(request.POST, organisation=org, prefix="new")
-    if Category.objects.filter(organisation=org).count() >= MAX_CATEGORIES:
-        form.add_error(None, _("At most %(n)s categories: a few broad ones work best.") % {"n": MAX_CATEGORIES})
-    if not form.is_valid():
+    with transaction.atomic():
+        # The count and the names are checked and the category saved one post at a time.
+        lock_organisation(org)
+        existing = Category.objects.filter(organisation=org)
+        if existing.count() >= MAX_CATEGORIES:
+            form.add_error(None, _("At most %(n)s categories: a few broad ones work best.") % {"n": MAX_CATEGORIES})
+        if form.is_valid():
+            category = form.save(commit=False)
+            category.is_default = not existing.filter(is_default=True).exists()
+            category.position = existing.count()
+            category.save()
+            audit.record(request.user, org, "category.created", category.name, monthly_tokens=category.monthly_tokens)
+        else:
+            category = None
+    if category is None:
         return _page(request, org, new_form=form, status=400)
-    category = form.save(commit=False)
-    category.is_default = not Category.objects.filter(organisation=org, is_default=True).exists()
-    category.position = Category.objects.filter(organisation=org).count()
-    category.save()
-    audit.record(request.user, org, "category.created", category.name, monthly_tokens=category.monthly_tokens)
     messages.success(request, _("The category “%(name)s” is created.") % {"name": category.name})
     return redirect("budgets")
 

@@ -25,13 +25,28 @@ class CatalogueEntryAdmin(EntryAdmin):
         "context_window",
         "reasoning",
         "enabled",
+        "offered_with_real_providers",
         "available",
     ]
     list_filter = ["provider", "enabled", "reasoning"]
     search_fields = ["model_id", "display_name", "api_model"]
     readonly_fields = ["available", "updated"]
     fieldsets = [
-        (None, {"fields": ["model_id", "display_name", "provider", "api_model", "enabled", "available", "position"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "model_id",
+                    "display_name",
+                    "provider",
+                    "api_model",
+                    "enabled",
+                    "offered_with_real_providers",
+                    "available",
+                    "position",
+                ]
+            },
+        ),
         (
             "Prices (EUR per million tokens)",
             {

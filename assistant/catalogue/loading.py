@@ -15,10 +15,12 @@ from typing import Any
 from django.db import transaction
 
 from assistant.engine.catalogue import ModelInfo
+from assistant.engine.models.demo import DEMO_MODELS
 
-from .models import CatalogueEntry
+from .models import DEMO_PROVIDER, CatalogueEntry
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "models.json"
+DEMO_PRICE_DATE = datetime.date(2025, 12, 1)
 
 
 def entries_from_file(path: Path = DATA_FILE) -> list[dict[str, Any]]:
@@ -69,10 +71,49 @@ def infos_from_file(path: Path = DATA_FILE) -> list[ModelInfo]:
     return [CatalogueEntry(**fields).to_info() for fields in entries_from_file(path)]
 
 
+def demo_entries() -> list[dict[str, Any]]:
+    """The offline demo models as catalogue entries: an admin may then offer them next to real models."""
+    return [
+        {
+            "model_id": m.id,
+            "provider": DEMO_PROVIDER,
+            "api_model": m.id,
+            "display_name": m.display_name,
+            "input_price": Decimal(str(m.input_price)),
+            "cached_input_price": Decimal(str(m.cached_input_price)),
+            "output_price": Decimal(str(m.output_price)),
+            "price_date": DEMO_PRICE_DATE,
+            "price_source": "The offline demo provider (assistant/engine/models/demo.py): nothing is paid.",
+            "price_note": "Made-up prices, so that the demo shows costs and which model is cheaper.",
+            "context_window": m.context_window,
+            "output_cap": m.output_cap,
+            "reasoning": "adjustable" if m.reasoning_efforts else "none",
+            "reasoning_efforts": list(m.reasoning_efforts),
+            "supports_tools": m.supports_tools,
+            "carbon": {},
+            "position": 1000 + position,
+        }
+        for position, m in enumerate(DEMO_MODELS)
+    ]
+
+
+def add_demo_entries(*, offered_with_real_providers: bool = False) -> None:
+    """The demo models' entries that are missing (the others keep what admins set)."""
+    for fields in demo_entries():
+        model_id = fields.pop("model_id")
+        CatalogueEntry.objects.get_or_create(
+            model_id=model_id, defaults={**fields, "offered_with_real_providers": offered_with_real_providers}
+        )
+
+
 def load_catalogue(path: Path = DATA_FILE, *, refresh: bool = False) -> tuple[int, int]:
-    """Add the file's missing entries (and overwrite the others when ``refresh``); return (added, updated)."""
+    """Add the file's missing entries (and overwrite the others when ``refresh``); return (added, updated).
+
+    The offline demo models get their entries too (added when missing, never overwritten).
+    """
     added = updated = 0
     with transaction.atomic():
+        add_demo_entries()
         for fields in entries_from_file(path):
             model_id = fields.pop("model_id")
             entry = CatalogueEntry.objects.filter(model_id=model_id).first()

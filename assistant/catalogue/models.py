@@ -16,9 +16,11 @@ from django.db import models
 
 from assistant.engine.carbon import CARBON_KEYS
 from assistant.engine.catalogue import ModelInfo
+from assistant.engine.models.demo import DEMO_MODELS
 from assistant.engine.types import EFFORTS
 
-PROVIDERS = [("mistral", "Mistral"), ("openai", "OpenAI (or a compatible server)")]
+DEMO_PROVIDER = "demo"
+PROVIDERS = [("mistral", "Mistral"), ("openai", "OpenAI (or a compatible server)"), (DEMO_PROVIDER, "Offline demo")]
 # Which setting holds each provider's key: a provider without one is not offered.
 KEY_SETTINGS = {"mistral": "MISTRAL_API_KEY", "openai": "OPENAI_API_KEY"}
 REASONING = [
@@ -30,6 +32,8 @@ REASONING = [
 
 def provider_unavailable_reason(provider: str) -> str:
     """Why a provider cannot be used in this deployment, or "" when it can."""
+    if provider == DEMO_PROVIDER:
+        return ""
     setting = KEY_SETTINGS.get(provider)
     if setting is None:
         return f"unknown provider '{provider}'"
@@ -75,6 +79,11 @@ class CatalogueEntry(models.Model):
         "optionally tps and ttft. Without them the model has no carbon estimate.",
     )
     enabled = models.BooleanField(default=True, help_text="Offered to users when its provider has a key.")
+    offered_with_real_providers = models.BooleanField(
+        default=False,
+        help_text="Offline demo models only: also offered when a real provider (OpenAI, Mistral) is configured. "
+        "Off, the demo models are offered only on a server with no real model, and stay out of real work.",
+    )
     position = models.PositiveSmallIntegerField(default=0, help_text="Order in the model picker.")
     updated = models.DateTimeField(auto_now=True)
 
@@ -86,14 +95,27 @@ class CatalogueEntry(models.Model):
     def __str__(self) -> str:
         return f"{self.display_name} ({self.model_id})"
 
-    def unavailable_reason(self) -> str:
-        """Why users are not offered this model, or "" when they are."""
+    def unavailable_reason(self, real_models_offered: bool | None = None) -> str:
+        """Why users are not offered this model, or "" when they are.
+
+        A demo model is not offered next to real ones unless ``offered_with_real_providers``;
+        ``real_models_offered`` says whether there are any (read from the database when None).
+        """
         if not self.enabled:
             return "disabled in the catalogue"
+        if self.provider == DEMO_PROVIDER and not self.offered_with_real_providers:
+            if real_models_offered is None:
+                real_models_offered = any(not e.unavailable_reason() for e in real_entries())
+            if real_models_offered:
+                return "a real provider is configured (tick “offered with real providers” to offer it too)"
         return provider_unavailable_reason(self.provider)
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
+        if self.provider == DEMO_PROVIDER and self.model_id not in {m.id for m in DEMO_MODELS}:
+            errors["provider"] = "Only the shipped demo models (demo-large, demo-small) are offline demo models."
+        if self.provider != DEMO_PROVIDER and self.offered_with_real_providers:
+            errors["offered_with_real_providers"] = "Only for offline demo models."
         efforts = self.reasoning_efforts
         if not isinstance(efforts, list) or any(e not in EFFORTS for e in efforts):
             errors["reasoning_efforts"] = f"A list among {', '.join(EFFORTS)}."
@@ -112,6 +134,7 @@ class CatalogueEntry(models.Model):
         """The engine's view of this entry."""
         carbon = {k: float(v) for k, v in (self.carbon or {}).items() if _is_number(v)}
         return ModelInfo(
+            is_demo=self.provider == DEMO_PROVIDER,
             id=self.model_id,
             provider=self.provider,
             display_name=self.display_name,
@@ -124,6 +147,10 @@ class CatalogueEntry(models.Model):
             supports_tools=self.supports_tools,
             carbon=carbon,
         )
+
+
+def real_entries() -> models.QuerySet[CatalogueEntry]:
+    return CatalogueEntry.objects.exclude(provider=DEMO_PROVIDER)
 
 
 def _is_number(value: Any) -> bool:

@@ -20,7 +20,7 @@ from typing import TypeVar, cast
 from django.conf import settings
 from django.db import connection
 
-from assistant.catalogue.models import CatalogueEntry
+from assistant.catalogue.models import DEMO_PROVIDER, CatalogueEntry
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.models.base import Model
 from assistant.engine.models.demo import DEMO_MODELS, DemoModel
@@ -118,9 +118,17 @@ def _current() -> _Snapshot:
 
 
 def _read() -> _Snapshot:
-    entries = [e for e in CatalogueEntry.objects.all() if not e.unavailable_reason()]
+    rows = list(CatalogueEntry.objects.all())
+    entries = [e for e in rows if e.provider != DEMO_PROVIDER and not e.unavailable_reason()]
     offers = {e.model_id: _Offer(e.provider, e.api_model, e.reasoning == "adjustable") for e in entries}
-    demo = [m for m in DEMO_MODELS if m.id not in offers]
+    # The demo models stay out of real work: offered next to real models only when an admin says so.
+    demo_rows = {e.model_id: e for e in rows if e.provider == DEMO_PROVIDER}
+    demo = []
+    for m in DEMO_MODELS:
+        row = demo_rows.get(m.id)
+        if m.id in offers or (row.unavailable_reason(bool(entries)) if row else entries):
+            continue
+        demo.append(row.to_info() if row else m)
     return _Snapshot(Catalogue([*(e.to_info() for e in entries), *demo]), offers, _config(), time.monotonic())
 
 

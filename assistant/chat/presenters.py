@@ -23,6 +23,7 @@ from assistant.engine.events import (
     AgentStarted,
     ErrorEvent,
     Event,
+    ModelCallFailed,
     RoundStarted,
     StoppedEvent,
     ToolResultEvent,
@@ -81,6 +82,14 @@ class AgentView:
         return wording.agent_status_text(self.status, self.cause)
 
 
+def failed_call_text(e: ModelCallFailed) -> str:
+    """A failed model call in the reader's words: refused by the provider (billed nothing) or cut (billed)."""
+    why = f"HTTP {e.status}" if e.status else wording.model_error_text(e.error_kind)
+    if e.billed:
+        return _("Model call cut (%(why)s): billed for what was sent") % {"why": why}
+    return _("Model call refused by the provider (%(why)s): not billed") % {"why": why}
+
+
 def agents_of(
     events: Iterable[Event], reports: dict[str, SafeString] | None = None, base_names: Mapping[str, str] | None = None
 ) -> list[AgentView]:
@@ -105,6 +114,8 @@ def agents_of(
             agent = agents[e.agent_id]
             if isinstance(e, AgentAction):
                 agent.actions.append(e.action)
+            elif isinstance(e, ModelCallFailed):
+                agent.actions.append(Action(tool="", kind="other", ok=False, label=failed_call_text(e)))
             elif isinstance(e, RoundStarted):
                 agent.rounds = e.round
             elif isinstance(e, AgentFinished):

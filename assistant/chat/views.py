@@ -21,6 +21,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
+from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.scope import Scope
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 
 def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[str, Any]:
     catalogue = snapshot.catalogue()
-    allowed = [catalogue[m] for m in policy_for(org).allowed_ids(catalogue)]
+    policy = policy_for(org)
+    allowed = [catalogue[m] for m in policy.allowed_ids(catalogue)]
     kbs = list(KnowledgeBase.objects.filter(organisation=org))
     toolbox = execution.toolbox_for(org.pk)
     tools = [
@@ -59,7 +61,10 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         "models": allowed,
         "categories": categories,
         "levels": [(lv, LEVEL_LABELS[lv]) for lv in LEVELS],
+        # Levels whose agent turn budget is 0: the composer says agents are off when one is chosen with Agents.
+        "agents_off": [lv for lv in LEVELS if policy.levels[lv].agent_rounds == 0],
         "knowledge_bases": kbs,
+        "connectors": connectors.offered(org.pk),
         "tools": tools,
         "values": {**defaults, **(values or {})},
     }

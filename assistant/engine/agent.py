@@ -58,7 +58,28 @@ def agent_first_message(task: AgentTask, scope: Scope, tools: Iterable[str]) -> 
         parts.append(f"- the web ({', '.join(web)})")
     if scope.code and "run_code" in names:
         parts.append("- Python code (run_code), reading only your own knowledge bases")
+    for name in scope.connectors:
+        own = sorted(t for t in names if t.startswith(f"mcp_{name}__"))
+        if own:
+            parts.append(f"- connector {name} ({', '.join(own)}), read-only")
     return "\n".join(parts)
+
+
+def context_refusal(ctx: RunContext, task: AgentTask, effort: Effort | None) -> str | None:
+    """Why a task's agent cannot start: its first request (system prompt, instruction and scope, tool specs, room for
+    its answer) does not fit its model's window, even compacted; None when it fits. Said to the main model as the
+    task's error, before any call."""
+    loop = _AgentLoop(ctx, "", task, AgentBudget(), effort)
+    loop._fit(prompt_tokens(ModelRequest(messages=(), tools=loop.specs)))
+    needed = prompt_tokens(ModelRequest(messages=tuple(loop.messages), tools=loop.specs)) + loop.cap
+    window = task.model.context_window
+    if needed <= window:
+        return None
+    return (
+        f"Refused: this agent's first request needs about {needed:,} tokens (its instruction, its tools and room for "
+        f"its answer) and the context window of {task.model.id} is {window:,} tokens. Shorten the instruction or "
+        "choose a model with a larger window."
+    )
 
 
 async def run_agent(
@@ -321,4 +342,4 @@ def _brief(e: Exception) -> str:
     return str(e)
 
 
-__all__ = ["AGENT_SYSTEM_PROMPT", "LANDING_NOTICE", "agent_first_message", "run_agent"]
+__all__ = ["AGENT_SYSTEM_PROMPT", "LANDING_NOTICE", "agent_first_message", "context_refusal", "run_agent"]

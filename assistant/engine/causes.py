@@ -12,15 +12,7 @@ from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import (
-    AuthenticationFailed,
-    BadModelRequest,
-    MalformedResponse,
-    ModelError,
-    ModelTimeout,
-    ModelUnavailable,
-    RateLimited,
-)
+from .errors import AuthenticationFailed, BadModelRequest, MalformedResponse, ModelError, ModelTimeout, RateLimited
 from .marks import KEEP
 
 CauseCode: TypeAlias = Literal[
@@ -48,8 +40,9 @@ CauseCode: TypeAlias = Literal[
 ]
 
 ModelErrorKind: TypeAlias = Literal[
-    "timeout", "unavailable", "rate_limited", "authentication", "bad_request", "malformed", "other"
+    "rate_limited", "server_error", "bad_request", "authentication", "unreachable", "timeout", "broken_stream"
 ]
+"""How a model call failed (a ``ModelCallFailed`` step's ``error_kind``, a ``model_error`` cause's ``kind``)."""
 
 
 class Cause(BaseModel):
@@ -111,18 +104,26 @@ class Cause(BaseModel):
                 return "The assistant failed unexpectedly; what it had written so far is kept."
 
 
+def error_kind(error: ModelError) -> ModelErrorKind:
+    """The kind of a model call's failure."""
+    if isinstance(error, RateLimited):
+        return "rate_limited"
+    if isinstance(error, AuthenticationFailed):
+        return "authentication"
+    if isinstance(error, BadModelRequest):
+        return "bad_request"
+    if isinstance(error, ModelTimeout):
+        return "timeout"
+    if isinstance(error, MalformedResponse):
+        return "broken_stream"
+    if error.unsent:
+        return "unreachable"
+    return "server_error" if error.status is not None else "broken_stream"
+
+
 def model_error(e: ModelError) -> Cause:
     """The cause of a failed model call, by the kind of its error."""
-    kinds: tuple[tuple[type[ModelError], ModelErrorKind], ...] = (
-        (ModelTimeout, "timeout"),
-        (RateLimited, "rate_limited"),
-        (ModelUnavailable, "unavailable"),
-        (AuthenticationFailed, "authentication"),
-        (BadModelRequest, "bad_request"),
-        (MalformedResponse, "malformed"),
-    )
-    kind = next((k for cls, k in kinds if isinstance(e, cls)), "other")
-    return Cause(code="model_error", kind=kind)
+    return Cause(code="model_error", kind=error_kind(e))
 
 
 def _n(value: float | None) -> str:

@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from .agent import run_agent
+from .agent import context_refusal, run_agent
 from .catalogue import ModelInfo
 from .outcomes import AgentOutcome, AgentTask
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
@@ -150,13 +150,14 @@ class Delegation:
         except (TypeError, ValueError):
             return "max_rounds must be an integer."
         rounds = max(1, min(rounds, max(policy.max_agent_rounds, self.plan.agent_rounds)))
-        return AgentTask(
+        task = AgentTask(
             instruction=instruction,
             model=catalogue[model_id],
             resources=tuple(dict.fromkeys(str(r) for r in resources)),
             max_rounds=rounds,
             profile=profile,
         )
+        return context_refusal(self.ctx, task, self.plan.level_effort) or task
 
     async def run(self, call: ToolCall) -> tuple[str, list[AgentOutcome]]:
         """Run the tasks of one call concurrently; return the text the main model reads, and the outcomes."""

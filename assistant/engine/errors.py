@@ -2,6 +2,7 @@
 
 EngineError
 ├── RequestRefused        the request breaks the policy; refused before any model call
+│   └── ContextTooLong    its first call cannot fit the model's context window
 ├── ModelError            a model call failed (providers map SDK errors into these)
 │   ├── ModelTimeout      the call took longer than its hard timeout
 │   ├── ModelUnavailable  the provider could not be reached or answered with an error
@@ -32,9 +33,41 @@ class RequestRefused(EngineError):
         super().__init__(refusal.english())
         self.refusal = refusal
 
+    code = "request_refused"
+
+
+class ContextTooLong(RequestRefused):
+    """A request's first call cannot fit its model's context window, even after compaction.
+
+    ``tokens`` is the call's estimated size (its history, tool specs and output cap), ``window`` the model's.
+    """
+
+    code = "context_window_exceeded"
+
+    def __init__(self, model: str, tokens: int, window: int) -> None:
+        super().__init__(Refusal(code="context_too_long", model=model, used=tokens, limit=window))
+        self.model = model
+        self.tokens = tokens
+        self.window = window
+
 
 class ModelError(EngineError):
-    """A model call failed."""
+    """A model call failed.
+
+    ``status`` is the HTTP status the provider answered with (4xx, 5xx) before anything streamed, and
+    ``unsent`` says the request never reached it (the connection could not be opened): in both cases
+    the provider served nothing and nothing is billed (``bills_nothing``). Any other failure (a stream
+    that broke off, a timeout) happened after the request was sent, and is billed.
+    """
+
+    def __init__(self, message: str = "", *, status: int | None = None, unsent: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.unsent = unsent
+
+    @property
+    def bills_nothing(self) -> bool:
+        return self.status is not None or self.unsent
 
 
 class ModelTimeout(ModelError):
@@ -48,8 +81,8 @@ class ModelUnavailable(ModelError):
 class RateLimited(ModelUnavailable):
     """The provider refused the call for too many requests; ``retry_after`` is its delay, if given."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, retry_after: float | None = None, *, status: int | None = 429) -> None:
+        super().__init__(message, status=status)
         self.retry_after = retry_after
 
 

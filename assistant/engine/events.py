@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeAlias, TypeVar, get_args, get_or
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
-from .causes import Cause
+from .causes import Cause, ModelErrorKind
 from .marks import ERASE, KEEP, Erase, Keep, Name, Text
 from .types import UsagePart
 from .usage import Impact, ModelUsageData, RunUsage, UsageData
@@ -133,6 +133,8 @@ class UsageEvent(_Event):
     cost_eur: float
     energy_wh: float = 0.0
     carbon_g: float = 0.0
+    estimated: bool = False
+    """The provider reported no usage (the call was cut): these tokens are an estimate of what was sent and streamed."""
 
     @property
     def part(self) -> UsagePart:
@@ -149,6 +151,19 @@ class UsageEvent(_Event):
         if not (self.energy_wh or self.carbon_g):
             return None
         return Impact(energy_kwh=self.energy_wh / 1000, carbon_g=self.carbon_g)
+
+
+class ModelCallFailed(_Event):
+    """A model call that failed: refused by the provider (``billed`` false) or cut after it was sent (billed)."""
+
+    kind: Annotated[Literal["model_call_failed"], KEEP] = "model_call_failed"
+    model: Name
+    error_kind: Annotated[ModelErrorKind, KEEP]
+    billed: bool
+    status: int | None = None
+    """The provider's HTTP status, when it answered with one."""
+    message: Text = ""
+    """The provider's message (it may quote the request): erased with its conversation."""
 
 
 class FinalEvent(_Event):
@@ -184,6 +199,7 @@ Event: TypeAlias = Annotated[
     | AgentAction
     | AgentFinished
     | UsageEvent
+    | ModelCallFailed
     | FinalEvent
     | ErrorEvent
     | StoppedEvent,
@@ -194,11 +210,13 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 def usage_from(events: Iterable[Event]) -> RunUsage:
-    """The usage the usage events say, each model call (agents' included) once."""
+    """The usage the usage events say, each model call (agents' included) once, and the failed calls."""
     usage = RunUsage()
     for event in events:
         if isinstance(event, UsageEvent):
-            usage.add(event.model, event.part, event.cost_eur, event.impact)
+            usage.add(event.model, event.part, event.cost_eur, event.impact, estimated=event.estimated)
+        elif isinstance(event, ModelCallFailed):
+            usage.failed(event.model)
     return usage
 
 

@@ -16,7 +16,7 @@ from . import causes
 from .causes import Cause
 from .compaction import fit_conversation
 from .delegation import AGENTS_TOOL, Delegation
-from .errors import ModelError, RequestRefused
+from .errors import ContextTooLong, ModelError, RequestRefused
 from .events import (
     ErrorEvent,
     FinalEvent,
@@ -31,10 +31,10 @@ from .outcomes import AgentOutcome
 from .policy import Plan, RunRequest, plan_request
 from .refusals import Refusal
 from .runtime import RunContext
-from .scope import KB_PREFIX
+from .scope import KB_PREFIX, MCP_PREFIX
 from .tokens import prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
-from .types import Message, ModelRequest, ToolCall
+from .types import Message, ModelRequest, ToolCall, ToolSpec
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
 - Cite the documents you use by their id, in square brackets, e.g. [doc-12].
@@ -58,12 +58,30 @@ class RunOutcome:
 
 
 async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
-    """Run one request to its end. Raises ``RequestRefused`` (before any model call) only."""
+    """Run one request to its end. Raises ``RequestRefused`` (before any model call) only: ``ContextTooLong`` when
+    its first call cannot fit the main model's window, even with the oldest turns left out."""
     plan = plan_request(request, ctx.catalogue, ctx.policy)
     for kb in plan.scope.knowledge_bases:
         if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
             raise RequestRefused(Refusal(code="knowledge_base_not_found", resource=KB_PREFIX + kb))
+    if plan.scope.connectors:
+        connectors = ctx.toolbox.connectors
+        missing = list(plan.scope.connectors) if connectors is None else await connectors.load(plan.scope.connectors)
+        if missing:
+            raise RequestRefused(Refusal(code="connector_not_found", resource=MCP_PREFIX + missing[0]))
     return await _MainLoop(request, ctx, plan).run()
+
+
+def first_request(request: RunRequest, ctx: RunContext) -> ModelRequest:
+    """The main model's first request for ``request``, as its first round sends it (the history fitted to the window).
+
+    What intake reserves on the category before the run starts, and checks against the window; ``ctx`` needs its
+    catalogue, policy and toolbox only. Raises ``RequestRefused`` as ``run_chat`` does, ``ContextTooLong`` when
+    that request cannot fit the model's window.
+    """
+    plan = plan_request(request, ctx.catalogue, ctx.policy)
+    loop = _MainLoop(request, ctx, plan)
+    return loop.round_request(loop.specs(), last=not loop.specs())
 
 
 class _MainLoop:
@@ -81,21 +99,44 @@ class _MainLoop:
         self.agents: list[AgentOutcome] = []
 
     def _system_prompt(self) -> str:
-        kbs = self.plan.scope.knowledge_bases
-        if not kbs:
-            return MAIN_SYSTEM_PROMPT
-        return MAIN_SYSTEM_PROMPT + "\nKnowledge bases of this request: " + ", ".join(kbs) + "."
+        prompt = MAIN_SYSTEM_PROMPT
+        if self.plan.scope.knowledge_bases:
+            prompt += "\nKnowledge bases of this request: " + ", ".join(self.plan.scope.knowledge_bases) + "."
+        if self.plan.scope.connectors:
+            prompt += "\nConnectors of this request: " + ", ".join(self.plan.scope.connectors) + "."
+        return prompt
 
     async def _on_text(self, delta: str) -> None:
         self.text += delta
         await self.ctx.emit(TextDeltaEvent(text=delta))
 
-    async def run(self) -> RunOutcome:
-        ctx = self.ctx
+    def specs(self) -> tuple[ToolSpec, ...]:
         specs = tuple(t.spec for t in self.tools.values())
         if self.delegation is not None:
             specs += (self.delegation.spec,)
+        return specs
+
+    def round_request(self, specs: tuple[ToolSpec, ...], *, last: bool) -> ModelRequest:
+        """This round's request, its history fitted to the window; the first one must fit it, or the run is refused."""
         spec_tokens = prompt_tokens(ModelRequest(messages=(), tools=specs))  # the same every round
+        self._fit(0 if last else spec_tokens)
+        request = ModelRequest(
+            messages=tuple(self.messages),
+            tools=() if last else specs,
+            tool_choice="none" if last else "auto",
+            parallel_tool_calls=True,
+            max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
+            reasoning_effort=self.plan.effort,
+        )
+        if self.rounds <= 1:
+            needed = prompt_tokens(request) + (request.max_output_tokens or self.info.output_cap)
+            if needed > self.info.context_window:
+                raise ContextTooLong(self.info.id, needed, self.info.context_window)
+        return request
+
+    async def run(self) -> RunOutcome:
+        ctx = self.ctx
+        specs = self.specs()
         try:
             while True:
                 if ctx.cancel.cancelled:
@@ -104,15 +145,7 @@ class _MainLoop:
                 last = self.rounds > self.plan.main_rounds or not specs
                 if last and specs:
                     self.messages.append(Message.user(ROUND_LIMIT_NOTICE))
-                self._fit(0 if last else spec_tokens)
-                request = ModelRequest(
-                    messages=tuple(self.messages),
-                    tools=() if last else specs,
-                    tool_choice="none" if last else "auto",
-                    parallel_tool_calls=True,
-                    max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
-                    reasoning_effort=self.plan.effort,
-                )
+                request = self.round_request(specs, last=last)
                 await ctx.emit(RoundStarted(round=self.rounds, model=self.info.id, forced=last and bool(specs)))
                 if self.text and not self.text.endswith("\n"):
                     await self._on_text("\n\n")
@@ -144,6 +177,8 @@ class _MainLoop:
                     self.messages.append(Message.tool(run.call, run.content))
         except ModelError as e:
             return await self._failed(f"The model could not answer: {e}", causes.model_error(e))
+        except RequestRefused:
+            raise  # the first request does not fit the window: refused before any call
         except Exception as e:  # a tool failing in a way no ToolError foresees
             return await self._failed(
                 f"A tool failed: {type(e).__name__}: {e}", Cause(code="tool_failed", kind=type(e).__name__)
@@ -206,4 +241,4 @@ class _MainLoop:
         return run
 
 
-__all__ = ["RunOutcome", "run_chat"]
+__all__ = ["RunOutcome", "first_request", "run_chat"]

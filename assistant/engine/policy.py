@@ -9,7 +9,7 @@ from typing import Literal, TypeAlias
 from .catalogue import Catalogue
 from .errors import RequestRefused
 from .refusals import Refusal, RefusalCode
-from .scope import KB_PREFIX, Scope
+from .scope import KB_PREFIX, MCP_PREFIX, Scope
 from .types import Effort, Message
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
@@ -36,14 +36,16 @@ DEFAULT_LEVELS: Mapping[Level, LevelSettings] = {
 }
 
 
-ResourceKind: TypeAlias = Literal["kb", "web", "code"]
-RESOURCE_KINDS: tuple[ResourceKind, ...] = ("kb", "web", "code")
+ResourceKind: TypeAlias = Literal["kb", "web", "code", "mcp"]
+RESOURCE_KINDS: tuple[ResourceKind, ...] = ("kb", "web", "code", "mcp")
 
 
 def resource_kind(resource: str) -> ResourceKind | None:
-    """``kb`` for ``kb:<slug>``, ``web``, ``code``; None for anything else (``agents`` included)."""
+    """``kb`` for ``kb:<slug>``, ``web``, ``code``, ``mcp`` for ``mcp:<name>``; None for anything else (``agents`` included)."""
     if resource.startswith(KB_PREFIX):
         return "kb"
+    if resource.startswith(MCP_PREFIX):
+        return "mcp"
     if resource == "web":
         return "web"
     if resource == "code":
@@ -118,8 +120,8 @@ RESOURCE_NAMES = ("web", "code", "agents")
 def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> Plan:
     """Check a request against the policy; raise ``RequestRefused`` with a plain message otherwise.
 
-    Knowledge-base existence and read rights are checked by the caller's knowledge backend
-    (``loop.run_chat`` asks it before any model call).
+    Knowledge-base and connector existence and read rights are checked by the caller's knowledge
+    backend and connector source (``loop.run_chat`` asks them before any model call).
     """
     if request.model not in catalogue or not policy.allows(request.model):
         code: RefusalCode = "model_not_found" if request.model not in catalogue else "model_not_allowed"
@@ -130,7 +132,10 @@ def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> P
     if request.level is not None and request.level not in policy.levels:
         raise RequestRefused(Refusal(code="unknown_level", level=request.level))
     for r in request.resources:
-        if not (r in RESOURCE_NAMES or (r.startswith(KB_PREFIX) and len(r) > len(KB_PREFIX))):
+        if not (
+            r in RESOURCE_NAMES
+            or any(r.startswith(prefix) and len(r) > len(prefix) for prefix in (KB_PREFIX, MCP_PREFIX))
+        ):
             raise RequestRefused(Refusal(code="unknown_resource", resource=r))
     scope = Scope.from_resources(r for r in request.resources if r != "agents")
     wants_agents = "agents" in request.resources

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -11,11 +12,17 @@ from dataclasses import dataclass, field
 from .cancel import CancelToken
 from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
-from .errors import BudgetExceeded, CostCapReached, ModelError, ModelTimeout
-from .events import Event, Source, UsageEvent, keep_sources
+from .causes import error_kind
+from .errors import (
+    BudgetExceeded,
+    CostCapReached,
+    ModelError,
+    ModelTimeout,
+)
+from .events import Event, ModelCallFailed, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
 from .policy import Policy
-from .tokens import estimate_tokens, prompt_tokens, request_tokens
+from .tokens import estimate_tokens, prompt_tokens
 from .tools import Toolbox
 from .types import ModelRequest, ModelResponse, TextDelta, UsagePart
 from .usage import RunUsage, UsageLedger
@@ -69,6 +76,12 @@ class RunContext:
         ``interruptible`` calls end at once when the token is cancelled (the main stream); the
         response then has ``finish_reason == "cancelled"`` and keeps the text received so far.
         A call longer than ``timeout`` raises ``ModelTimeout``.
+
+        Billed by how it ended: answered, the provider's usage; refused by the provider with an HTTP
+        error before anything streamed, or never sent (``ModelError.bills_nothing``), nothing (its
+        reservation is released); cut after it was sent (a broken stream, the timeout, Stop),
+        ``bill_cut_call``. A failure (not a Stop) is counted in ``failed_calls`` and emitted as
+        ``ModelCallFailed``.
         """
         info = self.catalogue[model_id]
         model = self.models(model_id)
@@ -104,41 +117,110 @@ class RunContext:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             response.finish_reason = "cancelled"
-        elif task.exception() is not None:
+        seconds = time.monotonic() - started
+        if task.done() and not task.cancelled() and task.exception() is not None:
             exc = task.exception()
-            await self._account(model_id, request, response, agent_id, usage, reservation, time.monotonic() - started)
-            if isinstance(exc, ModelError):
-                raise exc
-            raise ModelError(f"{type(exc).__name__}: {exc}") from exc
-        await self._account(model_id, request, response, agent_id, usage, reservation, time.monotonic() - started)
+            error = exc if isinstance(exc, ModelError) else ModelError(f"{type(exc).__name__}: {exc}")
+            billed = not (error.bills_nothing and not response.text and not response.tool_calls)
+            if billed:
+                await self.bill_cut_call(
+                    model_id,
+                    request,
+                    response,
+                    agent_id=agent_id,
+                    usage=usage,
+                    reservation=reservation,
+                    seconds=seconds,
+                )
+            elif self.ledger is not None:
+                await self.ledger.settle(reservation, model_id, None, 0.0)  # released: nothing was served
+            await self._failed(model_id, error, billed, agent_id, usage)
+            if error is exc:
+                raise error
+            raise error from exc
         if timed_out:
-            raise ModelTimeout(f"the model call was cut after {timeout:.1f} s")
+            await self.bill_cut_call(
+                model_id, request, response, agent_id=agent_id, usage=usage, reservation=reservation, seconds=seconds
+            )
+            error = ModelTimeout(f"the model call was cut after {timeout:.1f} s")
+            await self._failed(model_id, error, True, agent_id, usage)
+            raise error
+        if response.finish_reason == "cancelled":  # aborted by Stop: billed as cut, not a failure
+            await self.bill_cut_call(
+                model_id, request, response, agent_id=agent_id, usage=usage, reservation=reservation, seconds=seconds
+            )
+            return response
+        await self._account(
+            model_id,
+            _with_cut_attempts(response.usage or _estimate(request, response), request, response),
+            response.usage is None or response.cut_attempts > 0,
+            agent_id,
+            usage,
+            reservation,
+            seconds,
+        )
         return response
 
-    async def _account(
+    async def bill_cut_call(
         self,
         model_id: str,
         request: ModelRequest,
         response: ModelResponse,
+        *,
+        agent_id: str | None = None,
+        usage: RunUsage | None = None,
+        reservation: object = None,
+        seconds: float = 0.0,
+    ) -> UsagePart:
+        """Bill a call cut after it was sent: a stream that broke off, a client timeout, an abort by Stop.
+
+        The provider's usage when it reported one (``response.usage``); else an estimate of everything
+        sent (the messages and the tool specs: ``tokens.prompt_tokens``) and of what streamed back (the
+        text and the tool calls), counted as ``tokens_estimated``. It settles ``reservation`` on the
+        run's ledger, adds the call to the run's usage (and to ``usage``, an agent's) and emits its
+        ``UsageEvent``, as any answered call. Returns what was billed (also put in ``response.usage``).
+        A call the provider refused with an HTTP error is not billed: release its reservation instead.
+        """
+        estimated = response.usage is None or response.cut_attempts > 0
+        part = _with_cut_attempts(response.usage or _estimate(request, response), request, response)
+        response.usage = part
+        await self._account(model_id, part, estimated, agent_id, usage, reservation, seconds)
+        return part
+
+    async def _failed(
+        self, model_id: str, error: ModelError, billed: bool, agent_id: str | None, usage: RunUsage | None
+    ) -> None:
+        """Count a failed call in the run's usage (and the agent's) and say so in the run's steps."""
+        self.usage.failed(model_id)
+        if usage is not None:
+            usage.failed(model_id)
+        await self.emit(
+            ModelCallFailed(
+                agent_id=agent_id,
+                model=model_id,
+                error_kind=error_kind(error),
+                billed=billed,
+                status=error.status,
+                message=str(error)[:500],
+            )
+        )
+
+    async def _account(
+        self,
+        model_id: str,
+        part: UsagePart,
+        estimated: bool,
         agent_id: str | None,
         usage: RunUsage | None,
         reservation: object,
         seconds: float,
     ) -> None:
-        part = response.usage
-        if part is None:
-            # A call cut short reports nothing; bill what it certainly consumed.
-            part = UsagePart(
-                prompt_tokens=request_tokens(request.messages),
-                completion_tokens=estimate_tokens(response.text) if response.text else 0,
-            )
-            response.usage = part
         info = self.catalogue[model_id]
         cost = info.cost_eur(part)
         impact = call_impact(info, part.completion_tokens, seconds, self.electricity_zone)
-        self.usage.add(model_id, part, cost, impact)
+        self.usage.add(model_id, part, cost, impact, estimated=estimated)
         if usage is not None:
-            usage.add(model_id, part, cost, impact)
+            usage.add(model_id, part, cost, impact, estimated=estimated)
         if self.ledger is not None:
             await self.ledger.settle(reservation, model_id, part, cost)
         await self.emit(
@@ -152,5 +234,21 @@ class RunContext:
                 cost_eur=cost,
                 energy_wh=impact.energy_kwh * 1000 if impact else 0.0,
                 carbon_g=impact.carbon_g if impact else 0.0,
+                estimated=estimated,
             )
         )
+
+
+def _estimate(request: ModelRequest, response: ModelResponse) -> UsagePart:
+    """What a call certainly consumed when its provider reported nothing: everything sent (messages and tool
+    specs), and the text and tool calls that came back."""
+    streamed = estimate_tokens(response.text) if response.text else 0
+    streamed += sum(estimate_tokens(c.name) + estimate_tokens(c.arguments) for c in response.tool_calls)
+    return UsagePart(prompt_tokens=prompt_tokens(request), completion_tokens=streamed)
+
+
+def _with_cut_attempts(part: UsagePart, request: ModelRequest, response: ModelResponse) -> UsagePart:
+    """``part`` plus what the attempts the adapter tried again were sent (``AttemptCut``): the provider bills them."""
+    if not response.cut_attempts:
+        return part
+    return dataclasses.replace(part, prompt_tokens=part.prompt_tokens + response.cut_attempts * prompt_tokens(request))

@@ -225,12 +225,27 @@ ToolFactory = Callable[[Scope], list[Tool]]
 """Builds the extra read-only tools (web, code) for a scope; returns none when unconfigured."""
 
 
+class ConnectorSource(Protocol):
+    """The connectors (``mcp:<name>``) a run may use; ``connectors.McpConnectors`` is the implementation.
+
+    ``load`` is awaited once per run, before any model call, for the request's connectors; ``tools``
+    then builds a scope's tools from what was loaded, without waiting.
+    """
+
+    async def load(self, names: Sequence[str]) -> list[str]:
+        """Load the named connectors; return the names that do not exist (or are disabled) for this run."""
+        ...
+
+    def tools(self, scope: Scope) -> list[Tool]: ...
+
+
 @dataclass(slots=True)
 class Toolbox:
     """Makes the tools a scope gets: knowledge-base tools only when it has knowledge bases."""
 
     knowledge: KnowledgeBackend | None = None
     factories: list[ToolFactory] = field(default_factory=list)
+    connectors: ConnectorSource | None = None
 
     def tools_for(self, scope: Scope) -> list[Tool]:
         tools: list[Tool] = []
@@ -238,6 +253,8 @@ class Toolbox:
             tools += [KbSearch(self.knowledge, scope), KbRead(self.knowledge, scope)]
         for factory in self.factories:
             tools += factory(scope)
+        if scope.connectors and self.connectors is not None:
+            tools += self.connectors.tools(scope)
         return tools
 
 

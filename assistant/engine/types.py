@@ -120,7 +120,13 @@ class FinishPart:
     reason: FinishReason
 
 
-StreamPart: TypeAlias = TextDelta | ToolCallPart | UsagePart | FinishPart
+@dataclass(frozen=True, slots=True)
+class AttemptCut:
+    """An attempt of the call that reached the provider and broke off before anything of it was shown; the adapter
+    tries again. The provider bills it as a call: it is counted as an estimate of what it was sent."""
+
+
+StreamPart: TypeAlias = TextDelta | ToolCallPart | UsagePart | FinishPart | AttemptCut
 
 
 @dataclass(slots=True)
@@ -131,6 +137,8 @@ class ModelResponse:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: UsagePart | None = None
     finish_reason: FinishReason = "stop"
+    cut_attempts: int = 0
+    """Attempts that were sent, broke off before anything was shown, and were tried again (``AttemptCut``)."""
 
     def add(self, part: StreamPart) -> None:
         if isinstance(part, TextDelta):
@@ -139,6 +147,8 @@ class ModelResponse:
             self.tool_calls.append(part.call)
         elif isinstance(part, UsagePart):
             self.usage = part
+        elif isinstance(part, AttemptCut):
+            self.cut_attempts += 1
         else:
             self.finish_reason = part.reason
 

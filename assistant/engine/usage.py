@@ -47,14 +47,19 @@ class ModelUsage:
     carbon_g: float = 0.0
     estimated_calls: int = 0
     """Calls whose energy and carbon were estimated (the others' model has no carbon data)."""
+    tokens_estimated: int = 0
+    """Calls whose tokens are an estimate: cut after they were sent, with no usage reported by the provider."""
+    failed_calls: int = 0
+    """Calls that failed: refused by the provider (billed nothing, not in ``calls``) or cut (billed, in ``calls``)."""
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
+    def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None, *, estimated: bool = False) -> None:
         """One call."""
         self.calls += 1
+        self.tokens_estimated += int(estimated)
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.cached_prompt_tokens += usage.cached_prompt_tokens
@@ -76,6 +81,8 @@ class ModelUsage:
         self.energy_kwh += sign * other.energy_kwh
         self.carbon_g += sign * other.carbon_g
         self.estimated_calls += sign * other.estimated_calls
+        self.tokens_estimated += sign * other.tokens_estimated
+        self.failed_calls += sign * other.failed_calls
 
     def as_data(self) -> ModelUsageData:
         """Energy and carbon appear only for a model whose calls were estimated (no made-up zero)."""
@@ -87,6 +94,8 @@ class ModelUsage:
             cached_prompt_tokens=self.cached_prompt_tokens,
             reasoning_tokens=self.reasoning_tokens,
             cost_eur=round(self.cost_eur, 8),
+            tokens_estimated=self.tokens_estimated or None,
+            failed_calls=self.failed_calls or None,
             energy_wh=round(self.energy_kwh * 1000, 6) if estimated else None,
             carbon_g=round(self.carbon_g, 6) if estimated else None,
         )
@@ -107,6 +116,8 @@ class ModelUsage:
             energy_kwh=(data.energy_wh or 0.0) / 1000,
             carbon_g=data.carbon_g or 0.0,
             estimated_calls=data.calls if data.carbon_g is not None else 0,
+            tokens_estimated=data.tokens_estimated or 0,
+            failed_calls=data.failed_calls or 0,
         )
 
 
@@ -116,8 +127,23 @@ class RunUsage:
 
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
 
-    def add(self, model: str, usage: UsagePart, cost_eur: float, impact: Impact | None = None) -> None:
-        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur, impact)
+    def add(
+        self, model: str, usage: UsagePart, cost_eur: float, impact: Impact | None = None, *, estimated: bool = False
+    ) -> None:
+        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur, impact, estimated=estimated)
+
+    def failed(self, model: str) -> None:
+        """Count one failed call of ``model`` (what it billed, if anything, is added apart)."""
+        self.by_model.setdefault(model, ModelUsage()).failed_calls += 1
+
+    @property
+    def tokens_estimated(self) -> int:
+        """Calls whose tokens are an estimate (cut, no usage reported)."""
+        return sum(m.tokens_estimated for m in self.by_model.values())
+
+    @property
+    def failed_calls(self) -> int:
+        return sum(m.failed_calls for m in self.by_model.values())
 
     def merge(self, other: RunUsage, sign: int = 1) -> RunUsage:
         """Add (``sign=-1``: take away) another usage, model by model; returns this usage."""
@@ -178,6 +204,8 @@ class RunUsage:
             carbon_g=round(self.carbon_g, 6),
             carbon_estimated=self.carbon_estimated,
             total_tokens=self.total_tokens,
+            tokens_estimated=self.tokens_estimated,
+            failed_calls=self.failed_calls,
             by_model={name: m.as_data() for name, m in sorted(self.by_model.items())},
         )
 
@@ -197,6 +225,10 @@ class ModelUsageData(BaseModel):
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
     cost_eur: float = 0.0
+    tokens_estimated: int | None = None
+    """Calls whose tokens are an estimate; absent when none was."""
+    failed_calls: int | None = None
+    """Calls that failed; absent when none did."""
     energy_wh: float | None = None
     carbon_g: float | None = None
 
@@ -216,6 +248,8 @@ class UsageData(BaseModel):
     carbon_g: float = 0.0
     carbon_estimated: bool = False
     total_tokens: int = 0
+    tokens_estimated: int = 0
+    failed_calls: int = 0
     by_model: Annotated[dict[str, ModelUsageData], KEEP] = {}
     """By model id."""
 

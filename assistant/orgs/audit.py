@@ -34,6 +34,9 @@ ACTIONS: dict[str, Promise] = {
     "kb.created": _("created a knowledge base"),
     "kb.updated": _("renamed or edited a knowledge base"),
     "kb.deleted": _("deleted a knowledge base"),
+    "connector.created": _("registered a connector"),
+    "connector.updated": _("changed a connector"),
+    "connector.deleted": _("deleted a connector"),
 }
 
 
@@ -93,6 +96,10 @@ DETAIL_LABELS: dict[str, Promise] = {
     "effort": _("effort"),
     "main_rounds": _("main-model rounds"),
     "agent_rounds": _("agent round budget"),
+    "url": _("address"),
+    "tools": _("tools offered"),
+    "headers": _("headers"),
+    "enabled": _("offered to requests"),
 }
 # What None means for a detail (else "—").
 NONE_MEANS: dict[str, Promise] = {

@@ -28,7 +28,7 @@ DELEGATING_LEVELS = ("approfondi", "maximal")
 LEVEL_CHOICES = [(lv, lv.capitalize()) for lv in LEVELS]
 EFFORT_LABELS = {"minimal": _("Minimal"), "low": _("Low"), "medium": _("Medium"), "high": _("High")}
 EFFORT_CHOICES = [("", _("None (the provider's default)")), *((e, EFFORT_LABELS[e]) for e in EFFORTS)]
-KIND_CHOICES = [("kb", _("Knowledge bases")), ("web", _("Web")), ("code", _("Code"))]
+KIND_CHOICES = [("kb", _("Knowledge bases")), ("web", _("Web")), ("code", _("Code")), ("mcp", _("Connectors"))]
 
 
 def validate_time_zone(value: str) -> None:

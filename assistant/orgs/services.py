@@ -34,6 +34,16 @@ def administered_organisation(user: User) -> Organisation:
     return org
 
 
+def lock_organisation(org: Organisation) -> None:
+    """Inside a transaction: wait for, then hold, the organisation's row until the transaction ends.
+
+    Forms whose limits span rows (at most 4 categories, unique names) check and save under it, so
+    that concurrent posts are checked one after the other (PostgreSQL: ``SELECT … FOR UPDATE``;
+    SQLite: every transaction begins ``IMMEDIATE`` and holds the database's write lock).
+    """
+    list(Organisation.objects.select_for_update().filter(pk=org.pk).values_list("pk", flat=True))
+
+
 def levels_of(org: Organisation) -> list[ReasoningLevel]:
     """The four levels in order, saved rows first, else the engine's defaults (unsaved)."""
     saved = {row.level: row for row in org.reasoning_levels.all()}

@@ -26,7 +26,7 @@ from .code import code_status
 from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
 from .http import AuthenticatedHttpRequest
 from .models import AgentProfile, ApiKey, AuditEntry, Organisation
-from .services import administered_organisation, levels_of, policy_for
+from .services import administered_organisation, levels_of, lock_organisation, policy_for
 
 # The levels' names are the product's words, the same in every language.
 LEVEL_LABELS = {"rapide": "Rapide", "standard": "Standard", "approfondi": "Approfondi", "maximal": "Maximal"}
@@ -92,19 +92,25 @@ def save_models(request: AuthenticatedHttpRequest) -> HttpResponse:
 @require_POST
 def save_levels(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
-    forms = _level_forms(org, request.POST)
-    parallel = ParallelForm(request.POST, instance=org, prefix="parallel")
-    if not (all([f.is_valid() for f in forms]) and parallel.is_valid()):
-        return _page(request, org, level_forms=forms, parallel_form=parallel, status=400)
-    changes = {
-        f.instance.level: {name: f.cleaned_data[name] for name in f.changed_data} for f in forms if f.changed_data
-    }
-    changes |= {name: parallel.cleaned_data[name] for name in parallel.changed_data}
     with transaction.atomic():
-        for f in forms:
-            f.save()
-        parallel.save()
-        audit.record(request.user, org, "levels.saved", org.name, **changes)
+        # A level's first save creates its row: two posts at once must not both create it.
+        lock_organisation(org)
+        forms = _level_forms(org, request.POST)
+        parallel = ParallelForm(request.POST, instance=org, prefix="parallel")
+        valid = all([f.is_valid() for f in forms]) and parallel.is_valid()
+        if valid:
+            changes = {
+                f.instance.level: {name: f.cleaned_data[name] for name in f.changed_data}
+                for f in forms
+                if f.changed_data
+            }
+            changes |= {name: parallel.cleaned_data[name] for name in parallel.changed_data}
+            for f in forms:
+                f.save()
+            parallel.save()
+            audit.record(request.user, org, "levels.saved", org.name, **changes)
+    if not valid:
+        return _page(request, org, level_forms=forms, parallel_form=parallel, status=400)
     messages.success(request, _("The reasoning levels and the parallel-agent cap are saved."))
     return redirect("org_settings")
 
@@ -112,15 +118,18 @@ def save_levels(request: AuthenticatedHttpRequest) -> HttpResponse:
 def _profile_page(request: AuthenticatedHttpRequest, org: Organisation, profile: AgentProfile | None) -> HttpResponse:
     form = AgentProfileForm(request.POST or None, instance=profile, organisation=org)
     if request.method == "POST":
-        if form.is_valid():
-            saved = form.save()
-            audit.record(
-                request.user,
-                org,
-                "profile.updated" if profile else "profile.created",
-                saved.name,
-                changed=form.changed_data,
-            )
+        with transaction.atomic():
+            lock_organisation(org)  # the name is checked (in any case) and saved one post at a time
+            saved = form.save() if form.is_valid() else None
+            if saved is not None:
+                audit.record(
+                    request.user,
+                    org,
+                    "profile.updated" if profile else "profile.created",
+                    saved.name,
+                    changed=form.changed_data,
+                )
+        if saved is not None:
             messages.success(request, _("The agent profile “%(name)s” is saved.") % {"name": saved.name})
             return redirect("org_settings")
         return render(request, "orgs/profile.html", {"form": form, "profile": profile}, status=400)

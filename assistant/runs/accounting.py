@@ -8,6 +8,7 @@ rather than letting runs spend unchecked.
 
 from __future__ import annotations
 
+import uuid
 from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
@@ -22,8 +23,18 @@ class Accounting(Protocol):
         raises ``RequestRefused`` when that category cannot take its first call."""
         ...
 
-    def ledger(self, organisation_id: int, category: str) -> UsageLedger | None:
+    def reserve(self, organisation_id: int, category: str, run_id: uuid.UUID, tokens: int) -> None:
+        """Hold the run's first call (``tokens``) on its category before the run starts, in intake's transaction;
+        raises ``RequestRefused`` when it does not fit. The run's ledger hands that hold to its first model call."""
+        ...
+
+    def ledger(self, organisation_id: int, category: str, run_id: uuid.UUID | None = None) -> UsageLedger | None:
         """The ledger a run of this category charges each model call to (None: a run with no category)."""
+        ...
+
+    def release(self, run_id: uuid.UUID) -> int:
+        """Give back whatever the run still holds (it ended, or its process died: its calls will never settle);
+        returns the tokens released."""
         ...
 
 

@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from assistant.catalogue import snapshot
+from assistant.connectors import directory as connectors
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
@@ -109,9 +110,13 @@ def _history(run: Run) -> tuple[EngineMessage, ...]:
 
 
 def toolbox_for(organisation_id: int) -> Toolbox:
-    """The tools a run of this organisation can be given (web and code only when configured)."""
+    """The tools a run of this organisation can be given (web and code only when configured, its connectors)."""
     knowledge = OrgKnowledge(organisation_id)
-    return Toolbox(knowledge=knowledge, factories=tool_factories(knowledge))
+    return Toolbox(
+        knowledge=knowledge,
+        factories=tool_factories(knowledge),
+        connectors=connectors.connector_source(organisation_id),
+    )
 
 
 def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:
@@ -138,7 +143,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     recorder = Recorder(run_id)
     watch = leases.Watch(run_id, token)
     await watch.start()
-    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category)
+    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category, run_id)
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
@@ -175,6 +180,8 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
 
 
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
+    # What the run still holds (its intake's reservation, when it ended before its first call) goes back.
+    accounting.accounting().release(run_id)
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.status != "running":

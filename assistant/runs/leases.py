@@ -11,8 +11,8 @@ queue delivers twice is executed once), then, while the run goes on, ``Watch`` d
 Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
 listened. A lease not renewed for ``RUNS_LEASE_SECONDS`` means its process died (a worker killed, a
 machine lost): ``reap`` marks the run failed, keeping its steps, its partial answer, what its
-saved usage events cost and what its saved steps say it read (its sources), and tells its pages
-(``areap``). Every Celery worker reaps (``workers.runner``); in the embedded default ``recover_runs``
+saved usage events cost and what its saved steps say it read (its sources), releases what it held on its
+category (through ``accounting``), and tells its pages (``areap``). Every Celery worker reaps (``workers.runner``); in the embedded default ``recover_runs``
 fails, at the server's start, the runs the previous one left running.
 
 Used wherever a run executes (the web server's event loop in the embedded default, a worker when
@@ -42,7 +42,7 @@ from assistant.engine.causes import Cause
 from assistant.engine.events import ErrorEvent, Source, sources_read, usage_from
 from assistant.engine.usage import RunUsage
 
-from . import groups
+from . import accounting, groups
 from .models import Lease, Message, Run, Step
 from .steps import events_of, save_event
 
@@ -137,8 +137,13 @@ class Watch:
             await asyncio.sleep(STOP_POLL_SECONDS)
 
 
+# The steps a run's usage is rebuilt from: each billed call's usage, and each failed call.
+USAGE_STEPS = ("usage", "model_call_failed")
+
+
 def usage_of(steps: Iterable[Step]) -> RunUsage:
-    """A run's usage rebuilt from its saved usage events (each model call, agents included, once)."""
+    """A run's usage rebuilt from its saved usage events (each model call, agents included, once) and its failed
+    calls (``USAGE_STEPS``)."""
     return usage_from(events_of(steps))
 
 
@@ -195,7 +200,7 @@ def abandon(run: Run, cause: Cause, now: datetime) -> None:
     """End a running run that no process executes any more as failed, with what its saved steps record: the cost of
     its calls, what it read, and its partial answer as the assistant's message; a last ``error`` step says why. In a
     transaction holding its row."""
-    usage = usage_of(run.steps.filter(kind="usage"))
+    usage = usage_of(run.steps.filter(kind__in=USAGE_STEPS).order_by("seq"))
     last = run.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
     why = save_event(ErrorEvent(message=cause.english(), cause=cause))
     # Should the process be alive after all and save a step meanwhile, its step is kept and this one dropped.
@@ -204,6 +209,8 @@ def abandon(run: Run, cause: Cause, now: datetime) -> None:
     run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
     run.set_sources(sources_of(run.steps.filter(kind__in=SOURCE_STEPS)))
     run.save(update_fields=["status", "error", "finished", "usage", "cost_eur", "sources"])
+    # Its calls will never settle: what it held on its category goes back with its lease.
+    accounting.accounting().release(run.pk)
     if run.answer.strip():
         Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=run.answer, run=run)
 

@@ -17,7 +17,7 @@ from django.utils.translation import pgettext
 
 from assistant.engine.causes import Cause
 from assistant.engine.refusals import Refusal
-from assistant.engine.scope import KB_PREFIX
+from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 
 
 def status_text(status: str) -> str:
@@ -82,13 +82,15 @@ def cause_text(cause: Cause) -> str:
 
 
 def model_error_text(kind: str | None) -> str:
+    """How a model call failed (``causes.ModelErrorKind``)."""
     words = {
         "timeout": _("the model did not answer in time"),
-        "unavailable": _("the model's provider could not be reached or answered with an error"),
+        "unreachable": _("the model's provider could not be reached"),
+        "server_error": _("the model's provider answered with an error"),
         "rate_limited": _("the model's provider refused the call: too many requests"),
         "authentication": _("the model's provider refused the key"),
         "bad_request": _("the model's provider rejected the request"),
-        "malformed": _("the model's answer broke off or could not be read"),
+        "broken_stream": _("the model's answer broke off or could not be read"),
     }
     return words.get(kind or "", _("the model call failed"))
 
@@ -130,7 +132,7 @@ def refusal_text(refusal: Refusal) -> str:
         case "unknown_level":
             return _("Unknown reasoning level '%(level)s'.") % {"level": refusal.level}
         case "unknown_resource":
-            return _("Unknown resource '%(resource)s': use kb:<slug>, web, code or agents.") % {
+            return _("Unknown resource '%(resource)s': use kb:<slug>, mcp:<name>, web, code or agents.") % {
                 "resource": refusal.resource
             }
         case "agents_need_resource":
@@ -142,10 +144,12 @@ def refusal_text(refusal: Refusal) -> str:
             return _("The knowledge base '%(kb)s' does not exist or you may not read it.") % {
                 "kb": (refusal.resource or "").removeprefix(KB_PREFIX)
             }
-        case "resource_unavailable":
-            return _("%(resource)s is not available on this server.") % {
-                "resource": resource_text(refusal.resource or "", {})
+        case "connector_not_found":
+            return _("The connector '%(name)s' does not exist or you may not use it.") % {
+                "name": (refusal.resource or "").removeprefix(MCP_PREFIX)
             }
+        case "resource_unavailable":
+            return _("%(names)s: not configured on this server.") % {"names": resource_text(refusal.resource or "", {})}
         case "no_categories":
             return _("This organisation has no task categories: send the request without one.")
         case "unknown_category":
@@ -153,19 +157,45 @@ def refusal_text(refusal: Refusal) -> str:
                 "slug": refusal.category,
                 "known": ", ".join(refusal.allowed),
             }
-        case "category_spent":
-            return _(
-                "The category “%(name)s” has reached its monthly budget (%(used)s of %(budget)s tokens used or in "
-                "use). It resets on %(date)s at midnight (%(zone)s). Only an admin can raise it in the meantime."
-            ) % {
+        case "category_spent" | "category_busy":
+            figures = {
                 "name": refusal.name or refusal.category,
                 "used": formats.number_format(refusal.used or 0, force_grouping=True),
                 "budget": formats.number_format(refusal.limit or 0, force_grouping=True),
+                "percent": refusal.percent or 0,
+                "tokens": formats.number_format(refusal.tokens or 0, force_grouping=True),
+                "reserved": formats.number_format(refusal.reserved or 0, force_grouping=True),
                 "date": _reset_day(refusal),
                 "zone": refusal.zone or "UTC",
             }
+            if refusal.code == "category_busy":
+                return (
+                    _(
+                        "The category “%(name)s” has used %(used)s of %(budget)s tokens this month (%(percent)s %%) "
+                        "and the rest is reserved by running requests (%(reserved)s tokens): try again in a few seconds."
+                    )
+                    % figures
+                )
+            return (
+                _(
+                    "The category “%(name)s” has used %(used)s of %(budget)s tokens this month (%(percent)s %%): "
+                    "what is left cannot take this request (about %(tokens)s tokens). It resets on %(date)s at "
+                    "midnight (%(zone)s). Only an admin can raise it in the meantime."
+                )
+                % figures
+            )
         case "owner_left":
             return _("The task's owner is no longer a member of the organisation.")
+        case "context_too_long":
+            return _(
+                "The request is too long for %(model)s: its first call needs about %(tokens)s tokens (the messages, "
+                "the tools and room for the answer) and the model's context window is %(window)s tokens. "
+                "Shorten the message."
+            ) % {
+                "model": refusal.model,
+                "tokens": formats.number_format(refusal.used or 0, force_grouping=True),
+                "window": formats.number_format(refusal.limit or 0, force_grouping=True),
+            }
 
 
 def _reset_day(refusal: Refusal) -> str:

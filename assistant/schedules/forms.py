@@ -63,10 +63,11 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
             (m, catalogue[m].display_name) for m in policy_for(organisation).allowed_ids(catalogue)
         ]
         kbs = KnowledgeBase.objects.filter(organisation=organisation)
+        missing = services.unavailable_resources(organisation.pk, ("web", "code"))
+        off = _("not configured on this server")
         self._choice_field("resources").choices = [
             *((f"kb:{kb.slug}", kb.name) for kb in kbs),
-            ("web", _("Web")),
-            ("code", _("Code")),
+            *((r, f"{label} ({off})" if r in missing else label) for r, label in services.RESOURCE_LABELS.items()),
             ("agents", _("Agents")),
         ]
         self._choice_field("category").choices = [("", _("The default category"))] + [

@@ -14,18 +14,21 @@ from celery.schedules import crontab
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.refusals import Refusal
+from assistant.engine.scope import Scope
 from assistant.orgs.models import Membership
-from assistant.runs import intake
+from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run
 
 from .models import Execution, ScheduledTask
 
 TASK_NAME = "schedules.execute"
+RESOURCE_LABELS = {"web": _lazy("Web"), "code": _lazy("Code")}
 
 
 def parse_schedule(text: str) -> list[str]:
@@ -36,6 +39,12 @@ def parse_schedule(text: str) -> list[str]:
     minute, hour, day_of_month, month, day_of_week = fields
     crontab(minute=minute, hour=hour, day_of_month=day_of_month, month_of_year=month, day_of_week=day_of_week)
     return fields
+
+
+def unavailable_resources(organisation_id: int, resources: list[str] | tuple[str, ...]) -> list[str]:
+    """``web`` and ``code`` among ``resources`` when this server does not offer them (as the API checks)."""
+    toolbox = execution.toolbox_for(organisation_id)
+    return [r for r in ("web", "code") if r in resources and not toolbox.tools_for(Scope.from_resources([r]))]
 
 
 def ask_of(task: ScheduledTask) -> intake.Ask:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import zoneinfo
+
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBase
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import render as django_render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -20,6 +24,15 @@ from .forms import ScheduledTaskForm
 from .models import ScheduledTask
 
 EXECUTIONS_SHOWN = 20
+
+
+def render(
+    request: AuthenticatedHttpRequest, template: str, context: dict[str, object], status: int = 200
+) -> HttpResponse:
+    """The page with its times in the organisation's time zone, as its conversations show them."""
+    zone = organisation_of(request.user).time_zone
+    with timezone.override(zoneinfo.ZoneInfo(zone)):
+        return django_render(request, template, {**context, "time_zone": zone}, status=status)
 
 
 def _task(request: AuthenticatedHttpRequest, pk: int) -> ScheduledTask:

@@ -42,6 +42,13 @@ def configure() -> None:
         timezone=settings.TIME_ZONE,
         include=["assistant.workers.tasks"],
     )
+    # Connections already pooled were opened to the broker read before: drop them, so a changed broker
+    # is the one used (a test that sent a task eagerly leaves a pool to the default broker behind).
+    pooled: Any = app
+    if pooled._pool is not None:
+        pooled._pool.force_close_all()
+        pooled._pool = None
+        pooled.amqp._producer_pool = None
 
 
 configure()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx2
 import openai
@@ -12,6 +13,8 @@ import openai
 class Live:
     url: str
     keys: dict[str, str]
+    database: Path | None = None
+    """The server's SQLite database, for the tests that read its counters."""
     _open: list[openai.OpenAI | httpx2.Client] = field(default_factory=list)
 
     def client(self, key: str = "demo") -> openai.OpenAI:

@@ -38,7 +38,19 @@ other = Organisation.objects.create(name="Other Company", slug="other", allowed_
 for slug in ("secrets", "factures"):
     kb = KnowledgeBase.objects.create(organisation=other, slug=slug, name=slug.title())
     Document.objects.create(knowledge_base=kb, title="Vault", text="Bimbamjob code OBSIDIAN-42.")
+# An organisation whose one category is nearly spent: room for a few requests at once (tests/api/test_budgets.py).
+from django.utils import timezone
+from assistant.budgets import services
+from assistant.budgets.months import month_of, zone
+budgeted = Organisation.objects.create(name="Budgeted Company", slug="budgeted")
+syntheses = Category.objects.create(
+    organisation=budgeted, slug="syntheses", name="Synthèses", monthly_tokens=16_000, is_default=True
+)
+row = services.month_row(syntheses, month_of(timezone.now(), zone(budgeted.time_zone)))
+row.used = 2_318
+row.save()
 made = {
+    "budgeted": keys.create_key(budgeted, "budgeted")[1],
     "demo": keys.create_key(demo, "all models")[1],
     "small": keys.create_key(demo, "small only", ["demo-small"])[1],
     "other": keys.create_key(other, "other's key")[1],
@@ -57,7 +69,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     keys_path = folder / "keys.json"
     with start_server(SERVER, folder, str(keys_path), pace=DEMO_PACE, latency=DEMO_LATENCY) as server:
         server.wait_until_up()
-        yield Live(server.url, json.loads(keys_path.read_text()))
+        yield Live(server.url, json.loads(keys_path.read_text()), database=folder / "db.sqlite3")
 
 
 @pytest.fixture(autouse=True)

@@ -95,18 +95,22 @@ def test_an_exhausted_category_gets_429_with_when_it_resets(live: Live) -> None:
     [
         ({"messages": []}, "messages"),
         ({"messages": [{"role": "assistant", "content": "Hi"}]}, None),
-        ({"messages": [{"role": "robot", "content": "Hi"}]}, "messages.0.role"),
+        ({"messages": [{"role": "robot", "content": "Hi"}]}, "messages[0].role"),
         ({"extra_body": {"tools_enabled": ["kb:factures", "mail"]}}, "tools_enabled"),
         ({"extra_body": {"reasoning_level": "turbo"}}, "reasoning_level"),
-        # NUL is no text: a question of NULs only is empty; a slug with one is refused, never a 500 on PostgreSQL.
-        ({"messages": [{"role": "user", "content": "\x00\x00"}]}, None),
-        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "\x00"}]}]}, None),
+        # NUL is no text: refused where it is, never a 500 on PostgreSQL (tests/api/test_bad_bodies.py has more).
+        ({"messages": [{"role": "user", "content": "\x00\x00"}]}, "messages[0].content"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "\x00"}]}]},
+            "messages[0].content[0].text",
+        ),
+        ({"extra_body": {"stream": "yes"}}, "stream"),
         ({"extra_body": {"category": "catalogue\x00"}}, "category"),
     ],
 )
-def test_an_invalid_body_gets_422(live: Live, request_body: dict[str, Any], param: str | None) -> None:
-    e = refused(live, openai.UnprocessableEntityError, **request_body)
-    assert e.status_code == 422 and e.code == "invalid_body"
+def test_an_invalid_body_gets_400(live: Live, request_body: dict[str, Any], param: str | None) -> None:
+    e = refused(live, openai.BadRequestError, **request_body)
+    assert e.status_code == 400 and e.code == "invalid_body"
     if param is not None:
         assert e.param == param
 
@@ -115,8 +119,24 @@ def test_a_body_that_is_not_json_gets_an_error_in_openai_shape(live: Live) -> No
     response = live.http().post(
         "/v1/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"}
     )
-    assert response.status_code in (400, 422)
-    assert set(response.json()["error"]) >= {"message", "type", "code"}
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+    assert set(response.json()["error"]) >= {"message", "type", "param", "code"}
+
+
+def test_a_wrong_method_gets_a_json_405(live: Live) -> None:
+    response = live.http().get("/v1/chat/completions")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_level_is_named_in_any_case(live: Live) -> None:
+    for name in ("Approfondi", "APPROFONDI", "deep"):
+        completion = live.client().chat.completions.create(
+            model="demo-small", messages=ASK, extra_body={"reasoning_level": name}
+        )
+        run = live.http().get(f"/v1/runs/{completion.model_dump()['run_id']}").json()
+        assert run["reasoning_level"] == "approfondi"
 
 
 def test_models_are_those_the_key_may_use(live: Live) -> None:
@@ -180,7 +200,32 @@ def test_the_openapi_document_is_served(live: Live) -> None:
         "401",
         "403",
         "404",
-        "422",
+        "413",
         "429",
     }
     assert anonymous.get("/v1/docs").status_code == 200
+
+
+def test_agents_off_at_the_level_are_said_not_dropped_silently(live: Live) -> None:
+    client = live.client()
+    extensions = {"tools_enabled": ["kb:factures", "agents"], "reasoning_level": "Rapide"}
+    data = client.chat.completions.create(model="demo-large", messages=ASK, extra_body=extensions).model_dump()
+    assert data["status"] == "ok"
+    (warning,) = data["warnings"]
+    assert warning["code"] == "agents_off_at_level" and warning["param"] == "tools_enabled"
+    assert "Rapide" in warning["message"] and "0" in warning["message"]
+    assert not [s for s in data["steps"] if s["type"] == "run_agent"]
+    # Streamed: in the first chunk, and again with the end.
+    chunks = list(client.chat.completions.create(model="demo-large", messages=ASK, extra_body=extensions, stream=True))
+    assert (chunks[0].model_extra or {})["warnings"][0]["code"] == "agents_off_at_level"
+    assert (chunks[-1].model_extra or {})["warnings"][0]["code"] == "agents_off_at_level"
+    # No model cheap enough to delegate to: said too.
+    small = client.chat.completions.create(
+        model="demo-small", messages=ASK, extra_body={**extensions, "reasoning_level": "approfondi"}
+    )
+    assert [w["code"] for w in small.model_dump()["warnings"]] == ["agents_without_cheaper_model"]
+    # Where agents work, no warning.
+    deep = client.chat.completions.create(
+        model="demo-large", messages=ASK, extra_body={**extensions, "reasoning_level": "approfondi"}
+    ).model_dump()
+    assert deep["warnings"] == [] and [s for s in deep["steps"] if s["type"] == "run_agent"]

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from budgets_support import World, signed_in, use
 from django.core import mail
+from django.utils import translation
 
 from assistant.budgets import services
 from assistant.budgets.models import BudgetAlert
@@ -43,15 +44,19 @@ def test_each_threshold_alerts_once_a_month_by_email_to_the_admins(world: World)
     assert len(mail.outbox) == 2
 
 
-def test_a_refused_call_raises_the_100_percent_alert(world: World) -> None:
+def test_a_refused_call_alerts_at_the_true_share_not_at_100_percent(world: World) -> None:
     _small(world)
     use(world.administration, 850)  # 85 %: the 80 % alert
     with pytest.raises(BudgetExceeded):
-        services.reserve(world.administration.pk, 500)  # does not fit: the category is at its budget for it
+        services.reserve(world.administration.pk, 500)  # does not fit; the category is still at 85 %
+    assert sorted(BudgetAlert.objects.values_list("threshold", flat=True)) == [80]
+    assert len(mail.outbox) == 1 and "(85 %)" in mail.outbox[0].body
+    with pytest.raises(services.CategoryExhausted) as refused, translation.override("en"):
+        services.ensure_room(world.administration, 500)
+    assert "has used 850 of 1,000 tokens this month (85 %)" in str(refused.value)
+    assert refused.value.spent and refused.value.retry_after > 60
+    use(world.administration, 150)  # 100 % used: now the 100 % alert
     assert sorted(BudgetAlert.objects.values_list("threshold", flat=True)) == [80, 100]
-    with pytest.raises(BudgetExceeded):
-        services.reserve(world.administration.pk, 500)
-    assert len(mail.outbox) == 2
 
 
 def test_a_new_month_alerts_again(world: World) -> None:

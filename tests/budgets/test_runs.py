@@ -11,8 +11,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from budgets_support import World, signed_in, this_month
 from django.test import AsyncClient
-from django.utils import formats, timezone
+from django.utils import formats, timezone, translation
 
+from assistant.api.api import _completion as api_completion
 from assistant.budgets import services
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone
@@ -111,7 +112,9 @@ def test_an_exhausted_category_refuses_before_any_model_call_and_keeps_the_text(
     assert response.status_code == 400
     page = html.unescape(response.content.decode())
     assert 'id="composer"' in page  # the composer comes back, with the reason and the typed text
-    assert "The category “Long multi-document syntheses” has reached its monthly budget" in page
+    assert (
+        "The category “Long multi-document syntheses” has used 4,500,000 of 4,500,000 tokens this month (100 %)" in page
+    )
     assert f"It resets on {reset_date(world.syntheses)} at midnight (Europe/Paris)" in page
     assert SYNTHESIS["text"] in page
     assert '<option value="syntheses" selected>' in page  # and the category the user chose
@@ -125,7 +128,10 @@ def test_the_refusal_speaks_french(world: World) -> None:
     client = signed_in("mia")
     client.cookies["django_language"] = "fr"
     page = html.unescape(client.post("/c/new", SYNTHESIS).content.decode())
-    assert "La catégorie « Long multi-document syntheses » a atteint son budget mensuel" in page
+    assert (
+        "La catégorie « Long multi-document syntheses » a utilisé 4\xa0500\xa0000 tokens sur 4\xa0500\xa0000 ce mois-ci (100 %)"
+        in page
+    )
     assert "minuit (Europe/Paris)" in page
 
 
@@ -176,6 +182,9 @@ async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agen
     assert all(f["cause"] == {"code": "category_budget", "used": None, "limit": None, "kind": None} for f in finished)
     row = await sync_to_async(this_month)(tworld.syntheses)
     assert row.reserved == 0
+    # Through the API, the same run is a 200 whose status is stopped, with its cause as a code.
+    done = await sync_to_async(api_completion)(run.pk, [])
+    assert (done.status, done.reason_code) == ("stopped", "budget")
     # The page shows why it stopped and what the agents had found.
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
     assert "stopped: the category&#x27;s monthly budget is reached" in page
@@ -190,19 +199,30 @@ async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World,
     category.monthly_tokens = 5 * 9_000
     await category.asave()
     ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="administration")
-    created = [await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, ask) for _ in range(20)]
+
+    def attempt() -> Run | services.CategoryExhausted:
+        try:
+            with translation.override("en"):
+                return intake.create_run(tworld.member, tworld.demo, None, ask)
+        except services.CategoryExhausted as e:
+            return e
+
+    # One after the other here (SQLite); tests/api sends twenty at once to the live server.
+    attempts = [await sync_to_async(attempt)() for _ in range(20)]
+    created = [a for a in attempts if isinstance(a, Run)]
+    refused = [a for a in attempts if isinstance(a, services.CategoryExhausted)]
+    # Each admitted run holds its first call from intake: the others are refused there, before anything is saved.
+    assert 5 <= len(created) < 20 and len(created) + len(refused) == 20
+    assert await Run.objects.acount() == len(created)
+    for e in refused:  # the month is not spent: running requests hold the rest, so retry in a few seconds
+        assert not e.spent and e.retry_after == services.RESERVED_RETRY_SECONDS
+        assert "the rest is reserved by running requests" in str(e)
     await asyncio.gather(*(execution.execute_run(r.pk) for r in created))
 
     done = [r async for r in Run.objects.all()]
     row = await sync_to_async(this_month)(category)
-    assert row.reserved == 0
+    assert row.reserved == 0 and not await sync_to_async(row.reservations.exists)()
     assert row.used <= category.monthly_tokens
     assert row.used == sum(r.usage.get("total_tokens", 0) for r in done)  # each token counted once
-    ok = [r for r in done if r.status == "ok"]
-    stopped = [r for r in done if r.status == "stopped"]
-    assert len(ok) + len(stopped) == 20
-    assert 5 <= len(ok) < 20
-    for r in stopped:  # refused at their first reservation: no model call, nothing spent
-        assert r.usage["total_tokens"] == 0
-        stopped_step = await Step.objects.aget(run=r, kind="stopped")
-        assert stopped_step.data["message"] == "stopped: the category's monthly budget is reached"
+    assert row.calls == len(done)  # the intake's hold was the first call's: no second reservation, no extra call
+    assert {r.status for r in done} == {"ok"}  # an admitted run is never stopped by its first reservation

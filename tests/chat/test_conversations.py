@@ -343,19 +343,21 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
     }
     finished = next(s["data"] for s in OLD_STEPS if s["kind"] == "agent_finished")
     # (read from version 0, it gains its cause and whether its report is the engine's: none, not partial)
+    # (and its usage the counts of failed and estimated calls, none)
     assert erased("agent_finished", finished) == {
         **finished,
         "report": "",
         "sources": [],
         "cause": None,
         "partial_report": False,
+        "usage": {**finished["usage"], "tokens_estimated": 0, "failed_calls": 0},
     }
     call = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_call")
     assert erased("tool_call", call) == {**call, "arguments": {}}
     result = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_result")
     assert erased("tool_result", result) == result  # no text in it: nothing changes
     usage = next(s["data"] for s in OLD_STEPS if s["kind"] == "usage")
-    assert erased("usage", usage) == usage
+    assert erased("usage", usage) == {**usage, "estimated": False}  # no text; version 1 says it was not estimated
     # A step no event can be read from is emptied whole.
     unreadable = Step(kind="agent_finished", data={"v": 99, "report": "Secret"})
     assert deletion.erase_step(unreadable) and unreadable.data == {}

@@ -292,7 +292,7 @@ def test_a_stopped_run_keeps_its_answer_and_says_why(client: Client) -> None:
 
 def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable(request: ModelRequest, info: Any) -> ModelResponse:
-        raise ModelUnavailable("the provider could not be reached (connection refused)")
+        raise ModelUnavailable("the provider could not be reached (connection refused)", unsent=True)
 
     monkeypatch.setattr(
         snapshot, "resolve", lambda model_id: FunctionModel(unreachable, snapshot.catalogue()[model_id])
@@ -307,7 +307,7 @@ def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypa
     assert run.status == "error"
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
     assert "The assistant could not finish this answer; what it had written is kept." in page
-    assert "could not be reached" in page
+    assert "The model&#x27;s provider could not be reached." in page  # its cause, in the reader's words
     assert "Traceback" not in page
 
 

@@ -181,3 +181,25 @@ def test_rename_in_place_then_delete_after_confirming(page: Page, shot: Shot) ->
     page.wait_for_url(re.compile(r"/$"))
     expect(page.locator(f".sidebar a[href='{path}']")).to_have_count(0)
     assert page.goto(path).status == 404  # type: ignore[union-attr]
+
+
+def test_agents_off_at_a_level_is_said_and_an_overlong_message_is_refused_next_to_the_form(
+    page: Page, shot: Shot
+) -> None:
+    note = page.locator("#composer .agents-off-note")
+    page.check("#composer input[value=agents]")
+    page.select_option("#composer select[name=level]", "approfondi")
+    expect(note).to_be_hidden()
+    page.select_option("#composer select[name=level]", "rapide")  # its agent turn budget is 0
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("Agents are off at this level")
+    page.uncheck("#composer input[value=agents]")
+    expect(note).to_be_hidden()
+    # Over MAX_REQUEST_BODY_MB (4 MB): refused above the form, which keeps the message.
+    page.select_option("#composer select[name=level]", "approfondi")
+    long_text = "word " * 900_000
+    page.locator("#composer textarea[name=text]").evaluate("(box, text) => { box.value = text; }", long_text)
+    page.click("#composer button[type=submit]")
+    expect(page.locator("#composer .error")).to_contain_text("too long to send")
+    assert page.locator("#composer textarea[name=text]").evaluate("box => box.value.length") == len(long_text)
+    shot("composer-refusals")

@@ -23,6 +23,8 @@ document.addEventListener("htmx:wsOpen", function () { window.__wsOpened += 1; }
 PAGES = [
     "/",
     "/settings/",
+    "/settings/connectors/",
+    "/settings/connectors/new",
     "/settings/budgets/",
     "/settings/usage/",
     "/settings/usage/?month=2020-01",

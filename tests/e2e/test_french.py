@@ -130,9 +130,7 @@ def test_in_french_agents_interrupted_stopped_and_in_error_and_the_usage_page(pa
     expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
     agent = open_agent(run)
     expect(agent).to_have_attribute("data-status", "error")
-    expect(agent.locator("dd.status")).to_have_text(
-        "erreur : le fournisseur du modèle est injoignable ou a répondu par une erreur"
-    )
+    expect(agent.locator("dd.status")).to_have_text("erreur : le fournisseur du modèle est injoignable")
     expect(agent.locator(".report")).to_contain_text("Il n’a pas écrit de rapport")
     assert_all_french(page, "an agent in error")
     shot("fr-2-in-error")

@@ -21,6 +21,7 @@ from orgs_support import (
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from assistant.catalogue import snapshot
+from assistant.catalogue.loading import add_demo_entries
 from assistant.engine.errors import RequestRefused
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import AgentProfile, Organisation
@@ -51,6 +52,7 @@ def more_models(settings: SettingsWrapper) -> Iterator[None]:
     """Two more catalogue models: ``cheap-tiny`` (ten times cheaper than demo-large), ``mid-model`` (not twice)."""
     settings.MISTRAL_API_KEY = "mistral-test-key"
     snapshot.forget_catalogue()
+    add_demo_entries(offered_with_real_providers=True)  # these tests' main model is demo-large
     catalogue_entry("cheap-tiny", 0.1, 0.3)
     catalogue_entry("mid-model", 1.5, 4.5)
     yield

@@ -20,7 +20,8 @@ def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw))
     found = sandbox.detect.__wrapped__()
     assert found is not None
-    monkeypatch.setattr("assistant.knowledge.tools.detect", lambda: found)
+    monkeypatch.setattr("assistant.knowledge.tools.detect", lambda: found)  # what the tools offer
+    monkeypatch.setattr("assistant.orgs.code.detect", lambda: found)  # what the settings page says
 
 
 def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Any) -> None:

@@ -51,7 +51,7 @@ def test_the_catalogue_loads_from_the_data_file_with_dated_sourced_eur_prices() 
     call_command("load_catalogue", verbosity=0)
 
     entries = {e.model_id: e for e in CatalogueEntry.objects.all()}
-    assert set(entries) == SHIPPED
+    assert set(entries) == SHIPPED | DEMO  # the demo models' entries carry the admin's choice to offer them
     data = json.loads(DATA_FILE.read_text())
     rate = Decimal(str(data["usd_to_eur"]["rate"]))
     for raw in data["models"]:
@@ -70,14 +70,14 @@ def test_the_catalogue_loads_from_the_data_file_with_dated_sourced_eur_prices() 
     assert entries["magistral-small"].reasoning == "native"
     # GPT-5 at 1.25 USD in, 0.125 cached, 10 out per million tokens.
     assert float(entries["gpt-5"].input_price) == pytest.approx(1.25 / 1.16, rel=1e-4)
-    assert infos_from_file() == [e.to_info() for e in CatalogueEntry.objects.all()]
+    assert infos_from_file() == [e.to_info() for e in CatalogueEntry.objects.exclude(provider="demo")]
 
 
 def test_loading_is_idempotent_and_keeps_what_an_admin_edited() -> None:
     call_command("load_catalogue", verbosity=0)
     CatalogueEntry.objects.filter(model_id="mistral-small").update(input_price=Decimal("0.5"))
     call_command("load_catalogue", verbosity=0)
-    assert CatalogueEntry.objects.count() == len(SHIPPED)
+    assert CatalogueEntry.objects.count() == len(SHIPPED | DEMO)
     assert CatalogueEntry.objects.get(model_id="mistral-small").input_price == Decimal("0.5")
     call_command("load_catalogue", "--refresh", verbosity=0)
     assert CatalogueEntry.objects.get(model_id="mistral-small").input_price != Decimal("0.5")
@@ -86,10 +86,11 @@ def test_loading_is_idempotent_and_keeps_what_an_admin_edited() -> None:
 def test_a_provider_without_a_key_is_not_offered(keys: SettingsWrapper) -> None:
     call_command("load_catalogue", verbosity=0)
     offered = set(snapshot.catalogue())
-    assert offered == {"mistral-small", "mistral-medium", "mistral-large", "magistral-small", "magistral-medium"} | DEMO
+    # A real provider is configured: the demo models stay out of real work.
+    assert offered == {"mistral-small", "mistral-medium", "mistral-large", "magistral-small", "magistral-medium"}
 
     keys.OPENAI_API_KEY = "sk-test"
-    assert set(snapshot.catalogue()) == SHIPPED | DEMO  # the configuration is part of the snapshot
+    assert set(snapshot.catalogue()) == SHIPPED  # the configuration is part of the snapshot
 
 
 def test_a_disabled_entry_is_not_offered_and_an_edit_shows_at_once(keys: SettingsWrapper) -> None:
@@ -101,10 +102,12 @@ def test_a_disabled_entry_is_not_offered_and_an_edit_shows_at_once(keys: Setting
     assert "mistral-large" not in snapshot.catalogue()
 
 
-def test_resolve_gives_each_model_its_provider_and_the_demo_stays(keys: SettingsWrapper) -> None:
+def test_resolve_gives_each_model_its_provider_and_the_demo_stays_when_offered(keys: SettingsWrapper) -> None:
     keys.OPENAI_API_KEY = "sk-test"
     keys.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
     call_command("load_catalogue", verbosity=0)
+    CatalogueEntry.objects.filter(model_id="demo-large").update(offered_with_real_providers=True)
+    snapshot.forget_catalogue()
     snapshot.catalogue()
 
     async def resolved() -> tuple[object, object, object, object]:
@@ -129,7 +132,7 @@ def test_the_model_picker_lists_only_usable_models(keys: SettingsWrapper, client
     call_command("load_demo", verbosity=0)
     assert client.login(username="demo", password="demo-password")
     page = client.get("/").content.decode()
-    assert 'value="mistral-small"' in page and 'value="demo-large"' in page
+    assert 'value="mistral-small"' in page and 'value="demo-large"' not in page
     assert 'value="gpt-5"' not in page
 
 

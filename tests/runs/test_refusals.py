@@ -78,6 +78,7 @@ SAMPLES: dict[RefusalCode, Refusal] = {
     "unknown_resource": Refusal(code="unknown_resource", resource="shell"),
     "agents_need_resource": Refusal(code="agents_need_resource"),
     "knowledge_base_not_found": Refusal(code="knowledge_base_not_found", resource="kb:gone"),
+    "connector_not_found": Refusal(code="connector_not_found", resource="mcp:crm"),
     "resource_unavailable": Refusal(code="resource_unavailable", resource="web"),
     "no_categories": Refusal(code="no_categories", category="x"),
     "unknown_category": Refusal(code="unknown_category", category="nope", allowed=("catalogue", "syntheses")),
@@ -87,10 +88,17 @@ SAMPLES: dict[RefusalCode, Refusal] = {
         name="Syntheses",
         used=1_000_000,
         limit=1_000_000,
+        tokens=5_000,
+        percent=100,
         resets_at=datetime(2027, 1, 1, 5, tzinfo=UTC),
         zone="America/New_York",
+        retry_after=3_600,
+    ),
+    "category_busy": Refusal(
+        code="category_busy", category="syntheses", name="Syntheses", used=900, limit=1_000, reserved=100, percent=90
     ),
     "owner_left": Refusal(code="owner_left"),
+    "context_too_long": Refusal(code="context_too_long", model="demo-small", used=40_000, limit=32_000),
 }
 
 
@@ -116,7 +124,13 @@ def test_the_api_gives_each_refusal_its_status_its_stable_code_and_english() -> 
     assert error.message == "The model 'demo-small' is not allowed here. Allowed models: demo-large."
     spent = refusal_error(SAMPLES["category_spent"])
     assert (spent.status, spent.code) == (429, "category_budget_exhausted")
-    assert spent.extra["resets_at"] == "2027-01-01T05:00:00+00:00" and int(spent.extra["retry_after"]) >= 0
+    assert spent.extra == {"resets_at": "2027-01-01T05:00:00+00:00", "retry_after": "3600"} and not spent.retry
+    long = refusal_error(SAMPLES["context_too_long"])
+    assert (long.status, long.code, long.extra) == (
+        400,
+        "context_window_exceeded",
+        {"tokens": 40_000, "context_window": 32_000},
+    )
     assert refusal_error(SAMPLES["agents_need_resource"]).code == "agents_without_resource"
 
 
@@ -156,3 +170,17 @@ def test_a_scheduled_tasks_refused_execution_is_worded_when_shown_in_the_readers
     client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
     page = client.get("/tasks/").content.decode()
     assert "La base de connaissances « gone » n’existe pas ou vous ne pouvez pas la lire." in page
+
+
+def test_every_cause_is_worded_in_english_and_in_french() -> None:
+    from assistant.engine.causes import Cause, CauseCode, ModelErrorKind
+
+    causes = [Cause(code=code, used=2, limit=2) for code in typing.get_args(CauseCode)]
+    causes += [Cause(code="model_error", kind=kind) for kind in typing.get_args(ModelErrorKind)]
+    for cause in causes:
+        with translation.override("en"):
+            english = wording.cause_text(cause)
+        with translation.override("fr"):
+            french = wording.cause_text(cause)
+        assert english and french != english, cause
+        assert cause.code not in french and (cause.kind or "§") not in french, cause

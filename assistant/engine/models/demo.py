@@ -117,6 +117,37 @@ def _tool_results(messages: tuple[Message, ...], name: str) -> list[dict[str, An
     return found
 
 
+def _connector_tools(request: ModelRequest) -> list[tuple[str, str]]:
+    """The connector tools offered (``mcp_<name>__<tool>``) that take one string: (tool, its parameter)."""
+    found = []
+    for spec in request.tools:
+        if not spec.name.startswith("mcp_"):
+            continue
+        props = spec.parameters.get("properties", {}) if isinstance(spec.parameters, dict) else {}
+        strings = [k for k, v in props.items() if isinstance(v, dict) and v.get("type") == "string"]
+        if len(strings) == 1:
+            found.append((spec.name, strings[0]))
+    return found
+
+
+def _connector_data(messages: tuple[Message, ...]) -> list[tuple[str, str]]:
+    """What connectors returned: (tool, each non-empty line inside its <connector_data>)."""
+    found = []
+    for m in messages:
+        # A refusal or an error is a JSON object; a result is the connector's text in its wrapper.
+        if m.role == "tool" and m.name and m.name.startswith("mcp_") and not m.content.startswith("{"):
+            _, _, after = m.content.partition("<connector_data")
+            inside = after.partition(">")[2].rpartition("</connector_data>")[0]
+            found += [(m.name, line.strip()) for line in inside.splitlines() if line.strip()]
+    return found
+
+
+def _connector_source(tool: str) -> str:
+    """``mcp_crm__search_customers`` -> ``mcp:crm/search_customers``, the source id of what it read."""
+    name, _, rest = tool.removeprefix("mcp_").partition("__")
+    return f"mcp:{name}/{rest}"
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
 
@@ -143,7 +174,7 @@ class DemoModel(Model):
         if _spec(request, "submit_result") is not None and DEMO_FAIL in request.messages[1].content:
             if self.latency:
                 await asyncio.sleep(self.latency)
-            raise ModelUnavailable(DEMO_FAILURE)
+            raise ModelUnavailable(DEMO_FAILURE, unsent=True)
         response = self.respond(request)
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -184,19 +215,28 @@ class DemoModel(Model):
         if not forced and kbs and not searches:
             calls = [self._call("kb_search", {"query": " ".join(words), "kb": kb}, i) for i, kb in enumerate(kbs)]
             return ModelResponse(tool_calls=calls)
+        connectors = _connector_tools(request)
+        asked = [m for m in messages if m.role == "tool" and m.name and m.name.startswith("mcp_")]
+        if not forced and connectors and not asked:
+            calls = [self._call(tool, {param: " ".join(words)}, i) for i, (tool, param) in enumerate(connectors[:4])]
+            return ModelResponse(tool_calls=calls)
+        connector_lines = _connector_data(messages)
         hit_ids = [h["id"] for s in searches for h in s.get("hits", [])[:3]]
         if not forced and hit_ids and not reads:
             return ModelResponse(tool_calls=[self._call("kb_read", {"ids": hit_ids}, 0)])
         findings = [f"{s} [{d['id']}]" for d in reads for s in _extract(d, words)]
+        findings += [f"{line} [{_connector_source(tool)}]" for tool, line in connector_lines]
         if not findings and searches:
             findings = [f"{h['title']}: {h['snippet']} [{h['id']}]" for s in searches for h in s.get("hits", [])[:3]]
         found_text = " ".join(findings).lower()
         gaps = [f"nothing found about '{w}'" for w in words if w.lower() not in found_text]
-        if not reads:
+        if not reads and kbs:
             gaps.append("documents were not read, only search results")
         report = {
             "findings": "\n".join(f"- {f}" for f in findings) or "Nothing relevant was found in my scope.",
-            "sources": [d["id"] for d in reads] or hit_ids,
+            "sources": [d["id"] for d in reads]
+            + [_connector_source(t) for t in dict.fromkeys(t for t, _ in connector_lines)]
+            or hit_ids,
             "gaps": gaps,
         }
         return ModelResponse(tool_calls=[self._call("submit_result", report, 0)])
@@ -213,6 +253,7 @@ class DemoModel(Model):
             if agents is not None:
                 props = agents.parameters["properties"]["tasks"]["items"]["properties"]
                 kbs = [r for r in props["resources"]["items"]["enum"] if r.startswith("kb:")]
+                connectors = [r for r in props["resources"]["items"]["enum"] if r.startswith("mcp:")]
                 # Another demo model if one is offered: the demo stays offline even when real providers have keys.
                 models = props["model"]["enum"]
                 model = next((m for m in models if str(m).startswith("demo-")), models[0])
@@ -226,12 +267,22 @@ class DemoModel(Model):
                     }
                     for kb in kbs[:4]
                 ]
+                tasks += [
+                    {
+                        "instruction": f"Ask the connector {c[4:]} what it has about: {', '.join(words)}. "
+                        "Report what it returns, with the connector as the source.",
+                        "model": model,
+                        "resources": [c],
+                    }
+                    for c in connectors[: 4 - len(tasks)]
+                ]
                 rounds = DEMO_ROUNDS.search(question)
                 if rounds is not None:
                     for task in tasks:
                         task["max_rounds"] = int(rounds.group(1))
                 if tasks:
-                    text = f"I am handing the search of {len(tasks)} knowledge base(s) to agents running {model}, in parallel."
+                    what = "knowledge base(s)" if not connectors else "resource(s)"
+                    text = f"I am handing the search of {len(tasks)} {what} to agents running {model}, in parallel."
                     return ModelResponse(text=text, tool_calls=[self._call("agents", {"tasks": tasks}, 0)])
             search = _spec(request, "kb_search")
             if search is not None:
@@ -242,11 +293,21 @@ class DemoModel(Model):
             ids = [h["id"] for s in _tool_results(messages, "kb_search") for h in s.get("hits", [])[:3]]
             if ids:
                 return ModelResponse(tool_calls=[self._call("kb_read", {"ids": ids}, 0)])
+            connectors = _connector_tools(request)
+            if connectors:
+                calls = [
+                    self._call(tool, {param: " ".join(words)}, i) for i, (tool, param) in enumerate(connectors[:4])
+                ]
+                return ModelResponse(text="Let me ask the connectors.", tool_calls=calls)
         return ModelResponse(text=self._answer(messages, words, question))
 
     def _answer(self, messages: tuple[Message, ...], words: list[str], question: str) -> str:
         delegated = [a for r in _tool_results(messages, "agents") for a in r.get("agents", []) if a]
         reads = [d for r in _tool_results(messages, "kb_read") for d in r.get("documents", [])]
+        connector_lines = _connector_data(messages)
+        if not delegated and not reads and connector_lines:
+            lines = [f"- {line} [{_connector_source(tool)}]" for tool, line in connector_lines]
+            return "Here is what the connectors returned.\n\n" + "\n".join(lines) + "\n\n" + DEMO_FOOTER
         if not delegated and not reads:
             if _tool_results(messages, "kb_search"):
                 return "I found no document matching your question in the knowledge bases.\n\n" + DEMO_FOOTER

@@ -23,6 +23,7 @@ from ..errors import (
     AuthenticationFailed,
     BadModelRequest,
     MalformedResponse,
+    ModelError,
     ModelTimeout,
     ModelUnavailable,
     RateLimited,
@@ -74,31 +75,36 @@ class MistralModel(Model):
         reason: str | None = None
         effort = self.info.effort_for(request.reasoning_effort) if self.adjustable_reasoning else None
         tools = [_tool(t) for t in request.tools]
-        with _translated():
-            stream = await self.provider.client.chat.stream_async(
-                model=self.api_model,
-                messages=[_message(m) for m in request.messages],
-                tools=tools or UNSET,
-                tool_choice=_tool_choice(request) if tools else None,
-                parallel_tool_calls=request.parallel_tool_calls if tools else None,
-                max_tokens=request.max_output_tokens if request.max_output_tokens is not None else UNSET,
-                reasoning_effort=effort if effort is not None else UNSET,
-                prompt_cache_key=prompt_cache_key(request.messages),
-            )
-            async with stream:
-                async for event in stream:
-                    chunk = event.data
-                    if chunk.usage is not None:
-                        usage = _usage(chunk.usage)
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta
-                        text = _text(delta.content)
-                        if text:
-                            yield TextDelta(text)
-                        for piece in delta.tool_calls or ():
-                            calls.add(piece.index, piece.id, piece.function.name, piece.function.arguments)
-                        if choice.finish_reason is not None:
-                            reason = choice.finish_reason
+        try:
+            with _translated():
+                stream = await self.provider.client.chat.stream_async(
+                    model=self.api_model,
+                    messages=[_message(m) for m in request.messages],
+                    tools=tools or UNSET,
+                    tool_choice=_tool_choice(request) if tools else None,
+                    parallel_tool_calls=request.parallel_tool_calls if tools else None,
+                    max_tokens=request.max_output_tokens if request.max_output_tokens is not None else UNSET,
+                    reasoning_effort=effort if effort is not None else UNSET,
+                    prompt_cache_key=prompt_cache_key(request.messages),
+                )
+                async with stream:
+                    async for event in stream:
+                        chunk = event.data
+                        if chunk.usage is not None:
+                            usage = _usage(chunk.usage)
+                        for choice in chunk.choices[:1]:
+                            delta = choice.delta
+                            text = _text(delta.content)
+                            if text:
+                                yield TextDelta(text)
+                            for piece in delta.tool_calls or ():
+                                calls.add(piece.index, piece.id, piece.function.name, piece.function.arguments)
+                            if choice.finish_reason is not None:
+                                reason = choice.finish_reason
+        except ModelError:
+            if usage is not None:  # the provider reported the call's usage before it broke off: that is billed
+                yield usage
+            raise
         if reason is None:
             raise MalformedResponse("the stream ended before the model finished its answer")
         if reason == "error":
@@ -180,7 +186,9 @@ def _translated() -> Iterator[None]:
     except (httpx2.StreamError, httpx2.DecodingError, json.JSONDecodeError) as e:
         raise MalformedResponse(f"the Mistral stream could not be read ({e})") from e
     except httpx2.HTTPError as e:
-        raise ModelUnavailable(f"the connection to the Mistral server failed or broke off ({e})") from e
+        raise ModelUnavailable(
+            f"the connection to the Mistral server failed or broke off ({e})", unsent=isinstance(e, httpx2.ConnectError)
+        ) from e
 
 
 def _raise_for_status(e: errors.MistralError) -> NoReturn:
@@ -190,11 +198,11 @@ def _raise_for_status(e: errors.MistralError) -> NoReturn:
         raise RateLimited(f"Mistral is rate limiting this key: {detail}", retry_after(e.headers)) from e
     if status in (401, 403):
         raise AuthenticationFailed(
-            f"Mistral refused the API key (HTTP {status}): {detail}. Check MISTRAL_API_KEY."
+            f"Mistral refused the API key (HTTP {status}): {detail}. Check MISTRAL_API_KEY.", status=status
         ) from e
     if status >= 500:
-        raise ModelUnavailable(f"the Mistral server failed (HTTP {status}): {detail}") from e
-    raise BadModelRequest(f"Mistral rejected the request (HTTP {status}): {detail}") from e
+        raise ModelUnavailable(f"the Mistral server failed (HTTP {status}): {detail}", status=status) from e
+    raise BadModelRequest(f"Mistral rejected the request (HTTP {status}): {detail}", status=status) from e
 
 
 def _detail(e: errors.MistralError) -> str:

@@ -34,6 +34,7 @@ from ..errors import (
     AuthenticationFailed,
     BadModelRequest,
     MalformedResponse,
+    ModelError,
     ModelTimeout,
     ModelUnavailable,
     RateLimited,
@@ -77,22 +78,27 @@ class OpenAIModel(Model):
         calls = ToolCallBuffer()
         usage: UsagePart | None = None
         reason: str | None = None
-        with _translated():
-            stream = await self._create(request)
-            async with stream:
-                async for chunk in stream:
-                    if chunk.usage is not None:
-                        usage = _usage(chunk.usage)
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta
-                        text = delta.content or delta.refusal
-                        if text:
-                            yield TextDelta(text)
-                        for piece in delta.tool_calls or ():
-                            fn = piece.function
-                            calls.add(piece.index, piece.id, fn.name if fn else None, fn.arguments if fn else None)
-                        if choice.finish_reason is not None:
-                            reason = choice.finish_reason
+        try:
+            with _translated():
+                stream = await self._create(request)
+                async with stream:
+                    async for chunk in stream:
+                        if chunk.usage is not None:
+                            usage = _usage(chunk.usage)
+                        for choice in chunk.choices[:1]:
+                            delta = choice.delta
+                            text = delta.content or delta.refusal
+                            if text:
+                                yield TextDelta(text)
+                            for piece in delta.tool_calls or ():
+                                fn = piece.function
+                                calls.add(piece.index, piece.id, fn.name if fn else None, fn.arguments if fn else None)
+                            if choice.finish_reason is not None:
+                                reason = choice.finish_reason
+        except ModelError:
+            if usage is not None:  # the provider reported the call's usage before it broke off: that is billed
+                yield usage
+            raise
         if reason is None:
             raise MalformedResponse("the stream ended before the model finished its answer")
         complete = calls.calls()
@@ -176,7 +182,10 @@ def _translated() -> Iterator[None]:
     except openai.APITimeoutError as e:
         raise ModelTimeout("OpenAI did not answer in time") from e
     except openai.APIConnectionError as e:
-        raise ModelUnavailable(f"the connection to the OpenAI server failed or broke off ({e.__cause__ or e})") from e
+        raise ModelUnavailable(
+            f"the connection to the OpenAI server failed or broke off ({e.__cause__ or e})",
+            unsent=isinstance(e.__cause__, httpx2.ConnectError),  # never reached the server: nothing to bill
+        ) from e
     except openai.APIResponseValidationError as e:
         raise MalformedResponse(f"the OpenAI server sent a response that cannot be read ({e})") from e
     except openai.APIError as e:  # an error event in the middle of the stream
@@ -184,22 +193,28 @@ def _translated() -> Iterator[None]:
     except (json.JSONDecodeError, httpx2.StreamError, httpx2.DecodingError) as e:
         raise MalformedResponse(f"the OpenAI stream could not be read ({e})") from e
     except httpx2.HTTPError as e:
-        raise ModelUnavailable(f"the connection to the OpenAI server failed or broke off ({e})") from e
+        raise ModelUnavailable(
+            f"the connection to the OpenAI server failed or broke off ({e})", unsent=isinstance(e, httpx2.ConnectError)
+        ) from e
 
 
 def _raise_for_status(e: openai.APIStatusError) -> NoReturn:
     detail = _detail(e)
     if isinstance(e, openai.RateLimitError):
         if e.code == "insufficient_quota":
-            raise AuthenticationFailed(f"the OpenAI account behind this key has no credit left: {detail}") from e
+            raise AuthenticationFailed(
+                f"the OpenAI account behind this key has no credit left: {detail}", status=e.status_code
+            ) from e
         raise RateLimited(f"OpenAI is rate limiting this key: {detail}", retry_after(e.response.headers)) from e
     if isinstance(e, openai.AuthenticationError | openai.PermissionDeniedError):
         raise AuthenticationFailed(
-            f"OpenAI refused the API key (HTTP {e.status_code}): {detail}. Check OPENAI_API_KEY."
+            f"OpenAI refused the API key (HTTP {e.status_code}): {detail}. Check OPENAI_API_KEY.", status=e.status_code
         ) from e
     if e.status_code >= 500:
-        raise ModelUnavailable(f"the OpenAI server failed (HTTP {e.status_code}): {detail}") from e
-    raise BadModelRequest(f"OpenAI rejected the request (HTTP {e.status_code}): {detail}") from e
+        raise ModelUnavailable(
+            f"the OpenAI server failed (HTTP {e.status_code}): {detail}", status=e.status_code
+        ) from e
+    raise BadModelRequest(f"OpenAI rejected the request (HTTP {e.status_code}): {detail}", status=e.status_code) from e
 
 
 def _detail(e: openai.APIStatusError) -> str:

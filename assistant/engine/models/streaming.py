@@ -2,7 +2,9 @@
 
 A call is retried only while nothing of it has reached the caller: a rate limit waits for the
 provider's ``Retry-After`` (or backs off exponentially), a server error, a timeout or a stream that
-broke off before its first part are retried a bounded number of times. Text already streamed to
+broke off before its first part are retried a bounded number of times. An attempt that reached the
+provider and broke off (not one it refused with an HTTP error) is said with an ``AttemptCut`` part, so
+that it is billed. Text already streamed to
 the user cannot be taken back, so a stream that breaks after that raises ``MalformedResponse``.
 """
 
@@ -21,7 +23,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..errors import MalformedResponse, ModelError, ModelTimeout, ModelUnavailable, RateLimited
-from ..types import FinishReason, Message, StreamPart, ToolCall
+from ..types import AttemptCut, FinishReason, Message, StreamPart, ToolCall
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +85,8 @@ async def retrying(
             delay = policy.delay(e, failures, rate_limits)
             if delay is None:
                 raise
+            if not e.bills_nothing:
+                yield AttemptCut()  # it reached the provider: billed, though the caller saw nothing of it
             await asyncio.sleep(delay)
 
 

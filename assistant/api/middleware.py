@@ -1,0 +1,129 @@
+"""Bodies over the limit and Django's own error pages, answered in the caller's format.
+
+A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``MAX_REQUEST_BODY_MB``; uploaded files excepted: a
+knowledge base has its own limit) makes Django raise ``RequestDataTooBig`` wherever the body is
+first read (the CSRF check, a view), which ends as an error page. It is refused here first: under
+``/v1/`` with OpenAI's error shape and 413, on a page with 413 and an HTML fragment that htmx puts
+at the top of the form that sent it (the message typed stays), or a short page without htmx. A form
+with more fields than ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` is refused the same way (400).
+
+Under ``/v1/`` a 404 or 405 that Django or django-ninja answers itself (an unknown path, a wrong
+method) becomes OpenAI's error shape too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http.multipartparser import MultiPartParserError
+from django.template.loader import render_to_string
+from django.utils.decorators import sync_and_async_middleware
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
+
+from .errors import ApiError, error_response
+
+API_PREFIX = "/v1/"
+BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _limit_mb() -> float:
+    return (settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0) / 1024 / 1024
+
+
+def _refusal(request: HttpRequest) -> HttpResponse | None:
+    """The response refusing a body over the limit (or a form with too many fields), or None."""
+    if request.method not in BODY_METHODS:
+        return None
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        if request.content_type == "multipart/form-data":
+            # Files go to disk and do not count (a knowledge base has its own limit); the other fields do.
+            request.POST  # noqa: B018 - parsed here as the CSRF check would, so that a refusal is answered here
+        else:
+            body = request.body
+            if limit is not None and len(body) > limit:  # a body sent without Content-Length
+                raise RequestDataTooBig
+            if request.content_type == "application/x-www-form-urlencoded":
+                request.POST  # noqa: B018 - parsed here, so that too many fields is refused here
+    except RequestDataTooBig:
+        return _too_big(request)
+    except (TooManyFieldsSent, TooManyFilesSent):
+        return _page_error(request, _("This form has too many fields."), 400)
+    except MultiPartParserError:
+        return _page_error(request, _("This form could not be read; send it again."), 400)
+    return None
+
+
+def _too_big(request: HttpRequest) -> HttpResponse:
+    limit = f"{_limit_mb():.3g}"
+    if request.path.startswith(API_PREFIX):
+        message = f"The request body is over the limit of {limit} MB (MAX_REQUEST_BODY_MB)."
+        return error_response(ApiError(413, "body_too_large", message))
+    return _page_error(request, _("This is too long to send: the limit is %(limit)s MB.") % {"limit": limit}, 413)
+
+
+def _page_error(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    if request.headers.get("HX-Request") == "true":
+        # At the top of the form that sent it, which stays as it was.
+        response = HttpResponse(render_to_string("_form_error.html", {"message": message}), status=status)
+        response["HX-Retarget"] = "this"
+        response["HX-Reswap"] = "afterbegin"
+        return response
+    return HttpResponse(
+        render_to_string("_form_error_page.html", {"message": message, "language": get_language()}), status=status
+    )
+
+
+def _in_api_shape(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    if not request.path.startswith(API_PREFIX) or response.status_code not in (404, 405):
+        return response
+    if str(response.get("Content-Type", "")).startswith("application/json"):
+        try:
+            if "error" in json.loads(response.content):  # type: ignore[attr-defined]
+                return response
+        except ValueError:
+            pass
+    if response.status_code == 405:
+        allowed = str(response.get("Allow", ""))
+        error = ApiError(
+            405,
+            "method_not_allowed",
+            f"{request.method} is not allowed on {request.path}; allowed: {allowed or 'none'}.",
+        )
+        refused = error_response(error)
+        if allowed:
+            refused["Allow"] = allowed
+        return refused
+    return error_response(ApiError(404, "not_found", f"No endpoint {request.path}."))
+
+
+@sync_and_async_middleware
+def request_limits(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequest], Any]:
+    if iscoroutinefunction(get_response):
+
+        async def async_middleware(request: HttpRequest) -> HttpResponseBase:
+            refused = _refusal(request)
+            if refused is not None:
+                return refused
+            response: HttpResponseBase = await get_response(request)
+            return _in_api_shape(request, response)
+
+        return async_middleware
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        refused = _refusal(request)
+        if refused is not None:
+            return refused
+        return _in_api_shape(request, get_response(request))
+
+    return middleware
+
+
+__all__ = ["request_limits"]
