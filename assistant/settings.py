@@ -70,6 +70,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
+    "assistant.chat.htmx.htmx_redirects",
 ]
 
 ROOT_URLCONF = "assistant.urls"
@@ -84,6 +85,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
+                "assistant.chat.theme.theme",
             ],
         },
     },
@@ -152,6 +154,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "login"
+# A failed CSRF check answers an htmx request with a notice next to its form (assistant/chat/htmx.py).
+CSRF_FAILURE_VIEW = "assistant.chat.htmx.csrf_failure"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 

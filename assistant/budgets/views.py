@@ -3,7 +3,7 @@ alerts, and the month's consumption, cost and carbon with its CSV.
 
 Every view starts from the signed-in admin's own organisation: a member gets 403, another
 organisation's category or alert does not exist here (404). Forms post, then redirect (a refused form
-comes back with its errors and status 400).
+comes back with its errors and status 422).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
             forms = _category_forms(org, request.POST)
             if not forms:  # an organisation without categories has nothing to save here (it creates one first)
                 messages.error(request, _("There is no category to save yet: create one first."))
-                return _page(request, org, status=400)
+                return _page(request, org, status=422)
             chosen = request.POST.get("default", "")
             default = next((f.instance for f in forms if str(f.instance.pk) == chosen), None)
             names = [f.cleaned_data.get("name", "").lower() for f in forms if f.is_valid()]
@@ -94,7 +94,7 @@ def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
             if not all([f.is_valid() for f in forms]) or default is None:
                 if default is None:
                     messages.error(request, _("Choose the default category."))
-                return _page(request, org, category_forms=forms, status=400)
+                return _page(request, org, category_forms=forms, status=422)
             for f in forms:
                 f.save()
             # One default at a time: clear the others before setting it (a constraint checks it).
@@ -104,7 +104,7 @@ def save_categories(request: AuthenticatedHttpRequest) -> HttpResponse:
             audit.record(request.user, org, "categories.saved", org.name, default=default.name, **changes)
     except IntegrityError:  # two names swapped in one post, say: the constraint refused it, nothing is saved
         messages.error(request, _("Two categories cannot have the same name."))
-        return _page(request, org, category_forms=_category_forms(org, request.POST), status=400)
+        return _page(request, org, category_forms=_category_forms(org, request.POST), status=422)
     messages.success(request, _("The categories and their budgets are saved."))
     return redirect("budgets")
 
@@ -129,7 +129,7 @@ def new_category(request: AuthenticatedHttpRequest) -> HttpResponse:
         else:
             category = None
     if category is None:
-        return _page(request, org, new_form=form, status=400)
+        return _page(request, org, new_form=form, status=422)
     messages.success(request, _("The category “%(name)s” is created.") % {"name": category.name})
     return redirect("budgets")
 
@@ -140,7 +140,7 @@ def add_raise(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = RaiseForm(request.POST, organisation=org, today=_today(org), prefix="raise")
     if not form.is_valid():
-        return _page(request, org, raise_form=form, status=400)
+        return _page(request, org, raise_form=form, status=422)
     data = form.cleaned_data
     raised = services.raise_budget(data["category"], request.user, data["tokens"], data["reason"], data["ends_on"])
     messages.success(
@@ -158,7 +158,7 @@ def save_time_zone(request: AuthenticatedHttpRequest) -> HttpResponse:
     # Its own copy: a refused zone must not reach the page that shows the form again.
     form = TimeZoneForm(request.POST, instance=Organisation.objects.get(pk=org.pk), prefix="zone")
     if not form.is_valid():
-        return _page(request, org, zone_form=form, status=400)
+        return _page(request, org, zone_form=form, status=422)
     form.save()
     audit.record(request.user, org, "time_zone.saved", org.name, time_zone=form.instance.time_zone)
     messages.success(request, _("The time zone is saved: budgets reset at midnight on the 1st there."))

@@ -131,7 +131,7 @@ def agents_of(
         if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}
             if agent.agent_id not in cache:
-                cache[agent.agent_id] = render_markdown(agent.report_preview)
+                cache[agent.agent_id] = render_markdown(agent.report_preview, heading_base=4)
             agent.report_html = cache[agent.agent_id]
     return list(agents.values())
 

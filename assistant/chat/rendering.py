@@ -5,24 +5,53 @@ Raw HTML in the text is not HTML: a model or a document that writes ``<script>``
 a streamed answer is rendered many times a second); nh3 then keeps only harmless tags and
 attributes, as a second line of defence.
 
+Between the two, a fenced code block that names its language and is closed is highlighted by
+Pygments, with CSS classes (``static/css/pygments.css``, written by ``manage.py pygments_css``)
+that the sanitiser keeps and nothing else; a fence still open (an answer being written) is left
+plain until it closes. Headings are demoted below the page's own (``heading_base``: where ``#``
+lands), and a table is wrapped so that it scrolls inside its answer rather than widening the page.
+
 ``StreamingMarkdown`` renders a text that only grows (a streamed answer) without rendering it all
 again at each delta: blocks that can no longer change are rendered once and kept.
 """
 
 from __future__ import annotations
 
+import functools
+import html
 import re
 
 import cmarkgfm
 import nh3
 from cmarkgfm.cmark import Options
 from django.utils.safestring import SafeString, mark_safe
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.token import STANDARD_TYPES
+from pygments.util import ClassNotFound
 
 _TAGS = {
     "p", "br", "strong", "em", "code", "pre", "blockquote", "ul", "ol", "li", "h1", "h2", "h3", "h4",
-    "table", "thead", "tbody", "tr", "th", "td", "a", "hr", "del",
+    "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "a", "hr", "del", "span", "div",
 }  # fmt: skip
-_ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}}
+# tabindex: a block that scrolls sideways (a wide table, long code) can be scrolled from the keyboard.
+_ATTRIBUTES = {
+    "a": {"href", "title"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}, "pre": {"tabindex"}, "div": {"tabindex"},
+}  # fmt: skip
+# The only classes kept: Pygments' token classes on spans, and this module's own wrappers.
+_CLASSES = {
+    "span": {name for name in STANDARD_TYPES.values() if name},
+    "pre": {"highlight"},
+    "div": {"table-scroll"},
+}
+_FORMATTER = HtmlFormatter(nowrap=True)
+# A fenced block with a language, as cmark-gfm writes it (its text escaped, "<" still _LT below).
+_CODE_BLOCK = re.compile(r'<pre lang="([^"]*)"><code>(.*?)</code></pre>', re.DOTALL)
+_PLAIN_PRE = re.compile(r'<pre(?: lang="[^"]*")?>')
+_HEADING = re.compile(r"<(/?)h([1-6])>")
+# A fence's opening or closing line (CommonMark: up to 3 spaces, 3 or more ` or ~).
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 # Every "<" of the text becomes this private-use character before rendering, so that no HTML tag
 # is ever parsed (not even one cmark would have omitted), and "&lt;" after: "<" shows as text,
@@ -30,19 +59,74 @@ _ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}, "ol": {
 _LT = "\ue000"
 
 
-def render_markdown(text: str) -> SafeString:
-    """Markdown to HTML with raw HTML shown as text and only harmless tags and attributes kept."""
+def render_markdown(text: str, heading_base: int = 3) -> SafeString:
+    """Markdown to HTML with raw HTML shown as text and only harmless tags and attributes kept.
+
+    ``heading_base`` is the level a ``#`` heading gets (3 in an answer, below the page's title and the
+    conversation's; 4 in an agent's report and the documents it quotes); deeper ones follow, down to h6.
+    """
     source = text.replace(_LT, "").replace("<", _LT)
-    html = cmarkgfm.github_flavored_markdown_to_html(source, options=Options.CMARK_OPT_VALIDATE_UTF8)
+    rendered = cmarkgfm.github_flavored_markdown_to_html(source, options=Options.CMARK_OPT_VALIDATE_UTF8)
+    rendered = _highlight_blocks(rendered, last_is_open=_ends_in_open_fence(source))
+    rendered = _PLAIN_PRE.sub('<pre tabindex="0">', rendered)
+    rendered = _HEADING.sub(lambda m: f"<{m[1]}h{min(6, int(m[2]) + heading_base - 1)}>", rendered)
+    rendered = rendered.replace("<table>", '<div class="table-scroll" tabindex="0"><table>').replace(
+        "</table>", "</table></div>"
+    )
     clean = nh3.clean(
-        html.replace(_LT, "&lt;"),
+        rendered.replace(_LT, "&lt;"),
         tags=_TAGS,
         attributes=_ATTRIBUTES,
+        allowed_classes=_CLASSES,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
     )
     # A link whose address was unsafe (javascript:…) is left without one.
     return mark_safe(clean.replace(' href=""', ""))  # sanitised by nh3 just above
+
+
+def _ends_in_open_fence(source: str) -> bool:
+    """Whether the text ends inside a fenced code block (its closing fence not written yet)."""
+    fence = ""
+    for line in source.splitlines():
+        match = _FENCE_LINE.match(line)
+        if match is None:
+            continue
+        marks, rest = match[1], match[2]
+        if not fence:
+            if not (marks[0] == "`" and "`" in rest):  # an info string may not hold a backtick
+                fence = marks
+        elif marks[0] == fence[0] and len(marks) >= len(fence) and not rest.strip():
+            fence = ""
+    return bool(fence)
+
+
+def _highlight_blocks(rendered: str, *, last_is_open: bool) -> str:
+    blocks = list(_CODE_BLOCK.finditer(rendered))
+    if last_is_open and blocks:
+        blocks.pop()  # still being written: highlighted once it is closed
+    out, position = [], 0
+    for block in blocks:
+        code = html.unescape(block[2]).replace(_LT, "<")
+        highlighted = _highlight(html.unescape(block[1]).split(" ")[0], code)
+        if highlighted is None:
+            continue
+        out += [rendered[position : block.start()], highlighted]
+        position = block.end()
+    return "".join(out) + rendered[position:]
+
+
+@functools.lru_cache(maxsize=512)
+def _highlight(language: str, code: str) -> str | None:
+    """A closed block's code with Pygments' token classes (None: a language Pygments does not know).
+
+    Cached: the same block is rendered again at each delta while the rest of its answer streams."""
+    try:
+        lexer = get_lexer_by_name(language)
+    except ClassNotFound:
+        return None
+    spans = highlight(code, lexer, _FORMATTER)  # Pygments escapes the code itself
+    return f'<pre class="highlight" tabindex="0"><code>{spans}</code></pre>'
 
 
 _BLOCK_END = re.compile(r"\n[ \t]*\n")

@@ -34,6 +34,7 @@ from assistant.runs.intake import LEVEL_LABELS
 from assistant.runs.models import Conversation, Message, Run
 
 from . import deletion
+from .htmx import REFUSED
 from .presenters import run_view
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | No
     conv = _conversation(request, pk) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     org = organisation_of(request.user)
-    status = 400
+    status = REFUSED
     try:
         return intake.create_run(request.user, org, conv, ask), None
     except RequestRefused as e:
@@ -176,10 +177,13 @@ async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> Http
     assert run is not None
     await groups.announce_started(run)
     execution.launch(run.pk)
-    if request.htmx and pk is not None:  # type: ignore[attr-defined]
-        return await sync_to_async(_sent)(request, run)
     if request.htmx:  # type: ignore[attr-defined]
-        return HttpResponseClientRedirect(reverse("conversation", args=[run.conversation_id]))
+        if pk is not None:
+            response = await sync_to_async(_sent)(request, run)
+        else:
+            response = HttpResponseClientRedirect(reverse("conversation", args=[run.conversation_id]))
+        response["HX-Trigger"] = "sent"  # the page forgets the draft it kept (static/js/chat.js)
+        return response
     return redirect("conversation", pk=run.conversation_id)
 
 
@@ -220,7 +224,7 @@ def rename(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     if not error:
         conv.title = title
         conv.save(update_fields=["title"])  # the sidebar keeps its order: renaming is not activity
-    status = 400 if error else 200
+    status = REFUSED if error else 200
     if request.htmx:  # type: ignore[attr-defined]
         # The heading again, and the sidebar's link swapped out of band.
         context = {"conversation": conv, "rename_error": error, "rename_value": title, "renamed": not error}

@@ -90,7 +90,7 @@ def _form_page(request: AuthenticatedHttpRequest, connector: Connector | None) -
                 messages.success(request, _("The connector “%(name)s” is saved.") % {"name": saved.name})
                 return redirect("connector_edit", name=saved.name)
         listed = form.listed
-        status = 400
+        status = 422
     elif connector is not None:
         try:
             listed = async_to_sync(list_tools)(connector.config(), limits())

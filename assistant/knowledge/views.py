@@ -85,7 +85,7 @@ def _form_page(request: AuthenticatedHttpRequest, org: Organisation, kb: Knowled
             else:
                 messages.success(request, _("The knowledge base “%(name)s” is saved.") % {"name": saved.name})
                 return redirect("kb_base", slug=saved.slug)
-        return render(request, "knowledge/form.html", context, status=400)
+        return render(request, "knowledge/form.html", context, status=422)
     return render(request, "knowledge/form.html", context)
 
 
@@ -134,7 +134,7 @@ def base(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
         try:
             added = add_documents(kb, request.FILES.getlist("files"))
         except UploadRefused as e:
-            return render(request, "knowledge/base.html", _base_context(request, kb, str(e)), status=400)
+            return render(request, "knowledge/base.html", _base_context(request, kb, str(e)), status=422)
         messages.success(
             request,
             ngettext(

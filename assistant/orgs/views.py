@@ -3,7 +3,7 @@ API keys, and the audit log of these changes (``audit.record`` after each one).
 
 Every view starts from the signed-in admin's own organisation: a member gets 403, and another
 organisation's profile does not exist here (404). Forms post, then redirect (a refused form comes
-back with its errors and status 400).
+back with its errors and status 422).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def save_models(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = AllowedModelsForm(request.POST, organisation=org)
     if not form.is_valid():
-        return _page(request, org, models_form=form, status=400)
+        return _page(request, org, models_form=form, status=422)
     form.save()
     audit.record(
         request.user, org, "models.saved", org.name, allowed=Organisation.objects.get(pk=org.pk).allowed_models
@@ -110,7 +110,7 @@ def save_levels(request: AuthenticatedHttpRequest) -> HttpResponse:
             parallel.save()
             audit.record(request.user, org, "levels.saved", org.name, **changes)
     if not valid:
-        return _page(request, org, level_forms=forms, parallel_form=parallel, status=400)
+        return _page(request, org, level_forms=forms, parallel_form=parallel, status=422)
     messages.success(request, _("The reasoning levels and the parallel-agent cap are saved."))
     return redirect("org_settings")
 
@@ -132,7 +132,7 @@ def _profile_page(request: AuthenticatedHttpRequest, org: Organisation, profile:
         if saved is not None:
             messages.success(request, _("The agent profile “%(name)s” is saved.") % {"name": saved.name})
             return redirect("org_settings")
-        return render(request, "orgs/profile.html", {"form": form, "profile": profile}, status=400)
+        return render(request, "orgs/profile.html", {"form": form, "profile": profile}, status=422)
     return render(request, "orgs/profile.html", {"form": form, "profile": profile})
 
 
@@ -189,7 +189,7 @@ def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     form = ApiKeyForm(request.POST, organisation=org)
     if not form.is_valid():
-        return _keys_page(request, org, form=form, status=400)
+        return _keys_page(request, org, form=form, status=422)
     key, secret = keys.create_key(
         org,
         form.cleaned_data["name"],
@@ -237,7 +237,7 @@ def api_key_rotate(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
         new, secret = keys.rotate(key, request.user)
     except ValueError:
         messages.error(request, _("Only a working key that was not rotated yet can be rotated."))
-        return _keys_page(request, org, status=400)
+        return _keys_page(request, org, status=422)
     key.refresh_from_db()
     audit.record(
         request.user,

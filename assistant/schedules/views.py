@@ -83,7 +83,7 @@ def task_edit(request: AuthenticatedHttpRequest, pk: int | None = None) -> HttpR
         request,
         "schedules/task.html",
         _context(request, form, task if task.pk else None),
-        status=400 if form.errors else 200,
+        status=422 if form.errors else 200,
     )
 
 

@@ -1,7 +1,10 @@
-// The live chat's few behaviours htmx does not have: pushes are idempotent, panels stay as the
-// user left them, the page follows the answer, and a lost connection says so in plain words.
+// The pages' few behaviours htmx does not have: pushes are idempotent, panels stay as the user left them,
+// the answer is one live region, the page follows the answer, a refusal or a failure is said next to its
+// form, the draft survives a sign-in, the sidebar folds away on a phone, and the theme switches.
 (function () {
   "use strict";
+
+  var root = document.documentElement;
 
   // A pushed fragment replaces the element with its id. An appended turn that is already on the
   // page (it came both with the response to the post and through the socket) is not added twice.
@@ -13,6 +16,17 @@
       event.detail.shouldSwap = false;
       return;
     }
+    // The answer being written stays the same element, a live region whose content changes (a region
+    // replaced at each delta would not be read out).
+    if (first && first.id === target.id && target.matches("[aria-live]")) {
+      target.innerHTML = first.innerHTML;
+      Array.from(first.attributes).forEach(function (a) { target.setAttribute(a.name, a.value); });
+      Array.from(target.attributes).forEach(function (a) {
+        if (!first.hasAttribute(a.name)) target.removeAttribute(a.name);
+      });
+      event.detail.shouldSwap = false;
+      return;
+    }
     // Expanded delegation panels stay expanded, and collapsed ones collapsed.
     var panels = target.matches("details[id]") ? [target] : Array.from(target.querySelectorAll("details[id]"));
     panels.forEach(function (old) {
@@ -21,17 +35,114 @@
     });
   });
 
-  var followBottom = false;
-  function nearBottom() {
-    return window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  // Scroll: a conversation opens at its latest turn; while an answer streams the page follows its end,
+  // unless the user scrolled up, and then "Jump to latest" brings them back.
+  var following = true;
+  function atEnd() {
+    return window.innerHeight + window.scrollY >= root.scrollHeight - 80;
   }
-  document.addEventListener("htmx:wsBeforeMessage", function () { followBottom = nearBottom(); });
-  document.addEventListener("htmx:wsAfterMessage", function () {
-    if (followBottom) window.scrollTo(0, document.body.scrollHeight);
+  function toEnd() {
+    window.scrollTo(0, root.scrollHeight);
+  }
+  function jumpButton() {
+    return document.getElementById("jump-latest");
+  }
+  window.addEventListener("scroll", function () {
+    following = atEnd();
+    var jump = jumpButton();
+    if (jump && following) jump.hidden = true;
+  }, { passive: true });
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest("#jump-latest")) return;
+    following = true;
+    jumpButton().hidden = true;
+    toEnd();
+  });
+  function watchTurns() {
+    var turns = document.getElementById("messages");
+    if (!turns) return;
+    if ("scrollRestoration" in history) history.scrollRestoration = "manual";
+    if (turns.querySelector(".turn")) toEnd();
+    new MutationObserver(function () {
+      if (following) {
+        toEnd();
+      } else {
+        var jump = jumpButton();
+        if (jump) jump.hidden = false;
+      }
+    }).observe(turns, { childList: true, subtree: true, characterData: true });
+  }
+
+  // A message sent follows its answer from its end.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.detail.elt.id === "composer") following = true;
   });
 
+  // The draft: kept in this browser per conversation until it is sent, so that it survives a reload,
+  // a refusal, or a session that expired (the sign-in page brings the user back to it).
+  function draftKey() {
+    var chat = document.getElementById("chat");
+    return "draft:" + ((chat && chat.dataset.conversation) || "new");
+  }
+  function store(key, value) {
+    try {
+      if (value) localStorage.setItem(key, value);
+      else localStorage.removeItem(key);
+    } catch (e) { /* storage refused (private mode): the draft is just not kept */ }
+  }
+  document.addEventListener("input", function (event) {
+    if (event.target.matches("#composer textarea[name=text]")) store(draftKey(), event.target.value);
+  });
+  document.addEventListener("sent", function () { store(draftKey(), ""); });
+  function restoreDraft() {
+    var text = document.querySelector("#composer textarea[name=text]");
+    if (!text || text.value) return;
+    var draft = null;
+    try { draft = localStorage.getItem(draftKey()); } catch (e) { draft = null; }
+    if (draft) text.value = draft;
+  }
+
+  // A failure the server could not answer with its form (a server error, no network) is said next to
+  // the form, which keeps what was typed.
+  function notices() {
+    return document.getElementById("connection");
+  }
+  function notice(elt, text) {
+    var form = elt.closest("form");
+    var p = document.createElement("p");
+    p.className = "error form-notice";
+    p.setAttribute("role", "alert");
+    p.textContent = text;
+    if (form) {
+      form.querySelectorAll(".form-notice").forEach(function (old) { old.remove(); });
+      form.prepend(p);
+    } else {
+      var next = elt.nextElementSibling;
+      if (next && next.classList.contains("form-notice")) next.remove();
+      elt.insertAdjacentElement("afterend", p);
+    }
+  }
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var xhr = event.detail.xhr;
+    // A failed CSRF check answers 403 with a notice addressed to the form (assistant/chat/htmx.py).
+    if (xhr.status === 403 && xhr.getResponseHeader("HX-Retarget")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+      event.detail.target.querySelectorAll(".form-notice").forEach(function (old) { old.remove(); });
+    }
+  });
+  document.addEventListener("htmx:responseError", function (event) {
+    var el = notices();
+    if (el) notice(event.detail.elt, el.dataset.failed);
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    var el = notices();
+    if (el) notice(event.detail.elt, el.dataset.offline);
+  });
+
+  // The live chat's connection.
   function banner(kind) {
-    var el = document.getElementById("connection");
+    var el = notices();
     if (!el) return;
     if (kind) {
       el.textContent = el.dataset[kind];
@@ -47,9 +158,57 @@
     else if (code === 4401 || code === 4404) banner("refused");
     else if (code !== 1000 && code !== 1001) banner("lost");
   });
-  document.addEventListener("htmx:responseError", function () { banner("failed"); });
-  document.addEventListener("htmx:sendError", function () { banner("offline"); });
-  document.addEventListener("htmx:afterRequest", function (event) {
-    if (event.detail.successful) banner(null);
+
+  // The sidebar, behind its button on a narrow screen.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest(".menu-toggle");
+    if (!button) return;
+    var open = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", String(open));
+    var panel = document.getElementById(button.getAttribute("aria-controls"));
+    if (panel) panel.classList.toggle("open", open);
+    if (open && panel) {
+      var first = panel.querySelector("a, button");
+      if (first) first.focus();
+    }
   });
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    var button = document.querySelector(".menu-toggle[aria-expanded=true]");
+    if (!button) return;
+    button.click();
+    button.focus();
+  });
+
+  // Light or dark: the browser's preference until the user picks, then their pick, in a cookie the
+  // server reads to render the next page in it (assistant/chat/theme.py).
+  var darkQuery = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  function shownTheme() {
+    return root.dataset.theme || (darkQuery && darkQuery.matches ? "dark" : "light");
+  }
+  function showThemeButton() {
+    document.querySelectorAll(".theme-toggle").forEach(function (button) {
+      button.setAttribute("aria-pressed", String(shownTheme() === "dark"));
+      button.value = shownTheme() === "dark" ? "light" : "dark";
+    });
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest(".theme-toggle");
+    if (!button) return;
+    event.preventDefault();
+    var theme = shownTheme() === "dark" ? "light" : "dark";
+    root.dataset.theme = theme;
+    document.cookie = "theme=" + theme + "; path=/; max-age=31536000; samesite=lax" +
+      (location.protocol === "https:" ? "; secure" : "");
+    showThemeButton();
+  });
+  if (darkQuery && darkQuery.addEventListener) darkQuery.addEventListener("change", showThemeButton);
+
+  function start() {
+    showThemeButton();
+    restoreDraft();
+    watchTurns();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();

@@ -65,7 +65,7 @@ def test_an_admin_chooses_the_expiry_and_rate_limit_at_creation(org: Organisatio
     local = key.expires.astimezone(zoneinfo.ZoneInfo(org.time_zone)) if key.expires else None
     assert local is not None and (local.date(), local.hour, local.minute) == (day + timedelta(days=1), 0, 0)
     refused = admin.post("/settings/api-keys/new", {"name": "Past", "expires_on": "2001-01-01", "rate_limit": "0"})
-    assert refused.status_code == 400
+    assert refused.status_code == 422
     html = refused.content.decode()
     assert "Choose today or a later day." in html and not ApiKey.objects.filter(name="Past").exists()
 
@@ -90,7 +90,7 @@ def test_rotation_shows_a_new_key_once_and_the_old_one_works_for_the_grace_perio
     assert get(old_secret)[0] == 200 and get(new_secret)[0] == 200
     assert "works until" in admin.get("/settings/api-keys/").content.decode()
     # ...a second rotation of the old key is refused...
-    assert admin.post(f"/settings/api-keys/{old.pk}/rotate").status_code == 400
+    assert admin.post(f"/settings/api-keys/{old.pk}/rotate").status_code == 422
     # ...and once it is over, the old one is refused and says why.
     ApiKey.objects.filter(pk=old.pk).update(expires=timezone.now() - timedelta(seconds=1))
     status, body, _ = get(old_secret)

@@ -67,7 +67,7 @@ def test_a_key_with_no_restriction_keeps_the_whole_catalogue(org: Organisation) 
 def test_a_restriction_needs_a_model_and_a_key_a_name(org: Organisation) -> None:
     admin = signed_in("ada", org, "admin")
     response = admin.post("/settings/api-keys/new", {"name": "", "restrict": "1"})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert not ApiKey.objects.exists()
     assert "Tick at least one model" in response.content.decode()
 

@@ -39,7 +39,7 @@ def sqlite_only() -> None:
 def test_eight_concurrent_new_categories_leave_four(tworld: World, tmp_path: Path, sqlite_only: None) -> None:
     assert Category.objects.filter(organisation=tworld.demo).count() == 3
     statuses, db = run_on_sqlite_file(tmp_path, "demo", NEW, new_posts([f"Research {i}" for i in range(8)]))
-    assert sorted(statuses) == [302] + [400] * 7, statuses  # one created, seven refused: never a 500
+    assert sorted(statuses) == [302] + [422] * 7, statuses  # one created, seven refused: never a 500
     assert len(categories_on(db, tworld.demo.pk)) == MAX_CATEGORIES
 
 
@@ -47,14 +47,14 @@ def test_concurrent_names_differing_in_case_leave_one(tworld: World, tmp_path: P
     Category.objects.filter(pk=tworld.administration.pk).delete()
     names = ["Research", "RESEARCH", "research", "Research ", "ReSeArCh", "research"]
     statuses, db = run_on_sqlite_file(tmp_path, "demo", NEW, new_posts(names))
-    assert sorted(statuses) == [302] + [400] * 5, statuses
+    assert sorted(statuses) == [302] + [422] * 5, statuses
     assert sum(1 for n in categories_on(db, tworld.demo.pk) if n.lower() == "research") == 1
 
 
 @pytest.mark.postgres
 def test_eight_concurrent_new_categories_leave_four_on_postgresql(tworld: World) -> None:
     statuses = post_at_once("demo", NEW, new_posts([f"Research {i}" for i in range(8)]))
-    assert sorted(statuses) == [302] + [400] * 7, statuses
+    assert sorted(statuses) == [302] + [422] * 7, statuses
     assert Category.objects.filter(organisation=tworld.demo).count() == MAX_CATEGORIES
 
 
@@ -62,7 +62,7 @@ def test_eight_concurrent_new_categories_leave_four_on_postgresql(tworld: World)
 def test_concurrent_names_differing_in_case_leave_one_on_postgresql(tworld: World) -> None:
     Category.objects.filter(pk=tworld.administration.pk).delete()
     statuses = post_at_once("demo", NEW, new_posts(["Research", "RESEARCH", "research", "ReSeArCh"]))
-    assert sorted(statuses) == [302] + [400] * 3, statuses
+    assert sorted(statuses) == [302] + [422] * 3, statuses
     assert Category.objects.filter(organisation=tworld.demo, name__iexact="research").count() == 1
 
 
@@ -88,6 +88,6 @@ def test_saving_two_categories_with_the_same_name_is_refused(world: World) -> No
             f"c{c.pk}-alert_thresholds": "80, 100",
         }
     response = client.post("/settings/budgets/categories", data)
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "same name" in response.content.decode() or "already has this name" in response.content.decode()
     assert {c.name for c in Category.objects.filter(organisation=world.demo)} == {c.name for c in cats}

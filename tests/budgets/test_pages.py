@@ -90,9 +90,9 @@ def test_an_admin_edits_budgets_and_the_default(world: World) -> None:
     world.administration.refresh_from_db()
     assert world.administration.monthly_tokens == 2_000_000
     assert services.classify(world.demo).slug == "syntheses"
-    # Thresholds must be percentages; a refused form keeps the page, with status 400.
+    # Thresholds must be percentages; a refused form keeps the page, with status 422.
     bad = _categories_post(world, **{f"c{world.catalogue.pk}-alert_thresholds": "80, 150"})
-    assert client.post("/settings/budgets/categories", bad).status_code == 400
+    assert client.post("/settings/budgets/categories", bad).status_code == 422
 
 
 def test_at_most_four_categories(world: World) -> None:
@@ -106,7 +106,7 @@ def test_at_most_four_categories(world: World) -> None:
     assert client.post("/settings/budgets/categories/new", new).status_code == 302
     assert Category.objects.get(organisation=world.demo, slug="reports").is_default is False
     again = {**new, "new-slug": "more"}
-    assert client.post("/settings/budgets/categories/new", again).status_code == 400
+    assert client.post("/settings/budgets/categories/new", again).status_code == 422
     assert Category.objects.filter(organisation=world.demo).count() == 4
     # The other organisation's slugs do not collide with this one's.
     assert (
@@ -121,7 +121,7 @@ def test_a_raise_by_an_admin_is_recorded_and_unblocks_the_category_until_its_end
     refused = signed_in("mia").post(
         "/c/new", {"text": "Rename the team", "model": "demo-large", "level": "rapide", "category": "administration"}
     )
-    assert refused.status_code == 400
+    assert refused.status_code == 422
 
     today = timezone.now().astimezone(services.zone("Europe/Paris")).date()
     raise_form = {
@@ -134,7 +134,7 @@ def test_a_raise_by_an_admin_is_recorded_and_unblocks_the_category_until_its_end
     assert signed_in("mia").post("/settings/budgets/raises", raise_form).status_code == 403
     assert not BudgetRaise.objects.exists()
     # Another organisation's admin cannot name this category.
-    assert signed_in("mallory").post("/settings/budgets/raises", raise_form).status_code == 400
+    assert signed_in("mallory").post("/settings/budgets/raises", raise_form).status_code == 422
     before = timezone.now()
     assert signed_in("demo").post("/settings/budgets/raises", raise_form).status_code == 302
     raised = BudgetRaise.objects.get()
@@ -164,23 +164,23 @@ def test_a_raise_needs_an_amount_a_reason_and_an_end_date_not_past(world: World)
         "raise-reason": "Because",
         "raise-ends_on": yesterday,
     }
-    assert client.post("/settings/budgets/raises", base).status_code == 400
+    assert client.post("/settings/budgets/raises", base).status_code == 422
     assert (
         client.post(
             "/settings/budgets/raises", {**base, "raise-ends_on": "2099-01-01", "raise-reason": " "}
         ).status_code
-        == 400
+        == 422
     )
     assert (
         client.post("/settings/budgets/raises", {**base, "raise-ends_on": "2099-01-01", "raise-tokens": 0}).status_code
-        == 400
+        == 422
     )
     assert not BudgetRaise.objects.exists()
 
 
 def test_an_admin_sets_the_time_zone(world: World) -> None:
     client = signed_in("demo")
-    assert client.post("/settings/budgets/time-zone", {"zone-time_zone": "Mars/Olympus"}).status_code == 400
+    assert client.post("/settings/budgets/time-zone", {"zone-time_zone": "Mars/Olympus"}).status_code == 422
     assert client.post("/settings/budgets/time-zone", {"zone-time_zone": "Asia/Tokyo"}).status_code == 302
     world.demo.refresh_from_db()
     assert world.demo.time_zone == "Asia/Tokyo"
@@ -267,10 +267,10 @@ def test_a_month_outside_the_calendar_shows_the_current_month_not_a_500(world: W
             assert client.get(f"{url}?month={month}").status_code == 200, (url, month)
 
 
-def test_saving_categories_when_there_are_none_is_a_400_not_a_500(world: World) -> None:
+def test_saving_categories_when_there_are_none_is_a_422_not_a_500(world: World) -> None:
     world.other_category.delete()
     response = signed_in("mallory").post("/settings/budgets/categories", {"default": "1"})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "create one first" in response.content.decode()
 
 
@@ -278,11 +278,11 @@ def test_token_amounts_beyond_a_trillion_are_refused_before_a_sum_overflows(worl
     client = signed_in("demo")
     raise_post = {"raise-category": world.catalogue.pk, "raise-reason": "Audit", "raise-ends_on": "2099-01-01"}
     for tokens in (10**12 + 1, 2**63 - 1, 10**30):
-        assert client.post("/settings/budgets/raises", {**raise_post, "raise-tokens": tokens}).status_code == 400
+        assert client.post("/settings/budgets/raises", {**raise_post, "raise-tokens": tokens}).status_code == 422
     new = {"new-name": "Huge", "new-slug": "huge", "new-monthly_tokens": 2**63 - 1, "new-alert_thresholds": "80"}
-    assert client.post("/settings/budgets/categories/new", new).status_code == 400
+    assert client.post("/settings/budgets/categories/new", new).status_code == 422
     edit = _categories_post(world, **{f"c{world.catalogue.pk}-monthly_tokens": 10**12 + 1})
-    assert client.post("/settings/budgets/categories", edit).status_code == 400
+    assert client.post("/settings/budgets/categories", edit).status_code == 422
     assert not BudgetRaise.objects.exists() and not Category.objects.filter(slug="huge").exists()
     world.catalogue.refresh_from_db()
     assert world.catalogue.monthly_tokens == 4_000_000

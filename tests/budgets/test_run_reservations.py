@@ -123,7 +123,7 @@ def test_a_question_too_long_for_the_main_model_s_window_is_refused_on_the_page_
         {"text": question, "model": "demo-large", "level": "rapide", "category": "syntheses"},
         headers={"HX-Request": "true"},
     )
-    assert response.status_code == 400
+    assert response.status_code == 422
     page = response.content.decode()
     assert "is too long for demo-large" in page and "128,000 tokens" in page
     assert not Run.objects.exists() and not Reservation.objects.exists()

@@ -65,7 +65,7 @@ def test_a_request_is_classified_explicitly_else_into_the_default(world: World) 
 def test_an_unknown_or_foreign_category_is_refused(world: World) -> None:
     client = signed_in("mia")
     response = client.post("/c/new", {**QUESTION, "category": "obsidian"})  # the other organisation's
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "does not exist here" in html.unescape(response.content.decode())
     assert not Run.objects.exists()
 
@@ -109,7 +109,7 @@ def test_an_exhausted_category_refuses_before_any_model_call_and_keeps_the_text(
     before = this_month(world.syntheses)
     client = signed_in("mia")
     response = client.post("/c/new", SYNTHESIS, headers={"HX-Request": "true"})
-    assert response.status_code == 400
+    assert response.status_code == 422
     page = html.unescape(response.content.decode())
     assert 'id="composer"' in page  # the composer comes back, with the reason and the typed text
     assert (
@@ -139,7 +139,7 @@ def test_no_transfer_between_categories(world: World) -> None:
     exhaust(world.syntheses)
     catalogue_before = services.state_of(world.catalogue)
     client = signed_in("mia")
-    assert client.post("/c/new", SYNTHESIS).status_code == 400
+    assert client.post("/c/new", SYNTHESIS).status_code == 422
     # The other categories still work, and their budgets are untouched by the exhausted one.
     assert client.post("/c/new", {**QUESTION, "category": "catalogue"}).status_code == 302
     assert client.post("/c/new", {**QUESTION, "category": "administration"}).status_code == 302

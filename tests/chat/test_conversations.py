@@ -145,7 +145,7 @@ def test_an_empty_or_too_long_title_is_refused_and_the_old_one_kept(demo_data: N
     conv = _conversation()
     client = _client()
     response = client.post(f"/c/{conv.pk}/rename", {"title": title})
-    assert response.status_code == 400
+    assert response.status_code == 422
     html = response.content.decode()
     assert ("needs a title" in html) if not title.strip() else ("at most 200 characters" in html)
     assert "The title is unchanged." in html
@@ -153,7 +153,7 @@ def test_an_empty_or_too_long_title_is_refused_and_the_old_one_kept(demo_data: N
     assert conv.title == "Invoices of March"
 
     response = client.post(f"/c/{conv.pk}/rename", {"title": title}, headers={"HX-Request": "true"})
-    assert response.status_code == 400 and "The title is unchanged." in response.content.decode()
+    assert response.status_code == 422 and "The title is unchanged." in response.content.decode()
     conv.refresh_from_db()
     assert conv.title == "Invoices of March"
     assert len("x" * 200) == 200 and client.post(f"/c/{conv.pk}/rename", {"title": "x" * 200}).status_code == 302
@@ -167,7 +167,7 @@ def test_nul_characters_are_dropped_from_a_title(demo_data: None) -> None:
     conv.refresh_from_db()
     assert conv.title == "March checked"
     response = client.post(f"/c/{conv.pk}/rename", {"title": "\x00\x00"})
-    assert response.status_code == 400 and "needs a title" in response.content.decode()
+    assert response.status_code == 422 and "needs a title" in response.content.decode()
     conv.refresh_from_db()
     assert conv.title == "March checked"
 

@@ -110,7 +110,7 @@ def test_composer_offers_only_allowed_models_levels_and_resources(client: Client
 def test_a_model_the_organisation_does_not_allow_is_refused_in_plain_words(client: Client) -> None:
     Organisation.objects.filter(slug="demo").update(allowed_models=["demo-small"])
     response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
-    assert response.status_code == 400
+    assert response.status_code == 422
     body = response.content.decode()
     assert "is not allowed here. Allowed models: demo-small." in body
     assert body.lstrip().startswith('<form id="composer"')  # htmx swaps the composer only
@@ -121,7 +121,7 @@ def test_a_model_the_organisation_does_not_allow_is_refused_in_plain_words(clien
 def test_a_message_of_nul_characters_is_no_message(client: Client) -> None:
     # NUL is no text (PostgreSQL refuses it in a text column, which would fail the request): it is dropped.
     response = client.post("/c/new", {**ASK, "text": "\x00 \x00"}, headers={"HX-Request": "true"})
-    assert response.status_code == 400 and "Write a message first." in response.content.decode()
+    assert response.status_code == 422 and "Write a message first." in response.content.decode()
     assert not Run.objects.exists()
 
 

@@ -106,7 +106,7 @@ def test_refused_request_keeps_the_typed_message(demo_data: None) -> None:
     client = Client()
     assert client.login(username="demo", password="demo-password")
     response = client.post("/c/new", {**ASK, "resources": ["agents"]})
-    assert response.status_code == 400
+    assert response.status_code == 422
     html = response.content.decode()
     assert "needs at least one other resource" in html
     assert QUESTION in html  # the message is still in the composer

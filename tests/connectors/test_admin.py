@@ -65,7 +65,7 @@ def test_the_admin_picks_the_tools_and_a_write_tool_cannot_be_picked(world: Worl
     admin = signed_in("demo")
     register(admin, crm_allowed)
     response = admin.post("/settings/connectors/crm/", _edit(url=crm_allowed.url, tools=["delete_customer"]))
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "delete_customer may write: only tools annotated read-only can be offered." in response.content.decode()
     assert Connector.objects.get().tool_names == ["search_customers"]
 
@@ -94,7 +94,7 @@ def test_a_header_can_only_come_from_a_connector_variable(
 ) -> None:
     monkeypatch.setenv("DJANGO_SECRET_KEY", "do-not-leak")
     response = register(signed_in("demo"), crm_allowed, headers_text=line)
-    assert response.status_code == 400
+    assert response.status_code == 422
     body = response.content.decode()
     assert says in body and "do-not-leak" not in body
     assert not Connector.objects.exists() and not crm_allowed.calls
@@ -105,16 +105,16 @@ def test_a_private_address_is_refused_unless_allowed(world: World, crm: CrmServe
     settings.CONNECTOR_ALLOWED_HOSTS = []
     response = register(admin, crm, headers_text="")
     body = response.content.decode()
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "127.0.0.1, a private, loopback or link-local address" in body
     assert "unless CONNECTOR_ALLOWED_HOSTS lists the host" in body
     # The host allowed on ports 80 and 443 only is still refused on the server's port.
     settings.CONNECTOR_ALLOWED_HOSTS = ["127.0.0.1"]
     response = register(admin, crm, headers_text="")
-    assert response.status_code == 400 and "allowed on ports 80, 443 only" in response.content.decode()
+    assert response.status_code == 422 and "allowed on ports 80, 443 only" in response.content.decode()
     for url in ("ftp://example.com/mcp", "http://user:pw@example.com/mcp", "no address"):
         response = register(admin, crm, headers_text="", url=url)
-        assert response.status_code == 400
+        assert response.status_code == 422
     assert not Connector.objects.exists()
     settings.CONNECTOR_ALLOWED_HOSTS = [crm.url.split("/")[2]]
     assert register(admin, crm, headers_text="").status_code == 302
@@ -124,7 +124,7 @@ def test_an_unreachable_server_is_said_and_nothing_is_saved(world: World, settin
     settings.CONNECTOR_ALLOWED_HOSTS = ["127.0.0.1:9"]
     settings.CONNECTOR_TIMEOUT_SECONDS = 3
     response = register(signed_in("demo"), CrmServer(url="http://127.0.0.1:9/mcp"), headers_text="")
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "tools could not be listed: http://127.0.0.1:9/mcp could not be reached" in response.content.decode()
     assert not Connector.objects.exists()
 

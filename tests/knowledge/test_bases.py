@@ -187,10 +187,10 @@ def test_another_organisations_base_is_404_for_admins_and_members() -> None:
         ({"name": "Long", "slug": "s" * 51}, "at most 50 characters"),
     ],
 )
-def test_bad_input_is_a_400_with_the_forms_message(post: dict[str, str], message: str) -> None:
+def test_bad_input_is_a_422_with_the_forms_message(post: dict[str, str], message: str) -> None:
     a, _ = two_orgs()
     response = a.admin_client().post(reverse("kb_new"), {"slug": "", "description": "", **post})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert message in response.content.decode()
     assert list(KnowledgeBase.objects.filter(organisation=a.org).values_list("slug", flat=True)) == ["factures"]
 
@@ -203,15 +203,15 @@ def test_a_long_name_gets_a_slug_that_fits() -> None:
     assert len(slug) <= 50 and slug.startswith("proces-verbaux-proces-verbaux") and not slug.endswith("-")
 
 
-def test_an_emptied_name_on_edit_is_a_400_and_changes_nothing() -> None:
+def test_an_emptied_name_on_edit_is_a_422_and_changes_nothing() -> None:
     a, _ = two_orgs()
     response = a.admin_client().post(reverse("kb_edit", args=["factures"]), {"name": " ", "description": "x"})
-    assert response.status_code == 400 and "Give the base a name." in response.content.decode()
+    assert response.status_code == 422 and "Give the base a name." in response.content.decode()
     a.kb.refresh_from_db()
     assert (a.kb.name, a.kb.description) == ("Factures", "")
 
 
-def test_a_slug_taken_after_the_form_was_checked_is_a_400_not_a_500() -> None:
+def test_a_slug_taken_after_the_form_was_checked_is_a_422_not_a_500() -> None:
     a, _ = two_orgs()
     raced: list[int] = []
 
@@ -225,7 +225,7 @@ def test_a_slug_taken_after_the_form_was_checked_is_a_400_not_a_500() -> None:
         response = a.admin_client().post(reverse("kb_new"), {**NEW, "slug": "rapports"})
     finally:
         pre_save.disconnect(someone_else_first, sender=KnowledgeBase)
-    assert raced and response.status_code == 400
+    assert raced and response.status_code == 422
     assert "already has a knowledge base with the slug “rapports”" in response.content.decode()
     assert not KnowledgeBase.objects.filter(name=NEW["name"]).exists()  # (here "theirs" rolled back with it)
 
@@ -267,12 +267,12 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
 
     # The chat: a new conversation, and the conversation whose last run named the base.
     response = client.post("/c/new", ask)
-    assert response.status_code == 400 and message in response.content.decode()
+    assert response.status_code == 422 and message in response.content.decode()
     conversation = Conversation.objects.get(pk=earlier.conversation_id)
     page = client.get(f"/c/{conversation.pk}/")
     assert page.status_code == 200 and 'value="kb:factures"' not in page.content.decode()
     response = client.post(f"/c/{conversation.pk}/send", ask)
-    assert response.status_code == 400 and message in response.content.decode()
+    assert response.status_code == 422 and message in response.content.decode()
     assert Run.objects.count() == 1
     with pytest.raises(RequestRefused, match="The knowledge base 'factures' does not exist or you may not read it"):
         intake.create_run(user, org, None, intake.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))

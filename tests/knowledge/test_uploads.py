@@ -247,7 +247,7 @@ def test_an_oversized_upload_is_refused_and_leaves_nothing(media: Path, settings
     a, _ = two_orgs()
     before = Document.objects.count()
     response = upload(a.client(), "factures", ("big.txt", b"turbine " * 4000))
-    assert response.status_code == 400  # type: ignore[attr-defined]
+    assert response.status_code == 422  # type: ignore[attr-defined]
     assert "big.txt is too large" in response.content.decode()  # type: ignore[attr-defined]
     assert "0.01 MB" in response.content.decode()  # type: ignore[attr-defined]
     assert Document.objects.count() == before and files_under(media) == []
@@ -257,7 +257,7 @@ def test_an_unsupported_upload_is_refused_and_leaves_nothing(media: Path) -> Non
     a, _ = two_orgs()
     before = Document.objects.count()
     response = upload(a.client(), "factures", ("tool.exe", b"MZ"))
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "tool.exe: this type of file is not supported" in response.content.decode()
     assert Document.objects.count() == before and files_under(media) == []
 
@@ -266,7 +266,7 @@ def test_several_files_are_added_together_or_not_at_all(media: Path) -> None:
     a, _ = two_orgs()
     before = Document.objects.count()
     response = upload(a.client(), "factures", ("good.txt", b"platypus"), ("bad.exe", b"MZ"))
-    assert response.status_code == 400  # type: ignore[attr-defined]
+    assert response.status_code == 422  # type: ignore[attr-defined]
     assert Document.objects.count() == before and files_under(media) == []
     assert search(a.org.pk, "factures", "platypus", 8) == ([], 0)
     response = upload(a.client(), "factures", ("good.txt", b"platypus"), ("also.md", b"echidna"))

@@ -80,8 +80,8 @@ def test_each_admin_change_makes_an_entry(world: World) -> None:
 
 def test_a_refused_form_records_nothing(world: World) -> None:
     admin = signed_in("demo")
-    assert admin.post("/settings/models", {"restrict": "1"}).status_code == 400
-    assert admin.post("/settings/budgets/time-zone", {"zone-time_zone": "Mars/Olympus"}).status_code == 400
+    assert admin.post("/settings/models", {"restrict": "1"}).status_code == 422
+    assert admin.post("/settings/budgets/time-zone", {"zone-time_zone": "Mars/Olympus"}).status_code == 422
     assert not AuditEntry.objects.exists()
 
 

@@ -29,7 +29,7 @@ def sqlite_only() -> None:
 
 def test_concurrent_profiles_named_alike_leave_one(aworld: World, tmp_path: Path, sqlite_only: None) -> None:
     statuses, db = run_on_sqlite_file(tmp_path, "demo", "/settings/profiles/new", [profile(n) for n in NAMES])
-    assert sorted(statuses) == [302] + [400] * (len(NAMES) - 1), statuses
+    assert sorted(statuses) == [302] + [422] * (len(NAMES) - 1), statuses
     names = [r[0] for r in rows_of(db, f"SELECT name FROM orgs_agentprofile WHERE organisation_id = {aworld.demo.pk}")]
     assert sum(1 for n in names if n.lower() == "verifier") == 1
 
@@ -48,7 +48,7 @@ def test_concurrent_first_saves_of_the_levels_leave_one_row_each(
 @pytest.mark.postgres
 def test_concurrent_profiles_named_alike_leave_one_on_postgresql(aworld: World) -> None:
     statuses = post_at_once("demo", "/settings/profiles/new", [profile(n) for n in NAMES])
-    assert sorted(statuses) == [302] + [400] * (len(NAMES) - 1), statuses
+    assert sorted(statuses) == [302] + [422] * (len(NAMES) - 1), statuses
     assert AgentProfile.objects.filter(organisation=aworld.demo, name__iexact="verifier").count() == 1
 
 

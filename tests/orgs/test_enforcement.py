@@ -67,7 +67,7 @@ def test_a_model_outside_the_allowed_list_is_refused_with_the_allowed_ones(world
     client = signed_in("demo")
     assert client.post("/settings/models", {"restrict": "1", "models": ["demo-large"]}).status_code == 302
     response = client.post("/c/new", {**ASK, "model": "demo-small"})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert (
         "The model &#x27;demo-small&#x27; is not allowed here. Allowed models: demo-large." in response.content.decode()
     )
@@ -79,7 +79,7 @@ def test_a_model_outside_the_allowed_list_is_refused_with_the_allowed_ones(world
 @pytest.mark.django_db
 def test_agents_with_no_other_resource_is_refused_with_the_reason(world: World) -> None:
     response = signed_in("demo").post("/c/new", {**ASK, "resources": ["agents"]})
-    assert response.status_code == 400 and "needs at least one other resource" in response.content.decode()
+    assert response.status_code == 422 and "needs at least one other resource" in response.content.decode()
     message = _refused(world.demo, resources=("agents",))
     assert "needs at least one other resource" in message and "nothing to read" in message
 
@@ -88,7 +88,7 @@ def test_agents_with_no_other_resource_is_refused_with_the_reason(world: World) 
 @pytest.mark.parametrize("slug", ["nope", "secrets"])  # does not exist; exists only in the other organisation
 def test_a_knowledge_base_the_user_may_not_read_is_refused_by_name(world: World, slug: str) -> None:
     response = signed_in("demo").post("/c/new", {**ASK, "resources": ["kb:factures", f"kb:{slug}", "agents"]})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert f"The knowledge base &#x27;{slug}&#x27; does not exist or you may not read it." in response.content.decode()
     assert f"The knowledge base '{slug}' does not exist or you may not read it." in _refused(
         world.demo, resources=(f"kb:{slug}",)

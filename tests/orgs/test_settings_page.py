@@ -81,14 +81,14 @@ def test_restricting_models_reaches_the_policy_and_the_composer(world: World) ->
 
 def test_restricting_to_no_model_is_refused(world: World) -> None:
     response = signed_in("demo").post("/settings/models", {"restrict": "1"})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "Tick at least one model" in response.content.decode()
     assert demo_org().allowed_models is None
 
 
 def test_a_model_outside_the_catalogue_cannot_be_allowed(world: World) -> None:
     response = signed_in("demo").post("/settings/models", {"restrict": "1", "models": ["gpt-unknown"]})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert demo_org().allowed_models is None
 
 
@@ -148,7 +148,7 @@ def test_out_of_range_settings_are_refused_and_nothing_is_saved(
 ) -> None:
     client = signed_in("demo")
     response = client.post("/settings/levels", levels_post(approfondi__agent_rounds=3, **{field: value}))
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert message in response.content.decode()
     assert not ReasoningLevel.objects.exists()
     assert demo_org().max_parallel_agents == 4
@@ -210,7 +210,7 @@ def test_profiles_are_created_edited_and_deleted(world: World) -> None:
 )
 def test_an_invalid_profile_is_refused(world: World, changes: dict[str, Any], message: str) -> None:
     response = signed_in("demo").post("/settings/profiles/new", profile_post(**changes))
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert message in response.content.decode()
     assert not AgentProfile.objects.filter(organisation=world.demo).exists()
 
@@ -219,7 +219,7 @@ def test_profile_names_are_unique_within_an_organisation_only(world: World) -> N
     client = signed_in("demo")
     assert client.post("/settings/profiles/new", profile_post()).status_code == 302
     response = client.post("/settings/profiles/new", profile_post(name="Verifier"))
-    assert response.status_code == 400 and "already exists" in response.content.decode()
+    assert response.status_code == 422 and "already exists" in response.content.decode()
     # Another organisation's profile name is free here.
     assert client.post("/settings/profiles/new", profile_post(name="other-checker")).status_code == 302
 
@@ -241,7 +241,7 @@ def test_a_default_model_must_be_in_the_catalogue_wherever_it_is_saved(world: Wo
         f"/settings/profiles/{AgentProfile.objects.get(name='stale').pk}/",
         profile_post(name="stale", default_model="gpt-gone"),
     )
-    assert response.status_code == 400 and "not in the model catalogue" in response.content.decode()
+    assert response.status_code == 422 and "not in the model catalogue" in response.content.decode()
 
 
 # Who may change them -------------------------------------------------------------------------

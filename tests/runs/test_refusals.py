@@ -140,7 +140,7 @@ def test_the_page_words_a_refusal_in_the_readers_language(demo_data: None) -> No
     client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
     form = {"text": "Bimbamjob ?", "model": "demo-large", "level": "approfondi", "resources": ["kb:gone"]}
     response = client.post("/c/new", form)
-    assert response.status_code == 400
+    assert response.status_code == 422  # refused in place
     page = response.content.decode()
     assert "La base de connaissances « gone » n’existe pas ou vous ne pouvez pas la lire." in page
     assert "does not exist" not in page

@@ -30,7 +30,7 @@ def test_a_resource_the_server_does_not_offer_is_refused_when_saved(client: Clie
     page = client.get("/tasks/new").content.decode()
     assert "not configured on this server" in page
     response = client.post("/tasks/new", {**FORM, "resources": ["kb:factures", resource, "agents"]})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert "not configured on this server" in response.content.decode()
     assert not ScheduledTask.objects.exists()
 

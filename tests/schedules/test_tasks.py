@@ -85,7 +85,7 @@ def test_the_owner_creates_a_task_and_beat_gets_its_entry(demo_data: None) -> No
 )
 def test_a_task_is_checked_as_a_chat_request_is(demo_data: None, change: dict[str, Any], message: str) -> None:
     response = _client().post("/tasks/new", {**FORM, **change})
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert message in response.content.decode()
     assert not ScheduledTask.objects.exists()
 

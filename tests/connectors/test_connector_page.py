@@ -12,7 +12,7 @@ from connectors_support import register
 from django.test import AsyncClient
 from mcp_server import CrmServer
 from orgs_support import World, build_world, call, scripted, signed_in
-from test_runs import SEARCH, _agent_reports
+from test_connector_runs import SEARCH, _agent_reports
 
 from assistant.catalogue import snapshot
 from assistant.engine.models.base import Model
