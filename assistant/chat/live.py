@@ -25,7 +25,7 @@ from assistant.orgs.models import Organisation
 from assistant.runs.follow import Follower, Item, steps_since
 from assistant.runs.models import Conversation, Message, Run, Step
 
-from .presenters import run_view
+from .presenters import base_names, run_view
 from .rendering import StreamingMarkdown
 
 # The steps that change what the agents' block shows (an agent's usage, say, shows only at the end),
@@ -62,6 +62,7 @@ class LiveRun:
     reports: dict[str, SafeString] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
     emitted: float | None = None  # when the oldest text not pushed yet left the engine (monotonic)
+    names: dict[str, str] | None = None  # the organisation's bases' names, read once (pushes read no database)
 
     @classmethod
     def load(cls, run_id: str, conversation_id: int) -> LiveRun | None:
@@ -75,7 +76,8 @@ class LiveRun:
             return None
         steps = list(run.steps.all())
         follower = Follower(pk, seq=steps[-1].seq if steps else 0, answer=run.answer)
-        return cls(run=run, question=question, steps=steps, follower=follower)
+        names = base_names(run.organisation_id)
+        return cls(run=run, question=question, steps=steps, follower=follower, names=names)
 
     @property
     def seq(self) -> int:
@@ -119,7 +121,7 @@ class LiveRun:
                 self.dirty.add("work")  # a line appears, or the working line changes
 
     def view(self) -> dict[str, Any]:
-        view = run_view(self.run, self.steps, self.reports)
+        view = run_view(self.run, self.steps, self.reports, self.names)
         view["answer_html"] = functools.partial(self.markdown.render, self.run.answer)
         view["emitted"] = self.emitted
         return view

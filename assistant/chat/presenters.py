@@ -7,16 +7,33 @@ steps a consumer has seen so far), so that a reload and a live update always sho
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from assistant.engine.cancel import STOP_MESSAGES
-from assistant.engine.events import ChosenDocument
+from assistant.engine.causes import Cause
+from assistant.engine.events import (
+    Action,
+    AgentAction,
+    AgentFinished,
+    AgentStarted,
+    ChosenDocument,
+    ErrorEvent,
+    Event,
+    ModelCallFailed,
+    RoundStarted,
+    StoppedEvent,
+    ToolResultEvent,
+)
+from assistant.engine.usage import RunUsage
+from assistant.knowledge.models import KnowledgeBase
+from assistant.runs import wording
 from assistant.runs.models import Run, Step
+from assistant.runs.steps import events_of
 
 from .rendering import render_markdown
 
@@ -31,19 +48,26 @@ class AgentView:
     model_label: str
     resources: list[str]
     max_rounds: int
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    resources_text: str = ""
+    actions: list[Action] = field(default_factory=list)
     status: str = "running"
-    reason: str = ""
+    cause: Cause | None = None
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
     report: str = ""
+    partial_report: bool = False
     report_html: SafeString | None = None
     forced_landing: bool = False
 
     @property
     def running(self) -> bool:
         return self.status == "running"
+
+    @property
+    def instruction_html(self) -> SafeString:
+        """The instruction (the main model's words) in its own element, inside the translated delegation line."""
+        return format_html('<span class="instruction">{}</span>', self.instruction)
 
     @property
     def report_preview(self) -> str:
@@ -55,80 +79,67 @@ class AgentView:
 
     @property
     def status_text(self) -> str:
-        """The status in the user's words: ok; interrupted with its reason; stopped; error with its message."""
-        if self.status == "ok":
-            return _("ok")
-        if self.status == "interrupted":
-            return _("interrupted: %(reason)s") % {"reason": self.reason} if self.reason else _("interrupted")
-        if self.status == "stopped":
-            return stop_message(self.reason)
-        if self.status == "error":
-            return _("error: %(message)s") % {"message": self.reason} if self.reason else _("error")
-        return _("working")
+        """The status in the reader's words, with its cause: «interrompu : budget de tours atteint (2/2 tours)»."""
+        return wording.agent_status_text(self.status, self.cause)
 
 
-def stop_message(message: str) -> str:
-    """Why a run or an agent stopped, translated when it is one of the engine's known causes."""
-    known = {
-        STOP_MESSAGES["user"]: _("stopped on request"),
-        STOP_MESSAGES["budget"]: _("stopped: the category's monthly budget is reached"),
-        STOP_MESSAGES["cost_cap"]: _("stopped: the task's cost cap is reached"),
+def document_titles(documents: Iterable[ChosenDocument], base_names: Mapping[str, str]) -> dict[str, str]:
+    """Chosen documents (``doc:<kb>/<id>``) as an agent's line shows them: by title, with their base's name."""
+    return {
+        d.resource: _("“%(title)s” (%(kb)s)") % {"title": d.title, "kb": base_names.get(d.kb, d.kb)} for d in documents
     }
-    return known.get(message, message or _("stopped on request"))
 
 
-def resource_labels(resources: Iterable[str], documents: Iterable[ChosenDocument | dict[str, Any]]) -> list[str]:
-    """An agent's resources as its line shows them: a chosen document by its title and base, the rest as named."""
-    titles = {}
-    for d in documents:
-        doc = d if isinstance(d, ChosenDocument) else ChosenDocument.model_validate(d)
-        titles[doc.resource] = _("“%(title)s” (%(kb)s)") % {"title": doc.title, "kb": doc.kb}
-    return [titles.get(r, r) for r in resources]
-
-
-def failed_call_text(d: dict[str, Any]) -> str:
+def failed_call_text(e: ModelCallFailed) -> str:
     """A failed model call in the reader's words: refused by the provider (billed nothing) or cut (billed)."""
-    status = f"HTTP {d['status']}" if d.get("status") else d.get("error_kind", "")
-    if d.get("billed"):
-        return _("Model call cut (%(why)s): billed for what was sent") % {"why": status}
-    return _("Model call refused by the provider (%(why)s): not billed") % {"why": status}
+    why = f"HTTP {e.status}" if e.status else wording.model_error_text(e.error_kind)
+    if e.billed:
+        return _("Model call cut (%(why)s): billed for what was sent") % {"why": why}
+    return _("Model call refused by the provider (%(why)s): not billed") % {"why": why}
 
 
-def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
-    """One view per agent, in start order, built from its steps.
+def agents_of(
+    events: Iterable[Event], reports: dict[str, SafeString] | None = None, base_names: Mapping[str, str] | None = None
+) -> list[AgentView]:
+    """One view per agent, in start order, built from its events.
 
-    ``reports`` caches each finished agent's rendered report, so live updates render it once.
+    ``reports`` caches each finished agent's rendered report, so live updates render it once; ``base_names``
+    (slug to name) words the knowledge bases an agent received.
     """
     agents: dict[str, AgentView] = {}
-    for step in steps:
-        d = step.data
-        if step.kind == "agent_started":
-            agents[step.agent_id] = AgentView(
-                agent_id=step.agent_id,
-                instruction=d["instruction"],
-                model=d["model"],
-                model_label=d["model_label"],
-                resources=resource_labels(d["resources"], d.get("documents") or []),
-                max_rounds=d["max_rounds"],
+    for e in events:
+        if isinstance(e, AgentStarted):
+            titles = document_titles(e.documents, base_names or {})
+            agents[e.agent_id] = AgentView(
+                agent_id=e.agent_id,
+                instruction=e.instruction,
+                model=e.model,
+                model_label=e.model_label,
+                resources=list(e.resources),
+                max_rounds=e.max_rounds,
+                resources_text=", ".join(
+                    titles.get(r) or wording.resource_text(r, base_names or {}) for r in e.resources
+                ),
             )
-        elif step.agent_id in agents:
-            agent = agents[step.agent_id]
-            if step.kind == "agent_action":
-                agent.actions.append(d["action"])
-            elif step.kind == "model_call_failed":
-                agent.actions.append({"tool": "", "kind": "other", "ok": False, "label": failed_call_text(d)})
-            elif step.kind == "round_started":
-                agent.rounds = d["round"]
-            elif step.kind == "agent_finished":
-                agent.status = d["status"]
-                agent.reason = d["reason"]
-                agent.rounds = d["rounds"]
-                agent.seconds = d["seconds"]
-                agent.cost_eur = d["cost_eur"]
-                agent.report = d["report"]
-                agent.forced_landing = d["forced_landing"]
+        elif e.agent_id in agents:
+            agent = agents[e.agent_id]
+            if isinstance(e, AgentAction):
+                agent.actions.append(e.action)
+            elif isinstance(e, ModelCallFailed):
+                agent.actions.append(Action(tool="", kind="other", ok=False, label=failed_call_text(e)))
+            elif isinstance(e, RoundStarted):
+                agent.rounds = e.round
+            elif isinstance(e, AgentFinished):
+                agent.status = e.status
+                agent.cause = e.cause
+                agent.rounds = e.rounds
+                agent.seconds = e.seconds
+                agent.cost_eur = e.cost_eur
+                agent.report = e.report
+                agent.partial_report = e.partial_report
+                agent.forced_landing = e.forced_landing
     for agent in agents.values():
-        if agent.report:
+        if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}
             if agent.agent_id not in cache:
                 cache[agent.agent_id] = render_markdown(agent.report_preview, heading_base=4)
@@ -136,25 +147,43 @@ def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = Non
     return list(agents.values())
 
 
-def run_view(run: Run, steps: list[Step] | None = None, reports: dict[str, SafeString] | None = None) -> dict[str, Any]:
-    """Everything the run fragments show; ``steps`` defaults to the run's saved steps."""
-    if steps is None:
-        steps = list(run.steps.all())
-    agents = agents_of(steps, reports)
+def base_names(organisation_id: int) -> dict[str, str]:
+    """The organisation's knowledge bases, slug to name: how the page words the resources ``kb:<slug>``."""
+    return dict(KnowledgeBase.objects.filter(organisation_id=organisation_id).values_list("slug", "name"))
+
+
+def run_view(
+    run: Run,
+    steps: list[Step] | None = None,
+    reports: dict[str, SafeString] | None = None,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Everything the run fragments show; ``steps`` defaults to the run's saved steps, ``names`` (the bases'
+    names, ``base_names``) to the run's organisation's."""
+    events = events_of(run.steps.all() if steps is None else steps)
+    names = base_names(run.organisation_id) if names is None else names
+    agents = agents_of(events, reports, names)
     if not run.is_running:
         for agent in agents:
             if agent.running:  # its run ended without it (the process executing it died)
-                agent.status, agent.reason = "error", _("the run ended before this agent returned")
-    stopped = next((s.data.get("message", "") for s in steps if s.kind == "stopped"), "")
+                agent.status, agent.cause = "error", Cause(code="run_ended")
+    stopped = next((e.cause for e in events if isinstance(e, StoppedEvent)), None)
+    failed = next((e.cause for e in reversed(events) if isinstance(e, ErrorEvent)), None)
+    usage = RunUsage.of(run.usage)
     return {
         "run": run,
         "agents": agents,
         "agents_working": run.is_running and any(a.running for a in agents),
         "main_actions": [
-            s.data["action"] for s in steps if s.kind == "tool_result" and not s.agent_id and s.data.get("action")
+            e.action for e in events if isinstance(e, ToolResultEvent) and e.agent_id is None and e.action is not None
         ],
-        "by_model": sorted(run.usage.get("by_model", {}).items()),
-        "stopped_message": stop_message(stopped) if run.status == "stopped" else "",
+        "by_model": sorted(usage.by_model.items()),
+        # A source's base by its name, not its slug.
+        "sources": [{**s, "where": names.get(s.get("where", ""), s.get("where", ""))} for s in run.sources],
+        "stopped_message": wording.cause_text(stopped or Cause(code="stopped_by_user"))
+        if run.status == "stopped"
+        else "",
+        "error_message": wording.cause_text(failed) if run.status == "error" and failed is not None else "",
         # Called by the template only when it shows the answer (live pushes replace it).
         "answer_html": functools.partial(render_markdown, run.answer),
         "emitted": None,
