@@ -79,6 +79,8 @@ SAMPLES: dict[RefusalCode, Refusal] = {
     "agents_need_resource": Refusal(code="agents_need_resource"),
     "knowledge_base_not_found": Refusal(code="knowledge_base_not_found", resource="kb:gone"),
     "connector_not_found": Refusal(code="connector_not_found", resource="mcp:crm"),
+    "document_not_found": Refusal(code="document_not_found", resource="doc:factures/doc-12"),
+    "document_not_ready": Refusal(code="document_not_ready", resource="doc:factures/doc-12"),
     "resource_unavailable": Refusal(code="resource_unavailable", resource="web"),
     "no_categories": Refusal(code="no_categories", category="x"),
     "unknown_category": Refusal(code="unknown_category", category="nope", allowed=("catalogue", "syntheses")),
