@@ -33,6 +33,8 @@ test: install
 	# The apps' layers, no cycle between siblings, the engine free of Django (pyproject.toml), then no module cycle.
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_cycles.py
+	# Steps are read as events: only the steps module reads their raw JSON.
+	$(BIN)/python tools/check_step_data.py
 	DATABASE_URL= $(BIN)/python -m pytest -m "not postgres" --ignore=tests/e2e
 	# The browser tests run in their own process: Playwright's sync API keeps an event loop running.
 	DATABASE_URL= $(BIN)/python -m pytest tests/e2e

@@ -24,14 +24,10 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
-from assistant.budgets import services as budgets
 from assistant.catalogue import snapshot
-from assistant.connectors import directory as connectors
-from assistant.engine.cancel import STOP_MESSAGES
-from assistant.engine.errors import ContextTooLong, RequestRefused
-from assistant.engine.scope import Scope
-from assistant.knowledge.chosen import refused_document
-from assistant.knowledge.models import KnowledgeBase
+from assistant.engine.cancel import STOP_CAUSES
+from assistant.engine.errors import RequestRefused
+from assistant.engine.events import StoppedEvent
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
@@ -39,9 +35,10 @@ from assistant.orgs.signin import client_address
 from assistant.runs import execution, intake
 from assistant.runs.follow import RunFollower
 from assistant.runs.models import Conversation, Message, Run
+from assistant.runs.steps import events_of
 
 from . import limits
-from .errors import CODES, ApiError, error_response
+from .errors import CODES, ApiError, error_response, refusal_error
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -213,82 +210,6 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 # Chat completions -----------------------------------------------------------------------------------
 
 
-def _refusals(key: ApiKey, body: ChatCompletionRequest) -> None:
-    """Each refusal with its status, before any model call and before anything is saved."""
-    org = key.organisation
-    catalogue = snapshot.catalogue()
-    if body.model not in catalogue:
-        raise ApiError(404, "model_not_found", f"The model '{body.model}' does not exist.", param="model")
-    policy = policy_for(org, key)
-    if not policy.allows(body.model):
-        allowed = ", ".join(policy.allowed_ids(catalogue)) or "none"
-        raise ApiError(
-            403,
-            "model_not_allowed",
-            f"This key may not use the model '{body.model}'. Allowed: {allowed}.",
-            param="model",
-        )
-    others = [r for r in body.tools_enabled if r != "agents"]
-    if "agents" in body.tools_enabled and not others:
-        raise ApiError(
-            400,
-            "agents_without_resource",
-            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
-            "an agent with nothing to read would be of no use.",
-            param="tools_enabled",
-        )
-    wanted = [r[3:] for r in others if r.startswith("kb:")]
-    known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
-    for slug in wanted:
-        if slug not in known:
-            raise ApiError(
-                404,
-                "knowledge_base_not_found",
-                f"The knowledge base '{slug}' does not exist or this key may not read it.",
-                param="tools_enabled",
-            )
-    document = refused_document(org.pk, others)
-    if document is not None and document.code == "document_not_ready":
-        raise ApiError(400, "document_not_ready", document.message, param="tools_enabled")
-    if document is not None:
-        raise ApiError(404, "document_not_found", document.message, param="tools_enabled")
-    connector = connectors.unknown(org.pk, others)
-    if connector is not None:
-        raise ApiError(
-            404,
-            "connector_not_found",
-            f"The connector '{connector}' does not exist or this key may not use it.",
-            param="tools_enabled",
-        )
-    toolbox = execution.toolbox_for(org.pk)
-    for resource in ("web", "code"):
-        if resource in others and not toolbox.tools_for(Scope.from_resources([resource])):
-            raise ApiError(
-                400, "resource_unavailable", f"'{resource}' is not available on this server.", param="tools_enabled"
-            )
-    text = body.messages[-1].text
-    try:
-        budgets.admit(org, body.category, text, body.model)
-    except budgets.CategoryExhausted as e:
-        raise _budget_refused(e) from e
-    except RequestRefused as e:  # an unknown category
-        raise ApiError(400, "unknown_category", str(e), param="category") from e
-
-
-def _budget_refused(e: budgets.CategoryExhausted) -> ApiError:
-    """429: a spent month is retried after it resets (``x-should-retry: false``, or the official client would retry
-    at once); a category that running requests fill may be retried in a few seconds."""
-    return ApiError(
-        429,
-        "category_budget_exhausted",
-        str(e),
-        param="category",
-        retry=not e.spent,
-        resets_at=e.state.resets_at.isoformat(),
-        retry_after=str(e.retry_after),
-    )
-
-
 def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
     """What of the request the run will not do: said in the response, never dropped silently."""
     if "agents" not in body.tools_enabled:
@@ -303,7 +224,7 @@ def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
         return [
             RequestWarning(
                 code="agents_off_at_level",
-                message=f"Agents are off {used}: its agent turn budget is 0. The main model answers alone.",
+                message=f"Agents are off {used}: its agent round budget is 0. The main model answers alone.",
                 param="tools_enabled",
             )
         ]
@@ -320,7 +241,7 @@ def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
 
 
 def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
-    _refusals(key, body)
+    """The run of a request, checked by the one request check (``intake``) before anything is kept."""
     org = key.organisation
     question = body.messages[-1].text
     ask = intake.Ask(
@@ -343,37 +264,32 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
             return intake.create_run(user, org, conversation, ask, api_key=key)
-    except budgets.CategoryExhausted as e:  # its first call's reservation did not fit: nothing was saved
-        raise _budget_refused(e) from e
-    except ContextTooLong as e:
-        raise ApiError(400, e.code, str(e), param="messages", tokens=e.tokens, context_window=e.window) from e
-    except RequestRefused as e:
-        raise ApiError(400, e.code, str(e)) from e
+    except RequestRefused as e:  # nothing was kept: the transaction is rolled back
+        raise refusal_error(e.refusal) from e
 
 
-def _reason(run: Run) -> str:
+# A stopped run's cause as the API's ``reason_code`` names it (``engine.cancel``'s stop causes).
+STOP_CODES = {code: cause for cause, code in STOP_CAUSES.items()}
+
+
+def _reason(run: Run) -> tuple[str, str]:
+    """Why the run stopped or failed, in English, and its ``reason_code``: the stop's cause (``user``, ``budget``,
+    ``cost_cap``), ``error`` for a failed run, empty when it ended ok."""
     if run.status == "error":
-        return run.error
-    if run.status == "stopped":
-        stopped = run.steps.filter(kind="stopped").values_list("data", flat=True).first()
-        return str(stopped.get("message", "")) if isinstance(stopped, dict) else ""
-    return ""
-
-
-# The stopped step's message is the cancel token's (``engine.cancel.STOP_MESSAGES``): its cause, as a code.
-STOP_CAUSES = {message: cause for cause, message in STOP_MESSAGES.items()}
-
-
-def _reason_code(run: Run, reason: str) -> str:
-    if run.status == "stopped":
-        return STOP_CAUSES.get(reason, "user")
-    return "error" if run.status == "error" else ""
+        return run.error, "error"
+    if run.status != "stopped":
+        return "", ""
+    stopped = next((e for e in events_of(run.steps.filter(kind="stopped")) if isinstance(e, StoppedEvent)), None)
+    if stopped is None:
+        return "", "user"
+    code = STOP_CODES.get(stopped.cause.code, "user") if stopped.cause is not None else "user"
+    return stopped.message, code
 
 
 def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatCompletion:
     run = Run.objects.get(pk=run_id)
     trace = trace_of(run.steps.all(), run.usage, run.sources)
-    reason = _reason(run)
+    reason, reason_code = _reason(run)
     return ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
@@ -382,7 +298,7 @@ def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatComple
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
         reason=reason,
-        reason_code=_reason_code(run, reason),
+        reason_code=reason_code,
         warnings=warnings,
         **trace.model_dump(),
     )
@@ -473,7 +389,7 @@ def _run_of(key: ApiKey, run_id: str) -> Run:
 def _run_out(run: Run) -> RunOut:
     finished = not run.is_running
     trace = trace_of(run.steps.all(), run.usage if finished else None, run.sources if finished else None)
-    reason = _reason(run)
+    reason, reason_code = _reason(run)
     return RunOut(
         id=str(run.pk),
         created=int(run.created.timestamp()),
@@ -486,7 +402,7 @@ def _run_out(run: Run) -> RunOut:
         stop_requested=run.stop_requested,
         answer=run.answer,
         reason=reason,
-        reason_code=_reason_code(run, reason),
+        reason_code=reason_code,
         **trace.model_dump(),
     )
 

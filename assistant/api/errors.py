@@ -2,6 +2,10 @@
 
 ``CODES`` is every ``code`` the API answers with, its status and when: ``ApiError`` takes only
 those, and a test checks README's error table against it.
+
+A refused request (``RequestRefused``, from the one request check ``runs.intake.check``) becomes one with
+``refusal_error``: its status, a stable ``code`` and its ``param`` by the refusal's code (``REFUSALS``), the
+message worded once (``runs.wording.refusal_text``) in English.
 """
 
 from __future__ import annotations
@@ -9,6 +13,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from django.http import JsonResponse
+from django.utils import translation
+
+from assistant.engine.refusals import Refusal, RefusalCode
+from assistant.runs import wording
 
 # OpenAI's error types by status.
 TYPES = {
@@ -106,3 +114,43 @@ def error_response(error: ApiError, headers: dict[str, str] | None = None) -> Js
     for name, value in (headers or {}).items():
         response[name] = value
     return response
+
+
+# Each refusal's status, its code in the API (one of ``CODES``, stable) and its param.
+REFUSALS: dict[RefusalCode, tuple[int, str, str | None]] = {
+    "empty_message": (400, "invalid_body", "messages"),
+    "model_not_found": (404, "model_not_found", "model"),
+    "model_not_allowed": (403, "model_not_allowed", "model"),
+    "unknown_level": (400, "invalid_body", "reasoning_level"),
+    "unknown_resource": (400, "invalid_body", "tools_enabled"),
+    "agents_need_resource": (400, "agents_without_resource", "tools_enabled"),
+    "knowledge_base_not_found": (404, "knowledge_base_not_found", "tools_enabled"),
+    "connector_not_found": (404, "connector_not_found", "tools_enabled"),
+    "document_not_found": (404, "document_not_found", "tools_enabled"),
+    "document_not_ready": (400, "document_not_ready", "tools_enabled"),
+    "resource_unavailable": (400, "resource_unavailable", "tools_enabled"),
+    "no_categories": (400, "unknown_category", "category"),
+    "unknown_category": (400, "unknown_category", "category"),
+    "category_spent": (429, "category_budget_exhausted", "category"),
+    "category_busy": (429, "category_budget_exhausted", "category"),
+    "owner_left": (400, "request_refused", None),
+    "context_too_long": (400, "context_window_exceeded", "messages"),
+}
+
+
+def refusal_error(refusal: Refusal) -> ApiError:
+    """A refused request as the API answers it. A spent month says when it resets and not to retry before it;
+    a category that running requests fill may be retried in a few seconds; a request over the window says its size."""
+    status, code, param = REFUSALS[refusal.code]
+    with translation.override("en"):
+        message = wording.refusal_text(refusal)
+    extra: dict[str, Any] = {}
+    if refusal.code in ("category_spent", "category_busy"):
+        if refusal.resets_at is not None:
+            extra["resets_at"] = refusal.resets_at.isoformat()
+        if refusal.retry_after is not None:
+            extra["retry_after"] = str(refusal.retry_after)
+        return ApiError(status, code, message, param=param, retry=refusal.code == "category_busy", **extra)
+    if refusal.code == "context_too_long":
+        extra = {"tokens": refusal.used, "context_window": refusal.limit}
+    return ApiError(status, code, message, param=param, **extra)

@@ -108,7 +108,7 @@ class ChatCompletionRequest(BaseModel):
     reasoning_level: Level | None = Field(
         default=None,
         description="rapide, standard, approfondi or maximal, in any case (also fast, deep, maximum); below "
-        "approfondi, or where the organisation's agent turn budget is 0, `agents` is off (the response's `warnings` "
+        "approfondi, or where the organisation's agent round budget is 0, `agents` is off (the response's `warnings` "
         "says so); without a level, `agents` is honoured with the default budget.",
     )
     category: str = Field(
@@ -241,6 +241,13 @@ class UsageOut(BaseModel):
     by_model: dict[str, ModelUsageOut] = Field(default_factory=dict)
 
 
+AGENT_REASON_CODE_DESCRIPTION = (
+    "Why the agent ended as it did, as a stable code: `rounds`, `tokens`, `seconds`, `output_cut` (interrupted); "
+    "`stopped_by_user`, `category_budget`, `cost_cap` (stopped); `model_error`, `tool_failed`, `invalid_result`, "
+    "`no_result`, `run_ended` (error). Null when it simply returned, or for a run saved before codes existed."
+)
+
+
 class AgentOut(BaseModel):
     id: str = Field(description="The agent's id, the same in the stream's events.")
     instruction: str
@@ -250,6 +257,7 @@ class AgentOut(BaseModel):
     max_rounds: int
     status: Literal["running", "ok", "interrupted", "stopped", "error"] = "running"
     reason: str = ""
+    reason_code: str | None = Field(default=None, description=AGENT_REASON_CODE_DESCRIPTION)
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
@@ -337,7 +345,7 @@ class ChatCompletion(Trace):
     reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
     warnings: list[RequestWarning] = Field(
         default_factory=list,
-        description="What of the request the run does not do: `agents` at a level whose agent turn budget is 0, "
+        description="What of the request the run does not do: `agents` at a level whose agent round budget is 0, "
         "or with no allowed model cheap enough to delegate to. Also in the stream's first chunk.",
     )
 

@@ -25,9 +25,10 @@ from django.db.models import QuerySet
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from assistant.engine.events import AgentFinished, AgentStarted, event_from_dict
+from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
+from assistant.runs.steps import with_events
 
 from .models import LandingAlert
 from .months import month_bounds, month_of, previous_month, zone
@@ -91,8 +92,7 @@ def finished_agents(steps: QuerySet[Step]) -> Iterator[tuple[Any, str, AgentFini
     """``(run id, profile, AgentFinished)`` for each agent that ended among ``steps``, read as typed events."""
     profiles: dict[tuple[Any, str], str] = {}
     rows = steps.filter(kind__in=["agent_started", "agent_finished"]).order_by("run_id", "seq")
-    for s in rows.only("run_id", "seq", "kind", "agent_id", "data"):
-        event = event_from_dict(s.data)
+    for s, event in with_events(rows):
         if isinstance(event, AgentStarted):
             profiles[(s.run_id, event.agent_id)] = event.profile or ""
         elif isinstance(event, AgentFinished):

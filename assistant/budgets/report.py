@@ -16,8 +16,12 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from assistant.engine.events import AgentFinished, AgentStarted
+from assistant.engine.usage import RunUsage, UsageData
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
+from assistant.runs.steps import with_events
+from assistant.runs.wording import status_text
 
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landed_per_run, landing_lines
@@ -31,20 +35,47 @@ DRIFT_MONTHS = 3
 
 @dataclass(slots=True)
 class Totals:
+    """Runs and their usage (one ``RunUsage``: each call of their main models and agents once)."""
+
     runs: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    cost_eur: float = 0.0
-    energy_wh: float = 0.0
-    carbon_g: float = 0.0
-    carbon_complete: bool = True
-    """Every call's carbon was estimated (else the carbon is a lower bound)."""
+    usage: RunUsage = field(default_factory=RunUsage)
+
+    @property
+    def calls(self) -> int:
+        return self.usage.calls
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.usage.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.usage.completion_tokens
+
+    @property
+    def cached_prompt_tokens(self) -> int:
+        return self.usage.cached_prompt_tokens
 
     @property
     def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
+        return self.usage.total_tokens
+
+    @property
+    def cost_eur(self) -> float:
+        return self.usage.cost_eur
+
+    @property
+    def energy_wh(self) -> float:
+        return self.usage.energy_kwh * 1000
+
+    @property
+    def carbon_g(self) -> float:
+        return self.usage.carbon_g
+
+    @property
+    def carbon_complete(self) -> bool:
+        """Every call's carbon was estimated (else the carbon is a lower bound)."""
+        return not self.calls or self.usage.carbon_estimated
 
     @property
     def carbon_text(self) -> str:
@@ -62,21 +93,9 @@ class Totals:
     def cost_per_call(self) -> float | None:
         return self.cost_eur / self.calls if self.calls else None
 
-    def add_usage(self, usage: dict[str, Any]) -> None:
-        """One run's (or one agent's) usage dict, as ``RunUsage.as_dict`` saves it."""
-        for m in usage.get("by_model", {}).values():
-            self.add_model(m)
-
-    def add_model(self, m: dict[str, Any], sign: int = 1) -> None:
-        self.calls += sign * int(m.get("calls", 0))
-        self.prompt_tokens += sign * int(m.get("prompt_tokens", 0))
-        self.completion_tokens += sign * int(m.get("completion_tokens", 0))
-        self.cached_prompt_tokens += sign * int(m.get("cached_prompt_tokens", 0))
-        self.cost_eur += sign * float(m.get("cost_eur", 0.0))
-        self.energy_wh += sign * float(m.get("energy_wh", 0.0))
-        self.carbon_g += sign * float(m.get("carbon_g", 0.0))
-        if m.get("calls") and "carbon_g" not in m:
-            self.carbon_complete = False
+    def add_usage(self, usage: RunUsage | UsageData | dict[str, Any], sign: int = 1) -> None:
+        """One run's (or one agent's) usage; a saved one as ``RunUsage.as_data`` makes it."""
+        self.usage.merge(usage if isinstance(usage, RunUsage) else RunUsage.of(usage), sign)
 
 
 @dataclass(slots=True)
@@ -107,7 +126,8 @@ class AgentLine:
 
     @property
     def status_text(self) -> str:
-        return ", ".join(f"{status} {count}" for status, count in sorted(self.statuses.items()))
+        """How many ended with each status, in the reader's words («terminé 5, arrêté 2»)."""
+        return ", ".join(f"{status_text(status)} {count}" for status, count in sorted(self.statuses.items()))
 
 
 def month_runs(org: Organisation, start: datetime, end: datetime) -> list[Run]:
@@ -148,8 +168,8 @@ def usage_report(org: Organisation, month: date, now: datetime) -> dict[str, Any
 
     by_model: dict[str, Totals] = defaultdict(Totals)
     for r in runs:
-        for name, m in r.usage.get("by_model", {}).items():
-            by_model[name].add_model(m)
+        for name, m in RunUsage.of(r.usage).by_model.items():
+            by_model[name].add_usage(RunUsage({name: m}))
     overall = Totals(runs=len(runs))
     for r in runs:
         overall.add_usage(r.usage)
@@ -196,7 +216,7 @@ def _consumption_chart(
         per_day: dict[int, int] = defaultdict(int)
         for r in runs:
             if r.category == line.state.category.slug:
-                per_day[index[r.created.astimezone(tz).date()]] += int(r.usage.get("total_tokens", 0))
+                per_day[index[r.created.astimezone(tz).date()]] += RunUsage.of(r.usage).total_tokens
         total, points = 0, []
         for d in shown:
             total += per_day.get(index[d], 0)
@@ -241,19 +261,19 @@ def _agent_lines(runs: list[Run]) -> list[AgentLine]:
     steps = Step.objects.filter(run__in=[r.pk for r in runs], kind__in=["agent_started", "agent_finished"])
     profiles: dict[tuple[Any, str], str] = {}
     lines: dict[tuple[str, str], AgentLine] = {}
-    agents_usage: dict[Any, Totals] = defaultdict(Totals)
-    for s in steps.order_by("run_id", "seq"):
-        key = (s.run_id, s.agent_id)
-        if s.kind == "agent_started":
-            profiles[key] = s.data.get("profile") or ""
-            continue
-        d = s.data
-        line = lines.setdefault((d["model"], profiles.get(key, "")), AgentLine(d["model"], profiles.get(key, ""), True))
-        line.agents += 1
-        line.rounds += int(d.get("rounds", 0))
-        line.statuses[d["status"]] += 1
-        line.totals.add_usage(d.get("usage", {}))
-        agents_usage[s.run_id].add_usage(d.get("usage", {}))
+    agents_usage: dict[Any, RunUsage] = defaultdict(RunUsage)
+    for s, e in with_events(steps.order_by("run_id", "seq")):
+        key = (s.run_id, e.agent_id or "")
+        if isinstance(e, AgentStarted):
+            profiles[key] = e.profile or ""
+        elif isinstance(e, AgentFinished):
+            profile = profiles.get(key, "")
+            line = lines.setdefault((e.model, profile), AgentLine(e.model, profile, True))
+            line.agents += 1
+            line.rounds += e.rounds
+            line.statuses[e.status] += 1
+            line.totals.add_usage(e.usage)
+            agents_usage[s.run_id].merge(RunUsage.of(e.usage))
     main: dict[str, AgentLine] = {}
     for r in runs:
         line = main.setdefault(r.model, AgentLine(r.model, "", False))
@@ -264,18 +284,7 @@ def _agent_lines(runs: list[Run]) -> list[AgentLine]:
         spent_by_agents = agents_usage.get(r.pk)
         if spent_by_agents is not None:
             # The run's usage counts its agents' calls once; the main model's line shows the rest.
-            line.totals.add_model(
-                {
-                    "calls": spent_by_agents.calls,
-                    "prompt_tokens": spent_by_agents.prompt_tokens,
-                    "completion_tokens": spent_by_agents.completion_tokens,
-                    "cached_prompt_tokens": spent_by_agents.cached_prompt_tokens,
-                    "cost_eur": spent_by_agents.cost_eur,
-                    "energy_wh": spent_by_agents.energy_wh,
-                    "carbon_g": spent_by_agents.carbon_g,
-                },
-                sign=-1,
-            )
+            line.totals.add_usage(spent_by_agents, sign=-1)
     return [*(main[m] for m in sorted(main)), *(lines[k] for k in sorted(lines))]
 
 

@@ -21,11 +21,12 @@ from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet, Sum
-from django.utils import formats, timezone, translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from assistant.catalogue import snapshot
 from assistant.engine.errors import BudgetExceeded, RequestRefused
+from assistant.engine.refusals import Refusal
 from assistant.engine.tokens import estimate_tokens
 from assistant.orgs import audit
 from assistant.orgs.models import Organisation
@@ -54,12 +55,28 @@ class CategoryExhausted(RequestRefused):
     code = "category_budget_exhausted"
 
     def __init__(self, state: CategoryState, tokens: int, now: datetime | None = None) -> None:
-        super().__init__(refusal_message(state, tokens))
+        spent = state.used + tokens > state.budget
+        until_reset = int((state.resets_at - (now or timezone.now())).total_seconds())
+        retry_after = max(1, until_reset) if spent else RESERVED_RETRY_SECONDS
+        super().__init__(
+            Refusal(
+                code="category_spent" if spent else "category_busy",
+                category=state.category.slug,
+                name=state.category.name,
+                used=state.used,
+                limit=state.budget,
+                reserved=state.reserved,
+                tokens=tokens,
+                percent=state.shown_percent,
+                resets_at=state.resets_at,
+                zone=zone(state.category.organisation.time_zone).key,
+                retry_after=retry_after,
+            )
+        )
         self.state = state
         self.tokens = tokens
-        self.spent = state.used + tokens > state.budget
-        until_reset = int((state.resets_at - (now or timezone.now())).total_seconds())
-        self.retry_after = max(1, until_reset) if self.spent else RESERVED_RETRY_SECONDS
+        self.spent = spent
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,16 +125,13 @@ def classify(org: Organisation, slug: str = "") -> Category | None:
     categories = categories_of(org)
     if not categories:
         if slug:
-            raise RequestRefused(_("This organisation has no task categories: send the request without one."))
+            raise RequestRefused(Refusal(code="no_categories", category=slug))
         return None
     if slug:
         for category in categories:
             if category.slug == slug:
                 return category
-        raise RequestRefused(
-            _("The category “%(slug)s” does not exist here. Categories: %(known)s.")
-            % {"slug": slug, "known": ", ".join(c.slug for c in categories)}
-        )
+        raise RequestRefused(Refusal(code="unknown_category", category=slug, allowed=tuple(c.slug for c in categories)))
     return next((c for c in categories if c.is_default), categories[0])
 
 
@@ -152,37 +166,6 @@ def state_of(category: Category, now: datetime | None = None, month: date | None
     month = month or month_of(now, zone(category.organisation.time_zone))
     row = CategoryMonth.objects.filter(category=category, month=month).first()
     return _state(category, row or CategoryMonth(category=category, month=month), now)
-
-
-def refusal_message(state: CategoryState, tokens: int) -> str:
-    """Why the category refuses a request of ``tokens``, with its real share this month."""
-    tz = zone(state.category.organisation.time_zone)
-    figures = {
-        "name": state.category.name,
-        "used": formats.number_format(state.used, force_grouping=True),
-        "budget": formats.number_format(state.budget, force_grouping=True),
-        "percent": state.shown_percent,
-        "tokens": formats.number_format(tokens, force_grouping=True),
-        "reserved": formats.number_format(state.reserved, force_grouping=True),
-        "date": formats.date_format(state.resets_at.astimezone(tz).date(), "j F Y"),
-        "zone": tz.key,
-    }
-    if state.used + tokens > state.budget:
-        return (
-            _(
-                "The category “%(name)s” has used %(used)s of %(budget)s tokens this month (%(percent)s %%): "
-                "what is left cannot take this request (about %(tokens)s tokens). It resets on %(date)s at midnight "
-                "(%(zone)s). Only an admin can raise it in the meantime."
-            )
-            % figures
-        )
-    return (
-        _(
-            "The category “%(name)s” has used %(used)s of %(budget)s tokens this month (%(percent)s %%) and the rest "
-            "is reserved by running requests (%(reserved)s tokens): try again in a few seconds."
-        )
-        % figures
-    )
 
 
 def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:

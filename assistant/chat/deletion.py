@@ -6,8 +6,10 @@ usage page, its CSV and the API's ``GET /v1/runs/{id}`` read them, with their ``
 deleted conversation is a tombstone: ``Conversation.deleted`` is set and its title emptied, its messages
 are deleted, and each run keeps every number (status, model, level, category, rounds, usage, cost, its
 steps' numbers) while every text the user wrote or the assistant produced from it is erased: the answer,
-the sources, the agents' instructions, reports and actions, the tool calls' arguments and results.
-Steps keep their shape (the same keys, text emptied), so every reader of runs works unchanged.
+the sources, and in each step every field its event type marks ``Erase`` (``engine.events.erased``: the
+agents' instructions, reports and actions, the tool calls' arguments and results, ...). Steps keep their
+shape (the same event, text emptied), so every reader of runs works unchanged; a step no event can be read
+from is emptied whole.
 
 Deleted conversations exist for no page, no websocket and no sidebar. A run still running is stopped
 first (``runs.execution.request_stop``, as Stop does); whatever it writes as it ends (its answer, the assistant's
@@ -27,8 +29,10 @@ from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
+from assistant.engine.events import erased
 from assistant.runs import execution, groups
 from assistant.runs.models import Conversation, Message, Run, Step
+from assistant.runs.steps import UnreadableStep, resave
 
 from . import search
 
@@ -38,44 +42,16 @@ log = logging.getLogger(__name__)
 # well under a second: the stream ends at once, agents return before their next turn).
 STOP_WAIT_SECONDS = 5.0
 
-# Per step kind, the fields holding text (the user's, the model's, a document's), emptied on deletion;
-# ``sources`` lists become empty. Every other field (numbers, model names, statuses) is kept.
-TEXT_FIELDS: dict[str, tuple[str, ...]] = {
-    "tool_call": ("arguments",),
-    "tool_result": ("error", "sources", "action.label"),
-    "agent_started": ("instruction", "documents"),
-    "agent_action": ("sources", "action.label"),
-    "agent_finished": ("report", "sources"),
-    "final": ("text", "sources"),
-    "stopped": ("text", "sources"),
-    "error": ("message",),
-    "model_call_failed": ("message",),  # the provider's words may quote the request
-    "text_delta": ("text",),
-}
 
+def erase_step(step: Step) -> bool:
+    """Empty the text of a step's event (its ``Erase`` fields), its shape kept; False when it had none.
 
-def _blank(value: Any) -> Any:
-    if isinstance(value, str):
-        return ""
-    if isinstance(value, dict):
-        return {}
-    if isinstance(value, list | tuple):
-        return []
-    return value  # None stays None
-
-
-def erased_step_data(kind: str, data: dict[str, Any]) -> dict[str, Any]:
-    """A step's data with its text emptied and its shape kept."""
-    out = dict(data)
-    for name in TEXT_FIELDS.get(kind, ()):
-        head, _, tail = name.partition(".")
-        if tail:
-            inner = out.get(head)
-            if isinstance(inner, dict) and tail in inner:
-                out[head] = {**inner, tail: _blank(inner[tail])}
-        elif head in out:
-            out[head] = _blank(out[head])
-    return out
+    A step no event can be read from is emptied whole."""
+    try:
+        event = step.event
+    except UnreadableStep:
+        return resave(step, None)
+    return resave(step, erased(event))
 
 
 def erase_run(run_id: Any) -> None:
@@ -83,12 +59,7 @@ def erase_run(run_id: Any) -> None:
     with transaction.atomic():
         Run.objects.filter(pk=run_id).update(answer="", sources=[])
         Message.objects.filter(run_id=run_id).delete()
-        changed = []
-        for step in Step.objects.filter(run_id=run_id).exclude(kind__in=["round_started", "usage"]):
-            data = erased_step_data(step.kind, step.data) if isinstance(step.data, dict) else {}
-            if data != step.data:
-                step.data = data
-                changed.append(step)
+        changed = [step for step in Step.objects.filter(run_id=run_id) if erase_step(step)]
         Step.objects.bulk_update(changed, ["data"], batch_size=500)
 
 

@@ -27,7 +27,7 @@ from assistant.orgs.models import Organisation
 from assistant.runs.follow import Follower, Item, steps_since
 from assistant.runs.models import Conversation, Message, Run, Step
 
-from .presenters import agent_of, run_view
+from .presenters import agent_of, base_names, run_view
 from .rendering import StreamingMarkdown
 
 # The steps that change what the timeline shows, and those among them that change one agent's line only
@@ -66,6 +66,7 @@ class LiveRun:
     pieces: dict[tuple[int, int], SafeString] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
     emitted: float | None = None  # when the oldest text not pushed yet left the engine (monotonic)
+    names: dict[str, str] | None = None  # the organisation's bases' names, read once (pushes read no database)
 
     @classmethod
     def load(cls, run_id: str, conversation_id: int) -> LiveRun | None:
@@ -79,7 +80,8 @@ class LiveRun:
             return None
         steps = list(run.steps.all())
         follower = Follower(pk, seq=steps[-1].seq if steps else 0, answer=run.answer)
-        return cls(run=run, question=question, steps=steps, follower=follower)
+        names = base_names(run.organisation_id)
+        return cls(run=run, question=question, steps=steps, follower=follower, names=names)
 
     @property
     def seq(self) -> int:
@@ -123,7 +125,7 @@ class LiveRun:
                 self.dirty.add("work")  # a line appears, or the working line changes
 
     def view(self) -> dict[str, Any]:
-        view = run_view(self.run, self.steps, self.reports, self.pieces)
+        view = run_view(self.run, self.steps, self.reports, self.names, self.pieces)
         start = view["answer_start"]
         if start != self.markdown_start:  # a new piece of text started after a line or a search
             self.markdown, self.markdown_start = StreamingMarkdown(), start

@@ -11,18 +11,34 @@ then the next piece of text, and so on; its last piece is the answer, to which l
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from assistant.engine.cancel import STOP_MESSAGES
-from assistant.engine.events import ChosenDocument
-from assistant.runs import leases
-from assistant.runs.management.commands.recover_runs import MESSAGE as SERVER_STOPPED
+from assistant.engine.causes import Cause
+from assistant.engine.events import (
+    Action,
+    AgentAction,
+    AgentFinished,
+    AgentStarted,
+    ChosenDocument,
+    ErrorEvent,
+    Event,
+    ModelCallFailed,
+    RoundStarted,
+    StoppedEvent,
+    ToolResultEvent,
+    UsageEvent,
+)
+from assistant.engine.usage import RunUsage
+from assistant.knowledge.models import KnowledgeBase
+from assistant.runs import wording
 from assistant.runs.models import Run, Step
+from assistant.runs.steps import with_events
 
 from .rendering import render_markdown
 
@@ -33,7 +49,7 @@ REPORT_PREVIEW_CHARS = 2_000
 class RoundView:
     number: int
     forced: bool = False
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
 
 
 @dataclass
@@ -44,13 +60,15 @@ class AgentView:
     model_label: str
     resources: list[str]
     max_rounds: int
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    resources_text: str = ""
+    actions: list[Action] = field(default_factory=list)
     status: str = "running"
-    reason: str = ""
+    cause: Cause | None = None
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
     report: str = ""
+    partial_report: bool = False
     report_html: SafeString | None = None
     forced_landing: bool = False
     rounds_log: list[RoundView] = field(default_factory=list)
@@ -60,11 +78,16 @@ class AgentView:
     def running(self) -> bool:
         return self.status == "running"
 
-    def log_action(self, action: dict[str, Any]) -> None:
+    def log_action(self, action: Action) -> None:
         """An action of its current round, for the agent panel."""
         if not self.rounds_log:
             self.rounds_log.append(RoundView(number=max(self.rounds, 1)))
         self.rounds_log[-1].actions.append(action)
+
+    @property
+    def instruction_html(self) -> SafeString:
+        """The instruction (the main model's words) in its own element, inside the translated delegation line."""
+        return format_html('<span class="instruction">{}</span>', self.instruction)
 
     @property
     def report_preview(self) -> str:
@@ -76,104 +99,73 @@ class AgentView:
 
     @property
     def status_text(self) -> str:
-        """The status in the user's words: ok; interrupted with its reason; stopped; error with its message."""
-        if self.status == "ok":
-            return _("ok")
-        if self.status == "interrupted":
-            return _("interrupted: %(reason)s") % {"reason": self.reason} if self.reason else _("interrupted")
-        if self.status == "stopped":
-            return stop_message(self.reason)
-        if self.status == "error":
-            return _("error: %(message)s") % {"message": self.reason} if self.reason else _("error")
-        return _("working")
+        """The status in the reader's words, with its cause: «interrompu : budget de tours atteint (2/2 tours)»."""
+        return wording.agent_status_text(self.status, self.cause)
 
 
-def stop_message(message: str) -> str:
-    """Why a run or an agent stopped, translated when it is one of the engine's known causes."""
-    known = {
-        STOP_MESSAGES["user"]: _("stopped on request"),
-        STOP_MESSAGES["budget"]: _("stopped: the category's monthly budget is reached"),
-        STOP_MESSAGES["cost_cap"]: _("stopped: the task's cost cap is reached"),
+def document_titles(documents: Iterable[ChosenDocument], base_names: Mapping[str, str]) -> dict[str, str]:
+    """Chosen documents (``doc:<kb>/<id>``) as an agent's line shows them: by title, with their base's name."""
+    return {
+        d.resource: _("“%(title)s” (%(kb)s)") % {"title": d.title, "kb": base_names.get(d.kb, d.kb)} for d in documents
     }
-    return known.get(message, message or _("stopped on request"))
 
 
-def resource_labels(resources: Iterable[str], documents: Iterable[ChosenDocument | dict[str, Any]]) -> list[str]:
-    """An agent's resources as its line shows them: a chosen document by its title and base, the rest as named."""
-    titles = {}
-    for d in documents:
-        doc = d if isinstance(d, ChosenDocument) else ChosenDocument.model_validate(d)
-        titles[doc.resource] = _("“%(title)s” (%(kb)s)") % {"title": doc.title, "kb": doc.kb}
-    return [titles.get(r, r) for r in resources]
-
-
-def failed_call_text(d: dict[str, Any]) -> str:
+def failed_call_text(e: ModelCallFailed) -> str:
     """A failed model call in the reader's words: refused by the provider (billed nothing) or cut (billed)."""
-    status = f"HTTP {d['status']}" if d.get("status") else d.get("error_kind", "")
-    if d.get("billed"):
-        return _("Model call cut (%(why)s): billed for what was sent") % {"why": status}
-    return _("Model call refused by the provider (%(why)s): not billed") % {"why": status}
+    why = f"HTTP {e.status}" if e.status else wording.model_error_text(e.error_kind)
+    if e.billed:
+        return _("Model call cut (%(why)s): billed for what was sent") % {"why": why}
+    return _("Model call refused by the provider (%(why)s): not billed") % {"why": why}
 
 
-def failure_message(message: str) -> str:
-    """Why a run failed, translated when it is one of the known causes (its process died, no worker took it)."""
-    known = {
-        leases.DIED: _(
-            "The process writing this answer stopped unexpectedly (it was killed, or its machine was lost). "
-            "Ask again for a complete answer."
-        ),
-        leases.NOT_TAKEN: _("No worker took this request in time. Ask again in a moment."),
-        leases.NOT_QUEUED: _(
-            "The request could not be handed to a worker (the queue is unreachable). Ask again in a moment."
-        ),
-        SERVER_STOPPED: _(
-            "The server stopped while this answer was being written; what it had written so far is kept."
-        ),
-    }
-    return known.get(message, message)
+def agents_of(
+    events: Iterable[Event], reports: dict[str, SafeString] | None = None, base_names: Mapping[str, str] | None = None
+) -> list[AgentView]:
+    """One view per agent, in start order, built from its events.
 
-
-def agents_of(steps: Iterable[Step], reports: dict[str, SafeString] | None = None) -> list[AgentView]:
-    """One view per agent, in start order, built from its steps.
-
-    ``reports`` caches each finished agent's rendered report, so live updates render it once.
+    ``reports`` caches each finished agent's rendered report, so live updates render it once; ``base_names``
+    (slug to name) words the knowledge bases an agent received.
     """
     agents: dict[str, AgentView] = {}
-    for step in steps:
-        d = step.data
-        if step.kind == "agent_started":
-            agents[step.agent_id] = AgentView(
-                agent_id=step.agent_id,
-                instruction=d["instruction"],
-                model=d["model"],
-                model_label=d["model_label"],
-                resources=resource_labels(d["resources"], d.get("documents") or []),
-                max_rounds=d["max_rounds"],
+    for e in events:
+        if isinstance(e, AgentStarted):
+            titles = document_titles(e.documents, base_names or {})
+            agents[e.agent_id] = AgentView(
+                agent_id=e.agent_id,
+                instruction=e.instruction,
+                model=e.model,
+                model_label=e.model_label,
+                resources=list(e.resources),
+                max_rounds=e.max_rounds,
+                resources_text=", ".join(
+                    titles.get(r) or wording.resource_text(r, base_names or {}) for r in e.resources
+                ),
             )
-        elif step.agent_id in agents:
-            agent = agents[step.agent_id]
-            if step.kind == "agent_action":
-                agent.actions.append(d["action"])
-                agent.log_action(d["action"])
-            elif step.kind == "model_call_failed":
-                failed = {"tool": "", "kind": "other", "ok": False, "label": failed_call_text(d)}
+        elif e.agent_id in agents:
+            agent = agents[e.agent_id]
+            if isinstance(e, AgentAction):
+                agent.actions.append(e.action)
+                agent.log_action(e.action)
+            elif isinstance(e, ModelCallFailed):
+                failed = Action(tool="", kind="other", ok=False, label=failed_call_text(e))
                 agent.actions.append(failed)
                 agent.log_action(failed)
-            elif step.kind == "round_started":
-                agent.rounds = d["round"]
-                agent.rounds_log.append(RoundView(number=d["round"], forced=bool(d.get("forced"))))
-            elif step.kind == "usage" and agent.running:
-                agent.cost_eur += float(d.get("cost_eur", 0.0))  # what it has cost so far, shown while it works
-            elif step.kind == "agent_finished":
-                agent.status = d["status"]
-                agent.reason = d["reason"]
-                agent.rounds = d["rounds"]
-                agent.seconds = d["seconds"]
-                agent.cost_eur = d["cost_eur"]
-                agent.report = d["report"]
-                agent.forced_landing = d["forced_landing"]
+            elif isinstance(e, RoundStarted):
+                agent.rounds = e.round
+                agent.rounds_log.append(RoundView(number=e.round, forced=e.forced))
+            elif isinstance(e, UsageEvent) and agent.running:
+                agent.cost_eur += e.cost_eur  # what it has cost so far, shown while it works
+            elif isinstance(e, AgentFinished):
+                agent.status = e.status
+                agent.cause = e.cause
+                agent.rounds = e.rounds
+                agent.seconds = e.seconds
+                agent.cost_eur = e.cost_eur
+                agent.report = e.report
+                agent.partial_report = e.partial_report
+                agent.forced_landing = e.forced_landing
     for agent in agents.values():
-        if agent.report:
+        if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}
             if agent.agent_id not in cache:
                 cache[agent.agent_id] = render_markdown(agent.report_preview, heading_base=4)
@@ -208,7 +200,7 @@ class WorkBlock:
 
 
 def timeline_of(
-    steps: Iterable[Step],
+    steps: Iterable[tuple[Step, Event]],
     agents: list[AgentView],
     answer: str,
     running: bool,
@@ -216,20 +208,23 @@ def timeline_of(
 ) -> tuple[list[TextPiece | WorkBlock], int]:
     """The run in the order things happened, and where its last piece of text (the answer so far) starts.
 
+    ``steps`` are the run's steps with their events (``steps.with_events``): where each happened from the step
+    (``text_offset``), what happened from its event.
+
     A step without an offset (saved before offsets were recorded) is placed before the answer, as the page
     always drew it; offsets never go back, and never past the text. ``pieces`` caches each piece's HTML.
     """
     by_id = {a.agent_id: a for a in agents}
     blocks: list[WorkBlock] = []
     offset = 0
-    for step in steps:
+    for step, event in steps:
         if step.text_offset is not None:
             offset = min(max(offset, step.text_offset), len(answer))
         entry: tuple[str, Any] | None = None
-        if step.kind == "agent_started" and step.agent_id in by_id:
-            entry = ("agent", by_id[step.agent_id])
-        elif step.kind == "tool_result" and not step.agent_id and step.data.get("action"):
-            entry = ("action", step.data["action"])
+        if isinstance(event, AgentStarted) and event.agent_id in by_id:
+            entry = ("agent", by_id[event.agent_id])
+        elif isinstance(event, ToolResultEvent) and event.agent_id is None and event.action is not None:
+            entry = ("action", event.action)
         if entry is None:
             continue
         if not blocks or blocks[-1].offset != offset:
@@ -250,31 +245,45 @@ def timeline_of(
     return items, start
 
 
+def base_names(organisation_id: int) -> dict[str, str]:
+    """The organisation's knowledge bases, slug to name: how the page words the resources ``kb:<slug>``."""
+    return dict(KnowledgeBase.objects.filter(organisation_id=organisation_id).values_list("slug", "name"))
+
+
 def run_view(
     run: Run,
     steps: list[Step] | None = None,
     reports: dict[str, SafeString] | None = None,
+    names: Mapping[str, str] | None = None,
     pieces: dict[tuple[int, int], SafeString] | None = None,
 ) -> dict[str, Any]:
-    """Everything the run fragments show; ``steps`` defaults to the run's saved steps."""
-    if steps is None:
-        steps = list(run.steps.all())
-    agents = agents_of(steps, reports)
+    """Everything the run fragments show; ``steps`` defaults to the run's saved steps, ``names`` (the bases'
+    names, ``base_names``) to the run's organisation's; ``pieces`` caches the timeline's pieces of text."""
+    pairs = with_events(run.steps.all() if steps is None else steps)
+    events = [e for _step, e in pairs]
+    names = base_names(run.organisation_id) if names is None else names
+    agents = agents_of(events, reports, names)
     if not run.is_running:
         for agent in agents:
             if agent.running:  # its run ended without it (the process executing it died)
-                agent.status, agent.reason = "error", _("the run ended before this agent returned")
-    stopped = next((s.data.get("message", "") for s in steps if s.kind == "stopped"), "")
-    timeline, answer_start = timeline_of(steps, agents, run.answer, run.is_running, pieces)
+                agent.status, agent.cause = "error", Cause(code="run_ended")
+    stopped = next((e.cause for e in events if isinstance(e, StoppedEvent)), None)
+    failed = next((e.cause for e in reversed(events) if isinstance(e, ErrorEvent)), None)
+    usage = RunUsage.of(run.usage)
+    timeline, answer_start = timeline_of(pairs, agents, run.answer, run.is_running, pieces)
     return {
         "run": run,
         "agents": agents,
         "agents_working": run.is_running and any(a.running for a in agents),
         "timeline": timeline,
         "answer_start": answer_start,  # where the last piece of text, the answer so far, starts
-        "by_model": sorted(run.usage.get("by_model", {}).items()),
-        "stopped_message": stop_message(stopped) if run.status == "stopped" else "",
-        "error_message": failure_message(run.error) if run.status == "error" else "",
+        "by_model": sorted(usage.by_model.items()),
+        # A source's base by its name, not its slug.
+        "sources": [{**s, "where": names.get(s.get("where", ""), s.get("where", ""))} for s in run.sources],
+        "stopped_message": wording.cause_text(stopped or Cause(code="stopped_by_user"))
+        if run.status == "stopped"
+        else "",
+        "error_message": wording.cause_text(failed) if run.status == "error" and failed is not None else "",
         # Called by the template only when it shows the answer (live pushes replace it).
         "answer_html": functools.partial(render_markdown, run.answer[answer_start:]),
         "emitted": None,

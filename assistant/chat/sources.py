@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import mimetypes
 import uuid
-from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
@@ -22,6 +21,7 @@ from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.services import organisation_of
 from assistant.runs.leases import SOURCE_STEPS
 from assistant.runs.models import Run
+from assistant.runs.steps import events_of
 
 
 def _document(request: AuthenticatedHttpRequest, pk: int) -> Document:
@@ -29,19 +29,14 @@ def _document(request: AuthenticatedHttpRequest, pk: int) -> Document:
     return get_object_or_404(Document.objects.select_related("knowledge_base"), pk=pk, knowledge_base__organisation=org)
 
 
-def _sources_in(data: Any) -> list[dict[str, Any]]:
-    found = data.get("sources", []) if isinstance(data, dict) else []
-    return [s for s in found if isinstance(s, dict)]
-
-
 def read_ranges(run: Run, document: Document) -> list[tuple[int, int]]:
     """The ranges of the document's text that the run's reads returned (main model and agents), merged."""
     wanted = document.public_id
     ranges = []
-    for step in run.steps.filter(kind__in=SOURCE_STEPS):
-        for s in _sources_in(step.data):
-            start, end = s.get("start"), s.get("end")
-            if s.get("id") == wanted and isinstance(start, int) and isinstance(end, int) and end > start:
+    for event in events_of(run.steps.filter(kind__in=SOURCE_STEPS)):
+        for s in getattr(event, "sources", ()):
+            start, end = s.start, s.end
+            if s.id == wanted and start is not None and end is not None and end > start:
                 ranges.append((max(start, 0), min(end, len(document.text))))
     merged: list[tuple[int, int]] = []
     for start, end in sorted(ranges):

@@ -24,13 +24,14 @@ from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS
 from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.services import organisation_of
-from assistant.runs import execution, groups, intake
+from assistant.runs import execution, groups, intake, wording
 from assistant.runs.models import Conversation, Message, Run
+from assistant.runs.steps import events_of
 
 from . import search as conversation_search
 from .htmx import REFUSED
 from .presenters import agents_of
-from .views import _conversation, _field, _refusal
+from .views import _conversation, _field, _too_long
 
 
 def _last_turn(conv: Conversation) -> tuple[Message, Run] | None:
@@ -67,15 +68,15 @@ def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str 
         resources=tuple(old.resources),
         category=old.category,
     )
+    too_long = _too_long(ask)
+    if too_long is not None:
+        return None, _refused(request, conv, too_long)
     try:
-        refusal = _refusal(org, ask)
-        if refusal is not None:
-            raise RequestRefused(refusal)
         return intake.create_run(request.user, org, conv, ask, replaces=old), None
     except intake.Busy:
         return None, _refused(request, conv, _("Another answer of this conversation is being written; try again then."))
     except RequestRefused as e:
-        return None, _refused(request, conv, str(e))
+        return None, _refused(request, conv, wording.refusal_text(e.refusal))
 
 
 async def _replaced(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> HttpResponseBase:
@@ -160,14 +161,14 @@ def export_data(conv: Conversation) -> dict[str, Any]:
                     "model": a.model,
                     "resources": a.resources,
                     "status": a.status,
-                    "reason": a.reason,
+                    "reason": wording.cause_text(a.cause) if a.cause is not None else "",
                     "rounds": a.rounds,
                     "seconds": a.seconds,
                     "cost_eur": a.cost_eur,
-                    "actions": [x.get("label", "") for x in a.actions],
+                    "actions": [x.label for x in a.actions],
                     "report": a.report,
                 }
-                for a in agents_of(list(run.steps.all()))
+                for a in agents_of(events_of(run.steps.all()))
             ],
         }
 

@@ -30,7 +30,7 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
-from assistant.runs import execution, groups, intake, queue
+from assistant.runs import execution, groups, intake, queue, wording
 from assistant.runs.intake import LEVEL_LABELS
 from assistant.runs.models import Conversation, Message, Run
 
@@ -168,36 +168,14 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[intake.Ask, d
     return ask, values
 
 
-def _refusal(org: Organisation, ask: intake.Ask) -> str | None:
-    """The reasons the user can act on, in their language, before the policy's own checks."""
-    if not ask.text:
-        return _("Write a message first.")
-    if len(ask.text) > settings.CHAT_MAX_MESSAGE_CHARS:
-        return _(
-            "A message has at most %(max)s characters; this one has %(count)s. Shorten it, or attach the text "
-            "as a document of a knowledge base."
-        ) % {"max": f"{settings.CHAT_MAX_MESSAGE_CHARS:,}", "count": f"{len(ask.text):,}"}
-    catalogue = snapshot.catalogue()
-    allowed = policy_for(org).allowed_ids(catalogue)
-    if ask.model not in allowed:
-        return _("The model '%(model)s' is not allowed here. Allowed models: %(allowed)s.") % {
-            "model": ask.model,
-            "allowed": ", ".join(allowed) or _("none"),
-        }
-    others = [r for r in ask.resources if r != "agents"]
-    if "agents" in ask.resources and not others:
-        return _(
-            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
-            "an agent with nothing to read would be of no use."
-        )
-    known = set(KnowledgeBase.objects.filter(organisation=org).values_list("slug", flat=True))
-    for r in others:
-        if r.startswith("kb:") and r[3:] not in known:
-            return _("The knowledge base '%(kb)s' does not exist or you may not read it.") % {"kb": r[3:]}
-    connector = connectors.unknown(org.pk, others)
-    if connector is not None:
-        return _("The connector '%(name)s' does not exist or you may not use it.") % {"name": connector}
-    return None
+def _too_long(ask: intake.Ask) -> str | None:
+    """The page's own limit on a message (the API's body limit is its own), in the reader's language."""
+    if len(ask.text) <= settings.CHAT_MAX_MESSAGE_CHARS:
+        return None
+    return _(
+        "A message has at most %(max)s characters; this one has %(count)s. Shorten it, or attach the text "
+        "as a document of a knowledge base."
+    ) % {"max": f"{settings.CHAT_MAX_MESSAGE_CHARS:,}", "count": f"{len(ask.text):,}"}
 
 
 def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Message | None, HttpResponse | None]:
@@ -206,13 +184,12 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Me
     org = organisation_of(request.user)
     status = REFUSED
     try:
-        refusal = _refusal(org, ask)
-        if refusal is not None:
-            raise RequestRefused(refusal)
-        # A run, or a queued message while the conversation has one going on (one run at a time).
-        return intake.submit(request.user, org, conv, ask), None
+        error = _too_long(ask)
+        if error is None:
+            # A run, or a queued message while the conversation has one going on (one run at a time).
+            return intake.submit(request.user, org, conv, ask), None
     except RequestRefused as e:
-        error = str(e)
+        error = wording.refusal_text(e.refusal)
     except Exception:
         # Never a stack trace in the page: the reason in plain words, and the message kept.
         log.exception("could not start a run")

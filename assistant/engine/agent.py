@@ -19,8 +19,10 @@ from collections.abc import Iterable
 
 from pydantic import ValidationError
 
+from . import causes
+from .causes import Cause
 from .compaction import compact
-from .errors import BudgetExceeded, ModelError, ModelTimeout
+from .errors import ModelError, ModelTimeout
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted
 from .outcomes import RESULT_SPEC, RESULT_TOOL, AgentOutcome, AgentRecord, AgentReport, AgentTask
 from .runtime import RunContext
@@ -115,7 +117,7 @@ class _AgentLoop:
         self.started = time.monotonic()
         self.extra_rounds = 0  # rounds granted past the budget: one to correct a result, one to relaunch a landing
         self.corrected = self.relaunched = self.forced = False
-        self.landing: str | None = None  # why the forced landing, once it is decided
+        self.landing: Cause | None = None  # why the forced landing, once it is decided
 
     def _system_prompt(self) -> str:
         profile = self.task.profile
@@ -145,11 +147,10 @@ class _AgentLoop:
                 if self.extra_rounds:
                     self.extra_rounds -= 1
                 else:
-                    try:
-                        self.counter.check_before_round()
-                    except BudgetExceeded as e:
-                        return await self._finish("interrupted", e.reason)
-                    self.landing = self.counter.landing_reason()
+                    exhausted = self.counter.exhausted()
+                    if exhausted is not None:
+                        return await self._finish("interrupted", exhausted)
+                    self.landing = self.counter.landing_cause()
                 if self.landing and not self.forced:
                     self.forced = True
                     self.messages.append(Message.user(LANDING_NOTICE))
@@ -177,9 +178,10 @@ class _AgentLoop:
                 if outcome is not None:
                     return outcome
         except ModelTimeout as e:
-            return await self._finish("interrupted", f"time budget reached: {e}")
+            cause = Cause(code="seconds", limit=self.counter.budget.max_seconds)
+            return await self._finish("interrupted", cause, f"time budget reached: {e}")
         except ModelError as e:
-            return await self._finish("error", f"the model call failed ({e})")
+            return await self._finish("error", causes.model_error(e), f"the model call failed ({e})")
 
     def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the agent's model's window: earlier tool results compacted."""
@@ -207,15 +209,13 @@ class _AgentLoop:
         if self.forced:
             # The forced round returned no result: relaunch once, then give up with the partial record.
             if self.relaunched:
-                return await self._finish(
-                    "error", "it returned no result after the forced landing, even when relaunched"
-                )
+                return await self._finish("error", Cause(code="no_result"))
             self.relaunched = True
             self.extra_rounds = 1
             self.messages += _not_run(others, "Not run: only submit_result is allowed on the last round.")
             return None
         if response.finish_reason == "length" and not response.tool_calls:
-            return await self._finish("interrupted", "output cut at the token cap")
+            return await self._finish("interrupted", Cause(code="output_cut"))
         if not others:
             self.messages.append(Message.user("Call a tool: search or read, or submit_result to finish."))
             return None
@@ -223,7 +223,13 @@ class _AgentLoop:
             self.messages += _not_run(others, "Not run: stopped on request.")
             return await self._stopped()
         failure = await self._run_calls(others)
-        return None if failure is None else await self._finish("error", failure)
+        if failure is None:
+            return None
+        return await self._finish(
+            "error",
+            Cause(code="tool_failed", kind=type(failure).__name__),
+            f"a tool failed ({type(failure).__name__}: {failure})",
+        )
 
     async def _submitted(
         self, result_call: ToolCall, others: list[ToolCall], response: ModelResponse
@@ -233,7 +239,9 @@ class _AgentLoop:
             report = AgentReport.model_validate(result_call.parsed_arguments())
         except (ValueError, ValidationError) as e:
             if self.corrected:
-                return await self._finish("error", f"its result was invalid twice ({_brief(e)})")
+                return await self._finish(
+                    "error", Cause(code="invalid_result"), f"its result was invalid twice ({_brief(e)})"
+                )
             self.corrected = True
             self.extra_rounds = 1 if self.forced else 0
             self.messages += _not_run(others, "Not run: submit_result was called in the same round.")
@@ -242,11 +250,11 @@ class _AgentLoop:
             return None
         status: AgentStatus = "interrupted" if self.forced else "ok"
         if response.finish_reason == "length":
-            status, self.landing = "interrupted", "output cut at the token cap"
-        return await self._finish(status, self.landing or "", report.as_text())
+            status, self.landing = "interrupted", Cause(code="output_cut")
+        return await self._finish(status, self.landing, report=report.as_text())
 
-    async def _run_calls(self, calls: list[ToolCall]) -> str | None:
-        """Run the round's tool calls concurrently; the reason this agent fails, if one fails unexpectedly."""
+    async def _run_calls(self, calls: list[ToolCall]) -> Exception | None:
+        """Run the round's tool calls concurrently; what made this agent fail, if one fails unexpectedly."""
         # Every call of the round finishes before an unexpected failure ends this agent (not the run).
         results = await asyncio.gather(
             *(run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT) for c in calls), return_exceptions=True
@@ -258,7 +266,7 @@ class _AgentLoop:
                 self.record.add(run)
             if not isinstance(failure, Exception):
                 raise failure
-            return f"a tool failed ({type(failure).__name__}: {failure})"
+            return failure
         for run in runs:
             self.record.add(run)
             self.messages.append(Message.tool(run.call, run.content))
@@ -274,10 +282,16 @@ class _AgentLoop:
         return None
 
     async def _stopped(self) -> AgentOutcome:
-        return await self._finish("stopped", self.ctx.cancel.message)
+        return await self._finish("stopped", self.ctx.cancel.stop_cause, self.ctx.cancel.message)
 
-    async def _finish(self, status: AgentStatus, reason: str = "", report: str | None = None) -> AgentOutcome:
+    async def _finish(
+        self, status: AgentStatus, cause: Cause | None, reason: str | None = None, report: str | None = None
+    ) -> AgentOutcome:
+        """End the agent: ``cause`` says why as data, ``reason`` in English (``cause.english()`` unless given,
+        with a detail the main model and the API read); without ``report``, the engine writes a partial one."""
         record = self.record
+        reason = reason if reason is not None else (cause.english() if cause is not None else "")
+        partial = report is None
         if report is None:
             headline = {
                 # The stop reasons read as sentences already ("stopped on request", "stopped: ...").
@@ -308,11 +322,13 @@ class _AgentLoop:
                 model=self.info.id,
                 status=status,
                 reason=reason,
+                cause=cause,
                 rounds=outcome.rounds,
                 seconds=outcome.seconds,
                 cost_eur=self.usage.cost_eur,
-                usage=self.usage.as_dict(),
+                usage=self.usage.as_data(),
                 report=report,
+                partial_report=partial,
                 tools_run=tuple(record.tools_run),
                 sources=tuple(outcome.sources),
                 forced_landing=self.forced,

@@ -10,12 +10,20 @@ from __future__ import annotations
 import asyncio
 from typing import Literal, TypeAlias
 
+from .causes import Cause, CauseCode
+
 StopCause: TypeAlias = Literal["user", "budget", "cost_cap"]
 
 STOP_MESSAGES: dict[StopCause, str] = {
     "user": "stopped on request",
     "budget": "stopped: the category's monthly budget is reached",
     "cost_cap": "stopped: the task's cost cap is reached",
+}
+
+STOP_CAUSES: dict[StopCause, CauseCode] = {
+    "user": "stopped_by_user",
+    "budget": "category_budget",
+    "cost_cap": "cost_cap",
 }
 
 
@@ -33,6 +41,11 @@ class CancelToken:
     @property
     def message(self) -> str:
         return STOP_MESSAGES[self.cause or "user"]
+
+    @property
+    def stop_cause(self) -> Cause:
+        """Why the run stopped, as data (``message`` is its English)."""
+        return Cause(code=STOP_CAUSES[self.cause or "user"])
 
     def cancel(self, cause: StopCause = "user") -> None:
         if not self._event.is_set():

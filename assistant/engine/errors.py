@@ -18,13 +18,20 @@ EngineError
 
 from __future__ import annotations
 
+from .refusals import Refusal
+
 
 class EngineError(Exception):
     """Base of every error the engine raises on purpose."""
 
 
 class RequestRefused(EngineError):
-    """The request breaks the organisation's policy; the message says why, in plain words."""
+    """The request is refused before it starts: ``refusal`` says why as data (a code and its parameters),
+    the message in English."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.english())
+        self.refusal = refusal
 
     code = "request_refused"
 
@@ -38,11 +45,7 @@ class ContextTooLong(RequestRefused):
     code = "context_window_exceeded"
 
     def __init__(self, model: str, tokens: int, window: int) -> None:
-        super().__init__(
-            f"The request is too long for {model}: its first call needs about {tokens:,} tokens "
-            f"(the messages, the tools and room for the answer) and the model's context window is {window:,} tokens. "
-            "Shorten the message."
-        )
+        super().__init__(Refusal(code="context_too_long", model=model, used=tokens, limit=window))
         self.model = model
         self.tokens = tokens
         self.window = window

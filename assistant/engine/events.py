@@ -3,14 +3,24 @@
 Every thing that happens in a run is one of these events, in order. The Django side persists them
 as steps and pushes them to the browser; the API serialises them. Events of a sub-agent carry its
 ``agent_id``.
+
+Every text or list field of an event (and of the values inside one) is marked ``Erase`` (text a user
+wrote, a model or a document produced: emptied when its conversation is deleted, by ``erased``) or
+``Keep`` (names, ids, statuses, resources: kept with the numbers). ``unmarked_fields`` lists the
+fields without a mark; a test keeps it empty, so a new field cannot escape erasure unnoticed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+from .causes import Cause, ModelErrorKind
+from .marks import ERASE, KEEP, Erase, Keep, Name, Text
+from .types import UsagePart
+from .usage import Impact, ModelUsageData, RunUsage, UsageData
 
 AgentStatus: TypeAlias = Literal["ok", "interrupted", "stopped", "error"]
 RunStatus: TypeAlias = Literal["ok", "stopped", "error"]
@@ -23,10 +33,10 @@ class _Value(BaseModel):
 class Source(_Value):
     """A document or page that was read, by the main model or by an agent."""
 
-    id: str
-    title: str
-    kind: Literal["document", "page"] = "document"
-    where: str = ""
+    id: Annotated[str, ERASE]
+    title: Text
+    kind: Annotated[Literal["document", "page"], KEEP] = "document"
+    where: Text = ""
     start: int | None = None
     """Where the part of the document that a read returned begins (a character offset in its text)."""
     end: int | None = None
@@ -36,9 +46,9 @@ class Source(_Value):
 class ChosenDocument(_Value):
     """A document of a base handed to an agent on its own (``doc:<kb>/<id>``), with the title its line shows."""
 
-    id: str
-    kb: str
-    title: str
+    id: Name
+    kb: Name
+    title: Text
 
     @property
     def resource(self) -> str:
@@ -49,86 +59,92 @@ class Action(_Value):
     """What one tool call did, in the words the user reads: a search with its query and count, a read, a query
     (its SQL and row count)."""
 
-    tool: str
-    kind: Literal["search", "read", "fetch", "code", "query", "other"]
-    label: str
+    tool: Name
+    kind: Annotated[Literal["search", "read", "fetch", "code", "query", "other"], KEEP]
+    label: Text
     count: int | None = None
     ok: bool = True
 
 
 class _Event(_Value):
-    agent_id: str | None = None
+    agent_id: Annotated[str | None, KEEP] = None
 
 
 class RoundStarted(_Event):
-    kind: Literal["round_started"] = "round_started"
+    kind: Annotated[Literal["round_started"], KEEP] = "round_started"
     round: int
-    model: str
+    model: Name
     forced: bool = False
 
 
 class TextDeltaEvent(_Event):
-    kind: Literal["text_delta"] = "text_delta"
-    text: str
+    kind: Annotated[Literal["text_delta"], KEEP] = "text_delta"
+    text: Text
 
 
 class ToolCallEvent(_Event):
-    kind: Literal["tool_call"] = "tool_call"
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
+    kind: Annotated[Literal["tool_call"], KEEP] = "tool_call"
+    call_id: Name
+    name: Name
+    arguments: Annotated[dict[str, JsonValue], ERASE]
+    """The arguments the model wrote, as JSON (``{"raw": text}`` when it wrote no JSON object)."""
 
 
 class ToolResultEvent(_Event):
-    kind: Literal["tool_result"] = "tool_result"
-    call_id: str
-    name: str
+    kind: Annotated[Literal["tool_result"], KEEP] = "tool_result"
+    call_id: Name
+    name: Name
     ok: bool
     action: Action | None = None
-    sources: tuple[Source, ...] = ()
-    error: str | None = None
+    sources: Annotated[tuple[Source, ...], ERASE] = ()
+    error: Annotated[str | None, ERASE] = None
 
 
 class AgentStarted(_Event):
-    kind: Literal["agent_started"] = "agent_started"
-    agent_id: str
-    instruction: str
-    model: str
-    model_label: str
-    resources: tuple[str, ...]
-    profile: str | None = None
+    kind: Annotated[Literal["agent_started"], KEEP] = "agent_started"
+    agent_id: Name
+    instruction: Text
+    model: Name
+    model_label: Name
+    resources: Annotated[tuple[str, ...], KEEP]
+    profile: Annotated[str | None, KEEP] = None
     max_rounds: int
-    documents: tuple[ChosenDocument, ...] = ()
+    documents: Annotated[tuple[ChosenDocument, ...], ERASE] = ()
     """The chosen documents among ``resources`` (its ``doc:`` entries), with their titles."""
 
 
 class AgentAction(_Event):
-    kind: Literal["agent_action"] = "agent_action"
-    agent_id: str
+    kind: Annotated[Literal["agent_action"], KEEP] = "agent_action"
+    agent_id: Name
     action: Action
-    sources: tuple[Source, ...] = ()
+    sources: Annotated[tuple[Source, ...], ERASE] = ()
     """What this action read: saved as it happens, so a run whose process dies still knows what its agents read."""
 
 
 class AgentFinished(_Event):
-    kind: Literal["agent_finished"] = "agent_finished"
-    agent_id: str
-    model: str
-    status: AgentStatus
-    reason: str = ""
+    kind: Annotated[Literal["agent_finished"], KEEP] = "agent_finished"
+    agent_id: Name
+    model: Name
+    status: Annotated[AgentStatus, KEEP]
+    reason: Name = ""
+    """Why, in English (the API's ``reason``, what the main model read); ``cause`` says it as data."""
+    cause: Cause | None = None
+    """Why it is not ``ok`` (or why an ``ok`` agent landed); None for an agent that simply returned."""
     rounds: int
     seconds: float
     cost_eur: float
-    usage: dict[str, Any]
-    report: str
-    tools_run: tuple[str, ...] = ()
-    sources: tuple[Source, ...] = ()
+    usage: UsageData = UsageData()
+    report: Text
+    partial_report: bool = False
+    """The report is the engine's record of what the agent had done (it wrote none), not the agent's."""
+    tools_run: Annotated[tuple[str, ...], KEEP] = ()
+    sources: Annotated[tuple[Source, ...], ERASE] = ()
     forced_landing: bool = False
 
 
 class UsageEvent(_Event):
-    kind: Literal["usage"] = "usage"
-    model: str
+    kind: Annotated[Literal["usage"], KEEP] = "usage"
+    model: Name
     prompt_tokens: int
     completion_tokens: int
     cached_prompt_tokens: int = 0
@@ -139,44 +155,58 @@ class UsageEvent(_Event):
     estimated: bool = False
     """The provider reported no usage (the call was cut): these tokens are an estimate of what was sent and streamed."""
 
+    @property
+    def part(self) -> UsagePart:
+        return UsagePart(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+        )
 
-ModelErrorKind: TypeAlias = Literal[
-    "rate_limited", "server_error", "bad_request", "authentication", "unreachable", "timeout", "broken_stream"
-]
+    @property
+    def impact(self) -> Impact | None:
+        """The call's energy and carbon; None when its model has no carbon data (nothing was estimated)."""
+        if not (self.energy_wh or self.carbon_g):
+            return None
+        return Impact(energy_kwh=self.energy_wh / 1000, carbon_g=self.carbon_g)
 
 
 class ModelCallFailed(_Event):
     """A model call that failed: refused by the provider (``billed`` false) or cut after it was sent (billed)."""
 
-    kind: Literal["model_call_failed"] = "model_call_failed"
-    model: str
-    error_kind: ModelErrorKind
+    kind: Annotated[Literal["model_call_failed"], KEEP] = "model_call_failed"
+    model: Name
+    error_kind: Annotated[ModelErrorKind, KEEP]
     billed: bool
     status: int | None = None
     """The provider's HTTP status, when it answered with one."""
-    message: str = ""
+    message: Text = ""
+    """The provider's message (it may quote the request): erased with its conversation."""
 
 
 class FinalEvent(_Event):
-    kind: Literal["final"] = "final"
-    text: str
+    kind: Annotated[Literal["final"], KEEP] = "final"
+    text: Text
     rounds: int
-    sources: tuple[Source, ...] = ()
-    usage: dict[str, Any]
+    sources: Annotated[tuple[Source, ...], ERASE] = ()
+    usage: UsageData = UsageData()
 
 
 class ErrorEvent(_Event):
-    kind: Literal["error"] = "error"
-    message: str
+    kind: Annotated[Literal["error"], KEEP] = "error"
+    message: Text
+    cause: Cause | None = None
 
 
 class StoppedEvent(_Event):
-    kind: Literal["stopped"] = "stopped"
-    message: str
-    text: str
+    kind: Annotated[Literal["stopped"], KEEP] = "stopped"
+    message: Name
+    cause: Cause | None = None
+    text: Text
     rounds: int
-    sources: tuple[Source, ...] = ()
-    usage: dict[str, Any]
+    sources: Annotated[tuple[Source, ...], ERASE] = ()
+    usage: UsageData = UsageData()
 
 
 Event: TypeAlias = Annotated[
@@ -198,9 +228,15 @@ Event: TypeAlias = Annotated[
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
-def event_from_dict(data: dict[str, Any]) -> Event:
-    """Rebuild a persisted event."""
-    return EVENT_ADAPTER.validate_python(data)
+def usage_from(events: Iterable[Event]) -> RunUsage:
+    """The usage the usage events say, each model call (agents' included) once, and the failed calls."""
+    usage = RunUsage()
+    for event in events:
+        if isinstance(event, UsageEvent):
+            usage.add(event.model, event.part, event.cost_eur, event.impact, estimated=event.estimated)
+        elif isinstance(event, ModelCallFailed):
+            usage.failed(event.model)
+    return usage
 
 
 def keep_sources(into: dict[str, Source], sources: Iterable[Source]) -> None:
@@ -220,3 +256,77 @@ def sources_read(events: Iterable[Event]) -> list[Source]:
         if isinstance(event, ToolResultEvent | AgentAction | AgentFinished):
             keep_sources(found, event.sources)
     return list(found.values())
+
+
+# Erasure ------------------------------------------------------------------------------------------
+
+V = TypeVar("V", bound=BaseModel)
+# The values inside events whose fields carry marks too (walked by ``erased`` and ``unmarked_fields``).
+VALUES: tuple[type[BaseModel], ...] = (Source, Action, UsageData, ModelUsageData, Cause)
+_UNMARKED_OK = (int, float, bool, type(None))
+
+
+def _mark(model: type[BaseModel], name: str) -> Erase | Keep | None:
+    found = [m for m in model.model_fields[name].metadata if isinstance(m, Erase | Keep)]
+    return found[0] if found else None
+
+
+def _blank(value: Any) -> Any:
+    if isinstance(value, str):
+        return ""
+    if isinstance(value, tuple):
+        return ()
+    if isinstance(value, list):
+        return []
+    if isinstance(value, dict):
+        return {}
+    return value  # None stays None
+
+
+def _erased_value(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return erased(value)
+    if isinstance(value, tuple):
+        return tuple(_erased_value(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _erased_value(v) for k, v in value.items()}
+    return value
+
+
+def erased(value: V) -> V:
+    """An event (or a value inside one) with every field marked ``Erase`` emptied, its shape kept."""
+    update = {}
+    for name in type(value).model_fields:
+        current = getattr(value, name)
+        new = _blank(current) if isinstance(_mark(type(value), name), Erase) else _erased_value(current)
+        if new is not current:
+            update[name] = new
+    return value.model_copy(update=update) if update else value
+
+
+def _needs_mark(annotation: Any) -> bool:
+    """Whether a field of this type can hold text: anything but numbers, booleans, None and marked values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return False
+    args = get_args(annotation)
+    if get_origin(annotation) is not None and get_origin(annotation) is not Literal and args:
+        if get_origin(annotation) in (tuple, list, dict):
+            return True
+        return any(_needs_mark(a) for a in args)  # a union
+    return not (isinstance(annotation, type) and issubclass(annotation, _UNMARKED_OK))
+
+
+def event_types() -> tuple[type[BaseModel], ...]:
+    return get_args(get_args(Event)[0])
+
+
+def unmarked_fields(models: Iterable[type[BaseModel]] | None = None) -> list[str]:
+    """The text or list fields without an ``Erase``/``Keep`` mark, as ``Class.field`` (empty: every one has one)."""
+    if models is None:
+        models = (*event_types(), *VALUES)
+    return [
+        f"{model.__name__}.{name}"
+        for model in models
+        for name, info in model.model_fields.items()
+        if _mark(model, name) is None and _needs_mark(info.annotation)
+    ]

@@ -12,6 +12,8 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
+from . import causes
+from .causes import Cause
 from .compaction import fit_conversation
 from .delegation import AGENTS_TOOL, Delegation
 from .errors import ContextTooLong, ModelError, RequestRefused
@@ -27,7 +29,9 @@ from .events import (
 )
 from .outcomes import AgentOutcome
 from .policy import Plan, RunRequest, plan_request
+from .refusals import Refusal
 from .runtime import RunContext
+from .scope import KB_PREFIX, MCP_PREFIX
 from .tokens import prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
 from .types import Message, ModelRequest, ToolCall, ToolSpec
@@ -59,17 +63,17 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     plan = plan_request(request, ctx.catalogue, ctx.policy)
     for kb in plan.scope.searchable:
         if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
-            raise RequestRefused(f"The knowledge base '{kb}' does not exist or you may not read it.")
+            raise RequestRefused(Refusal(code="knowledge_base_not_found", resource=KB_PREFIX + kb))
     if plan.scope.documents and ctx.toolbox.knowledge is not None:
         found = await ctx.toolbox.knowledge.read([doc_id for _kb, doc_id in plan.scope.documents])
         for kb, doc_id in plan.scope.documents:
             if doc_id not in found or found[doc_id].kb != kb:
-                raise RequestRefused(f"The document '{doc_id}' is not in the knowledge base '{kb}'.")
+                raise RequestRefused(Refusal(code="document_not_found", resource=f"doc:{kb}/{doc_id}"))
     if plan.scope.connectors:
         connectors = ctx.toolbox.connectors
         missing = list(plan.scope.connectors) if connectors is None else await connectors.load(plan.scope.connectors)
         if missing:
-            raise RequestRefused(f"The connector '{missing[0]}' does not exist or you may not use it.")
+            raise RequestRefused(Refusal(code="connector_not_found", resource=MCP_PREFIX + missing[0]))
     return await _MainLoop(request, ctx, plan).run()
 
 
@@ -169,7 +173,7 @@ class _MainLoop:
                             text=self.text,
                             rounds=self.rounds,
                             sources=tuple(ctx.sources.values()),
-                            usage=ctx.usage.as_dict(),
+                            usage=ctx.usage.as_data(),
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
@@ -180,11 +184,13 @@ class _MainLoop:
                         raise run
                     self.messages.append(Message.tool(run.call, run.content))
         except ModelError as e:
-            return await self._failed(f"The model could not answer: {e}")
+            return await self._failed(f"The model could not answer: {e}", causes.model_error(e))
         except RequestRefused:
             raise  # the first request does not fit the window: refused before any call
         except Exception as e:  # a tool failing in a way no ToolError foresees
-            return await self._failed(f"A tool failed: {type(e).__name__}: {e}")
+            return await self._failed(
+                f"A tool failed: {type(e).__name__}: {e}", Cause(code="tool_failed", kind=type(e).__name__)
+            )
 
     def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the main model's window: the oldest earlier messages go first, said so."""
@@ -196,8 +202,8 @@ class _MainLoop:
             notice = LEFT_OUT_NOTICE.format(count=self.left_out)
             self.messages[0] = Message.system(self._system_prompt() + notice)
 
-    async def _failed(self, message: str) -> RunOutcome:
-        await self.ctx.emit(ErrorEvent(message=message))
+    async def _failed(self, message: str, cause: Cause) -> RunOutcome:
+        await self.ctx.emit(ErrorEvent(message=message, cause=cause))
         return RunOutcome("error", self.text, self.rounds, self.agents, error=message)
 
     async def _stopped(self) -> RunOutcome:
@@ -205,10 +211,11 @@ class _MainLoop:
         await ctx.emit(
             StoppedEvent(
                 message=ctx.cancel.message,
+                cause=ctx.cancel.stop_cause,
                 text=self.text,
                 rounds=self.rounds,
                 sources=tuple(ctx.sources.values()),
-                usage=ctx.usage.as_dict(),
+                usage=ctx.usage.as_data(),
             )
         )
         return RunOutcome("stopped", self.text, self.rounds, self.agents)

@@ -8,6 +8,7 @@ from typing import Literal, TypeAlias
 
 from .catalogue import Catalogue
 from .errors import RequestRefused
+from .refusals import Refusal, RefusalCode
 from .scope import DOC_PREFIX, KB_PREFIX, MCP_PREFIX, Scope, parse_document
 from .types import Effort, Message
 
@@ -124,26 +125,24 @@ def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> P
     backend and connector source (``loop.run_chat`` asks them before any model call).
     """
     if request.model not in catalogue or not policy.allows(request.model):
-        allowed = ", ".join(policy.allowed_ids(catalogue)) or "none"
-        raise RequestRefused(f"The model '{request.model}' is not allowed here. Allowed models: {allowed}.")
+        code: RefusalCode = "model_not_found" if request.model not in catalogue else "model_not_allowed"
+        allowed = tuple(policy.allowed_ids(catalogue))
+        raise RequestRefused(Refusal(code=code, model=request.model, allowed=allowed))
     if not request.messages or request.messages[-1].role != "user" or not request.messages[-1].content.strip():
-        raise RequestRefused("The request needs a non-empty user message at the end.")
+        raise RequestRefused(Refusal(code="empty_message"))
+    if request.level is not None and request.level not in policy.levels:
+        raise RequestRefused(Refusal(code="unknown_level", level=request.level))
     for r in request.resources:
         if not (
             r in RESOURCE_NAMES
             or any(r.startswith(prefix) and len(r) > len(prefix) for prefix in (KB_PREFIX, MCP_PREFIX))
             or parse_document(r) is not None
         ):
-            raise RequestRefused(
-                f"Unknown resource '{r}': use kb:<slug>, doc:<slug>/<id>, mcp:<name>, web, code or agents."
-            )
+            raise RequestRefused(Refusal(code="unknown_resource", resource=r))
     scope = Scope.from_resources(r for r in request.resources if r != "agents")
     wants_agents = "agents" in request.resources
     if wants_agents and scope.is_empty:
-        raise RequestRefused(
-            "The agents tool needs at least one other resource (a knowledge base, the web or code): "
-            "an agent with nothing to read would be of no use."
-        )
+        raise RequestRefused(Refusal(code="agents_need_resource"))
     if request.level is None:
         effort: Effort | None = None
         main_rounds, agent_rounds = policy.default_main_rounds, policy.default_agent_rounds

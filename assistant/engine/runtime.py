@@ -12,17 +12,14 @@ from dataclasses import dataclass, field
 from .cancel import CancelToken
 from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
+from .causes import error_kind
 from .errors import (
-    AuthenticationFailed,
-    BadModelRequest,
     BudgetExceeded,
     CostCapReached,
-    MalformedResponse,
     ModelError,
     ModelTimeout,
-    RateLimited,
 )
-from .events import Event, ModelCallFailed, ModelErrorKind, Source, UsageEvent, keep_sources
+from .events import Event, ModelCallFailed, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
 from .policy import Policy
 from .tokens import estimate_tokens, prompt_tokens
@@ -255,20 +252,3 @@ def _with_cut_attempts(part: UsagePart, request: ModelRequest, response: ModelRe
     if not response.cut_attempts:
         return part
     return dataclasses.replace(part, prompt_tokens=part.prompt_tokens + response.cut_attempts * prompt_tokens(request))
-
-
-def error_kind(error: ModelError) -> ModelErrorKind:
-    """The kind of a model call's failure, as its ``ModelCallFailed`` step names it."""
-    if isinstance(error, RateLimited):
-        return "rate_limited"
-    if isinstance(error, AuthenticationFailed):
-        return "authentication"
-    if isinstance(error, BadModelRequest):
-        return "bad_request"
-    if isinstance(error, ModelTimeout):
-        return "timeout"
-    if isinstance(error, MalformedResponse):
-        return "broken_stream"
-    if error.unsent:
-        return "unreachable"
-    return "server_error" if error.status is not None else "broken_stream"

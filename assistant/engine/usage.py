@@ -1,9 +1,11 @@
 """Usage and budgets as data with methods.
 
 ``RunUsage`` adds each call once, per model, with its cost and, when the model's carbon data is
-known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``). ``AgentBudget`` and
-``AgentCounter`` bound an agent: rounds, cumulative tokens and seconds, checked before each round,
-updated after its model call.
+known, its energy and carbon (``Impact``, computed by ``carbon.call_impact``); it adds another
+``RunUsage`` too (``merge``), which is how a report sums runs and agents. ``UsageData`` is its saved
+form (``RunUsage.as_data``, the ``usage`` of the events and of ``Run``), read back by ``RunUsage.of``.
+``AgentBudget`` and ``AgentCounter`` bound an agent: rounds, cumulative tokens and seconds, checked
+before each round, updated after its model call.
 ``UsageLedger`` is the hook a category budget reserves against before each call; ``CostCap`` caps
 what one run may cost (a scheduled task's cap, per execution); ``Ledgers`` makes several ledgers one.
 """
@@ -11,10 +13,15 @@ what one run may cost (a scheduled task's cap, per execution); ``Ledgers`` makes
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Annotated, Any, Protocol
 
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+from .causes import Cause
 from .errors import BudgetExceeded, CostCapReached
+from .marks import KEEP
 from .types import UsagePart
 
 
@@ -50,6 +57,7 @@ class ModelUsage:
         return self.prompt_tokens + self.completion_tokens
 
     def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None, *, estimated: bool = False) -> None:
+        """One call."""
         self.calls += 1
         self.tokens_estimated += int(estimated)
         self.prompt_tokens += usage.prompt_tokens
@@ -62,24 +70,55 @@ class ModelUsage:
             self.carbon_g += impact.carbon_g
             self.estimated_calls += 1
 
-    def as_dict(self) -> dict[str, float | int]:
+    def merge(self, other: ModelUsage, sign: int = 1) -> None:
+        """Add (``sign=-1``: take away) another model usage, calls and all."""
+        self.calls += sign * other.calls
+        self.prompt_tokens += sign * other.prompt_tokens
+        self.completion_tokens += sign * other.completion_tokens
+        self.cached_prompt_tokens += sign * other.cached_prompt_tokens
+        self.reasoning_tokens += sign * other.reasoning_tokens
+        self.cost_eur += sign * other.cost_eur
+        self.energy_kwh += sign * other.energy_kwh
+        self.carbon_g += sign * other.carbon_g
+        self.estimated_calls += sign * other.estimated_calls
+        self.tokens_estimated += sign * other.tokens_estimated
+        self.failed_calls += sign * other.failed_calls
+
+    def as_data(self) -> ModelUsageData:
         """Energy and carbon appear only for a model whose calls were estimated (no made-up zero)."""
-        data: dict[str, float | int] = {
-            "calls": self.calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cached_prompt_tokens": self.cached_prompt_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cost_eur": round(self.cost_eur, 8),
-        }
-        if self.tokens_estimated:
-            data["tokens_estimated"] = self.tokens_estimated
-        if self.failed_calls:
-            data["failed_calls"] = self.failed_calls
-        if self.estimated_calls:
-            data["energy_wh"] = round(self.energy_kwh * 1000, 6)
-            data["carbon_g"] = round(self.carbon_g, 6)
-        return data
+        estimated = self.estimated_calls > 0
+        return ModelUsageData(
+            calls=self.calls,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            cost_eur=round(self.cost_eur, 8),
+            tokens_estimated=self.tokens_estimated or None,
+            failed_calls=self.failed_calls or None,
+            energy_wh=round(self.energy_kwh * 1000, 6) if estimated else None,
+            carbon_g=round(self.carbon_g, 6) if estimated else None,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.as_data().model_dump(mode="json")
+
+    @classmethod
+    def of(cls, data: ModelUsageData) -> ModelUsage:
+        """A saved model usage read back: its calls were all estimated when it carries carbon."""
+        return cls(
+            calls=data.calls,
+            prompt_tokens=data.prompt_tokens,
+            completion_tokens=data.completion_tokens,
+            cached_prompt_tokens=data.cached_prompt_tokens,
+            reasoning_tokens=data.reasoning_tokens,
+            cost_eur=data.cost_eur,
+            energy_kwh=(data.energy_wh or 0.0) / 1000,
+            carbon_g=data.carbon_g or 0.0,
+            estimated_calls=data.calls if data.carbon_g is not None else 0,
+            tokens_estimated=data.tokens_estimated or 0,
+            failed_calls=data.failed_calls or 0,
+        )
 
 
 @dataclass(slots=True)
@@ -106,6 +145,33 @@ class RunUsage:
     def failed_calls(self) -> int:
         return sum(m.failed_calls for m in self.by_model.values())
 
+    def merge(self, other: RunUsage, sign: int = 1) -> RunUsage:
+        """Add (``sign=-1``: take away) another usage, model by model; returns this usage."""
+        for name, m in other.by_model.items():
+            self.by_model.setdefault(name, ModelUsage()).merge(m, sign)
+        return self
+
+    @classmethod
+    def of(cls, data: UsageData | Mapping[str, Any] | None) -> RunUsage:
+        """A saved usage (``as_data``, or its JSON as ``Run.usage`` keeps it) read back."""
+        if data is None:
+            return cls()
+        if not isinstance(data, UsageData):
+            data = UsageData.model_validate(data)
+        return cls({name: ModelUsage.of(m) for name, m in data.by_model.items()})
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(m.prompt_tokens for m in self.by_model.values())
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(m.completion_tokens for m in self.by_model.values())
+
+    @property
+    def cached_prompt_tokens(self) -> int:
+        return sum(m.cached_prompt_tokens for m in self.by_model.values())
+
     @property
     def cost_eur(self) -> float:
         return sum(m.cost_eur for m in self.by_model.values())
@@ -131,17 +197,61 @@ class RunUsage:
         """Whether every call's carbon was estimated (else the total leaves some calls out)."""
         return self.calls > 0 and all(m.estimated_calls == m.calls for m in self.by_model.values())
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "cost_eur": round(self.cost_eur, 8),
-            "energy_wh": round(self.energy_kwh * 1000, 6),
-            "carbon_g": round(self.carbon_g, 6),
-            "carbon_estimated": self.carbon_estimated,
-            "total_tokens": self.total_tokens,
-            "tokens_estimated": self.tokens_estimated,
-            "failed_calls": self.failed_calls,
-            "by_model": {name: m.as_dict() for name, m in sorted(self.by_model.items())},
-        }
+    def as_data(self) -> UsageData:
+        return UsageData(
+            cost_eur=round(self.cost_eur, 8),
+            energy_wh=round(self.energy_kwh * 1000, 6),
+            carbon_g=round(self.carbon_g, 6),
+            carbon_estimated=self.carbon_estimated,
+            total_tokens=self.total_tokens,
+            tokens_estimated=self.tokens_estimated,
+            failed_calls=self.failed_calls,
+            by_model={name: m.as_data() for name, m in sorted(self.by_model.items())},
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON a run saves (``Run.usage``)."""
+        return self.as_data().model_dump(mode="json")
+
+
+class ModelUsageData(BaseModel):
+    """One model's saved usage; ``energy_wh`` and ``carbon_g`` are absent when its calls were not estimated."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_eur: float = 0.0
+    tokens_estimated: int | None = None
+    """Calls whose tokens are an estimate; absent when none was."""
+    failed_calls: int | None = None
+    """Calls that failed; absent when none did."""
+    energy_wh: float | None = None
+    carbon_g: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_carbon(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if v is not None}
+
+
+class UsageData(BaseModel):
+    """A run's (or an agent's) saved usage, as ``RunUsage.as_data`` makes it: totals and each model's usage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cost_eur: float = 0.0
+    energy_wh: float = 0.0
+    carbon_g: float = 0.0
+    carbon_estimated: bool = False
+    total_tokens: int = 0
+    tokens_estimated: int = 0
+    failed_calls: int = 0
+    by_model: Annotated[dict[str, ModelUsageData], KEEP] = {}
+    """By model id."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,17 +283,24 @@ class AgentCounter:
     def seconds_left(self) -> float:
         return self.budget.max_seconds - self.elapsed
 
-    def check_before_round(self) -> None:
-        """Raise ``BudgetExceeded`` when no round is left in rounds, tokens or time."""
+    def exhausted(self) -> Cause | None:
+        """Why no round is left (rounds, tokens or time used up), or None while one is."""
         b = self.budget
         if self.rounds >= b.max_rounds:
-            raise BudgetExceeded(f"call budget reached ({self.rounds}/{b.max_rounds} calls)")
+            return Cause(code="rounds", used=self.rounds, limit=b.max_rounds)
         if self.tokens >= b.max_tokens:
-            raise BudgetExceeded(f"token budget reached ({self.tokens:,}/{b.max_tokens:,} tokens)")
+            return Cause(code="tokens", used=self.tokens, limit=b.max_tokens)
         if self.elapsed >= b.max_seconds:
-            raise BudgetExceeded(f"time budget reached ({b.max_seconds:.0f} s)")
+            return Cause(code="seconds", used=self.elapsed, limit=b.max_seconds)
+        return None
 
-    def landing_reason(self) -> str | None:
+    def check_before_round(self) -> None:
+        """Raise ``BudgetExceeded`` when no round is left in rounds, tokens or time."""
+        cause = self.exhausted()
+        if cause is not None:
+            raise BudgetExceeded(cause.english())
+
+    def landing_cause(self) -> Cause | None:
         """Why the next round must be the last one (forced landing), or None while there is room.
 
         The last round is the last allowed by count, or the one after which the tokens or the
@@ -191,11 +308,11 @@ class AgentCounter:
         """
         b = self.budget
         if self.rounds >= b.max_rounds - 1:
-            return f"call budget reached ({b.max_rounds}/{b.max_rounds} calls)"
+            return Cause(code="rounds", used=b.max_rounds, limit=b.max_rounds)
         if self.rounds and self.tokens + 2 * self.last_call_tokens > b.max_tokens:
-            return f"token budget nearly reached ({self.tokens:,}/{b.max_tokens:,} tokens)"
+            return Cause(code="tokens", used=self.tokens, limit=b.max_tokens)
         if self.rounds and self.seconds_left < 2 * self.last_call_seconds:
-            return f"time budget nearly reached ({self.elapsed:.0f}/{b.max_seconds:.0f} s)"
+            return Cause(code="seconds", used=self.elapsed, limit=b.max_seconds)
         return None
 
     def call_timeout(self) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from assistant.engine.scope import DOC_PREFIX, parse_document
 
@@ -20,7 +21,7 @@ class DocumentRefused:
     """Why one ``doc:`` resource is refused: ``code`` is ``document_not_found`` or ``document_not_ready``."""
 
     resource: str
-    code: str
+    code: Literal["document_not_found", "document_not_ready"]
     message: str
 
 

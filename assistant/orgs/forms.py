@@ -85,8 +85,8 @@ class LevelForm(forms.ModelForm):  # type: ignore[type-arg]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["effort"].label = _("Provider effort")
-        self.fields["main_rounds"].label = _("Main-loop round limit")
-        self.fields["agent_rounds"].label = _("Agent turn budget")
+        self.fields["main_rounds"].label = _("Round limit of the main model")
+        self.fields["agent_rounds"].label = _("Agent round budget")
         self.fields["main_rounds"].widget.attrs["min"] = 1
         for field in self.fields.values():
             field.help_text = ""  # the section's text explains the columns

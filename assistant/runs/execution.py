@@ -13,6 +13,7 @@ by ``leases.reap``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import uuid
@@ -28,7 +29,9 @@ from django.utils import timezone
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.cancel import CancelToken
+from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
+from assistant.engine.events import ErrorEvent
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import LEVELS, RunRequest
 from assistant.engine.runtime import RunContext
@@ -184,9 +187,14 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         status, rounds, error = outcome.status, outcome.rounds, outcome.error or ""
     except RequestRefused as e:
         error = str(e)
+        with contextlib.suppress(Exception):  # said as data too, for the page; never a failure of its own
+            await recorder.emit(ErrorEvent(message=error, cause=Cause(code="refused")))
     except Exception:
         log.exception("run %s failed", run_id)
-        error = "The assistant failed unexpectedly; what it had written so far is kept."
+        cause = Cause(code="unexpected")
+        error = cause.english()
+        with contextlib.suppress(Exception):
+            await recorder.emit(ErrorEvent(message=error, cause=cause))
     finally:
         await watch.close()
         _tokens.pop(run_id, None)

@@ -21,8 +21,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
+from assistant.engine.events import TextDeltaEvent
+
 from .groups import run_group
 from .models import Run, Step
+from .steps import load_event
 
 Item = Step | str
 """What following a run yields: a step, or the next piece of its answer."""
@@ -50,13 +53,13 @@ class Follower:
     def apply(self, message: dict[str, Any]) -> list[Item] | None:
         """What one published event (a ``run.event`` message) adds: nothing when this follower has it already,
         None when something before it is missing (then ``catch_up``)."""
-        event: dict[str, Any] = message["event"]
         seq: int = message["seq"]
-        if event["kind"] == "text_delta":
+        event = load_event(message["event"])
+        if isinstance(event, TextDeltaEvent):
             offset: int = message.get("offset", len(self.answer))
             if seq > self.seq or offset > len(self.answer):
                 return None
-            text: str = event["text"][len(self.answer) - offset :]
+            text = event.text[len(self.answer) - offset :]
             self.answer += text
             return [text] if text else []
         if seq <= self.seq:
@@ -64,15 +67,7 @@ class Follower:
         if seq > self.seq + 1:
             return None
         self.seq = seq
-        step = Step(
-            run_id=self.run_id,
-            seq=seq,
-            kind=event["kind"],
-            agent_id=event.get("agent_id") or "",
-            data=event,
-            text_offset=message.get("text_offset"),
-        )
-        return [step]
+        return [Step.published(self.run_id, seq, message["event"], message.get("text_offset"))]
 
     def merge(self, steps: list[Step], answer: str) -> list[Item]:
         """What the database has (``steps_since``) beyond what this follower has."""

@@ -1,9 +1,11 @@
 """Intake: what a user asks, checked before any model call, then saved as a running run.
 
-The page, the API and scheduled tasks all go through ``check`` (the policy, the organisation's
-knowledge bases) and ``create_run`` (``check``, the first request against the main model's window, then
-the category's budget through ``accounting``: the run's first call is reserved there, before any response
-starts, and handed to that call).
+The page, the API and scheduled tasks all go through ``check``, the one request check (the message,
+the policy, the resources, the organisation's knowledge bases and connectors) and ``create_run`` (``check``,
+the first request against the main model's window, then the category's budget through ``accounting``: the
+run's first call is reserved there, before any response starts, and handed to that call). A refusal is
+``RequestRefused`` carrying an ``engine.refusals.Refusal`` (a code and its parameters); each caller words it
+for its reader (``wording.refusal_text``), the API with its stable code.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.loop import first_request
 from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
+from assistant.engine.refusals import Refusal
 from assistant.engine.runtime import RunContext
+from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message as EngineMessage
 from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
+from assistant.knowledge.tools import available_resources
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
 
@@ -51,24 +56,32 @@ class Ask:
 
 
 def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
-    """Refuse, before any model call, what the policy or the organisation's knowledge bases and connectors forbid."""
+    """Refuse, before any model call, what the policy, the server or the organisation's knowledge bases and
+    connectors forbid: raises ``RequestRefused`` with the first refusal, in the order a user can act on them."""
+    if not ask.text.strip():
+        raise RequestRefused(Refusal(code="empty_message"))
     if ask.level is not None and ask.level not in LEVELS:
-        raise RequestRefused(f"Unknown reasoning level '{ask.level}'.")
+        raise RequestRefused(Refusal(code="unknown_level", level=ask.level))
     request = RunRequest(
         messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources
     )
-    plan_request(request, snapshot.catalogue(), policy_for(org, api_key))
-    wanted = [r[3:] for r in ask.resources if r.startswith("kb:")]
-    known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=wanted).values_list("slug", flat=True))
-    for slug in wanted:
+    plan_request(request, snapshot.catalogue(), policy_for(org, api_key))  # model, resources, agents
+    wanted = [r for r in ask.resources if r.startswith(KB_PREFIX)]
+    slugs = [r[len(KB_PREFIX) :] for r in wanted]
+    known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=slugs).values_list("slug", flat=True))
+    for resource, slug in zip(wanted, slugs, strict=True):
         if slug not in known:
-            raise RequestRefused(f"The knowledge base '{slug}' does not exist or you may not read it.")
+            raise RequestRefused(Refusal(code="knowledge_base_not_found", resource=resource))
     document = refused_document(org.pk, ask.resources)
     if document is not None:
-        raise RequestRefused(document.message)
+        raise RequestRefused(Refusal(code=document.code, resource=document.resource))
+    available = available_resources()
+    for resource in ("web", "code"):
+        if resource in ask.resources and not available[resource]:
+            raise RequestRefused(Refusal(code="resource_unavailable", resource=resource))
     connector = connectors.unknown(org.pk, ask.resources)
     if connector is not None:
-        raise RequestRefused(f"The connector '{connector}' does not exist or you may not use it.")
+        raise RequestRefused(Refusal(code="connector_not_found", resource=MCP_PREFIX + connector))
 
 
 class Busy(Exception):

@@ -38,22 +38,21 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
-from assistant.engine.events import Source, event_from_dict, sources_read
-from assistant.engine.types import UsagePart
-from assistant.engine.usage import Impact, RunUsage
+from assistant.engine.causes import Cause
+from assistant.engine.events import ErrorEvent, Source, sources_read, usage_from
+from assistant.engine.usage import RunUsage
 
 from . import accounting, groups
 from .models import Lease, Message, Run, Step
+from .steps import events_of, save_event
 
 log = logging.getLogger(__name__)
 
 STOP_POLL_SECONDS = 0.5
-DIED = (
-    "The process writing this answer stopped unexpectedly (it was killed, or its machine was lost). "
-    "Ask again for a complete answer."
-)
-NOT_TAKEN = "No worker took this request in time. Ask again in a moment."
-NOT_QUEUED = "The request could not be handed to a worker (the queue is unreachable). Ask again in a moment."
+# Why a run no process executes is failed (``Run.error`` is the English, an ``error`` step says it as data).
+DIED = Cause(code="process_died")
+NOT_TAKEN = Cause(code="not_taken")
+NOT_QUEUED = Cause(code="not_queued")
 
 
 def executor_name() -> str:
@@ -145,24 +144,7 @@ USAGE_STEPS = ("usage", "model_call_failed")
 def usage_of(steps: Iterable[Step]) -> RunUsage:
     """A run's usage rebuilt from its saved usage events (each model call, agents included, once) and its failed
     calls (``USAGE_STEPS``)."""
-    usage = RunUsage()
-    for step in steps:
-        d = step.data
-        if step.kind == "model_call_failed":
-            usage.failed(d["model"])
-            continue
-        part = UsagePart(
-            prompt_tokens=d["prompt_tokens"],
-            completion_tokens=d["completion_tokens"],
-            cached_prompt_tokens=d.get("cached_prompt_tokens", 0),
-            reasoning_tokens=d.get("reasoning_tokens", 0),
-        )
-        estimated = d.get("energy_wh", 0.0) or d.get("carbon_g", 0.0)
-        impact = (
-            Impact(energy_kwh=d.get("energy_wh", 0.0) / 1000, carbon_g=d.get("carbon_g", 0.0)) if estimated else None
-        )
-        usage.add(d["model"], part, d["cost_eur"], impact, estimated=d.get("estimated", False))
-    return usage
+    return usage_from(events_of(steps))
 
 
 # The steps that can say what was read: the main model's tool results, the agents' actions and their ends.
@@ -171,7 +153,7 @@ SOURCE_STEPS = ("tool_result", "agent_action", "agent_finished")
 
 def sources_of(steps: Iterable[Step]) -> list[Source]:
     """A run's sources rebuilt from its saved steps (``SOURCE_STEPS``), as the engine gathers them."""
-    return sources_read(event_from_dict(step.data) for step in steps)
+    return sources_read(events_of(steps))
 
 
 def reap(now: datetime | None = None) -> list[uuid.UUID]:
@@ -187,7 +169,7 @@ def reap(now: datetime | None = None) -> list[uuid.UUID]:
     return failed
 
 
-def fail(run_id: uuid.UUID, message: str, now: datetime, lease_cutoff: datetime | None) -> bool:
+def fail(run_id: uuid.UUID, cause: Cause, now: datetime, lease_cutoff: datetime | None) -> bool:
     """Fail a running run that no process holds (none ever did, or its lease is older than ``lease_cutoff``)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
@@ -195,8 +177,8 @@ def fail(run_id: uuid.UUID, message: str, now: datetime, lease_cutoff: datetime 
         # Checked again under the lock: the run may have ended, or its process renewed the lease.
         if run is None or (lease is not None and (lease_cutoff is None or lease.heartbeat >= lease_cutoff)):
             return False
-        abandon(run, message, now)
-    log.warning("run %s failed: %s", run_id, message)
+        abandon(run, cause, now)
+    log.warning("run %s failed: %s", run_id, cause.code)
     return True
 
 
@@ -240,7 +222,7 @@ def fail_if_dead(run_id: uuid.UUID, now: datetime | None = None) -> bool:
     return False
 
 
-def fail_all_running(message: str, now: datetime | None = None) -> list[uuid.UUID]:
+def fail_all_running(cause: Cause, now: datetime | None = None) -> list[uuid.UUID]:
     """Fail every running run, leases or not: when no process can be executing any (the embedded default's start)."""
     now = now or timezone.now()
     failed = []
@@ -249,16 +231,21 @@ def fail_all_running(message: str, now: datetime | None = None) -> list[uuid.UUI
             run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
             if run is None:
                 continue
-            abandon(run, message, now)
+            abandon(run, cause, now)
         failed.append(run_id)
     return failed
 
 
-def abandon(run: Run, message: str, now: datetime) -> None:
+def abandon(run: Run, cause: Cause, now: datetime) -> None:
     """End a running run that no process executes any more as failed, with what its saved steps record: the cost of
-    its calls, what it read, and its partial answer as the assistant's message. In a transaction holding its row."""
+    its calls, what it read, and its partial answer as the assistant's message; a last ``error`` step says why. In a
+    transaction holding its row."""
     usage = usage_of(run.steps.filter(kind__in=USAGE_STEPS).order_by("seq"))
-    run.status, run.error, run.finished = "error", message, now
+    last = run.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
+    why = save_event(ErrorEvent(message=cause.english(), cause=cause))
+    # Should the process be alive after all and save a step meanwhile, its step is kept and this one dropped.
+    Step.objects.bulk_create([Step(run=run, seq=last + 1, kind="error", data=why)], ignore_conflicts=True)
+    run.status, run.error, run.finished = "error", cause.english(), now
     run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
     run.set_sources(sources_of(run.steps.filter(kind__in=SOURCE_STEPS)))
     run.save(update_fields=["status", "error", "finished", "usage", "cost_eur", "sources"])

@@ -6,14 +6,18 @@ moved here without their rows moving (``runs.0001_initial`` is a state-only migr
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 
-from assistant.engine.events import Source
+from assistant.engine.events import Event, Source
 from assistant.orgs.models import Organisation
+
+from .steps import load_event, load_step
 
 
 class Conversation(models.Model):
@@ -111,7 +115,7 @@ class Message(models.Model):
 
 
 class Step(models.Model):
-    """One engine event of a run (text deltas are folded into ``Run.answer``).
+    """One engine event of a run (text deltas are folded into ``Run.answer``), saved by ``steps.save_event``.
 
     ``text_offset`` is where the step falls in the answer: the answer's length when it happened, so that
     a page draws the text, the delegation lines and the searches in the order they happened (None: a step
@@ -130,6 +134,26 @@ class Step(models.Model):
         db_table = "chat_step"
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_step_per_seq")]
+
+    @functools.cached_property
+    def event(self) -> Event:
+        """The engine's event this step holds (raises ``steps.UnreadableStep`` when it holds none)."""
+        return load_step(self)
+
+    @classmethod
+    def published(cls, run_id: Any, seq: int, data: dict[str, Any], text_offset: int | None = None) -> Step:
+        """A step as a follower receives it from the run's group (``save_event``'s JSON), not saved."""
+        event = load_event(data)
+        step = cls(
+            run_id=run_id,
+            seq=seq,
+            kind=event.kind,
+            agent_id=event.agent_id or "",
+            data=data,
+            text_offset=text_offset,
+        )
+        step.__dict__["event"] = event
+        return step
 
 
 class Lease(models.Model):

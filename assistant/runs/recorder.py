@@ -24,6 +24,7 @@ from assistant.engine.events import Event, TextDeltaEvent
 
 from .groups import run_group
 from .models import Run, Step
+from .steps import save_event
 
 FLUSH_SECONDS = 0.1
 
@@ -65,7 +66,7 @@ class Recorder:
             self._dirty = True
             return
         await self._publish_text()
-        data = event.model_dump(mode="json")
+        data = save_event(event)
         self.seq += 1
         offset = len(self.answer)
         self._pending.append(
@@ -88,7 +89,7 @@ class Recorder:
         if not self._text:
             return
         text, self._text = "".join(self._text), []
-        event = {"kind": "text_delta", "agent_id": self._text_agent, "text": text}
+        event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
         # ``offset`` places the text in the answer, for a listener that read part of it from the database.
         await self._publish({"seq": self.seq, "event": event, "t": self._text_t, "offset": self._text_offset})
 

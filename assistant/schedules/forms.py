@@ -15,7 +15,7 @@ from assistant.engine.policy import LEVELS
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
-from assistant.runs import intake
+from assistant.runs import intake, wording
 from assistant.runs.intake import LEVEL_LABELS
 
 from . import services
@@ -99,13 +99,8 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
             category=data["category"],
         )
         # Checked as a chat request is; each execution is checked again (the policy may change).
-        if "agents" in ask.resources and all(r == "agents" for r in ask.resources):
-            raise forms.ValidationError(
-                _("The agents tool needs at least one other resource (a knowledge base, the web or code).")
-            )
         try:
-            services.check_resources(self.organisation.pk, ask.resources)
             intake.check(self.organisation, ask)
         except RequestRefused as e:
-            raise forms.ValidationError(str(e)) from e
+            raise forms.ValidationError(wording.refusal_text(e.refusal)) from e
         return data

@@ -8,8 +8,11 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django_celery_beat.models import PeriodicTask
+from pydantic import ValidationError
 
+from assistant.engine.refusals import Refusal
 from assistant.orgs.models import Organisation
+from assistant.runs import wording
 from assistant.runs.models import Run
 
 
@@ -49,7 +52,24 @@ class Execution(models.Model):
     task = models.ForeignKey(ScheduledTask, on_delete=models.CASCADE, related_name="executions")
     run = models.OneToOneField(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="execution")
     refused = models.TextField(blank=True)
+    """Why it did not start: the refusal as JSON (``engine.refusals.Refusal``), worded when shown; an execution
+    refused before refusals were data has its English sentence."""
     started = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-started", "-pk"]
+
+    @property
+    def refusal(self) -> Refusal | None:
+        if not self.refused.startswith("{"):
+            return None
+        try:
+            return Refusal.model_validate_json(self.refused)
+        except ValidationError:
+            return None
+
+    @property
+    def refused_text(self) -> str:
+        """Why it did not start, in the reader's language."""
+        refusal = self.refusal
+        return wording.refusal_text(refusal) if refusal is not None else self.refused

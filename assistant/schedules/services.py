@@ -19,6 +19,7 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
+from assistant.engine.refusals import Refusal
 from assistant.engine.scope import Scope
 from assistant.orgs.models import Membership
 from assistant.runs import execution, intake
@@ -44,14 +45,6 @@ def unavailable_resources(organisation_id: int, resources: list[str] | tuple[str
     """``web`` and ``code`` among ``resources`` when this server does not offer them (as the API checks)."""
     toolbox = execution.toolbox_for(organisation_id)
     return [r for r in ("web", "code") if r in resources and not toolbox.tools_for(Scope.from_resources([r]))]
-
-
-def check_resources(organisation_id: int, resources: list[str] | tuple[str, ...]) -> None:
-    """Refuse a task whose resources this server does not offer, rather than run it without them."""
-    missing = unavailable_resources(organisation_id, resources)
-    if missing:
-        names = ", ".join(str(RESOURCE_LABELS[r]) for r in missing)
-        raise RequestRefused(_("%(names)s: not configured on this server.") % {"names": names})
 
 
 def ask_of(task: ScheduledTask) -> intake.Ask:
@@ -97,8 +90,7 @@ def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | N
         return None
     try:
         if not Membership.objects.filter(organisation=task.organisation, user=task.owner).exists():
-            raise RequestRefused(_("The task's owner is no longer a member of the organisation."))
-        check_resources(task.organisation_id, task.resources)
+            raise RequestRefused(Refusal(code="owner_left"))
         with transaction.atomic():
             when = timezone.localtime(timezone.now(), timezone=zoneinfo.ZoneInfo(task.organisation.time_zone))
             title = f"{task.name} — {when:%Y-%m-%d %H:%M}"
@@ -108,6 +100,6 @@ def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | N
             run = intake.create_run(task.owner, task.organisation, conversation, ask_of(task))
             Execution.objects.create(task=task, run=run)
     except RequestRefused as e:
-        Execution.objects.create(task=task, refused=str(e))
+        Execution.objects.create(task=task, refused=e.refusal.model_dump_json())  # worded when shown
         return None
     return run, float(task.cost_cap_eur)

@@ -157,7 +157,7 @@ def test_cancel_mid_run(live: Live) -> None:
     assert cancelled["stop_requested"] is True
     # OpenAI's finish reason; that the run was stopped, and why, is in the last chunk's status and reason.
     assert finish == "stop"
-    assert final["status"] == "stopped" and final["reason"] and final["reason_code"] == "user"
+    assert final["status"] == "stopped" and final["reason"] == "stopped on request" and final["reason_code"] == "user"
 
     run = http.get(f"/v1/runs/{run_id}").json()
     assert run["status"] == "stopped" and run["finished"] and run["reason_code"] == "user"
@@ -167,7 +167,7 @@ def test_cancel_mid_run(live: Live) -> None:
     assert stopped, agents
     for agent in stopped:
         assert "Stopped on request" in agent["report"]
-        assert agent["reason"]
+        assert agent["reason"] == "stopped on request" and agent["reason_code"] == "stopped_by_user"
     # What they had done before the stop is kept: at least the search that triggered the cancel.
     assert any(a["steps"] for a in agents)
     # Cancelling a finished run changes nothing.

@@ -201,10 +201,10 @@ async def test_chosen_documents_the_organisation_cannot_hand_on_are_refused_befo
     cases: dict[str, tuple[int, str, str]] = {
         f"doc:factures/{reading.public_id}": (400, "document_not_ready", "is not ready to be read"),
         f"doc:factures/{failed.public_id}": (400, "document_not_ready", "is not ready to be read"),
-        "doc:factures/doc-999999": (404, "document_not_found", "'doc-999999' is not in the knowledge base 'factures'"),
-        f"doc:factures/{theirs}": (404, "document_not_found", f"'{theirs}' is not in the knowledge base 'factures'"),
-        f"doc:factures/{report}": (404, "document_not_found", f"'{report}' is not in the knowledge base 'factures'"),
-        "doc:nowhere/doc-1": (404, "document_not_found", "The knowledge base 'nowhere' does not exist"),
+        "doc:factures/doc-999999": (404, "document_not_found", "'doc:factures/doc-999999' does not exist"),
+        f"doc:factures/{theirs}": (404, "document_not_found", f"'doc:factures/{theirs}' does not exist"),
+        f"doc:factures/{report}": (404, "document_not_found", f"'doc:factures/{report}' does not exist"),
+        "doc:nowhere/doc-1": (404, "document_not_found", "'doc:nowhere/doc-1' does not exist"),
         "doc:factures": (400, "invalid_body", "doc:<slug>/<id>"),
     }
     before = await Run.objects.acount()

@@ -96,7 +96,7 @@ def test_the_reaper_releases_a_dead_run_s_reservations_with_its_lease(tworld: Wo
     assert leases.reap() == [dead.pk]
 
     dead.refresh_from_db()
-    assert dead.status == "error" and dead.error == leases.DIED
+    assert dead.status == "error" and dead.error == leases.DIED.english()
     assert not Reservation.objects.filter(run=dead).exists()
     assert _in_flight(world) == kept  # the live run's hold is untouched
     Run.objects.filter(pk=alive.pk).update(status="ok")

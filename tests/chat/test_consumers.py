@@ -231,7 +231,9 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
     assert f'hx-swap-oob="beforeend:#messages"><section class="turn" id="turn-{run.pk}"' in frames[0]
     joined = "".join(frames[:-1])
     assert f'id="run-{run.pk}-timeline"' in joined and f'id="run-{run.pk}-answer"' in joined
-    assert 'Delegated to an agent (demo-small): "Find in the knowledge base factures' in joined
+    assert (
+        'Delegated to an agent (demo-small): "<span class="instruction">Find in the knowledge base factures' in joined
+    )
     assert "(working…)" in joined
     assert "An agent is working; waiting for its answer to continue" in joined
     assert "Search “factures:" in joined  # an agent's action, while it works

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -28,6 +29,10 @@ from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
+
+OLD_STEPS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())[
+    "steps"
+]
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -319,24 +324,43 @@ def test_what_a_run_writes_after_the_delete_is_erased_as_it_is_saved(demo_data: 
 
 
 def test_step_text_is_emptied_and_its_shape_kept() -> None:
+    def erased(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        step = Step(kind=kind, agent_id=data.get("agent_id") or "", data=data)
+        deletion.erase_step(step)
+        return {k: v for k, v in step.data.items() if k != "v"}
+
     data = {
         "kind": "agent_action",
         "agent_id": "a1",
-        "action": {"tool": "kb_search", "kind": "search", "label": "Searched “Bimbamjob”", "count": 3},
-        "sources": [{"id": "doc-1", "title": "Invoice"}],
+        "action": {"tool": "kb_search", "kind": "search", "label": "Searched “Bimbamjob”", "count": 3, "ok": True},
+        "sources": [{"id": "doc-1", "title": "Invoice", "kind": "document", "where": "factures"}],
     }
-    assert deletion.erased_step_data("agent_action", data) == {
+    assert erased("agent_action", data) == {
         "kind": "agent_action",
         "agent_id": "a1",
-        "action": {"tool": "kb_search", "kind": "search", "label": "", "count": 3},
+        "action": {"tool": "kb_search", "kind": "search", "label": "", "count": 3, "ok": True},
         "sources": [],
     }
-    finished = {"kind": "agent_finished", "model": "demo-small", "report": "Found", "usage": {"cost_eur": 1.0}}
-    assert deletion.erased_step_data("agent_finished", finished) == {**finished, "report": ""}
-    call = {"kind": "tool_call", "name": "kb_search", "arguments": {"query": "Bimbamjob"}}
-    assert deletion.erased_step_data("tool_call", call) == {**call, "arguments": {}}
-    result = {"kind": "tool_result", "name": "kb_read", "ok": True, "error": None, "action": None}
-    assert deletion.erased_step_data("tool_result", result) == result
+    finished = next(s["data"] for s in OLD_STEPS if s["kind"] == "agent_finished")
+    # (read from version 0, it gains its cause and whether its report is the engine's: none, not partial)
+    # (and its usage the counts of failed and estimated calls, none)
+    assert erased("agent_finished", finished) == {
+        **finished,
+        "report": "",
+        "sources": [],
+        "cause": None,
+        "partial_report": False,
+        "usage": {**finished["usage"], "tokens_estimated": 0, "failed_calls": 0},
+    }
+    call = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_call")
+    assert erased("tool_call", call) == {**call, "arguments": {}}
+    result = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_result")
+    assert erased("tool_result", result) == result  # no text in it: nothing changes
+    usage = next(s["data"] for s in OLD_STEPS if s["kind"] == "usage")
+    assert erased("usage", usage) == {**usage, "estimated": False}  # no text; version 1 says it was not estimated
+    # A step no event can be read from is emptied whole.
+    unreadable = Step(kind="agent_finished", data={"v": 99, "report": "Secret"})
+    assert deletion.erase_step(unreadable) and unreadable.data == {}
 
 
 def test_a_scheduled_tasks_execution_in_a_deleted_conversation_links_nowhere(demo_data: None) -> None:

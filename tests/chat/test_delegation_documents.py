@@ -58,5 +58,5 @@ async def test_the_delegation_line_shows_the_chosen_documents_titles(
 
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
     resources = page.split("Resources received</dt><dd>")[1].split("</dd>")[0]
-    assert resources == "“Invoice F-2024-077 — Bimbamjob” (factures)"
+    assert resources == "“Invoice F-2024-077 — Bimbamjob” (Invoices)"  # the base by its name
     assert "doc:factures/" not in resources

@@ -14,17 +14,21 @@ from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import translation
+from django.utils.html import escape
 
 from assistant.catalogue import snapshot
 from assistant.chat import live
 from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
+from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable
+from assistant.engine.events import AgentFinished, AgentStatus
 from assistant.engine.models.function import FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import Organisation
 from assistant.runs import follow
 from assistant.runs.models import Conversation, Message, Run, Step
+from assistant.runs.steps import save_event
 
 ASK = {"text": "Bimbamjob?", "model": "demo-large", "level": "approfondi", "resources": ["kb:factures", "agents"]}
 INSTRUCTION = "Find the invoices of Bimbamjob"
@@ -54,7 +58,12 @@ def _run(status: str = "running", answer: str = "", **fields: Any) -> Run:
     return run
 
 
-def _agent_steps(run: Run, status: str | None, reason: str = "", report: str = "Found [doc-1].") -> list[Step]:
+SPAN = '<span class="instruction">'
+
+
+def _agent_steps(
+    run: Run, status: AgentStatus | None, cause: Cause | None = None, report: str = "Found [doc-1]."
+) -> list[Step]:
     steps = [
         Step(run=run, seq=1, kind="agent_started", agent_id="agent-1", data={
             "agent_id": "agent-1", "instruction": INSTRUCTION, "model": "demo-small", "model_label": "Demo Small (offline demo)",
@@ -70,10 +79,10 @@ def _agent_steps(run: Run, status: str | None, reason: str = "", report: str = "
     ]  # fmt: skip
     if status is not None:
         steps.append(
-            Step(run=run, seq=5, kind="agent_finished", agent_id="agent-1", data={
-                "agent_id": "agent-1", "model": "demo-small", "status": status, "reason": reason, "rounds": 2, "seconds": 1.5,
-                "cost_eur": 0.0012, "usage": {}, "report": report, "forced_landing": False,
-            })
+            Step(run=run, seq=5, kind="agent_finished", agent_id="agent-1", data=save_event(AgentFinished(
+                agent_id="agent-1", model="demo-small", status=status, reason=cause.english() if cause else "",
+                cause=cause, rounds=2, seconds=1.5, cost_eur=0.0012, report=report,
+            )))
         )  # fmt: skip
     Step.objects.bulk_create(steps)
     return steps
@@ -179,7 +188,8 @@ def test_delegation_lines_and_panel_in_english(client: Client) -> None:
     )
     _agent_steps(run, "ok")
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
-    assert f'Delegated to an agent (demo-small): "{INSTRUCTION}" (returned in 2 rounds)' in page
+    # The instruction, the main model's words, in its own element inside the translated line.
+    assert f'Delegated to an agent (demo-small): "{SPAN}{INSTRUCTION}</span>" (returned in 2 rounds)' in page
     for shown in ("Demo Small (offline demo)", "2 / 5", "1.5 s", "kb:factures", "0.0012 €",
                   "Search “factures: Bimbamjob”: 4 results", "Read: Invoice F-2024-031 — Bimbamjob", "Found [doc-1]."):  # fmt: skip
         assert shown in page
@@ -191,7 +201,7 @@ def test_delegation_lines_in_french(client: Client) -> None:
     running = _run()
     _agent_steps(running, None)
     page = client.get(f"/c/{running.conversation_id}/").content.decode()
-    assert f"Délégation à un agent (demo-small) : « {INSTRUCTION} » (en cours…)" in page
+    assert f"Délégation à un agent (demo-small) : « {SPAN}{INSTRUCTION}</span> » (en cours…)" in page
     assert "Un agent travaille, en attente de sa réponse pour continuer" in page
     assert "Recherche « factures: Bimbamjob » : 4 résultats" in page  # live, without opening the panel
     assert "Arrêter" in page and "Nouvelle conversation" in page
@@ -199,7 +209,7 @@ def test_delegation_lines_in_french(client: Client) -> None:
     done = _run(status="ok", answer="Fait.")
     _agent_steps(done, "ok")
     page = client.get(f"/c/{done.conversation_id}/").content.decode()
-    assert f"Délégation à un agent (demo-small) : « {INSTRUCTION} » (revenu en 2 tours)" in page
+    assert f"Délégation à un agent (demo-small) : « {SPAN}{INSTRUCTION}</span> » (revenu en 2 tours)" in page
     assert "Un agent travaille" not in page
     assert "0,0012 €" in page  # numbers as French readers write them
     assert ">English</button>" in page and ">Français</button>" in page  # each language in its own name
@@ -218,20 +228,48 @@ def test_french_from_the_browser(client: Client) -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "reason", "shown"),
+    ("status", "cause", "shown", "shown_fr"),
     [
-        ("ok", "", "ok"),
-        ("interrupted", "tool rounds used up (5/5)", "interrupted: tool rounds used up (5/5)"),
-        ("stopped", "stopped on request", "stopped on request"),
-        ("error", "the model call failed (timeout)", "error: the model call failed (timeout)"),
+        ("ok", None, "ok", "terminé"),
+        (
+            "interrupted",
+            Cause(code="rounds", used=5, limit=5),
+            "interrupted: round budget reached (5/5 rounds)",
+            "interrompu : budget de tours atteint (5/5 tours)",
+        ),
+        (
+            "interrupted",
+            Cause(code="tokens", used=61_234, limit=60_000),
+            "interrupted: token budget reached (61,234/60,000 tokens)",
+            "interrompu : budget de jetons atteint (61\u00a0234/60\u00a0000 jetons)",
+        ),
+        ("stopped", Cause(code="stopped_by_user"), "stopped on request", "arrêté à la demande"),
+        (
+            "stopped",
+            Cause(code="category_budget"),
+            "stopped: the category's monthly budget is reached",
+            "arrêté : le budget mensuel de la catégorie est atteint",
+        ),
+        (
+            "error",
+            Cause(code="model_error", kind="timeout"),
+            "error: the model did not answer in time",
+            "erreur : le modèle n’a pas répondu à temps",
+        ),
     ],
 )
-def test_each_agent_status_is_shown(client: Client, status: str, reason: str, shown: str) -> None:
+def test_each_agent_status_is_shown_with_its_cause_in_the_readers_language(
+    client: Client, status: AgentStatus, cause: Cause | None, shown: str, shown_fr: str
+) -> None:
     run = _run(status="ok", answer="x")
-    _agent_steps(run, status, reason)
+    _agent_steps(run, status, cause)
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
-    assert f'<dd class="status">{shown}</dd>' in page
+    assert f'<dd class="status">{escape(shown)}</dd>' in page
     assert f'data-status="{status}"' in page
+    client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
+    page = client.get(f"/c/{run.conversation_id}/").content.decode()
+    assert f'<dd class="status">{escape(shown_fr)}</dd>' in page
+    assert "<dd>Invoices</dd>" in page and "<dd>kb:factures</dd>" not in page  # the base by its name
 
 
 def test_only_the_first_2000_characters_of_a_report_are_shown(client: Client) -> None:
@@ -255,7 +293,7 @@ def test_a_stopped_run_keeps_its_answer_and_says_why(client: Client) -> None:
 
 def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable(request: ModelRequest, info: Any) -> ModelResponse:
-        raise ModelUnavailable("the provider could not be reached (connection refused)")
+        raise ModelUnavailable("the provider could not be reached (connection refused)", unsent=True)
 
     monkeypatch.setattr(
         snapshot, "resolve", lambda model_id: FunctionModel(unreachable, snapshot.catalogue()[model_id])
@@ -270,7 +308,7 @@ def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypa
     assert run.status == "error"
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
     assert "The assistant could not finish this answer; what it had written is kept." in page
-    assert "could not be reached" in page
+    assert "The model&#x27;s provider could not be reached." in page  # its cause, in the reader's words
     assert "Traceback" not in page
 
 
@@ -375,32 +413,39 @@ def test_the_compiled_french_catalogue_matches_its_source() -> None:
         compiled = gettext.GNUTranslations(f)
     entries = _po_entries((folder / "django.po").read_text(encoding="utf-8"))
     assert len(entries) > 40
-    for msgid, plural, msgstrs in entries:
+    for context, msgid, plural, msgstrs in entries:
         assert all(msgstrs), f"untranslated: {msgid!r}"
-        if plural is None:
+        if context is not None:
+            assert compiled.pgettext(context, msgid) == msgstrs[0], msgid
+        elif plural is None:
             assert compiled.gettext(msgid) == msgstrs[0], msgid
         else:
             assert compiled.ngettext(msgid, plural, 1) == msgstrs[0], msgid
             assert compiled.ngettext(msgid, plural, 2) == msgstrs[1], msgid
 
 
-def _po_entries(text: str) -> list[tuple[str, str | None, list[str]]]:
-    """(msgid, msgid_plural, msgstrs) of each entry of a .po file, the header excepted."""
+def _po_entries(text: str) -> list[tuple[str | None, str, str | None, list[str]]]:
+    """(msgctxt, msgid, msgid_plural, msgstrs) of each entry of a .po file, the header excepted."""
     entries: list[dict[str, str]] = []
     key = ""
+    context: str | None = None
     for line in text.splitlines():
         line = line.strip()
-        match = re.match(r"^(msgid_plural|msgid|msgstr\[\d\]|msgstr) (\".*\")$", line)
+        match = re.match(r"^(msgctxt|msgid_plural|msgid|msgstr\[\d\]|msgstr) (\".*\")$", line)
         if match:
             key, line = match.group(1), match.group(2)
+            if key == "msgctxt":
+                context = line[1:-1]
+                continue
             if key == "msgid":
-                entries.append({})
+                entries.append({} if context is None else {"msgctxt": context})
+                context = None
             entries[-1][key] = ""
         elif not line.startswith('"'):
             continue
         entries[-1][key] += line[1:-1].encode().decode("unicode_escape").encode("latin-1").decode("utf-8")
     return [
-        (e["msgid"], e.get("msgid_plural"), [e[k] for k in sorted(e) if k.startswith("msgstr")])
+        (e.get("msgctxt"), e["msgid"], e.get("msgid_plural"), [e[k] for k in sorted(e) if k.startswith("msgstr")])
         for e in entries
         if e["msgid"]
     ]

@@ -25,6 +25,7 @@ from django.utils import timezone, translation
 
 from assistant.asgi import application
 from assistant.chat.presenters import TextPiece, WorkBlock, run_view
+from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases
@@ -143,7 +144,7 @@ def test_the_timeline_puts_each_line_where_it_happened_in_the_text(demo_data: No
     assert (first.start, first.end, str(first.html)) == (0, len(FIRST), f"<p>{FIRST}</p>\n")
     assert (second.start, second.end) == (len(FIRST), len(FIRST + ANSWER))
     assert [a.agent_id for a in agents.agents] == ["agent-1"] and agents.working
-    assert read.entries == [("action", READ)] and read.offset == len(FIRST + ANSWER)
+    assert read.entries == [("action", Action(**READ))] and read.offset == len(FIRST + ANSWER)
     assert view["answer_start"] == len(FIRST + ANSWER)
     html = render_to_string("chat/_run.html", {"view": view})
     # In the page: the first sentence, then the delegation line and the working line, then the read, then the answer.
@@ -182,7 +183,7 @@ def test_a_delegation_line_shows_its_round_and_cost_as_it_runs(demo_data: None) 
     _steps(run)
     agent = run_view(run)["agents"][0]
     assert agent.running and agent.rounds == 2 and agent.cost_eur == pytest.approx(0.0012)
-    assert [(r.number, r.actions) for r in agent.rounds_log] == [(1, [SEARCH]), (2, [])]
+    assert [(r.number, r.actions) for r in agent.rounds_log] == [(1, [Action(**SEARCH)]), (2, [])]
     html = render_to_string("chat/_agent.html", {"view": run_view(run), "agent": agent})
     assert re.search(r'<span class="progress">round 2 of 5 · <span class="line-cost">0\.0012 €</span>', html)
     Step.objects.create(
@@ -239,7 +240,7 @@ def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: 
     Lease.objects.create(run=expired, executor="elsewhere:1", heartbeat=now - timedelta(seconds=31))
     assert leases.fail_if_dead(expired.pk, now)
     expired.refresh_from_db()
-    assert (expired.status, expired.error) == ("error", leases.DIED)
+    assert (expired.status, expired.error) == ("error", leases.DIED.english())
     assert Message.objects.filter(run=expired, role="assistant", content="Partial").exists()
     # Its server stopped (a process of this machine that is gone): dead at once, however fresh its lease.
     gone = subprocess.Popen(["true"])
@@ -258,7 +259,7 @@ def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: 
     unclaimed = _run()
     assert not leases.fail_if_dead(unclaimed.pk, now)
     assert leases.fail_if_dead(unclaimed.pk, now + timedelta(seconds=31))
-    assert Run.objects.get(pk=unclaimed.pk).error == leases.NOT_TAKEN
+    assert Run.objects.get(pk=unclaimed.pk).error == leases.NOT_TAKEN.english()
     assert not leases.fail_if_dead(_run(status="ok").pk, now)
 
 
@@ -344,7 +345,7 @@ async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings:
         await lease.asave()
         await communicator.send_to(json.dumps({"state": [run.pk.hex, "not-a-run", 42]}))
         frames = await _frames_until(communicator, finished)
-        assert "Le processus qui écrivait cette réponse s'est arrêté" in unescape(frames)  # its reason, in French
+        assert "Le processus qui écrivait cette réponse s’est arrêté" in unescape(frames)  # its reason, in French
         assert "spinner" not in frames.split(finished)[-1]
         assert 'class="stop"' not in frames.split(finished)[-1]
     finally:
@@ -369,17 +370,20 @@ async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: 
 
 @pytest.mark.django_db
 def test_a_dead_runs_reason_is_worded_in_the_readers_language(demo_data: None) -> None:
-    run = _run(status="error")
-    Run.objects.filter(pk=run.pk).update(error=leases.DIED)
+    run = _run()
+    leases.abandon(run, leases.DIED, timezone.now())  # as the reaper fails it: a last error step with its cause
     run.refresh_from_db()
     with translation.override("fr"):
         html = unescape(render_to_string("chat/_run.html", {"view": run_view(run)}))
-    assert "Le processus qui écrivait cette réponse s'est arrêté de façon inattendue" in html
+    assert "Le processus qui écrivait cette réponse s’est arrêté de façon inattendue" in html
+    assert leases.DIED.english() not in html  # the cause is worded, not its English record
     assert 'class="stop"' not in html and "spinner" not in html
-    Run.objects.filter(pk=run.pk).update(error="A tool failed: ValueError: x")  # not a known cause: as it is
-    run.refresh_from_db()
+    other = _run()
+    leases.abandon(other, Cause(code="unexpected"), timezone.now())
+    other.refresh_from_db()
     with translation.override("fr"):
-        assert "A tool failed: ValueError: x" in render_to_string("chat/_run.html", {"view": run_view(run)})
+        html = unescape(render_to_string("chat/_run.html", {"view": run_view(other)}))
+    assert "L’assistant a échoué de façon inattendue" in html
 
 
 @pytest.mark.django_db
@@ -397,7 +401,7 @@ def test_the_panel_words_each_kind_of_action_in_both_languages(demo_data: None) 
     )
     view = run_view(run)
     agent = view["agents"][0]
-    assert [a["kind"] for a in agent.rounds_log[-1].actions] == ["fetch", "code", "other"]  # in round 2, in order
+    assert [a.kind for a in agent.rounds_log[-1].actions] == ["fetch", "code", "other"]  # in round 2, in order
     html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
     for text in ("Search “factures: Bimbamjob”: 4 results", "Fetch: https://example.org/a", "Code: print(sum(totals))"):
         assert text in html

@@ -86,6 +86,7 @@ def test_a_refused_message_is_said_next_to_the_composer_and_keeps_the_page_and_t
     assert page.locator("#composer").count() == 1
 
 
+# The refusal of a spent month, as billing words it (runs.wording.refusal_text).
 SPENT = {"en": "what is left cannot take this request", "fr": "ce qui reste ne suffit pas pour cette demande"}
 
 

@@ -66,7 +66,7 @@ async def test_call_budget_forces_a_landing_on_the_last_call() -> None:
 
     [agent] = outcome.agents
     assert agent.status == "interrupted"
-    assert "call budget" in agent.reason
+    assert "round budget" in agent.reason
     assert FINDINGS in agent.report
     assert agent.forced_landing
     assert agent.rounds == 2
@@ -75,7 +75,7 @@ async def test_call_budget_forces_a_landing_on_the_last_call() -> None:
 
     told = agent_result_for_main(h.main.requests[1])
     assert told["status"] == "interrupted"
-    assert "call budget" in str(told["reason"])
+    assert "round budget" in str(told["reason"])
     assert "Do not fill the gaps" in str(told["note"])
     assert outcome.status == "ok"
     assert outcome.text == "Voici ce que l'agent a trouvé."

@@ -185,7 +185,7 @@ async def test_a_request_given_chosen_documents_searches_and_reads_only_them() -
 
 async def test_a_request_naming_a_document_not_in_its_base_is_refused_before_any_call() -> None:
     h = harness({MAIN.id: scripted()})
-    with pytest.raises(RequestRefused, match="'con-1' is not in the knowledge base 'factures'"):
+    with pytest.raises(RequestRefused, match="'doc:factures/con-1' does not exist"):
         await h.run(resources=("doc:factures/con-1", "agents"))
     with pytest.raises(RequestRefused, match="Unknown resource 'doc:factures'"):
         await h.run(resources=("doc:factures", "agents"))

@@ -72,7 +72,7 @@ async def test_demo_agents_land_forced_and_come_back_interrupted_with_findings_w
     for agent in outcome.agents:
         assert agent.forced_landing
         assert agent.rounds == 2
-        assert "call budget" in agent.reason
+        assert "round budget" in agent.reason
         assert agent.tools_run == ["kb_search"]  # it searched, then had to land before reading
         assert "Bimbamjob" in agent.report
         assert "documents were not read" in agent.report  # the gap is said, not filled

@@ -110,8 +110,8 @@ async def test_each_agent_usage_is_what_its_model_reported() -> None:
         assert counts(agent.usage.by_model[model_id].as_dict()) == run
         assert agent.usage.cost_eur == pytest.approx(cost)
         event = finished[agent.agent_id]
-        assert counts(event.usage["by_model"][model_id]) == run
-        assert event.usage["total_tokens"] == run["prompt_tokens"] + run["completion_tokens"]
+        assert counts(event.usage.by_model[model_id].model_dump()) == run
+        assert event.usage.total_tokens == run["prompt_tokens"] + run["completion_tokens"]
         assert event.cost_eur == pytest.approx(cost)
 
 
@@ -135,7 +135,7 @@ async def test_run_usage_sums_each_call_once_per_model_at_catalogue_prices() -> 
     assert sum(e.prompt_tokens for e in events) == 3_700 + 1_500 + 1_200
     assert sum(e.cost_eur for e in events) == pytest.approx(h.ctx.usage.cost_eur)
     [final] = h.of(FinalEvent)
-    assert final.usage == h.ctx.usage.as_dict()
+    assert final.usage == h.ctx.usage.as_data()
     assert sum(a.usage.cost_eur for a in outcome.agents) + by_model[MAIN.id].cost_eur == pytest.approx(
         h.ctx.usage.cost_eur
     )

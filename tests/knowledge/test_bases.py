@@ -282,7 +282,7 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     assert services.start_execution(task.pk, now=True) is None
     execution = Execution.objects.get()
     assert execution.run is None
-    assert "The knowledge base 'factures' does not exist or you may not read it." in execution.refused
+    assert "The knowledge base 'factures' does not exist or you may not read it." in execution.refused_text
     assert "did not start" in client.get("/tasks/").content.decode()
     assert Run.objects.count() == 1
 

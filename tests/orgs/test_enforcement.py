@@ -259,7 +259,7 @@ async def test_an_agent_budget_of_two_makes_agents_land_forced_and_come_back_int
         assert agent["status"] == "interrupted"
         assert agent["forced_landing"] is True
         assert agent["rounds"] == 2
-        assert "call budget reached (2/2 calls)" in agent["reason"]
+        assert "round budget reached (2/2 rounds)" in agent["reason"]
     started = [s.data async for s in Step.objects.filter(run=run, kind="agent_started")]
     assert {s["max_rounds"] for s in started} == {2}
     # Maximal keeps its own budget.

@@ -28,6 +28,8 @@ from assistant.engine.tokens import prompt_tokens, request_tokens
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import Message, ModelRequest, ToolSpec, UsagePart
 from assistant.engine.usage import AgentBudget
+from assistant.runs.models import Step
+from assistant.runs.steps import save_event
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
 
@@ -224,7 +226,7 @@ async def test_an_agent_whose_calls_fail_with_500_bills_nothing_and_shows_the_fa
     assert failed.agent_id == "agent-1" and failed.status == 500 and not failed.billed
 
     # The API shows it among the agent's steps, and counts it in the usage.
-    steps = [_Step(e) for e in h.events]
+    steps = [Step.published(None, i, save_event(e)) for i, e in enumerate(h.events, 1)]
     trace = trace_of(steps, h.ctx.usage.as_dict())
     (agent_step,) = trace.steps
     agent = agent_step.agent  # type: ignore[union-attr]
@@ -233,12 +235,3 @@ async def test_an_agent_whose_calls_fail_with_500_bills_nothing_and_shows_the_fa
     ]
     assert agent.usage is not None and agent.usage.failed_calls == 1 and agent.usage.total_tokens == 0
     assert trace.usage.failed_calls == 1 and trace.usage.tokens_estimated == 0 and trace.usage.cost_eur == 0
-
-
-class _Step:
-    """An event as a saved step reads (kind, agent id, data)."""
-
-    def __init__(self, event: Event) -> None:
-        self.kind = event.kind
-        self.agent_id = event.agent_id or ""
-        self.data: dict[str, Any] = event.model_dump(mode="json")

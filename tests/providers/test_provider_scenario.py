@@ -109,7 +109,7 @@ async def test_delegation_scenario_counts_what_the_server_reported_at_catalogue_
     assert "Invalid arguments" in json.dumps([r.body for r in wire.server.requests])
     assert {s.id for s in first.sources} == {"doc-1", "doc-2"}
     assert (second.status, second.forced_landing, second.rounds) == ("interrupted", True, 2)
-    assert "call budget" in second.reason
+    assert "round budget" in second.reason
     assert {s.id for s in outcome.agents[0].sources} | {s.id for s in outcome.agents[1].sources} == set(ctx.sources)
 
     # What reached the wire: reasoning effort only for a model that reasons, the forced landing, the

@@ -93,7 +93,7 @@ async def test_a_worker_killed_mid_call_leaves_no_reservation_behind(workers: li
         return run.status != "running"
 
     await _until(failed, timeout=30)
-    assert run.status == "error" and run.error == leases.DIED
+    assert run.status == "error" and run.error == leases.DIED.english()
     # Released with its lease, by the other worker's reaper, long before the hour after which stale holds go.
     assert not await Reservation.objects.filter(run=run).aexists()
     assert await sync_to_async(_in_flight)() == 0

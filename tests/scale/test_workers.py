@@ -282,7 +282,7 @@ async def test_a_worker_killed_mid_run_fails_the_run_soon_and_keeps_what_it_save
         await communicator.disconnect()
     await run.arefresh_from_db()
     # The other worker saw the lease expire (2 s) and failed the run: bounded, never "running" forever.
-    assert run.status == "error" and run.error == leases.DIED
+    assert run.status == "error" and run.error == leases.DIED.english()
     assert took < 2.0 + 3 * 0.5 + 3  # the lease, the reaper's period, a loaded machine's slack
     assert await run.steps.acount() == saved  # everything saved up to the kill is kept
     assert run.cost_eur > 0  # what its saved calls cost

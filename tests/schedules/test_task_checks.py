@@ -44,7 +44,7 @@ def test_web_is_taken_when_offered_and_the_execution_is_refused_once_it_is_not(c
     settings.WEB_SEARCH_URL, settings.WEB_FETCH_ENABLED = "", False
     assert services.start_execution(task.pk) is None  # never run without it and reported "answered"
     execution = Execution.objects.get()
-    assert execution.run is None and "Web" in execution.refused and "not configured" in execution.refused
+    assert execution.run is None and "Web" in execution.refused_text and "not configured" in execution.refused_text
     assert not Run.objects.exists()
 
 

@@ -19,6 +19,7 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.html import escape
 
+from assistant.engine.events import ErrorEvent
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, intake, leases
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
@@ -80,17 +81,17 @@ def _recover() -> list[Any]:
 
 
 @pytest.mark.parametrize(
-    ("end", "heartbeat_age", "message"),
+    ("end", "heartbeat_age", "message", "cause"),
     [
         # Scaled out: another worker's reaper sees the lease expired.
-        (_reap, timedelta(hours=1), leases.DIED),
+        (_reap, timedelta(hours=1), leases.DIED.english(), "process_died"),
         # Embedded: at the server's start no run can be executing, whatever its lease says.
-        (_recover, timedelta(seconds=0), "The server stopped while this answer was being written"),
+        (_recover, timedelta(seconds=0), "The server stopped while this answer was being written", "server_stopped"),
     ],
     ids=["reaper", "recover_runs"],
 )
 async def test_a_run_whose_process_died_keeps_the_sources_its_steps_recorded(
-    demo_data: None, fast_demo: None, end: Any, heartbeat_age: timedelta, message: str
+    demo_data: None, fast_demo: None, end: Any, heartbeat_age: timedelta, message: str, cause: str
 ) -> None:
     finished = await _finished_run()
     assert finished.status == "ok" and finished.sources
@@ -104,6 +105,9 @@ async def test_a_run_whose_process_died_keeps_the_sources_its_steps_recorded(
     if end is _reap:
         assert failed == [dead.pk]
     assert dead.status == "error" and dead.error.startswith(message) and dead.finished
+    last = await dead.steps.order_by("-seq").afirst()
+    assert last is not None and isinstance(last.event, ErrorEvent) and last.event.cause is not None
+    assert last.event.cause.code == cause  # why, as data: the page words it in the reader's language
     assert {s["id"]: s["title"] for s in dead.sources} == expected
     assert {s["id"] for s in dead.sources} <= {s["id"] for s in finished.sources}
     assert dead.cost_eur > 0 and await Message.objects.filter(run=dead, role="assistant").aexists()

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from typing import Any
-
 from django import template
 from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
+
+from assistant.engine.events import Action
 
 from ..rendering import render_markdown
 
@@ -24,29 +24,26 @@ def eur(value: float) -> str:
 
 
 @register.filter
-def action_text(action: dict[str, Any]) -> str:
+def action_text(action: Action) -> str:
     """One action in the reader's words: a search with its query and count, a read with its titles, a query
     (``data_query``) with its SQL and row count."""
     # A filter rather than an included template: the agents' block is rendered at each of their steps.
-    if action.get("kind") == "search":
-        n = int(action.get("count") or 0)
+    if action.kind == "search":
+        n = action.count or 0
         return ngettext("Search “%(query)s”: %(n)s result", "Search “%(query)s”: %(n)s results", n) % {
-            "query": action.get("label", ""),
+            "query": action.label,
             "n": n,
         }
-    if action.get("kind") == "read":
-        return gettext("Read: %(title)s") % {"title": action.get("label", "")}
-    if action.get("kind") == "fetch":
-        return gettext("Fetch: %(address)s") % {"address": action.get("label", "")}
-    if action.get("kind") == "code":
-        return gettext("Code: %(line)s") % {"line": action.get("label", "")}
-    if action.get("kind") == "query":
-        n = int(action.get("count") or 0)
-        return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {
-            "sql": action.get("label", ""),
-            "n": n,
-        }
-    return str(action.get("label", ""))
+    if action.kind == "read":
+        return gettext("Read: %(title)s") % {"title": action.label}
+    if action.kind == "fetch":
+        return gettext("Fetch: %(address)s") % {"address": action.label}
+    if action.kind == "code":
+        return gettext("Code: %(line)s") % {"line": action.label}
+    if action.kind == "query":
+        n = int(action.count or 0)
+        return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {"sql": action.label, "n": n}
+    return action.label
 
 
 @register.filter

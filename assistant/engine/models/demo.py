@@ -7,6 +7,11 @@ agents it searches and reads itself; when its knowledge bases hold tables (``dat
 it totals the first numeric column of the first table by its first text column, in the round where it
 reads; it then writes an answer citing what was read. Text streams word by word at a configurable pace
 so live progress can be watched.
+
+Two markers in the question make its agents end otherwise, to show those outcomes offline (the demo's
+own, said in its answer): ``#demo-rounds=N`` gives each agent a round budget of N (with 2 or less it is
+interrupted by its budget at its forced landing), and ``#demo-fail`` makes each agent's model call fail
+as an unreachable provider would.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..catalogue import ModelInfo
+from ..errors import ModelUnavailable
 from ..tokens import estimate_tokens, prompt_tokens, request_tokens
 from ..types import (
     FinishPart,
@@ -60,6 +66,9 @@ DEMO_MODELS: tuple[ModelInfo, ...] = (
     ),
 )
 
+DEMO_ROUNDS = re.compile(r"#demo-rounds=(\d+)")
+DEMO_FAIL = "#demo-fail"
+DEMO_FAILURE = "the offline demo model fails here on purpose (the question asked for it with #demo-fail)"
 DEMO_FOOTER = "_Written by the offline demo model, which assembles what was read; no language model was used._"
 
 _STOPWORDS = frozenset(
@@ -193,6 +202,10 @@ class DemoModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         self._calls += 1
+        if _spec(request, "submit_result") is not None and DEMO_FAIL in request.messages[1].content:
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            raise ModelUnavailable(DEMO_FAILURE, unsent=True)
         response = self.respond(request)
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -270,7 +283,7 @@ class DemoModel(Model):
         question = next(
             (m.content for m in reversed(messages) if m.role == "user" and not m.content.startswith("[")), ""
         )
-        words = keywords(question)
+        words = keywords(DEMO_ROUNDS.sub("", question).replace(DEMO_FAIL, ""))
         last = messages[-1]
         if last.role == "user" and request.tools:
             agents = _spec(request, "agents")
@@ -281,10 +294,11 @@ class DemoModel(Model):
                 # Another demo model if one is offered: the demo stays offline even when real providers have keys.
                 models = props["model"]["enum"]
                 model = next((m for m in models if str(m).startswith("demo-")), models[0])
-                tasks = [
+                tasks: list[dict[str, Any]] = [
                     {
                         "instruction": f"Find in the knowledge base {kb[3:]} what the documents say about: {', '.join(words)}. "
-                        "Read the relevant documents and report the facts with their document ids.",
+                        "Read the relevant documents and report the facts with their document ids."
+                        + (f" {DEMO_FAIL}" if DEMO_FAIL in question else ""),
                         "model": model,
                         "resources": [kb],
                     }
@@ -299,6 +313,10 @@ class DemoModel(Model):
                     }
                     for c in connectors[: 4 - len(tasks)]
                 ]
+                rounds = DEMO_ROUNDS.search(question)
+                if rounds is not None:
+                    for task in tasks:
+                        task["max_rounds"] = int(rounds.group(1))
                 if tasks:
                     what = "knowledge base(s)" if not connectors else "resource(s)"
                     text = f"I am handing the search of {len(tasks)} {what} to agents running {model}, in parallel."
@@ -351,7 +369,7 @@ class DemoModel(Model):
             if "error" in agent:
                 parts.append(f"**A task was refused:** {agent['error']}")
                 continue
-            header = f"**From {agent['agent']} ({agent['model']}, {agent['status']})**"
+            header = f"**From {agent['agent']} ({agent['model']})**"
             body = agent.get("report", "").split("\n\nSources:")[0].strip()
             parts.append(f"{header}\n\n{body}")
             if agent.get("status") != "ok":

@@ -18,10 +18,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from assistant.engine.causes import Cause
 from assistant.knowledge import processing
 from assistant.runs import leases
 
-MESSAGE = "The server stopped while this answer was being written; what it had written so far is kept."
+STOPPED = Cause(code="server_stopped")
 
 
 class Command(BaseCommand):
@@ -31,7 +32,7 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        failed = leases.reap() if settings.RUNS_EXECUTOR == "celery" else leases.fail_all_running(MESSAGE)
+        failed = leases.reap() if settings.RUNS_EXECUTOR == "celery" else leases.fail_all_running(STOPPED)
         count = len(failed)
         if count:
             self.stdout.write(f"{count} interrupted run(s) marked as failed.")

@@ -1,0 +1,189 @@
+"""A run's steps as saved: the one module that turns an engine event into a step's JSON and back.
+
+``save_event`` gives the JSON a ``Step`` keeps (and a run publishes to its followers), with its
+version ``v``; ``load_event`` reads it back into the engine's event class, ``Step.event`` for a saved
+step. Nothing else reads a step's raw ``data`` (``tools/check_step_data.py`` fails ``make test``
+otherwise).
+
+Versions: ``v`` absent (steps saved before it existed) is version 0, the same fields with ``usage``
+and ``arguments`` as plain JSON, which the typed fields read as they are, and no ``cause``: it is read
+from the English reason that version wrote (``_cause_of_version_0``, the only place English is read);
+a step of version 0 whose data an old deletion emptied keeps its kind and agent in the step's columns. A step that still cannot
+be read raises ``UnreadableStep``; ``events_of`` leaves such a step out (logged), so a run's page and
+``GET /v1/runs/{id}`` answer with the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from assistant.engine.cancel import STOP_CAUSES, STOP_MESSAGES
+from assistant.engine.causes import Cause, CauseCode
+from assistant.engine.events import EVENT_ADAPTER, Event, event_types
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+EVENT_TYPES: dict[str, type[BaseModel]] = {t.model_fields["kind"].default: t for t in event_types()}
+
+
+class UnreadableStep(ValueError):
+    """A saved step that is no event of any known version."""
+
+
+class SavedStep(Protocol):
+    """What ``load_step`` reads of a ``Step``."""
+
+    kind: str
+    agent_id: str
+    data: Any
+
+
+def save_event(event: Event) -> dict[str, Any]:
+    """The JSON a step keeps of an event."""
+    return {"v": VERSION, **event.model_dump(mode="json")}
+
+
+def resave(step: SavedStep, event: Event | None) -> bool:
+    """Give a step another event (None: no data at all); False when that changes nothing."""
+    data = {} if event is None else save_event(event)
+    if data == step.data:
+        return False
+    step.data = data
+    return True
+
+
+def load_event(data: Mapping[str, Any] | Any, kind: str = "", agent_id: str = "") -> Event:
+    """An event from its saved JSON; ``kind`` and ``agent_id`` (a step's columns) fill what an old step lacks."""
+    if not isinstance(data, Mapping):
+        data = {}
+    fields = dict(data)
+    version = fields.pop("v", 0)
+    if version == 0:
+        fields = _from_version_0(fields, kind, agent_id)
+    elif version != VERSION:
+        raise UnreadableStep(f"step version {version!r} is unknown (this code reads up to {VERSION})")
+    try:
+        return EVENT_ADAPTER.validate_python(fields)
+    except ValidationError as e:
+        raise UnreadableStep(f"a {fields.get('kind') or 'step'} that is no event: {e.error_count()} error(s)") from e
+
+
+def _from_version_0(fields: dict[str, Any], kind: str, agent_id: str) -> dict[str, Any]:
+    """A step saved before versions: its kind and agent from the columns when its data lost them (emptied by an
+    old deletion), and a blank (``""``, ``0``, ``()``) for each field it lacks (a field added since)."""
+    if kind:
+        fields.setdefault("kind", kind)
+    if agent_id:
+        fields.setdefault("agent_id", agent_id)
+    model = EVENT_TYPES.get(fields.get("kind", ""))
+    if model is None:
+        return fields
+    data_keys = set(fields)
+    fields = _filled(model, fields)
+    if fields["kind"] == "agent_finished" and "partial_report" not in data_keys:
+        fields["partial_report"] = str(fields.get("report", "")).startswith(_V0_PARTIAL_REPORTS)
+    if "cause" in model.model_fields and fields.get("cause") is None:
+        said = fields.get("reason") if fields["kind"] == "agent_finished" else fields.get("message")
+        if fields["kind"] != "agent_finished" or fields.get("status") != "ok" or said:
+            cause = _cause_of_version_0(str(said or ""))
+            fields["cause"] = cause.model_dump() if cause is not None else None
+    return fields
+
+
+# How the reports version 0's engine wrote for an agent that wrote none began.
+_V0_PARTIAL_REPORTS = ("Stopped", "Interrupted (", "Failed: ")
+# The English reasons version 0 saved, and the causes they stand for.
+_STOPS: dict[str, CauseCode] = {message: STOP_CAUSES[cause] for cause, message in STOP_MESSAGES.items()}
+_V0_PATTERNS: tuple[tuple[str, CauseCode], ...] = (
+    (r"^call budget reached \((?P<used>[\d,]+)/(?P<limit>[\d,]+) calls\)", "rounds"),
+    (r"^token budget (nearly )?reached \((?P<used>[\d,]+)/(?P<limit>[\d,]+) tokens\)", "tokens"),
+    (r"^time budget (nearly )?reached \((?P<used>[\d.]+)/(?P<limit>[\d.]+) s\)", "seconds"),
+    (r"^time budget reached \((?P<limit>[\d.]+) s\)", "seconds"),
+    (r"^time budget reached", "seconds"),
+    (r"^output cut at the token cap", "output_cut"),
+    (r"^the model call failed|^The model could not answer", "model_error"),
+    (r"^its result was invalid twice", "invalid_result"),
+    (r"^it returned no result after the forced landing", "no_result"),
+    (r"^a tool failed|^A tool failed", "tool_failed"),
+    (r"^the run ended before this agent returned", "run_ended"),
+)
+_V0_REASONS = tuple((re.compile(pattern), code) for pattern, code in _V0_PATTERNS)
+
+
+def _cause_of_version_0(said: str) -> Cause | None:
+    if said in _STOPS:
+        return Cause(code=_STOPS[said])
+    for pattern, code in _V0_REASONS:
+        found = pattern.match(said)
+        if found is not None:
+            numbers = {k: float(v.replace(",", "")) for k, v in found.groupdict().items() if v}
+            return Cause(code=code, used=numbers.get("used"), limit=numbers.get("limit"))
+    return None
+
+
+def _filled(model: type[BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
+    out = dict(fields)
+    for name, info in model.model_fields.items():
+        if info.is_required() and name not in out:
+            out[name] = _blank_of(info.annotation)
+        elif isinstance(out.get(name), dict) and _is_model(info.annotation):
+            out[name] = _filled(info.annotation, out[name])
+    return out
+
+
+def _is_model(annotation: Any) -> TypeGuard[type[BaseModel]]:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _blank_of(annotation: Any) -> Any:
+    if get_origin(annotation) is Literal:
+        return get_args(annotation)[0]
+    if _is_model(annotation):
+        return _filled(annotation, {})
+    origin = get_origin(annotation) or annotation
+    blanks: dict[Any, Any] = {str: "", int: 0, float: 0.0, bool: False, tuple: (), list: [], dict: {}}
+    return blanks.get(origin)
+
+
+def load_step(step: SavedStep) -> Event:
+    """The engine's event a saved step holds."""
+    return load_event(step.data, step.kind, step.agent_id)
+
+
+class StepWithEvent(Protocol):
+    """A ``Step``, as ``with_events`` reads it."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def run_id(self) -> Any: ...
+
+    @property
+    def event(self) -> Event: ...
+
+
+S = TypeVar("S", bound=StepWithEvent)
+
+
+def with_events(steps: Iterable[S]) -> list[tuple[S, Event]]:
+    """Saved steps (each a ``Step``) with their events (``Step.event``), in order; an unreadable one is left out
+    and logged."""
+    out = []
+    for step in steps:
+        try:
+            out.append((step, step.event))
+        except UnreadableStep as e:
+            log.warning("step %s of run %s left out: %s", step.seq, step.run_id, e)
+    return out
+
+
+def events_of(steps: Iterable[StepWithEvent]) -> list[Event]:
+    """The events of saved steps, in order, the unreadable left out (``with_events``)."""
+    return [event for _, event in with_events(steps)]
