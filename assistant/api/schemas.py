@@ -170,7 +170,7 @@ class RequestWarning(BaseModel):
 class ActionOut(BaseModel):
     """What a tool call did, in the words the user reads (``query``: a data_query, its SQL and row count)."""
 
-    kind: Literal["search", "read", "fetch", "code", "query", "other"]
+    kind: Literal["search", "read", "fetch", "code", "query", "result", "other"]
     label: str
     count: int | None = None
 

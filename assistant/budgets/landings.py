@@ -18,7 +18,6 @@ from datetime import date
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -27,6 +26,7 @@ from django.utils.translation import gettext as _
 
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
+from assistant.orgs.services import admin_emails
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
 
@@ -166,15 +166,7 @@ def check(org: Organisation, month: date) -> list[LandingAlert]:
 
 
 def _email(org: Organisation, alerts: list[LandingAlert]) -> None:
-    recipients = sorted(
-        {
-            email
-            for email in get_user_model()
-            .objects.filter(memberships__organisation=org, memberships__role="admin", is_active=True)
-            .values_list("email", flat=True)
-            if email
-        }
-    )
+    recipients = admin_emails(org)
     if not recipients:
         return
     # The site's language: the email answers no one's request.

@@ -131,7 +131,21 @@ class BudgetRaise(models.Model):
         return f"+{self.tokens} on {self.category} until {self.ends_on}"
 
 
-class BudgetAlert(models.Model):
+class Alert(models.Model):
+    """What every alert keeps: to whom it was e-mailed, when, and which admin saw it on the usage page."""
+
+    emailed_to = models.JSONField(default=list)
+    created = models.DateTimeField(auto_now_add=True)
+    seen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class BudgetAlert(Alert):
     """A category crossed one of its thresholds in a month; recorded (and emailed) once."""
 
     category = models.ForeignKey(Category, on_delete=models.CASCADE, related_name="alerts")
@@ -139,12 +153,6 @@ class BudgetAlert(models.Model):
     threshold = models.PositiveSmallIntegerField()
     used = models.BigIntegerField()
     budget = models.BigIntegerField()
-    emailed_to = models.JSONField(default=list)
-    created = models.DateTimeField(auto_now_add=True)
-    seen_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    seen = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -156,7 +164,7 @@ class BudgetAlert(models.Model):
         return f"{self.category} at {self.threshold} % ({self.month:%Y-%m})"
 
 
-class LandingAlert(models.Model):
+class LandingAlert(Alert):
     """In one month, a share of a model's (and profile's) agents above the organisation's threshold ended by forced
     landing or budget, over at least ``landings.MIN_AGENTS`` agents; recorded (and emailed) once."""
 
@@ -167,12 +175,6 @@ class LandingAlert(models.Model):
     agents = models.PositiveIntegerField()
     landed = models.PositiveIntegerField()
     threshold = models.PositiveSmallIntegerField()
-    emailed_to = models.JSONField(default=list)
-    created = models.DateTimeField(auto_now_add=True)
-    seen_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    seen = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

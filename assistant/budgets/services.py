@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
@@ -30,7 +29,7 @@ from assistant.engine.refusals import Refusal
 from assistant.engine.tokens import estimate_tokens
 from assistant.orgs import audit
 from assistant.orgs.models import Organisation
-from assistant.orgs.services import is_admin
+from assistant.orgs.services import admin_emails, is_admin
 
 from .models import BudgetAlert, BudgetRaise, Category, CategoryMonth, Reservation
 from .months import month_bounds, month_of, zone
@@ -365,15 +364,7 @@ def check_alerts(state: CategoryState) -> list[BudgetAlert]:
 
 def _email(state: CategoryState, alerts: list[BudgetAlert]) -> None:
     org = state.category.organisation
-    recipients = sorted(
-        {
-            email
-            for email in get_user_model()
-            .objects.filter(memberships__organisation=org, memberships__role="admin", is_active=True)
-            .values_list("email", flat=True)
-            if email
-        }
-    )
+    recipients = admin_emails(org)
     if not recipients:
         return
     threshold = max(a.threshold for a in alerts)

@@ -19,7 +19,7 @@ from django.dispatch import receiver
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from assistant.knowledge.fulltext import CONFIG, query_terms
+from assistant.knowledge.fulltext import CONFIG, Fts5Table, gin_index, query_terms, weighted_vector
 from assistant.runs.models import Conversation, Message
 
 from .models import ConversationText
@@ -29,49 +29,23 @@ INDEX_NAME = "chat_conversationtext_fts"
 LIMIT = 20
 OPEN, CLOSE = "\x02", "\x03"  # highlight marks, turned into <mark> once the snippet is escaped
 
-SQLITE_TABLE = (
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(title, body, content='chat_conversationtext', "
-    "content_rowid='conversation_id', tokenize='unicode61 remove_diacritics 2')"
-)
-SQLITE_TRIGGERS = {
-    f"{FTS_TABLE}_ai": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ai AFTER INSERT ON chat_conversationtext BEGIN
-  INSERT INTO {FTS_TABLE}(rowid, title, body) VALUES (new.conversation_id, new.title, new.body);
-END""",
-    f"{FTS_TABLE}_ad": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ad AFTER DELETE ON chat_conversationtext BEGIN
-  INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, title, body) VALUES ('delete', old.conversation_id, old.title, old.body);
-END""",
-    f"{FTS_TABLE}_au": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_au AFTER UPDATE ON chat_conversationtext BEGIN
-  INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, title, body) VALUES ('delete', old.conversation_id, old.title, old.body);
-  INSERT INTO {FTS_TABLE}(rowid, title, body) VALUES (new.conversation_id, new.title, new.body);
-END""",
-}
+FTS = Fts5Table(FTS_TABLE, content="chat_conversationtext", rowid="conversation_id", title="title", text="body")
 
 
 def ensure_sqlite(conn: BaseDatabaseWrapper) -> None:
-    with conn.cursor() as cursor:
-        cursor.execute(SQLITE_TABLE)
-        for sql in SQLITE_TRIGGERS.values():
-            cursor.execute(sql)
-        cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+    FTS.create(conn)
 
 
 def drop_sqlite(conn: BaseDatabaseWrapper) -> None:
-    with conn.cursor() as cursor:
-        for name in SQLITE_TRIGGERS:
-            cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
-        cursor.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+    FTS.drop(conn)
 
 
 def pg_vector() -> Any:
-    from django.contrib.postgres.search import SearchVector
-
-    return SearchVector("title", weight="A", config=CONFIG) + SearchVector("body", weight="B", config=CONFIG)
+    return weighted_vector("title", "body")
 
 
 def pg_index() -> Any:
-    from django.contrib.postgres.indexes import GinIndex
-
-    return GinIndex(pg_vector(), name=INDEX_NAME)
+    return gin_index("title", "body", INDEX_NAME)
 
 
 def index(conversation_id: int) -> None:

@@ -238,6 +238,8 @@ class _AgentLoop:
         try:
             report = AgentReport.model_validate(result_call.parsed_arguments())
         except (ValueError, ValidationError) as e:
+            # A refused result is a step of the agent (its panel, the API's agent.steps): label = why.
+            await self._result_step(ok=False, why=_brief(e))
             if self.corrected:
                 return await self._finish(
                     "error", Cause(code="invalid_result"), f"its result was invalid twice ({_brief(e)})"
@@ -248,10 +250,16 @@ class _AgentLoop:
             error = f"Invalid result: {_brief(e)}. Correct it and call submit_result again."
             self.messages.append(Message.tool(result_call, json.dumps({"error": error})))
             return None
+        if self.corrected:  # the correction of a refused result is a step too
+            await self._result_step(ok=True, why="")
         status: AgentStatus = "interrupted" if self.forced else "ok"
         if response.finish_reason == "length":
             status, self.landing = "interrupted", Cause(code="output_cut")
         return await self._finish(status, self.landing, report=report.as_text())
+
+    async def _result_step(self, *, ok: bool, why: str) -> None:
+        action = Action(tool="submit_result", kind="result", label=why, ok=ok)
+        await self.ctx.emit(AgentAction(agent_id=self.agent_id, action=action))
 
     async def _run_calls(self, calls: list[ToolCall]) -> Exception | None:
         """Run the round's tool calls concurrently; what made this agent fail, if one fails unexpectedly."""

@@ -60,7 +60,7 @@ class Action(_Value):
     (its SQL and row count)."""
 
     tool: Name
-    kind: Annotated[Literal["search", "read", "fetch", "code", "query", "other"], KEEP]
+    kind: Annotated[Literal["search", "read", "fetch", "code", "query", "result", "other"], KEEP]
     label: Text
     count: int | None = None
     ok: bool = True

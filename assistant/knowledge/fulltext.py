@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -31,61 +32,109 @@ MAX_TERMS = 32
 HIGHLIGHT = "**"
 READY = "ready"  # Document.READY (not imported: migration 0003 imports this module)
 
-# The FTS5 table, its triggers and a rebuild. ``IF NOT EXISTS`` everywhere: ``ensure_sqlite`` runs
-# after every migrate, because a migration that rebuilds ``knowledge_document`` drops its triggers.
-SQLITE_TABLE = (
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5("
-    "title, text, content='knowledge_document', content_rowid='id', tokenize='unicode61 remove_diacritics 2')"
-)
-SQLITE_TRIGGERS = {
-    f"{FTS_TABLE}_ai": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ai AFTER INSERT ON knowledge_document BEGIN
-  INSERT INTO {FTS_TABLE}(rowid, title, text) VALUES (new.id, new.title, new.text);
+
+@dataclass(frozen=True)
+class Fts5Table:
+    """An FTS5 table ``name`` over two text columns of ``content`` (external content, kept in sync by triggers,
+    accents folded), and how to create, rebuild and drop it. ``IF NOT EXISTS`` everywhere: creation runs after
+    every migrate, because a migration that rebuilds the content table drops its triggers."""
+
+    name: str
+    content: str
+    rowid: str
+    title: str
+    text: str
+
+    @property
+    def create_sql(self) -> str:
+        return (
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.name} USING fts5({self.title}, {self.text}, "
+            f"content='{self.content}', content_rowid='{self.rowid}', tokenize='unicode61 remove_diacritics 2')"
+        )
+
+    @property
+    def triggers(self) -> dict[str, str]:
+        n, c, r, cols = self.name, self.content, self.rowid, f"{self.title}, {self.text}"
+        new = f"new.{r}, new.{self.title}, new.{self.text}"
+        old = f"'delete', old.{r}, old.{self.title}, old.{self.text}"
+        return {
+            f"{n}_ai": f"""CREATE TRIGGER IF NOT EXISTS {n}_ai AFTER INSERT ON {c} BEGIN
+  INSERT INTO {n}(rowid, {cols}) VALUES ({new});
 END""",
-    f"{FTS_TABLE}_ad": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_ad AFTER DELETE ON knowledge_document BEGIN
-  INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, title, text) VALUES ('delete', old.id, old.title, old.text);
+            f"{n}_ad": f"""CREATE TRIGGER IF NOT EXISTS {n}_ad AFTER DELETE ON {c} BEGIN
+  INSERT INTO {n}({n}, rowid, {cols}) VALUES ({old});
 END""",
-    f"{FTS_TABLE}_au": f"""CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_au AFTER UPDATE OF title, text ON knowledge_document BEGIN
-  INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, title, text) VALUES ('delete', old.id, old.title, old.text);
-  INSERT INTO {FTS_TABLE}(rowid, title, text) VALUES (new.id, new.title, new.text);
+            f"{n}_au": f"""CREATE TRIGGER IF NOT EXISTS {n}_au AFTER UPDATE OF {cols} ON {c} BEGIN
+  INSERT INTO {n}({n}, rowid, {cols}) VALUES ({old});
+  INSERT INTO {n}(rowid, {cols}) VALUES ({new});
 END""",
-}
-SQLITE_REBUILD = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')"
+        }
+
+    @property
+    def rebuild_sql(self) -> str:
+        return f"INSERT INTO {self.name}({self.name}) VALUES ('rebuild')"
+
+    def create(self, conn: BaseDatabaseWrapper) -> None:
+        """Create the table and its triggers (where missing) and rebuild the index from the content table."""
+        with conn.cursor() as cursor:
+            cursor.execute(self.create_sql)
+            for sql in self.triggers.values():
+                cursor.execute(sql)
+            cursor.execute(self.rebuild_sql)
+
+    def present(self, conn: BaseDatabaseWrapper) -> bool:
+        """Whether the table and all its triggers exist."""
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger') AND name LIKE %s", [self.name + "%"]
+            )
+            names = {row[0] for row in cursor.fetchall()}
+        return self.name in names and self.triggers.keys() <= names
+
+    def drop(self, conn: BaseDatabaseWrapper) -> None:
+        with conn.cursor() as cursor:
+            for name in self.triggers:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute(f"DROP TABLE IF EXISTS {self.name}")
+
+
+def weighted_vector(title: str, text: str) -> Any:
+    """The PostgreSQL vector of ``title`` (weight A) and ``text`` (B); a GIN index on this exact expression
+    (``gin_index``) serves the queries."""
+    from django.contrib.postgres.search import SearchVector
+
+    return SearchVector(title, weight="A", config=CONFIG) + SearchVector(text, weight="B", config=CONFIG)
+
+
+def gin_index(title: str, text: str, name: str) -> Any:
+    from django.contrib.postgres.indexes import GinIndex
+
+    return GinIndex(weighted_vector(title, text), name=name)
+
+
+FTS = Fts5Table(FTS_TABLE, content="knowledge_document", rowid="id", title="title", text="text")
+SQLITE_TRIGGERS = FTS.triggers
 
 
 def ensure_sqlite(conn: BaseDatabaseWrapper) -> bool:
     """Create the FTS5 table and its triggers where missing; rebuild the index if anything was. True if it did."""
-    with conn.cursor() as cursor:
-        cursor.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger') AND name LIKE %s", [FTS_TABLE + "%"]
-        )
-        present = {row[0] for row in cursor.fetchall()}
-        if FTS_TABLE in present and SQLITE_TRIGGERS.keys() <= present:
-            return False
-        cursor.execute(SQLITE_TABLE)
-        for sql in SQLITE_TRIGGERS.values():
-            cursor.execute(sql)
-        cursor.execute(SQLITE_REBUILD)
+    if FTS.present(conn):
+        return False
+    FTS.create(conn)
     return True
 
 
 def drop_sqlite(conn: BaseDatabaseWrapper) -> None:
-    with conn.cursor() as cursor:
-        for name in SQLITE_TRIGGERS:
-            cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
-        cursor.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+    FTS.drop(conn)
 
 
 def pg_vector() -> Any:
     """The weighted document vector; the GIN index is on this exact expression, so queries use it."""
-    from django.contrib.postgres.search import SearchVector
-
-    return SearchVector("title", weight="A", config=CONFIG) + SearchVector("text", weight="B", config=CONFIG)
+    return weighted_vector("title", "text")
 
 
 def pg_index() -> Any:
-    from django.contrib.postgres.indexes import GinIndex
-
-    return GinIndex(pg_vector(), name=INDEX_NAME)
+    return gin_index("title", "text", INDEX_NAME)
 
 
 def _fold(text: str) -> str:

@@ -212,15 +212,45 @@ def _failure(e: BaseException, kind: str, limits: Limits) -> Exception:
     return ExtractionError(CORRUPT, kind=kind)
 
 
-def read_csv(data: bytes, limits: Limits) -> list[TableData]:
+@contextlib.contextmanager
+def _session(kind: str, limits: Limits, *, any_error_corrupt: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A DuckDB connection to read one file of ``kind`` with, closed after; DuckDB's errors become extraction
+    errors (and, with ``any_error_corrupt``, any other error but memory: the file is corrupt)."""
     import duckdb
 
-    from .decoding import ExtractionError, expanded_budget, text_budget
+    from .decoding import CORRUPT, ExtractionError
+
+    con = _connect(limits)
+    try:
+        yield con
+    except (ExtractionError, MemoryError):
+        raise
+    except duckdb.Error as e:
+        raise _failure(e, kind, limits) from e
+    except Exception as e:
+        if not any_error_corrupt:
+            raise
+        raise ExtractionError(CORRUPT, kind=kind) from e
+    finally:
+        con.close()
+
+
+def _only_table(con: duckdb.DuckDBPyConnection, limits: Limits) -> list[TableData]:
+    """Table ``t`` as the file's one table; refused with too many columns."""
+    from .decoding import ExtractionError, text_budget
+
+    columns = len(_columns(con, "t"))
+    if columns > MAX_COLUMNS:
+        raise ExtractionError("too_many_columns", columns=columns, limit=MAX_COLUMNS)
+    return [_table(con, "t", "", text_budget(limits), limits)]
+
+
+def read_csv(data: bytes, limits: Limits) -> list[TableData]:
+    from .decoding import expanded_budget
 
     text = _decode(data)
     expanded_budget(limits).add(len(text))
-    con = _connect(limits)
-    try:
+    with _session("csv", limits) as con:
         with _fed(text) as path:
             sniffed = con.execute(f"SELECT Delimiter FROM sniff_csv('{path}', null_padding=true)").fetchone()
         delimiter = str(sniffed[0]) if sniffed else ","
@@ -238,39 +268,14 @@ def read_csv(data: bytes, limits: Limits) -> list[TableData]:
             else:
                 con.execute("DROP TABLE c")
         _refine(con, "t")
-        if len(_columns(con, "t")) > MAX_COLUMNS:
-            raise ExtractionError("too_many_columns", columns=len(_columns(con, "t")), limit=MAX_COLUMNS)
-        return [_table(con, "t", "", text_budget(limits), limits)]
-    except ExtractionError:
-        raise
-    except MemoryError:
-        raise
-    except duckdb.Error as e:
-        raise _failure(e, "csv", limits) from e
-    finally:
-        con.close()
+        return _only_table(con, limits)
 
 
 def read_parquet(path: str, limits: Limits) -> list[TableData]:
     """A Parquet file read by DuckDB from ``path`` (the parent's memfd), rewritten as this server writes them."""
-    import duckdb
-
-    from .decoding import ExtractionError, text_budget
-
-    con = _connect(limits)
-    try:
+    with _session("parquet", limits) as con:
         con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{path}')")
-        if len(_columns(con, "t")) > MAX_COLUMNS:
-            raise ExtractionError("too_many_columns", columns=len(_columns(con, "t")), limit=MAX_COLUMNS)
-        return [_table(con, "t", "", text_budget(limits), limits)]
-    except ExtractionError:
-        raise
-    except MemoryError:
-        raise
-    except duckdb.Error as e:
-        raise _failure(e, "parquet", limits) from e
-    finally:
-        con.close()
+        return _only_table(con, limits)
 
 
 def _kind(values: Sequence[Any]) -> str:
@@ -325,17 +330,16 @@ def _names(header: Sequence[Any]) -> list[str]:
 
 def read_xlsx(data: bytes, limits: Limits) -> tuple[str, list[TableData]]:
     """The workbook's title and one table per sheet that holds something (its first row names the columns)."""
-    import duckdb
     import openpyxl  # type: ignore[import-untyped]
 
-    from .decoding import CORRUPT, ExtractionError, expanded_budget, read_zip, text_budget
+    from .decoding import ExtractionError, expanded_budget, read_zip, text_budget
 
     # Decompressed first through the counting reader: openpyxl then reads parts known to fit.
     read_zip(data, expanded_budget(limits), "xlsx")
     chars = text_budget(limits)
     tables: list[TableData] = []
-    con = _connect(limits)
-    try:
+    # Any other error is a missing part, bad XML, a value openpyxl cannot read: a corrupt file.
+    with _session("xlsx", limits, any_error_corrupt=True) as con:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
@@ -362,16 +366,6 @@ def read_xlsx(data: bytes, limits: Limits) -> tuple[str, list[TableData]]:
                 con.execute(f"INSERT INTO t VALUES {', '.join(marks for _ in batch)}", values)
             tables.append(_table(con, "t", str(sheet.title), chars, limits))
         book.close()
-    except ExtractionError:
-        raise
-    except MemoryError:
-        raise
-    except duckdb.Error as e:
-        raise _failure(e, "xlsx", limits) from e
-    except Exception as e:  # a missing part, bad XML, a value openpyxl cannot read
-        raise ExtractionError(CORRUPT, kind="xlsx") from e
-    finally:
-        con.close()
     return title, tables
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -24,6 +25,16 @@ def organisation_of(user: User) -> Organisation:
 
 def is_admin(user: User, org: Organisation) -> bool:
     return Membership.objects.filter(organisation=org, user__pk=user.pk, role="admin").exists()
+
+
+def admin_emails(org: Organisation) -> list[str]:
+    """The e-mail addresses of the organisation's active admins (those who have one), sorted, each once."""
+    emails = (
+        get_user_model()
+        .objects.filter(memberships__organisation=org, memberships__role="admin", is_active=True)
+        .values_list("email", flat=True)
+    )
+    return sorted({email for email in emails if email})
 
 
 def administered_organisation(user: User) -> Organisation:

@@ -7,7 +7,7 @@ import json
 import pytest
 from engine_support import AGENT_A, MAIN, call, delegate, forced, harness, reply, scripted, submit, task, tool_messages
 
-from assistant.engine.events import AgentFinished
+from assistant.engine.events import AgentAction, AgentFinished
 from assistant.engine.models.function import ModelFunction
 from assistant.engine.types import ToolCall
 
@@ -52,6 +52,10 @@ async def test_an_invalid_result_goes_back_once_as_a_tool_error_then_the_correct
     assert agent.reason == ""
     assert FINDINGS in agent.report
     assert "fac-1" in agent.report
+    # The refused result and its correction are steps of the agent, in order.
+    results = [e.action for e in h.of(AgentAction) if e.action.tool == "submit_result"]
+    assert [(a.kind, a.ok) for a in results] == [("result", False), ("result", True)]
+    assert "Invalid result" not in results[0].label and results[0].label
 
 
 async def test_two_invalid_results_fail_the_agent() -> None:
@@ -76,6 +80,8 @@ async def test_two_invalid_results_fail_the_agent() -> None:
     [finished] = h.of(AgentFinished)
     assert finished.status == "error"
     assert outcome.status == "ok"  # an agent's failure is not the run's
+    results = [e.action for e in h.of(AgentAction) if e.action.tool == "submit_result"]
+    assert [(a.kind, a.ok) for a in results] == [("result", False), ("result", False)]
 
 
 async def test_an_invalid_result_on_the_forced_landing_still_gets_its_correction() -> None:

@@ -67,6 +67,21 @@ def two_orgs() -> tuple[Org, Org]:
     return a, b
 
 
+def pdf_file(objects: list[bytes], info: int | None = None) -> bytes:
+    """A PDF of ``objects`` (numbered from 1, the catalog first), its cross-reference table and trailer."""
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    extra = b" /Info %d 0 R" % info if info is not None else b""
+    out += b"trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, extra, xref)
+    return out
+
+
 def make_pdf(text: str, title: str = "") -> bytes:
     """A minimal, valid one-page PDF whose text layer is ``text``."""
 
@@ -82,16 +97,7 @@ def make_pdf(text: str, title: str = "") -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Title (" + esc(title) + b") >>",
     ]
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return out
+    return pdf_file(objects, info=6)
 
 
 def make_docx(paragraphs: list[str], title: str = "") -> bytes:
@@ -207,16 +213,7 @@ def pdf_bomb(megabytes: int = 70) -> bytes:
         page,
         page,
     ]
-    out = b"%PDF-1.4\n"
-    offsets = []
-    for i, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return out
+    return pdf_file(objects)
 
 
 def docx_bomb(megabytes: int = 190) -> bytes:

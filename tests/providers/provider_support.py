@@ -19,6 +19,17 @@ from assistant.engine.providers.mistral import MistralProvider
 from assistant.engine.providers.openai import OpenAIProvider
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)
+# A plain (non-reasoning) model with prices, a context window and an output cap.
+PLAIN = ModelInfo(
+    id="plain",
+    provider="test",
+    display_name="Plain",
+    input_price=1.0,
+    cached_input_price=0.1,
+    output_price=4.0,
+    context_window=32_000,
+    output_cap=4_000,
+)
 
 
 @dataclass

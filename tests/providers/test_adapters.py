@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from provider_support import Wire, make_provider
+from provider_support import PLAIN, Wire, make_provider
 from wire import Turn, Usage, error_reply, sse_reply
 
 from assistant.engine.catalogue import ModelInfo
@@ -34,16 +34,6 @@ from assistant.engine.types import (
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
 
-PLAIN = ModelInfo(
-    id="plain",
-    provider="test",
-    display_name="Plain",
-    input_price=1.0,
-    cached_input_price=0.1,
-    output_price=4.0,
-    context_window=32_000,
-    output_cap=4_000,
-)
 REASONER = ModelInfo(
     id="reasoner",
     provider="test",

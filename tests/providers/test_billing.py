@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from provider_support import Wire
+from provider_support import PLAIN, Wire
 from wire import Reply, Turn, Usage, error_reply, sse_reply
 
 from assistant.api.trace import trace_of
@@ -33,16 +33,6 @@ from assistant.runs.steps import save_event
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
 
-PLAIN = ModelInfo(
-    id="plain",
-    provider="test",
-    display_name="Plain",
-    input_price=1.0,
-    cached_input_price=0.1,
-    output_price=4.0,
-    context_window=32_000,
-    output_cap=4_000,
-)
 BIG_TOOL = ToolSpec(
     "kb_search",
     "Search the knowledge base. " * 60,

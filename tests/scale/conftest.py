@@ -95,6 +95,8 @@ def scaled(django_db_setup: None) -> Iterator[dict[str, str]]:
         "DEMO_PACE": DEMO_PACE,
         "DEMO_LATENCY": DEMO_LATENCY,
         "PYTHONUNBUFFERED": "1",
+        # Web server and workers share the stored files (the demo's table, uploads), as a deployment does.
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
         **{k: str(v) for k, v in TIMINGS.items()},
     }
     try:

@@ -43,6 +43,10 @@ def action_text(action: Action) -> str:
     if action.kind == "query":
         n = int(action.count or 0)
         return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {"sql": action.label, "n": n}
+    if action.kind == "result":
+        if action.ok:
+            return gettext("Corrected result accepted")
+        return gettext("Result refused, sent back to be corrected: %(why)s") % {"why": action.label}
     return action.label
 
 
