@@ -52,9 +52,16 @@ def free_port() -> int:
 
 @contextmanager
 def start_server(
-    script: str, folder: Path, *args: str, pace: str, latency: str, env: dict[str, str] | None = None
+    script: str,
+    folder: Path,
+    *args: str,
+    pace: str,
+    latency: str,
+    env: dict[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[LiveServer]:
-    """Start ``script`` serving on a free port with its database in ``folder``; stop it at the end.
+    """Start ``script`` serving on a free port (or ``port``: a server started again where another one stopped)
+    with its database in ``folder``; stop it at the end.
 
     ``pace`` and ``latency`` set the demo model's speed; ``env`` adds to the environment.
     """
@@ -70,7 +77,7 @@ def start_server(
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
     }
-    port = free_port()
+    port = port or free_port()
     log_path = folder / "server.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(

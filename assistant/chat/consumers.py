@@ -1,12 +1,21 @@
 """The live chat: one websocket per open conversation page, pushing HTML fragments htmx swaps in.
 
 Thin by design: it authorises, joins groups (``runs.groups``), and hands events to ``live.LiveRun``,
-which follows each run (``runs.follow``) and renders what changed. Clients send nothing; Stop and new messages are HTTP posts.
+which follows each run (``runs.follow``) and renders what changed. Stop and new messages are HTTP posts;
+the page sends two things only, as JSON:
+
+- ``{"state": [<run hex>, …]}`` on each (re)connect: the runs it shows as running. Each is followed again, and
+  its lease says whether its process is alive (``runs.leases.fail_if_dead``): a dead one is failed and shown so.
+  While runs are followed, their leases are checked every ``RUNS_HEARTBEAT_SECONDS`` the same way.
+- ``{"follow_agent": {"run": <hex>, "agent": <agent id>}}`` (or ``null``) when its agent panel opens (or closes):
+  that agent's panel body is pushed with each change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import uuid
 from typing import Any
 from urllib.parse import parse_qs
@@ -16,7 +25,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
 
+from assistant.runs import leases
 from assistant.runs.groups import conversation_group, run_group
+from assistant.runs.models import Run
 
 from . import live
 
@@ -24,6 +35,7 @@ CLOSE_SIGN_IN = 4401  # not signed in
 CLOSE_NOT_FOUND = 4404  # not a conversation of this user: the same answer as for one that does not exist
 CLOSE_DELETED = 4410  # its owner deleted the conversation (in this tab or another one)
 PUSH_INTERVAL = 0.01  # seconds between two pushes to one page, at most 100 a second
+MAX_STATE_RUNS = 50  # runs a page may ask about in one message
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -36,7 +48,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.runs: dict[str, live.LiveRun] = {}
         self.joined: set[str] = set()
         self.pushing: asyncio.Task[None] | None = None
+        self.watching: asyncio.Future[None] | None = None
         self.last_push = 0.0
+        self.conversation_id = 0
+        self.followed: tuple[str, str] | None = None  # (run hex, agent id) of the agent panel the page shows
         # Accept, then close with a code: a refused handshake looks like a network failure, which
         # htmx would retry forever.
         await self.accept()
@@ -56,10 +71,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         shown = [r for r in ",".join(query.get("running", [])).split(",") if r]
         for run_id in dict.fromkeys(shown + await database_sync_to_async(live.running_runs)(pk)):
             await self._follow(run_id)
+        self.watching = asyncio.ensure_future(self._watch_leases())
 
     async def disconnect(self, code: int) -> None:
         if self.pushing is not None:
             self.pushing.cancel()
+        if self.watching is not None:
+            self.watching.cancel()
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -72,6 +90,40 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.run_event(message)
         else:
             await super().dispatch(message)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """What the page asks: the state of the runs it shows as running, or to follow one agent's panel."""
+        if not self.conversation_id:
+            return
+        try:
+            message = json.loads(text_data or "")
+        except ValueError:
+            return
+        if not isinstance(message, dict):
+            return
+        if "follow_agent" in message:
+            await self._follow_agent(message["follow_agent"])
+        state = message.get("state")
+        if isinstance(state, list):
+            for run_id in [r for r in state if isinstance(r, str)][:MAX_STATE_RUNS]:
+                await self._check_lease(run_id)
+                await self._follow(run_id)
+
+    async def _follow_agent(self, target: object) -> None:
+        self.followed = None
+        if not isinstance(target, dict):
+            return
+        run_id, agent_id = target.get("run"), target.get("agent")
+        if not isinstance(run_id, str) or not isinstance(agent_id, str) or len(agent_id) > 40:
+            return
+        self.followed = (run_id, agent_id)
+        run = self.runs.get(run_id)
+        if run is not None:  # what happened since the panel was read; a finished run's panel is already final
+            run.dirty.add("panel")
+            self._schedule_push()
+
+    def _followed_in(self, run_id: str) -> str | None:
+        return self.followed[1] if self.followed is not None and self.followed[0] == run_id else None
 
     # Group messages --------------------------------------------------------------------------
 
@@ -108,7 +160,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
         await database_sync_to_async(run.refresh_finished)()
         with translation.override(self.language):
-            html = run.render_run()
+            html = run.render_run(self._followed_in(run_id))
         await self.send(text_data=html)
 
     # Internals -------------------------------------------------------------------------------
@@ -120,6 +172,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         if run_id in self.runs:
             return
+        await self._check_lease(run_id)
         # Join before reading: whatever happens after the read is then delivered.
         await self._join(run_group_of(run_id))
         run = await database_sync_to_async(live.LiveRun.load)(run_id, self.conversation_id)
@@ -152,9 +205,26 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await asyncio.sleep(max(wait, 0))  # at least once round the loop: events already queued join in
         self.last_push = asyncio.get_running_loop().time()
         with translation.override(self.language):
-            html = "".join(run.render_changes() for run in self.runs.values())
+            html = "".join(run.render_changes(self._followed_in(run_id)) for run_id, run in self.runs.items())
         if html:
             await self.send(text_data=html)
+
+    async def _check_lease(self, run_id: str) -> None:
+        """A running run of this conversation whose process died is failed now, and every page following it told."""
+        try:
+            pk = uuid.UUID(hex=run_id)
+        except ValueError:
+            return
+        if await database_sync_to_async(_dead_run_of)(pk, self.conversation_id):
+            await leases.announce_failed([pk])
+
+    async def _watch_leases(self) -> None:
+        """While this page follows running runs, their leases say every heartbeat whether their processes live."""
+        while True:
+            await asyncio.sleep(max(settings.RUNS_HEARTBEAT_SECONDS, 0.5))
+            for run_id in list(self.runs):
+                with contextlib.suppress(Exception):  # the database away for a moment: the next round tries again
+                    await self._check_lease(run_id)
 
     async def _join(self, group: str) -> None:
         await self.channel_layer.group_add(group, self.channel_name)
@@ -163,6 +233,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def _leave(self, group: str) -> None:
         await self.channel_layer.group_discard(group, self.channel_name)
         self.joined.discard(group)
+
+
+def _dead_run_of(run_id: uuid.UUID, conversation_id: int) -> bool:
+    """Whether this running run of the conversation has a dead process, failed by this call (``leases.fail_if_dead``)."""
+    if not Run.objects.filter(pk=run_id, conversation_id=conversation_id, status="running").exists():
+        return False
+    return leases.fail_if_dead(run_id)
 
 
 def run_group_of(run_hex: str) -> str:

@@ -4,9 +4,11 @@ The protocol is ``runs.follow``'s (join the run's group first, read the run, the
 group delivers, gaps filled from the database): ``LiveRun`` follows one run through a
 ``runs.follow.Follower`` and marks what each new step or piece of text changes on the page.
 
-Every push is an HTML fragment with an ``id`` that htmx swaps in place (the answer, the agents'
-block, the whole run once finished), or a new turn appended to ``#messages``: sending one twice
-changes nothing, which is what makes reconnecting and several tabs simple.
+Every push is an HTML fragment with an ``id`` that htmx swaps in place (the answer so far, one
+delegation line, the run's timeline when a line or a search appears, the agent panel the page
+follows, the whole run once finished), or a new turn appended to ``#messages``: sending one twice
+changes nothing, which is what makes reconnecting and several tabs simple. Text is appended to the
+timeline's last piece (the answer so far); a new delegation line or search starts a new piece after it.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from assistant.orgs.models import Organisation
 from assistant.runs.follow import Follower, Item, steps_since
 from assistant.runs.models import Conversation, Message, Run, Step
 
-from .presenters import base_names, run_view
+from .presenters import agent_of, base_names, run_view
 from .rendering import StreamingMarkdown
 
-# The steps that change what the agents' block shows (an agent's usage, say, shows only at the end),
-# and those among them that change one agent's line only.
+# The steps that change what the timeline shows, and those among them that change one agent's line only
+# (its rounds, its actions, and its cost with each of its usage events).
 VISIBLE_STEPS = frozenset({"agent_started", "round_started", "agent_action", "agent_finished", "tool_result"})
-AGENT_PROGRESS = frozenset({"round_started", "agent_action"})
+AGENT_PROGRESS = frozenset({"round_started", "agent_action", "usage", "model_call_failed"})
 
 
 def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:
@@ -59,7 +61,9 @@ class LiveRun:
     steps: list[Step]
     follower: Follower
     markdown: StreamingMarkdown = field(default_factory=StreamingMarkdown)
+    markdown_start: int = 0  # where the piece of text ``markdown`` renders starts in the answer
     reports: dict[str, SafeString] = field(default_factory=dict)
+    pieces: dict[tuple[int, int], SafeString] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
     emitted: float | None = None  # when the oldest text not pushed yet left the engine (monotonic)
     names: dict[str, str] | None = None  # the organisation's bases' names, read once (pushes read no database)
@@ -121,33 +125,46 @@ class LiveRun:
                 self.dirty.add("work")  # a line appears, or the working line changes
 
     def view(self) -> dict[str, Any]:
-        view = run_view(self.run, self.steps, self.reports, self.names)
-        view["answer_html"] = functools.partial(self.markdown.render, self.run.answer)
+        view = run_view(self.run, self.steps, self.reports, self.names, self.pieces)
+        start = view["answer_start"]
+        if start != self.markdown_start:  # a new piece of text started after a line or a search
+            self.markdown, self.markdown_start = StreamingMarkdown(), start
+        view["answer_html"] = functools.partial(self.markdown.render, self.run.answer[start:])
         view["emitted"] = self.emitted
         return view
 
-    def render_changes(self) -> str:
-        """The fragments that changed since the last push (a new turn, the agents, the answer)."""
+    def render_changes(self, follow_agent: str | None = None) -> str:
+        """The fragments that changed since the last push (a new turn, the timeline or one agent's line, the
+        answer so far), and the panel of ``follow_agent`` (the agent the page follows) when that agent changed."""
         if not self.dirty:
             return ""
         view = self.view()
-        parts = []
+        parts: list[str] = []
         if "turn" in self.dirty:
             parts.append(
                 render_to_string("chat/_turn_append.html", {"item": {"question": self.question, "view": view}})
             )
+        changed = {d.removeprefix("agent:") for d in self.dirty if d.startswith("agent:")}
         if "work" in self.dirty:
-            parts.append(render_to_string("chat/_work.html", {"view": view}))
+            parts.append(render_to_string("chat/_timeline.html", {"view": view}))  # the answer so far with it
         else:
-            changed = {d.removeprefix("agent:") for d in self.dirty if d.startswith("agent:")}
             for agent in view["agents"]:
                 if agent.agent_id in changed:
                     parts.append(render_to_string("chat/_agent.html", {"view": view, "agent": agent}))
-        if "answer" in self.dirty:
-            parts.append(render_to_string("chat/_answer.html", {"view": view}))
+            if "answer" in self.dirty:
+                parts.append(render_to_string("chat/_answer.html", {"view": view}))
+        if follow_agent is not None and (self.dirty & {"work", "panel"} or follow_agent in changed):
+            parts.append(self.render_panel(view, follow_agent))
         self.dirty.clear()
         self.emitted = None
         return "".join(parts)
+
+    def render_panel(self, view: dict[str, Any], agent_id: str) -> str:
+        """The body of one agent's panel, as ``GET …/agents/<agent_id>/`` renders it ("" for no such agent)."""
+        agent = agent_of(view, agent_id)
+        if agent is None:
+            return ""
+        return render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent})
 
     def refresh_finished(self) -> None:
         """Once the run has ended: its saved outcome (status, sources, usage) and any step not seen."""
@@ -155,9 +172,12 @@ class LiveRun:
         self.merge(steps, "")
         self.run = Run.objects.get(pk=self.run.pk)
 
-    def render_run(self) -> str:
-        """The whole run, finished: what was rendered while it streamed is reused, not rendered again."""
-        return render_to_string("chat/_run.html", {"view": self.view()})
+    def render_run(self, follow_agent: str | None = None) -> str:
+        """The whole run, finished (with the panel of ``follow_agent``): what was rendered while it streamed is
+        reused, not rendered again."""
+        view = self.view()
+        html = render_to_string("chat/_run.html", {"view": view})
+        return html + (self.render_panel(view, follow_agent) if follow_agent is not None else "")
 
 
 def render_finished(run_id: str, language: str, *, with_turn: bool) -> str:

@@ -1,7 +1,11 @@
-"""What a run's steps look like to the user: delegation lines with their details, sources, usage.
+"""What a run's steps look like to the user: one timeline of text, searches and delegation lines, sources, usage.
 
 The same views serve the full page (built from saved steps) and the live pushes (built from the
 steps a consumer has seen so far), so that a reload and a live update always show the same thing.
+
+The timeline (``timeline_of``) is the main model's text cut where each step happened (``Step.text_offset``):
+a piece of text, then what happened after it (the main model's searches and reads, the delegation lines),
+then the next piece of text, and so on; its last piece is the answer, to which live text is appended.
 """
 
 from __future__ import annotations
@@ -28,16 +32,24 @@ from assistant.engine.events import (
     RoundStarted,
     StoppedEvent,
     ToolResultEvent,
+    UsageEvent,
 )
 from assistant.engine.usage import RunUsage
 from assistant.knowledge.models import KnowledgeBase
 from assistant.runs import wording
 from assistant.runs.models import Run, Step
-from assistant.runs.steps import events_of
+from assistant.runs.steps import with_events
 
 from .rendering import render_markdown
 
 REPORT_PREVIEW_CHARS = 2_000
+
+
+@dataclass
+class RoundView:
+    number: int
+    forced: bool = False
+    actions: list[Action] = field(default_factory=list)
 
 
 @dataclass
@@ -59,10 +71,18 @@ class AgentView:
     partial_report: bool = False
     report_html: SafeString | None = None
     forced_landing: bool = False
+    rounds_log: list[RoundView] = field(default_factory=list)
+    """Each of its rounds with the actions of that round, in order (the agent panel)."""
 
     @property
     def running(self) -> bool:
         return self.status == "running"
+
+    def log_action(self, action: Action) -> None:
+        """An action of its current round, for the agent panel."""
+        if not self.rounds_log:
+            self.rounds_log.append(RoundView(number=max(self.rounds, 1)))
+        self.rounds_log[-1].actions.append(action)
 
     @property
     def instruction_html(self) -> SafeString:
@@ -125,10 +145,16 @@ def agents_of(
             agent = agents[e.agent_id]
             if isinstance(e, AgentAction):
                 agent.actions.append(e.action)
+                agent.log_action(e.action)
             elif isinstance(e, ModelCallFailed):
-                agent.actions.append(Action(tool="", kind="other", ok=False, label=failed_call_text(e)))
+                failed = Action(tool="", kind="other", ok=False, label=failed_call_text(e))
+                agent.actions.append(failed)
+                agent.log_action(failed)
             elif isinstance(e, RoundStarted):
                 agent.rounds = e.round
+                agent.rounds_log.append(RoundView(number=e.round, forced=e.forced))
+            elif isinstance(e, UsageEvent) and agent.running:
+                agent.cost_eur += e.cost_eur  # what it has cost so far, shown while it works
             elif isinstance(e, AgentFinished):
                 agent.status = e.status
                 agent.cause = e.cause
@@ -147,6 +173,78 @@ def agents_of(
     return list(agents.values())
 
 
+@dataclass
+class TextPiece:
+    """A piece of the main model's text that is over: something happened after it."""
+
+    index: int
+    start: int
+    end: int
+    html: SafeString
+    kind: str = "text"
+
+
+@dataclass
+class WorkBlock:
+    """What happened at one point of the text, in order: the main model's searches and reads, delegation lines."""
+
+    index: int
+    offset: int
+    entries: list[tuple[str, Any]] = field(default_factory=list)  # ("action", action) or ("agent", AgentView)
+    working: bool = False  # one of its agents is working and the run waits for it
+    kind: str = "work"
+
+    @property
+    def agents(self) -> list[AgentView]:
+        return [value for what, value in self.entries if what == "agent"]
+
+
+def timeline_of(
+    steps: Iterable[tuple[Step, Event]],
+    agents: list[AgentView],
+    answer: str,
+    running: bool,
+    pieces: dict[tuple[int, int], SafeString] | None = None,
+) -> tuple[list[TextPiece | WorkBlock], int]:
+    """The run in the order things happened, and where its last piece of text (the answer so far) starts.
+
+    ``steps`` are the run's steps with their events (``steps.with_events``): where each happened from the step
+    (``text_offset``), what happened from its event.
+
+    A step without an offset (saved before offsets were recorded) is placed before the answer, as the page
+    always drew it; offsets never go back, and never past the text. ``pieces`` caches each piece's HTML.
+    """
+    by_id = {a.agent_id: a for a in agents}
+    blocks: list[WorkBlock] = []
+    offset = 0
+    for step, event in steps:
+        if step.text_offset is not None:
+            offset = min(max(offset, step.text_offset), len(answer))
+        entry: tuple[str, Any] | None = None
+        if isinstance(event, AgentStarted) and event.agent_id in by_id:
+            entry = ("agent", by_id[event.agent_id])
+        elif isinstance(event, ToolResultEvent) and event.agent_id is None and event.action is not None:
+            entry = ("action", event.action)
+        if entry is None:
+            continue
+        if not blocks or blocks[-1].offset != offset:
+            blocks.append(WorkBlock(index=len(blocks), offset=offset))
+        blocks[-1].entries.append(entry)
+    items: list[TextPiece | WorkBlock] = []
+    start = 0
+    cache = pieces if pieces is not None else {}
+    for block in blocks:
+        if block.offset > start:
+            key = (start, block.offset)
+            if key not in cache:
+                cache[key] = render_markdown(answer[start : block.offset])
+            items.append(TextPiece(index=len(items), start=start, end=block.offset, html=cache[key]))
+        block.working = running and any(a.running for a in block.agents)
+        items.append(block)
+        start = block.offset
+    return items, start
+
+
 def base_names(organisation_id: int) -> dict[str, str]:
     """The organisation's knowledge bases, slug to name: how the page words the resources ``kb:<slug>``."""
     return dict(KnowledgeBase.objects.filter(organisation_id=organisation_id).values_list("slug", "name"))
@@ -157,10 +255,12 @@ def run_view(
     steps: list[Step] | None = None,
     reports: dict[str, SafeString] | None = None,
     names: Mapping[str, str] | None = None,
+    pieces: dict[tuple[int, int], SafeString] | None = None,
 ) -> dict[str, Any]:
     """Everything the run fragments show; ``steps`` defaults to the run's saved steps, ``names`` (the bases'
-    names, ``base_names``) to the run's organisation's."""
-    events = events_of(run.steps.all() if steps is None else steps)
+    names, ``base_names``) to the run's organisation's; ``pieces`` caches the timeline's pieces of text."""
+    pairs = with_events(run.steps.all() if steps is None else steps)
+    events = [e for _step, e in pairs]
     names = base_names(run.organisation_id) if names is None else names
     agents = agents_of(events, reports, names)
     if not run.is_running:
@@ -170,13 +270,13 @@ def run_view(
     stopped = next((e.cause for e in events if isinstance(e, StoppedEvent)), None)
     failed = next((e.cause for e in reversed(events) if isinstance(e, ErrorEvent)), None)
     usage = RunUsage.of(run.usage)
+    timeline, answer_start = timeline_of(pairs, agents, run.answer, run.is_running, pieces)
     return {
         "run": run,
         "agents": agents,
         "agents_working": run.is_running and any(a.running for a in agents),
-        "main_actions": [
-            e.action for e in events if isinstance(e, ToolResultEvent) and e.agent_id is None and e.action is not None
-        ],
+        "timeline": timeline,
+        "answer_start": answer_start,  # where the last piece of text, the answer so far, starts
         "by_model": sorted(usage.by_model.items()),
         # A source's base by its name, not its slug.
         "sources": [{**s, "where": names.get(s.get("where", ""), s.get("where", ""))} for s in run.sources],
@@ -185,10 +285,14 @@ def run_view(
         else "",
         "error_message": wording.cause_text(failed) if run.status == "error" and failed is not None else "",
         # Called by the template only when it shows the answer (live pushes replace it).
-        "answer_html": functools.partial(render_markdown, run.answer),
+        "answer_html": functools.partial(render_markdown, run.answer[answer_start:]),
         "emitted": None,
         "carbon": carbon_line(run.usage),
     }
+
+
+def agent_of(view: dict[str, Any], agent_id: str) -> AgentView | None:
+    return next((a for a in view["agents"] if a.agent_id == agent_id), None)
 
 
 def carbon_line(usage: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import sources, turns, views
+from . import panels, sources, turns, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,4 +17,5 @@ urlpatterns = [
     path("documents/<int:pk>/", sources.document, name="source_document"),
     path("documents/<int:pk>/download", sources.download, name="source_download"),
     path("runs/<uuid:run_id>/stop", views.stop, name="stop"),
+    path("c/<int:pk>/runs/<uuid:run_id>/agents/<str:agent_id>/", panels.agent_panel, name="agent_panel"),
 ]

@@ -67,7 +67,7 @@ class Follower:
         if seq > self.seq + 1:
             return None
         self.seq = seq
-        return [Step.published(self.run_id, seq, message["event"])]
+        return [Step.published(self.run_id, seq, message["event"], message.get("text_offset"))]
 
     def merge(self, steps: list[Step], answer: str) -> list[Item]:
         """What the database has (``steps_since``) beyond what this follower has."""

@@ -182,6 +182,46 @@ def fail(run_id: uuid.UUID, cause: Cause, now: datetime, lease_cutoff: datetime 
     return True
 
 
+def _executor_gone(executor: str) -> bool:
+    """Whether the process named ``host:pid`` on this machine no longer exists (the server that executed it stopped)."""
+    host, _, pid = executor.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, owned by another user
+        return False
+    return False
+
+
+def fail_if_dead(run_id: uuid.UUID, now: datetime | None = None) -> bool:
+    """Answer from a running run's lease whether its process is alive; fail it now (as the reaper would) if not.
+
+    Dead: its lease was not renewed for ``RUNS_LEASE_SECONDS``; in the embedded default, also at once when the
+    process its lease names, on this machine, no longer exists (the web server that executed it stopped); or no
+    process ever claimed it in time. True when this call failed the run (then tell its pages: ``announce_failed``).
+    """
+    now = now or timezone.now()
+    row = Run.objects.filter(pk=run_id, status="running").values_list("created", "lease__heartbeat").first()
+    if row is None:
+        return False
+    created, heartbeat = row
+    lease_cutoff = now - timedelta(seconds=settings.RUNS_LEASE_SECONDS)
+    if heartbeat is None:
+        waits = settings.RUNS_QUEUE_SECONDS if settings.RUNS_EXECUTOR == "celery" else settings.RUNS_LEASE_SECONDS
+        return created < now - timedelta(seconds=waits) and fail(run_id, NOT_TAKEN, now, None)
+    if heartbeat < lease_cutoff:
+        return fail(run_id, DIED, now, lease_cutoff)
+    if settings.RUNS_EXECUTOR != "celery":
+        executor = Lease.objects.filter(run_id=run_id).values_list("executor", flat=True).first() or ""
+        if _executor_gone(executor):
+            # Checked under the run's lock in ``fail``: a cutoff just after the last heartbeat makes it "expired".
+            return fail(run_id, DIED, now, heartbeat + timedelta(microseconds=1))
+    return False
+
+
 def fail_all_running(cause: Cause, now: datetime | None = None) -> list[uuid.UUID]:
     """Fail every running run, leases or not: when no process can be executing any (the embedded default's start)."""
     now = now or timezone.now()

@@ -115,13 +115,19 @@ class Message(models.Model):
 
 
 class Step(models.Model):
-    """One engine event of a run (text deltas are folded into ``Run.answer``), saved by ``steps.save_event``."""
+    """One engine event of a run (text deltas are folded into ``Run.answer``), saved by ``steps.save_event``.
+
+    ``text_offset`` is where the step falls in the answer: the answer's length when it happened, so that
+    a page draws the text, the delegation lines and the searches in the order they happened (None: a step
+    saved before offsets were recorded, drawn before the answer).
+    """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=30)
     agent_id = models.CharField(max_length=40, blank=True)
     data = models.JSONField()
+    text_offset = models.PositiveIntegerField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -135,10 +141,17 @@ class Step(models.Model):
         return load_step(self)
 
     @classmethod
-    def published(cls, run_id: Any, seq: int, data: dict[str, Any]) -> Step:
+    def published(cls, run_id: Any, seq: int, data: dict[str, Any], text_offset: int | None = None) -> Step:
         """A step as a follower receives it from the run's group (``save_event``'s JSON), not saved."""
         event = load_event(data)
-        step = cls(run_id=run_id, seq=seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
+        step = cls(
+            run_id=run_id,
+            seq=seq,
+            kind=event.kind,
+            agent_id=event.agent_id or "",
+            data=data,
+            text_offset=text_offset,
+        )
         step.__dict__["event"] = event
         return step
 

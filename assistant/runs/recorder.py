@@ -2,8 +2,10 @@
 
 Every event but a text delta becomes a ``Step`` numbered by ``seq`` (written to the database at
 least every ``FLUSH_SECONDS``, in one transaction with the answer so far); text deltas are folded
-into ``Run.answer``. Each is published at once to the run's group (``groups.run_group``), steps with
-their ``seq``, text with its ``offset`` in the answer: what a follower (``follow``) needs to place
+into ``Run.answer``, and each step records where it falls in that text (``Step.text_offset``: the
+answer's length when it happened), so that the page draws one timeline in the order things happened.
+Each is published at once to the run's group (``groups.run_group``), steps with their ``seq`` and
+``text_offset``, text with its ``offset`` in the answer: what a follower (``follow``) needs to place
 them, and to fill a gap from the database.
 """
 
@@ -66,11 +68,19 @@ class Recorder:
         await self._publish_text()
         data = save_event(event)
         self.seq += 1
+        offset = len(self.answer)
         self._pending.append(
-            Step(run_id=self.run_id, seq=self.seq, kind=event.kind, agent_id=event.agent_id or "", data=data)
+            Step(
+                run_id=self.run_id,
+                seq=self.seq,
+                kind=event.kind,
+                agent_id=event.agent_id or "",
+                data=data,
+                text_offset=offset,
+            )
         )
         self._wake.set()
-        await self._publish({"seq": self.seq, "event": data, "t": time.monotonic()})
+        await self._publish({"seq": self.seq, "event": data, "t": time.monotonic(), "text_offset": offset})
 
     def _publish_text_soon(self) -> None:
         self._text_task = asyncio.ensure_future(self._publish_text())

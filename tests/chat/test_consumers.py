@@ -64,6 +64,16 @@ def _letters(fragment: str) -> str:
     return re.sub(r"[^0-9A-Za-z]", "", html.unescape(re.sub(r"<[^>]+>", "", fragment)))
 
 
+def _pushed_text(joined: str, run: Run) -> list[tuple[int, str]]:
+    """Each pushed answer so far: where its piece of text starts in the answer, and its HTML."""
+    found = re.findall(
+        rf'<div class="text segment" id="run-{run.pk}-answer" data-offset="(\d+)"[^>]*>(.*?)</div>\s*$',
+        joined,
+        re.S | re.M,
+    )
+    return [(int(offset), text) for offset, text in found]
+
+
 async def _demo() -> None:
     await sync_to_async(call_command)("load_demo", verbosity=0)
 
@@ -220,21 +230,26 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
     # The new turn first (the socket announces runs started in this tab or another one), then live parts.
     assert f'hx-swap-oob="beforeend:#messages"><section class="turn" id="turn-{run.pk}"' in frames[0]
     joined = "".join(frames[:-1])
-    assert f'id="run-{run.pk}-work"' in joined and f'id="run-{run.pk}-answer"' in joined
+    assert f'id="run-{run.pk}-timeline"' in joined and f'id="run-{run.pk}-answer"' in joined
     assert (
         'Delegated to an agent (demo-small): "<span class="instruction">Find in the knowledge base factures' in joined
     )
     assert "(working…)" in joined
     assert "An agent is working; waiting for its answer to continue" in joined
     assert "Search “factures:" in joined  # an agent's action, while it works
-    # Text arrives in order, never twice: each pushed answer is a beginning of the final one.
-    final = _letters(
-        re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1)
-    )  # type: ignore[union-attr]
-    answers = re.findall(rf'<div class="text" id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*$', joined, re.S | re.M)
+    # Text arrives in order, never twice: each pushed piece of text is, from where it starts, the saved answer.
+    answers = _pushed_text(joined, run)
     assert len(answers) > 1
-    for pushed in answers:
-        assert final.startswith(_letters(pushed))
+    for offset, pushed in answers:
+        assert _letters(run.answer[offset:]).startswith(_letters(pushed))
+    # The timeline of the final run: the first sentence, then the delegation lines, then the answer.
+    timeline = frames[-1]
+    first, lines, answer = (
+        timeline.index("I am handing the search"),
+        timeline.index('class="delegation'),
+        timeline.index("Here is what the documents say"),
+    )
+    assert first < lines < answer
     assert "returned in 3 rounds" in frames[-1] and "Cost: " in frames[-1]
 
 
@@ -263,13 +278,9 @@ async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) 
         "agent-2",
     }
     assert "I am handing the search" in first
-    final = _letters(
-        re.search(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*(?:<p|<footer)', frames[-1], re.S).group(1)
-    )  # type: ignore[union-attr]
-    for pushed in re.findall(
-        rf'<div class="text" id="run-{run.pk}-answer"[^>]*>(.*?)</div>\s*$', "".join(frames[:-1]), re.S | re.M
-    ):
-        assert final.startswith(_letters(pushed))
+    await run.arefresh_from_db()
+    for offset, pushed in _pushed_text("".join(frames[:-1]), run):
+        assert _letters(run.answer[offset:]).startswith(_letters(pushed))
 
 
 async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any) -> None:

@@ -373,14 +373,14 @@ def test_a_follower_skips_what_it_read_and_fills_gaps_from_the_database(demo_dat
         and follower.run.answer == "Hello world! And more?"
     )
     html = follower.render_changes()
-    assert f'id="run-{run.pk}-work"' in html and f'id="run-{run.pk}-answer"' in html
+    assert f'id="run-{run.pk}-timeline"' in html and f'id="run-{run.pk}-answer"' in html
     assert 'data-emitted="1.000000"' in html
     assert follower.render_changes() == ""  # nothing changed since
     # An agent's progress re-renders its own line only.
     assert follower.apply(_message(7))
     html = follower.render_changes()
     assert html.lstrip().startswith(f'<div class="delegation status-running" id="agent-{run.pk}-agent-1"')
-    assert "-work" not in html
+    assert "-timeline" not in html and "-work" not in html
 
 
 @pytest.mark.django_db
@@ -398,8 +398,8 @@ def test_page_and_push_render_the_same_run(demo_data: None) -> None:
     assert follower is not None
     from django.template.loader import render_to_string
 
-    pushed = render_to_string("chat/_work.html", {"view": follower.view()})
-    page = render_to_string("chat/_work.html", {"view": run_view(Run.objects.get(pk=run.pk))})
+    pushed = render_to_string("chat/_timeline.html", {"view": follower.view()})
+    page = render_to_string("chat/_timeline.html", {"view": run_view(Run.objects.get(pk=run.pk))})
     assert pushed == page
 
 

@@ -35,11 +35,12 @@ def last_run(page: Page) -> Locator:
 
 def line_of(summary: str) -> str:
     """A delegation line without its state, which may move on between two looks."""
-    return re.sub(r" \((working…|returned in .*)\)$", "", summary.strip())
+    return re.sub(r" \((working…|returned in .*)\).*$", "", summary.strip(), flags=re.S)
 
 
 def answer_of(run: Locator) -> Locator:
-    return run.locator(".text")
+    """The run's timeline: its text (the first sentences, the answer) with its delegation lines between."""
+    return run.locator(".timeline")
 
 
 def test_ask_with_two_knowledge_bases_and_agents_and_watch_it_live(page: Page, shot: Shot) -> None:

@@ -36,6 +36,10 @@ def action_text(action: Action) -> str:
         }
     if action.kind == "read":
         return gettext("Read: %(title)s") % {"title": action.label}
+    if action.kind == "fetch":
+        return gettext("Fetch: %(address)s") % {"address": action.label}
+    if action.kind == "code":
+        return gettext("Code: %(line)s") % {"line": action.label}
     if action.kind == "query":
         n = int(action.count or 0)
         return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {"sql": action.label, "n": n}

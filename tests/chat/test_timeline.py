@@ -1,0 +1,412 @@
+"""One timeline per run (each step's offset in the answer, recorded and drawn), the agent panel (its page and its
+live pushes), and a run's lease asked whether its process lives (on reconnect and while followed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import subprocess
+import uuid
+from datetime import timedelta
+from html import unescape
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.template.loader import render_to_string
+from django.test import AsyncClient, Client
+from django.utils import timezone, translation
+
+from assistant.asgi import application
+from assistant.chat.presenters import TextPiece, WorkBlock, run_view
+from assistant.engine.causes import Cause
+from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
+from assistant.orgs.models import Membership, Organisation
+from assistant.runs import leases
+from assistant.runs.groups import run_group
+from assistant.runs.models import Conversation, Lease, Message, Run, Step
+from assistant.runs.recorder import Recorder
+
+INSTRUCTION = "Find the invoices of Bimbamjob"
+FIRST = "I am handing the search to an agent."
+ANSWER = " Here is the answer."
+STARTED = {
+    "kind": "agent_started", "agent_id": "agent-1", "instruction": INSTRUCTION, "model": "demo-small",
+    "model_label": "Demo Small (offline demo)", "resources": ["kb:factures"], "max_rounds": 5,
+}  # fmt: skip
+
+
+def _usage(cost: float) -> dict[str, Any]:
+    return UsageEvent(
+        agent_id="agent-1", model="demo-small", prompt_tokens=100, completion_tokens=10, cost_eur=cost
+    ).model_dump(mode="json")
+
+
+SEARCH = {"tool": "kb_search", "kind": "search", "label": "factures: Bimbamjob", "count": 4, "ok": True}
+READ = {"tool": "kb_read", "kind": "read", "label": "Invoice F-2024-031", "count": 1, "ok": True}
+
+
+def _run(status: str = "running", answer: str = "", user: str = "demo") -> Run:
+    owner = get_user_model().objects.get(username=user)
+    org = Organisation.objects.get(slug="demo")
+    conversation = Conversation.objects.create(organisation=org, user=owner, title="Bimbamjob?")
+    run = Run.objects.create(
+        conversation=conversation, organisation=org, user=owner, model="demo-large", status=status, answer=answer
+    )
+    Message.objects.create(conversation=conversation, role="user", content="Bimbamjob?", run=run)
+    return run
+
+
+def _steps(run: Run, offsets: bool = True, finished: bool = False) -> None:
+    """The main model's first sentence, an agent (a round, a search, its cost so far), then the answer."""
+    at = len(FIRST) if offsets else None
+    steps = [
+        Step(run=run, seq=1, kind="round_started", data={"round": 1, "model": "demo-large"}, text_offset=0 if offsets else None),
+        Step(run=run, seq=2, kind="tool_call", data={"name": "agents"}, text_offset=at),
+        Step(run=run, seq=3, kind="agent_started", agent_id="agent-1", data=STARTED, text_offset=at),
+        Step(run=run, seq=4, kind="round_started", agent_id="agent-1", data={"round": 1, "model": "demo-small"}, text_offset=at),
+        Step(run=run, seq=5, kind="usage", agent_id="agent-1", data=_usage(0.0007), text_offset=at),
+        Step(run=run, seq=6, kind="agent_action", agent_id="agent-1", data={"kind": "agent_action", "agent_id": "agent-1", "action": SEARCH}, text_offset=at),
+        Step(run=run, seq=7, kind="round_started", agent_id="agent-1", data={"round": 2, "model": "demo-small"}, text_offset=at),
+        Step(run=run, seq=8, kind="usage", agent_id="agent-1", data=_usage(0.0005), text_offset=at),
+    ]  # fmt: skip
+    if finished:
+        steps.append(
+            Step(run=run, seq=9, kind="agent_finished", agent_id="agent-1", data={
+                "kind": "agent_finished", "agent_id": "agent-1", "model": "demo-small", "status": "ok", "reason": "",
+                "rounds": 2, "seconds": 1.5, "cost_eur": 0.0012, "usage": {}, "report": "Found [doc-1].", "forced_landing": False,
+            }, text_offset=at),
+        )  # fmt: skip
+        steps.append(
+            Step(
+                run=run,
+                seq=10,
+                kind="tool_result",
+                data={"kind": "tool_result", "call_id": "c1", "name": "agents", "ok": True},
+                text_offset=at,
+            )
+        )
+    Step.objects.bulk_create(steps)
+
+
+# The recorder: each step's offset ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_answer(demo_data: None) -> None:
+    run = await sync_to_async(_run)()
+    layer = get_channel_layer()
+    assert layer is not None
+    channel = await layer.new_channel()
+    await layer.group_add(run_group(run.pk), channel)
+    recorder = Recorder(run.pk)
+    await recorder.emit(TextDeltaEvent(text="I am handing "))
+    await recorder.emit(TextDeltaEvent(text="the search."))
+    await recorder.emit(AgentStarted(**{k: v for k, v in STARTED.items() if k != "kind"}))
+    await recorder.emit(AgentAction(agent_id="agent-1", action=Action(**SEARCH)))
+    await recorder.emit(TextDeltaEvent(text=" Here"))
+    await recorder.emit(ToolResultEvent(call_id="c1", name="kb_search", ok=True, action=Action(**SEARCH)))
+    await recorder.close()
+    steps = [(s.kind, s.text_offset) async for s in Step.objects.filter(run=run).order_by("seq")]
+    assert steps == [("agent_started", 24), ("agent_action", 24), ("tool_result", 29)]
+    published = []
+    while len([m for m in published if m["event"]["kind"] != "text_delta"]) < 3:
+        published.append(await asyncio.wait_for(layer.receive(channel), 2))
+    assert [m["text_offset"] for m in published if m["event"]["kind"] != "text_delta"] == [24, 24, 29]
+    await run.arefresh_from_db()
+    assert run.answer == "I am handing the search. Here"
+
+
+# The presenters: one timeline ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_timeline_puts_each_line_where_it_happened_in_the_text(demo_data: None) -> None:
+    run = _run(answer=FIRST + ANSWER)
+    _steps(run)
+    Step.objects.create(
+        run=run,
+        seq=9,
+        kind="tool_result",
+        data={"kind": "tool_result", "call_id": "c2", "name": "kb_read", "ok": True, "action": READ},
+        text_offset=999,
+    )  # an offset past the text is drawn at its end
+    view = run_view(run)
+    timeline = view["timeline"]
+    assert [type(item) for item in timeline] == [TextPiece, WorkBlock, TextPiece, WorkBlock]
+    first, agents, second, read = timeline
+    assert (first.start, first.end, str(first.html)) == (0, len(FIRST), f"<p>{FIRST}</p>\n")
+    assert (second.start, second.end) == (len(FIRST), len(FIRST + ANSWER))
+    assert [a.agent_id for a in agents.agents] == ["agent-1"] and agents.working
+    assert read.entries == [("action", Action(**READ))] and read.offset == len(FIRST + ANSWER)
+    assert view["answer_start"] == len(FIRST + ANSWER)
+    html = render_to_string("chat/_run.html", {"view": view})
+    # In the page: the first sentence, then the delegation line and the working line, then the read, then the answer.
+    positions = [html.index(FIRST), html.index('class="delegation'), html.index("An agent is working")]
+    positions += [html.index("Here is the answer."), html.index("Read: Invoice F-2024-031")]
+    positions += [html.index(f'id="run-{run.pk}-answer"')]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.django_db
+def test_the_answer_is_the_last_piece_and_live_text_goes_into_it(demo_data: None) -> None:
+    run = _run(status="ok", answer=FIRST + ANSWER)
+    _steps(run, finished=True)
+    view = run_view(run)
+    assert [type(item) for item in view["timeline"]] == [TextPiece, WorkBlock]
+    assert not view["timeline"][1].working
+    assert str(view["answer_html"]()) == "<p>Here is the answer.</p>\n"
+    html = render_to_string("chat/_run.html", {"view": view})
+    assert html.index(FIRST) < html.index('class="delegation') < html.index("Here is the answer.")
+
+
+@pytest.mark.django_db
+def test_an_old_run_without_offsets_draws_its_lines_before_the_answer_as_before(demo_data: None) -> None:
+    run = _run(status="ok", answer=FIRST + ANSWER)
+    _steps(run, offsets=False, finished=True)
+    view = run_view(run)
+    assert [type(item) for item in view["timeline"]] == [WorkBlock]
+    assert view["answer_start"] == 0
+    html = render_to_string("chat/_run.html", {"view": view})
+    assert html.index('class="delegation') < html.index(FIRST)
+
+
+@pytest.mark.django_db
+def test_a_delegation_line_shows_its_round_and_cost_as_it_runs(demo_data: None) -> None:
+    run = _run(answer=FIRST)
+    _steps(run)
+    agent = run_view(run)["agents"][0]
+    assert agent.running and agent.rounds == 2 and agent.cost_eur == pytest.approx(0.0012)
+    assert [(r.number, r.actions) for r in agent.rounds_log] == [(1, [Action(**SEARCH)]), (2, [])]
+    html = render_to_string("chat/_agent.html", {"view": run_view(run), "agent": agent})
+    assert re.search(r'<span class="progress">round 2 of 5 · <span class="line-cost">0\.0012 €</span>', html)
+    Step.objects.create(
+        run=run, seq=9, kind="agent_finished", agent_id="agent-1", data={
+            "agent_id": "agent-1", "model": "demo-small", "status": "ok", "reason": "", "rounds": 2, "seconds": 1.5,
+            "cost_eur": 0.0013, "usage": {}, "report": "Found.", "forced_landing": False,
+        },
+    )  # fmt: skip
+    agent = run_view(run)["agents"][0]
+    assert agent.cost_eur == 0.0013  # once it returned, what it says it cost
+
+
+# The agent panel's page ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_agent_panel_is_its_owners_only(demo_data: None) -> None:
+    run = _run(answer=FIRST)
+    _steps(run)
+    path = f"/c/{run.conversation_id}/runs/{run.pk}/agents/agent-1/"
+    owner = Client()
+    assert owner.login(username="demo", password="demo-password")
+    response = owner.get(path)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<aside id="agent-panel" class="agent-panel" aria-labelledby="agent-panel-title"' in html
+    assert INSTRUCTION in html and "Search “factures: Bimbamjob”: 4 results" in html and "Round 2" in html
+    assert f'data-opener="follow-{run.pk}-agent-1"' in html
+    assert 'data-status="running"' in html and "Waiting for the model…" in html
+    french = owner.get(path, headers={"accept-language": "fr"})
+    assert "Consigne" in french.content.decode() and "Tour 2" in french.content.decode()
+    assert owner.get(path.replace("agent-1", "agent-9")).status_code == 404
+    assert owner.get(path.replace(str(run.pk), str(uuid.uuid4()))).status_code == 404
+    assert owner.get(path.replace(f"/c/{run.conversation_id}/", f"/c/{run.conversation_id + 1}/")).status_code == 404
+    assert Client().get(path).status_code == 302  # to sign in
+    other = get_user_model().objects.create_user("other", password="other-password")
+    Membership.objects.create(organisation=Organisation.objects.get(slug="demo"), user=other, role="member")
+    stranger = Client()
+    assert stranger.login(username="other", password="other-password")
+    assert stranger.get(path).status_code == 404
+
+
+# The lease: is the run's process alive? ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: Any) -> None:
+    settings.RUNS_LEASE_SECONDS = 30
+    now = timezone.now()
+    alive = _run()
+    Lease.objects.create(run=alive, executor=leases.executor_name(), heartbeat=now)
+    assert not leases.fail_if_dead(alive.pk, now) and Run.objects.get(pk=alive.pk).status == "running"
+    expired = _run(answer="Partial")
+    Lease.objects.create(run=expired, executor="elsewhere:1", heartbeat=now - timedelta(seconds=31))
+    assert leases.fail_if_dead(expired.pk, now)
+    expired.refresh_from_db()
+    assert (expired.status, expired.error) == ("error", leases.DIED.english())
+    assert Message.objects.filter(run=expired, role="assistant", content="Partial").exists()
+    # Its server stopped (a process of this machine that is gone): dead at once, however fresh its lease.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    restarted = _run()
+    Lease.objects.create(run=restarted, executor=f"{socket.gethostname()}:{gone.pid}", heartbeat=now)
+    assert leases.fail_if_dead(restarted.pk, now)
+    assert Run.objects.get(pk=restarted.pk).status == "error"
+    # Scaled out, only the lease's age counts (a worker's process is not this machine's to look at).
+    settings.RUNS_EXECUTOR = "celery"
+    other = _run()
+    Lease.objects.create(run=other, executor=f"{socket.gethostname()}:{gone.pid}", heartbeat=now)
+    assert not leases.fail_if_dead(other.pk, now)
+    settings.RUNS_EXECUTOR = "embedded"
+    # Never claimed: dead once it waited longer than a lease; a finished run is left alone.
+    unclaimed = _run()
+    assert not leases.fail_if_dead(unclaimed.pk, now)
+    assert leases.fail_if_dead(unclaimed.pk, now + timedelta(seconds=31))
+    assert Run.objects.get(pk=unclaimed.pk).error == leases.NOT_TAKEN.english()
+    assert not leases.fail_if_dead(_run(status="ok").pk, now)
+
+
+# The websocket: following one agent, and the runs' state on reconnect --------------------------------------
+
+
+async def _socket(path: str) -> WebsocketCommunicator:
+    client = AsyncClient()
+    assert await client.alogin(username="demo", password="demo-password")
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+    ]
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def _frames_until(communicator: WebsocketCommunicator, pattern: str, timeout: float = 5) -> str:
+    frames = ""
+    async with asyncio.timeout(timeout):
+        while not re.search(pattern, frames, re.S):
+            frames += await communicator.receive_from(timeout=timeout)
+    return frames
+
+
+@pytest.fixture
+def fast(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.RUNS_HEARTBEAT_SECONDS = 0.5
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "fast")
+async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> None:
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    run = await sync_to_async(_run)(answer=FIRST)
+    await sync_to_async(_steps)(run)
+    await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
+    communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
+    body = f'id="agent-panel-body-{run.pk}-agent-1"'
+    try:
+        first = await _frames_until(communicator, f'id="run-{run.pk}-timeline"')
+        assert body not in first  # no panel followed yet
+        await communicator.send_to(json.dumps({"follow_agent": {"run": run.pk.hex, "agent": "agent-1"}}))
+        frames = await _frames_until(communicator, body)
+        assert "Search “factures: Bimbamjob”: 4 results" in frames
+        layer = get_channel_layer()
+        assert layer is not None
+        event = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
+        message = {"type": "run.event", "run": run.pk.hex, "seq": 9, "event": event, "t": 1.0, "text_offset": 36}
+        await layer.group_send(run_group(run.pk), message)
+        frames = await _frames_until(communicator, "Read: Invoice F-2024-031.*" + body + "|" + body + ".*Read: Invoice")
+        assert frames.count(body) == 1  # the line and the panel, pushed together
+        # Closed: the agent's next step changes its line only.
+        await communicator.send_to(json.dumps({"follow_agent": None}))
+        await communicator.send_to("not json")  # ignored
+        event = _usage(0.001)
+        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": event})
+        frames = await _frames_until(communicator, r"0\.0022 €")
+        assert body not in frames
+    finally:
+        await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "fast")
+async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings: Any) -> None:
+    settings.RUNS_LEASE_SECONDS = 30
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    run = await sync_to_async(_run)(answer=FIRST)
+    await sync_to_async(_steps)(run)
+    lease = await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
+    communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=fr")
+    finished = rf'<article class="answer" id="run-{run.pk}" data-status="error"'
+    try:
+        await _frames_until(communicator, f'id="run-{run.pk}-timeline"')
+        await communicator.send_to(json.dumps({"state": [run.pk.hex]}))
+        assert await communicator.receive_nothing(timeout=0.3)  # alive: nothing changes
+        lease.heartbeat = timezone.now() - timedelta(seconds=60)  # its process stopped renewing it
+        await lease.asave()
+        await communicator.send_to(json.dumps({"state": [run.pk.hex, "not-a-run", 42]}))
+        frames = await _frames_until(communicator, finished)
+        assert "Le processus qui écrivait cette réponse s’est arrêté" in unescape(frames)  # its reason, in French
+        assert "spinner" not in frames.split(finished)[-1]
+        assert 'class="stop"' not in frames.split(finished)[-1]
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    assert run.status == "error"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "fast")
+async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: Any) -> None:
+    settings.RUNS_LEASE_SECONDS = 1
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    run = await sync_to_async(_run)(answer=FIRST)
+    await Lease.objects.acreate(run=run, executor="elsewhere:1", heartbeat=timezone.now())
+    communicator = await _socket(f"/ws/c/{run.conversation_id}/")
+    try:
+        await _frames_until(communicator, rf'<article class="answer" id="run-{run.pk}" data-status="error"', 10)
+    finally:
+        await communicator.disconnect()
+
+
+@pytest.mark.django_db
+def test_a_dead_runs_reason_is_worded_in_the_readers_language(demo_data: None) -> None:
+    run = _run()
+    leases.abandon(run, leases.DIED, timezone.now())  # as the reaper fails it: a last error step with its cause
+    run.refresh_from_db()
+    with translation.override("fr"):
+        html = unescape(render_to_string("chat/_run.html", {"view": run_view(run)}))
+    assert "Le processus qui écrivait cette réponse s’est arrêté de façon inattendue" in html
+    assert leases.DIED.english() not in html  # the cause is worded, not its English record
+    assert 'class="stop"' not in html and "spinner" not in html
+    other = _run()
+    leases.abandon(other, Cause(code="unexpected"), timezone.now())
+    other.refresh_from_db()
+    with translation.override("fr"):
+        html = unescape(render_to_string("chat/_run.html", {"view": run_view(other)}))
+    assert "L’assistant a échoué de façon inattendue" in html
+
+
+@pytest.mark.django_db
+def test_the_panel_words_each_kind_of_action_in_both_languages(demo_data: None) -> None:
+    run = _run(answer=FIRST)
+    _steps(run)
+    actions = [
+        {"tool": "web_fetch", "kind": "fetch", "label": "https://example.org/a", "ok": True},
+        {"tool": "run_code", "kind": "code", "label": "print(sum(totals))", "ok": True},
+        {"tool": "mcp_crm__search", "kind": "other", "label": "crm: search “Acme”", "ok": True},
+    ]
+    Step.objects.bulk_create(
+        Step(run=run, seq=9 + i, kind="agent_action", agent_id="agent-1", data={"action": a}, text_offset=len(FIRST))
+        for i, a in enumerate(actions)
+    )
+    view = run_view(run)
+    agent = view["agents"][0]
+    assert [a.kind for a in agent.rounds_log[-1].actions] == ["fetch", "code", "other"]  # in round 2, in order
+    html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
+    for text in ("Search “factures: Bimbamjob”: 4 results", "Fetch: https://example.org/a", "Code: print(sum(totals))"):
+        assert text in html
+    assert "crm: search “Acme”" in html
+    with translation.override("fr"):
+        html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
+    assert "Lecture de la page : https://example.org/a" in html and "Code : print(sum(totals))" in html
+    assert "Tour 1" in html and "0,0012 € jusqu'ici" in html
