@@ -5,7 +5,7 @@ and no raw code (``ok``, ``interrupted``, ``stopped``, ``error``, ``kb:``) in wh
 the .po files, so a sentence added later is checked too. The demo model's own words (its answer, the
 agents' instructions and reports, in English whatever the language: it does not understand language) are
 the model's, and are checked for raw codes only. The demo's markers ``#demo-rounds=2`` and ``#demo-fail``
-(engine/models/demo.py) make its agents end interrupted by their round budget and in error.
+(engine/models/demo/) make its agents end interrupted by their round budget and in error.
 """
 
 from __future__ import annotations
