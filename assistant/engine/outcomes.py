@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .catalogue import ModelInfo
+from .causes import Cause
 from .events import AgentStatus, ChosenDocument, Source, keep_sources
 from .policy import AgentProfile
 from .tools import ToolRun
@@ -82,6 +83,10 @@ class AgentOutcome:
     tools_run: list[str]
     sources: list[Source]
     forced_landing: bool = False
+    cause: Cause | None = None
+    """Why the status, as data (``reason`` is its English sentence)."""
+    partial_report: bool = False
+    """The report is the engine's account of what the agent had done (it wrote none)."""
 
     def for_main_model(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -94,6 +99,9 @@ class AgentOutcome:
         }
         if self.status != "ok":
             data["reason"] = self.reason
+            if self.cause is not None:
+                data["cause"] = self.cause.model_dump(exclude_none=True)
+            data["partial_report"] = self.partial_report
             data["tools_run"] = self.tools_run
             data["note"] = NOTE_FOR_PARTIAL
         return data

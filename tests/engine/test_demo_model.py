@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+import pytest
 from engine_support import Harness, harness
 
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.events import AgentFinished, FinalEvent
 from assistant.engine.knowledge import MemoryKnowledge
-from assistant.engine.models.demo import DEMO_FOOTER, DEMO_MODELS, DemoModel
+from assistant.engine.models.demo import DEMO_MODELS, DemoModel, Language, say
 from assistant.engine.policy import DEFAULT_LEVELS, Policy
 from assistant.engine.tools import Document
 
@@ -34,6 +35,7 @@ KNOWLEDGE: dict[str, Iterable[Document]] = {
     ],
 }
 QUESTION = "Fiche complète sur Bimbamjob : facturation 2024, suivi, risque"
+ENGLISH_QUESTION = "A full profile of Bimbamjob: their 2024 invoicing, the follow-up and the risk"
 RESOURCES = ("kb:factures", "kb:comptes-rendus", "agents")
 
 
@@ -46,9 +48,12 @@ def demo(policy: Policy | None = None) -> Harness:
     )
 
 
-async def test_demo_delegates_one_agent_per_knowledge_base_and_cites_what_they_read() -> None:
+@pytest.mark.parametrize(("question", "language"), [(QUESTION, "fr"), (ENGLISH_QUESTION, "en")])
+async def test_demo_delegates_one_agent_per_knowledge_base_and_cites_what_they_read(
+    question: str, language: Language
+) -> None:
     h = demo()
-    outcome = await h.run(QUESTION, resources=RESOURCES, level="approfondi", model="demo-large")
+    outcome = await h.run(question, resources=RESOURCES, level="approfondi", model="demo-large")
 
     assert outcome.status == "ok"
     assert [a.status for a in outcome.agents] == ["ok", "ok"]
@@ -57,7 +62,11 @@ async def test_demo_delegates_one_agent_per_knowledge_base_and_cites_what_they_r
     assert read == {("kb:factures",): {"doc-1", "doc-2"}, ("kb:comptes-rendus",): {"doc-3"}}
     assert "[doc-1]" in outcome.text
     assert "[doc-3]" in outcome.text
-    assert outcome.text.endswith(DEMO_FOOTER)
+    assert outcome.text.endswith(say("footer", language))  # written in the question's language
+    assert outcome.text.startswith(say("handing_kbs", language, count=2, model="demo-small"))
+    for agent in outcome.agents:
+        kb = agent.task.resources[0][3:]
+        assert agent.task.instruction.startswith(say("instruction_kb", language, kb=kb, words="").split(":")[0])
     [final] = h.of(FinalEvent)
     assert {s.id for s in final.sources} == {"doc-1", "doc-2", "doc-3"}
 
@@ -75,7 +84,7 @@ async def test_demo_agents_land_forced_and_come_back_interrupted_with_findings_w
         assert "round budget" in agent.reason
         assert agent.tools_run == ["kb_search"]  # it searched, then had to land before reading
         assert "Bimbamjob" in agent.report
-        assert "documents were not read" in agent.report  # the gap is said, not filled
+        assert say("gap_not_read", "fr") in agent.report  # the gap is said, not filled, in the question's language
     assert all(e.forced_landing for e in h.of(AgentFinished))
-    assert "did not finish" in outcome.text
+    assert say("agent_unfinished", "fr", reason=say("cause_rounds", "fr", used=2, limit=2)) in outcome.text
     assert "[doc-1]" in outcome.text

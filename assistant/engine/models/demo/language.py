@@ -51,3 +51,9 @@ def detect(text: str) -> Language | None:
 def language_of(text: str, fallback: Language) -> Language:
     """The language of ``text``, else ``fallback`` (the interface language)."""
     return detect(text) or fallback
+
+
+def interface_language(code: str | None) -> Language:
+    """The demo's language for an interface language code (``fr``, ``fr-ca``: French; anything else: English)."""
+    primary = (code or "").lower().replace("_", "-").split("-")[0]
+    return next((lang for lang in LANGUAGES if lang == primary), "en")

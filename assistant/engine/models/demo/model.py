@@ -12,6 +12,7 @@ from ...tokens import estimate_tokens, prompt_tokens, request_tokens
 from ...types import FinishPart, ModelRequest, ModelResponse, StreamPart, TextDelta, ToolCallPart, UsagePart
 from ..base import Model
 from . import procedure
+from .language import interface_language
 from .markers import DEMO_FAIL
 from .texts import Language, say
 
@@ -26,8 +27,8 @@ class DemoModel(Model):
         self._calls = 0
 
     def language(self, request: ModelRequest) -> Language:
-        """The language this call writes in."""
-        return "en"
+        """The language this call writes in: its question's (an agent's: its instruction's), else the interface's."""
+        return procedure.language_for(request, interface_language(request.language))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         self._calls += 1

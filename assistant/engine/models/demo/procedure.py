@@ -201,6 +201,36 @@ def _query_result(step: Step, query: tuple[int, str]) -> str:
     return step.say("query_result", rows=step.say("query_rows", count=query[0]), table=query[1])
 
 
+def _report(step: Step, delegation: dict[str, Any]) -> str:
+    """An agent's report as the answer gives it: its findings and gaps (the engine writes ``findings``, then
+    ``Sources: ...`` and ``Gaps: a; b`` paragraphs); a partial one (the engine's account) as what it had read."""
+    if delegation.get("partial_report"):
+        read = [str(d) for d in delegation.get("documents_read", [])]
+        return step.say("agent_partial_read", documents=", ".join(read)) if read else step.say("agent_partial_nothing")
+    findings, gaps = str(delegation.get("report", "")), ""
+    findings, _, gaps = findings.partition("\n\nGaps: ")
+    findings = findings.partition("\n\nSources: ")[0].strip()
+    return findings + (f"\n\n{step.say('agent_gaps', gaps=gaps.strip())}" if gaps.strip() else "")
+
+
+def _why(step: Step, delegation: dict[str, Any]) -> str:
+    """Why an agent did not finish, from the cause the agents tool gives as data."""
+    cause = delegation.get("cause") or {}
+    code = str(cause.get("code", ""))
+    if code == "rounds":
+        return step.say("cause_rounds", used=_number(cause.get("used")), limit=_number(cause.get("limit")))
+    if code in ("tokens", "seconds", "output_cut", "model_error", "stopped_by_user", "category_budget"):
+        return step.say(f"cause_{code}")
+    status = str(delegation.get("status", ""))
+    if status in ("interrupted", "stopped", "error"):
+        return step.say(f"cause_other_{status}")
+    return step.say("no_reason")
+
+
+def _number(value: object) -> str:
+    return f"{value:g}" if isinstance(value, int | float) else "?"
+
+
 def answer(step: Step, words: list[str]) -> str:
     """The main model's answer: what its agents reported, what it read and queried, then the footer."""
     messages = step.messages
@@ -225,10 +255,9 @@ def answer(step: Step, words: list[str]) -> str:
             parts.append(step.say("task_refused", error=delegation["error"]))
             continue
         header = step.say("from_agent", agent=delegation["agent"], model=delegation["model"])
-        body = delegation.get("report", "").split("\n\nSources:")[0].strip()
-        parts.append(f"{header}\n\n{body}")
+        parts.append(f"{header}\n\n{_report(step, delegation)}")
         if delegation.get("status") != "ok":
-            parts.append(step.say("agent_unfinished", reason=delegation.get("reason") or step.say("no_reason")))
+            parts.append(step.say("agent_unfinished", reason=_why(step, delegation)))
     if reads:
         lines = [f"- {s} [{d['id']}]" for d in reads for s in extract(d, words, 1)]
         parts.append("\n".join(lines))

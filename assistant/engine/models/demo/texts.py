@@ -85,6 +85,35 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
         "fr": "_Cet agent n’a pas terminé ({reason}) : ses constats sont partiels, et je ne comble pas les lacunes._",
     },
     "no_reason": {"en": "no reason given", "fr": "aucune raison donnée"},
+    "agent_gaps": {"en": "Gaps: {gaps}", "fr": "Lacunes : {gaps}"},
+    "agent_partial_read": {
+        "en": "It wrote no report; it had read: {documents}.",
+        "fr": "Il n’a pas écrit de rapport ; il avait lu : {documents}.",
+    },
+    "agent_partial_nothing": {
+        "en": "It wrote no report and had read nothing.",
+        "fr": "Il n’a pas écrit de rapport et n’avait rien lu.",
+    },
+    # Why an agent did not finish (the cause the agents tool returns, as data), in the demo's words.
+    "cause_rounds": {
+        "en": "its round budget was reached, {used}/{limit} rounds",
+        "fr": "son budget de tours est atteint, {used}/{limit} tours",
+    },
+    "cause_tokens": {"en": "its token budget was reached", "fr": "son budget de jetons est atteint"},
+    "cause_seconds": {"en": "its time budget was reached", "fr": "son budget de temps est atteint"},
+    "cause_output_cut": {
+        "en": "its output was cut at the token cap",
+        "fr": "sa sortie a été coupée au plafond de jetons",
+    },
+    "cause_model_error": {"en": "its model call failed", "fr": "l’appel à son modèle a échoué"},
+    "cause_stopped_by_user": {"en": "it was stopped on request", "fr": "il a été arrêté à la demande"},
+    "cause_category_budget": {
+        "en": "the category's monthly budget is reached",
+        "fr": "le budget mensuel de la catégorie est atteint",
+    },
+    "cause_other_interrupted": {"en": "it was interrupted", "fr": "il a été interrompu"},
+    "cause_other_stopped": {"en": "it was stopped", "fr": "il a été arrêté"},
+    "cause_other_error": {"en": "it failed", "fr": "il a échoué"},
     "from_tables": {
         "en": "**From the tables** ({rows}):\n\n{table}",
         "fr": "**D’après les tables** ({rows}) :\n\n{table}",
