@@ -139,7 +139,7 @@ QUESTIONS: dict[str, dict[str, str]] = {
     "whole": {"en": "Read the whole annual report", "fr": "Lis tout le rapport annuel"},
 }
 LANGS: list[Language] = ["en", "fr"]
-RUN_LANGS: list[Language] = ["en"]  # French runs once the demo model detects the question's language
+RUN_LANGS: list[Language] = ["en", "fr"]
 
 
 # Triggers ---------------------------------------------------------------------------------------

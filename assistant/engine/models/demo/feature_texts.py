@@ -17,8 +17,8 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "fr": "Je calcule cela avec un script sur les tables de {kbs}.",
     },
     "code_comment": {
-        "en": "# Totals: the amounts of each table summed by its first text column",
-        "fr": "# Totaux : les montants de chaque table additionnés par sa première colonne de texte",
+        "en": "# Totals per client: the amounts of each table summed by its first text column",
+        "fr": "# Totaux par client : les montants de chaque table, par sa 1re colonne de texte",
     },
     "code_totals": {
         "en": "Totals computed by a script (run_code) over {title} [{id}]: {summed} summed by {group}, "
