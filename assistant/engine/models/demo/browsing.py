@@ -13,6 +13,8 @@ from typing import Any
 
 from ...types import Message, ModelResponse
 from . import reading
+from .language import detect
+from .texts import Language
 from .words import extract
 
 PAGES_READ = 2
@@ -40,9 +42,12 @@ def errors(messages: tuple[Message, ...]) -> list[str]:
     ]
 
 
-def to_read(messages: tuple[Message, ...]) -> list[str]:
-    """The addresses of the first results, to read."""
-    urls = [str(r["url"]) for s in searched(messages) for r in s.get("results", []) if r.get("url")]
+def to_read(messages: tuple[Message, ...], language: Language) -> list[str]:
+    """The addresses of the first results, to read: those written in the question's language (by their title and
+    snippet) when there are some."""
+    results = [r for s in searched(messages) for r in s.get("results", []) if r.get("url")]
+    own = [r for r in results if detect(f"{r.get('title', '')} {r.get('snippet', '')}") in (language, None)]
+    urls = [str(r["url"]) for r in own or results]
     return list(dict.fromkeys(urls))[:PAGES_READ]
 
 
@@ -60,7 +65,7 @@ def next_call(step: Any, query: str, url: str | None) -> ModelResponse | None:
             )
         return None
     if not reading.called(messages, "web_fetch") and "web_fetch" in names:
-        urls = to_read(messages)
+        urls = to_read(messages, step.language)
         if urls:
             calls = [step.call("web_fetch", {"url": u}, i) for i, u in enumerate(urls)]
             return ModelResponse(text=step.say("web_reading"), tool_calls=calls)

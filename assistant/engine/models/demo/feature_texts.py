@@ -43,9 +43,9 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "fr": "Je confie la recherche sur le web à un agent qui utilise {model}.",
     },
     "web_instruction": {
-        "en": "Search the web for: {words}. Read the most relevant pages (web_fetch) and report what they say, "
+        "en": "Search the web for: {query}. Read the most relevant pages (web_fetch) and report what they say, "
         "with their addresses.",
-        "fr": "Cherche sur le web : {words}. Lis les pages les plus pertinentes (web_fetch) et rapporte ce "
+        "fr": "Cherche sur le web : {query}. Lis les pages les plus pertinentes (web_fetch) et rapporte ce "
         "qu’elles disent, avec leur adresse.",
     },
     "web_answer": {

@@ -48,7 +48,7 @@ def main(step: Any, question: str) -> ModelResponse | None:
     if mode == "code":
         return _code(step)
     if mode == "web":
-        return _web(step, words, asked)
+        return _web(step, asked)
     if mode == "check" and _last_is_user(step):
         return _check(step, asked)
     if mode == "whole":
@@ -71,7 +71,7 @@ def mode_of(step: Any, question: str) -> Mode | None:
     search = reading.spec(step.request, "kb_search")
     kbs = [r for r in delegable if r.startswith("kb:")] or (reading.enum(search, "properties", "kb") if search else [])
     web = browsing.offered(tools) or "web" in delegable
-    if web and (triggers.asks(question, "web") or not kbs):
+    if web and (triggers.asks(question, "web") or not kbs) and triggers.web_query(question):
         return "web"
     if triggers.asks(question, "check") and agents is not None and checking.checker_profile(agents) and kbs:
         return "check"
@@ -108,25 +108,21 @@ def _code(step: Any) -> ModelResponse | None:
     return ModelResponse(text="\n\n".join([*body, step.say("footer")]))
 
 
-def _web(step: Any, words: list[str], question: str) -> ModelResponse | None:
+def _web(step: Any, question: str) -> ModelResponse | None:
     agents = reading.spec(step.request, "agents")
     messages = step.messages
-    query = " ".join(words)
+    query = triggers.web_query(question)
     if agents is not None and "web" in _delegable(agents):
         if not _last_is_user(step):
             return None  # the agents came back: the procedure's answer reports them
         model = _agent_model(agents)
-        task = {
-            "instruction": step.say("web_instruction", words=", ".join(words)),
-            "model": model,
-            "resources": ["web"],
-        }
+        task = {"instruction": step.say("web_instruction", query=query), "model": model, "resources": ["web"]}
         return _delegate(step, step.say("web_handing", model=model), [task])
     if step.request.tools:
         call = browsing.next_call(step, query, triggers.url_in(question))
         if call is not None:
             return call
-    return ModelResponse(text=_web_answer(step, messages, words))
+    return ModelResponse(text=_web_answer(step, messages, keywords(query)))
 
 
 def _web_answer(step: Any, messages: tuple[Message, ...], words: list[str]) -> str:
@@ -350,7 +346,8 @@ def agent(step: Any, instruction: str) -> ModelResponse | None:
     if "from_char" in instruction and "kb_search" in names:
         return _agent_parts(step, words, start=None)
     if names & {"web_search", "web_fetch"} and "kb_search" not in names:
-        return _agent_web(step, words, instruction)
+        query = instruction.split(":", 1)[-1].split(". ")[0].strip()
+        return _agent_web(step, query, instruction)
     if checking.is_checker(request) and "kb_search" in names:
         return _agent_check(step, instruction)
     return None
@@ -413,10 +410,11 @@ def _agent_parts(step: Any, words: list[str], start: tuple[str, int] | None) -> 
     return _submit(step, findings, list(docs), gaps)
 
 
-def _agent_web(step: Any, words: list[str], instruction: str) -> ModelResponse:
+def _agent_web(step: Any, query: str, instruction: str) -> ModelResponse:
     messages = step.messages
+    words = keywords(query)
     if not _forced(step):
-        call = browsing.next_call(step, " ".join(words), triggers.url_in(instruction))
+        call = browsing.next_call(step, query, triggers.url_in(instruction))
         if call is not None:
             return ModelResponse(tool_calls=call.tool_calls)  # an agent's rounds carry no text
     pages = browsing.pages(messages)

@@ -62,6 +62,20 @@ def topic(question: str, limit: int = 6) -> list[str]:
     return [w for w in keywords(question, limit + 8) if w.lower() not in _DOING][:limit]
 
 
+def web_query(question: str) -> str:
+    """What to search the web for, as the question words it: what follows "the web" / «le web» and its verb
+    ("say about" / «dit sur»), else the question's topic."""
+    found = WEB.search(question)
+    rest = question[found.end() :] if found else ""
+    for lead in (
+        r"^\W*((says?|tells?|writes?|has|have)\s+)?(about|on|of|regarding|for)\s+",
+        r"^\W*((dit|disent|raconte|écrit)\s+)?(sur|à propos de|au sujet de|de|des)\s+",
+    ):
+        rest = re.sub(lead, "", rest, count=1, flags=_FLAGS)
+    rest = rest.strip().rstrip("?.!").strip()
+    return rest if keywords(rest) else " ".join(topic(question))
+
+
 def url_in(text: str) -> str | None:
     """The first http(s) address a text holds."""
     found = re.search(r"https?://[^\s<>\"'»)]+", text)
