@@ -36,13 +36,15 @@ _FRENCH = frozenset(
     terms(
         """le la les un une des du de et est sont ou que qui quoi quel quelle quels quelles pour par sur dans avec au
     aux ce cet cette ces se sa son ses leur leurs nous vous il elle ils elles je on pas plus très dit disent
-    dire web internet cherche chercher trouve trouver actualité actualités nouvelles"""
+    dire web internet cherche chercher trouve trouver actualité actualités nouvelles moi me ça cela dis donne
+    montre peux pouvez savoir sait"""
     )
 )
 _ENGLISH = frozenset(
     terms(
         """the a an and is are of for on in at to from with what which who about does do did say says said news
-    web internet search find look latest any there their its this that these those how why"""
+    web internet search find look latest any there their its this that these those how why it be was were has
+    have can could will me my our you your tell show give know"""
     )
 )
 _LANG = re.compile(r"<html[^>]*\blang=\"([a-z]{2})", re.IGNORECASE)
