@@ -21,6 +21,7 @@ import pytest
 from engine_support import Harness, harness
 
 from assistant.engine.catalogue import Catalogue
+from assistant.engine.demoweb import demo_web_tools
 from assistant.engine.events import AgentFinished, AgentStarted, ToolCallEvent, ToolResultEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import first_request
@@ -36,7 +37,10 @@ DATA = ROOT / "assistant" / "chat" / "management" / "commands" / "demo"
 REPORTS = {"en": "annual-report-2024.en.txt", "fr": "rapport-annuel-2024.fr.txt"}
 CHECKER = "Vérificateur"
 
-TABLE = """client | facture | date | montant | statut
+# As a base holds a table document's text (knowledge/processing.py): a line naming it, then its rows.
+TABLE = """Table factures: 5 rows; columns: client (VARCHAR), facture (VARCHAR), date (DATE), montant (DOUBLE), \
+statut (VARCHAR).
+client | facture | date | montant | statut
 Tamaris Conseil | F-2024-005 | 2024-01-08 | 4200.0 | payée
 Bimbamjob | F-2024-031 | 2024-02-05 | 18400.0 | payée
 Bimbamjob | F-2024-077 | 2024-06-03 | 6250.0 | impayée
@@ -435,3 +439,13 @@ async def test_an_agent_given_the_web_searches_then_fetches(web_server: str, lan
     assert agent.tools_run == ["web_search", "web_fetch"]
     assert [s.id for s in agent.sources] == [f"{web_server}{page}"]
     assert f"[{web_server}{page}]" in outcome.text
+
+
+@pytest.mark.parametrize(("language", "site"), [("en", "/en/news/"), ("fr", "/fr/actualites/")])
+async def test_over_the_demo_web_each_language_reads_its_own_page(language: Language, site: str) -> None:
+    h = demo([demo_web_tools(WebConfig(search_url="demo", fetch=True))])
+    outcome = await h.run(QUESTIONS["web"][language], resources=("web",), level="standard", model="demo-large")
+
+    [fetch] = tool_calls(h, "web_fetch")
+    assert fetch["url"].startswith("https://orchidee-logistique.demo.example" + site)
+    assert f"[{fetch['url']}]" in outcome.text

@@ -4,8 +4,9 @@ first text column (totals per client of the invoices), and answers with what the
 ``run_code`` is offered only where the sandbox can run (``engine/sandbox.py``: bubblewrap, seccomp, user
 namespaces); its description names the knowledge bases whose documents the script finds as text files
 ``<kb>/<id>.txt``, listed in ``index.json``. A table document's text is its rows as ``a | b | c`` lines under
-a header line. The script reads only the documents named after a table ``data_query`` lists (the tables'
-documents), or every document when none is, and prints one JSON line per table it totalled.
+a header line (after a line that names the table, in a base's documents). The script reads only the
+documents named after a table ``data_query`` lists (the tables' documents), or every document when none is,
+and prints one JSON line per table it totalled.
 """
 
 from __future__ import annotations
@@ -42,26 +43,28 @@ with open("index.json", encoding="utf-8") as f:
 chosen = [entry for entry in index if name(entry["title"]) in TABLES] or index
 for entry in chosen:
     with open(entry["path"], encoding="utf-8") as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
-    if len(lines) < 2 or " | " not in lines[0]:
-        continue
-    header = [c.strip() for c in lines[0].split(" | ")]
-    rows = [[c.strip() for c in line.split(" | ")] for line in lines[1:]]
-    rows = [r for r in rows if len(r) == len(header)]
-    numeric = [i for i in range(len(header)) if rows and all(number(r[i]) is not None for r in rows)]
-    text = [i for i in range(len(header)) if i not in numeric]
-    if not numeric or not text:
-        continue
-    group, summed = text[0], numeric[0]
-    totals = {{}}
-    for r in rows:
-        total, count = totals.get(r[group], (0.0, 0))
-        totals[r[group]] = (total + number(r[summed]), count + 1)
-    ranked = sorted(totals.items(), key=lambda item: -item[1][0])
-    print(json.dumps({{
-        "id": entry["id"], "title": entry["title"], "group": header[group], "summed": header[summed],
-        "rows": len(rows), "totals": [[k, round(t, 2), n] for k, (t, n) in ranked],
-    }}, ensure_ascii=False))
+        blocks = f.read().split("\\n\\n")  # a spreadsheet's sheets come one after the other
+    for block in blocks:
+        lines = [line for line in block.splitlines() if " | " in line]
+        if len(lines) < 2:
+            continue
+        header = [c.strip() for c in lines[0].split(" | ")]
+        rows = [[c.strip() for c in line.split(" | ")] for line in lines[1:]]
+        rows = [r for r in rows if len(r) == len(header)]
+        numeric = [i for i in range(len(header)) if rows and all(number(r[i]) is not None for r in rows)]
+        text = [i for i in range(len(header)) if i not in numeric]
+        if not numeric or not text:
+            continue
+        group, summed = text[0], numeric[0]
+        totals = {{}}
+        for r in rows:
+            total, count = totals.get(r[group], (0.0, 0))
+            totals[r[group]] = (total + number(r[summed]), count + 1)
+        ranked = sorted(totals.items(), key=lambda item: -item[1][0])
+        print(json.dumps({{
+            "id": entry["id"], "title": entry["title"], "group": header[group], "summed": header[summed],
+            "rows": len(rows), "totals": [[k, round(t, 2), n] for k, (t, n) in ranked],
+        }}, ensure_ascii=False))
 """
 
 
