@@ -21,7 +21,7 @@ from assistant.engine.usage import RunUsage, UsageData
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
-from assistant.runs.wording import status_text
+from assistant.runs.wording import status_text, with_demo_estimate
 
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landed_per_run, landing_lines
@@ -84,9 +84,9 @@ class Totals:
             return "—"
         grams = f"{self.carbon_g:.3g}" if self.carbon_g < 10 else f"{self.carbon_g:.0f}"
         if self.carbon_complete:
-            return _("%(grams)s g CO₂e") % {"grams": grams}
+            return with_demo_estimate(_("%(grams)s g CO₂e") % {"grams": grams}, self.usage.by_model)
         if self.carbon_g:
-            return _("at least %(grams)s g CO₂e") % {"grams": grams}
+            return with_demo_estimate(_("at least %(grams)s g CO₂e") % {"grams": grams}, self.usage.by_model)
         return _("not estimated")
 
     @property

@@ -34,7 +34,7 @@ from assistant.engine.events import (
     ToolResultEvent,
     UsageEvent,
 )
-from assistant.engine.usage import RunUsage
+from assistant.engine.usage import RunUsage, UsageData
 from assistant.knowledge.models import KnowledgeBase
 from assistant.runs import wording
 from assistant.runs.models import Run, Step
@@ -69,6 +69,7 @@ class AgentView:
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
+    usage: UsageData = field(default_factory=UsageData)
     report: str = ""
     partial_report: bool = False
     report_html: SafeString | None = None
@@ -98,6 +99,10 @@ class AgentView:
     @property
     def report_truncated(self) -> bool:
         return len(self.report) > REPORT_PREVIEW_CHARS
+
+    @property
+    def carbon_text(self) -> str:
+        return carbon_amount(self.usage)
 
     @property
     def status_text(self) -> str:
@@ -164,6 +169,7 @@ def agents_of(
                 agent.rounds = e.rounds
                 agent.seconds = e.seconds
                 agent.cost_eur = e.cost_eur
+                agent.usage = e.usage
                 agent.report = e.report
                 agent.partial_report = e.partial_report
                 agent.forced_landing = e.forced_landing
@@ -304,8 +310,23 @@ def carbon_line(usage: dict[str, Any]) -> str:
         return ""
     grams = float(usage["carbon_g"])
     shown = f"{grams:.2g}" if grams < 1 else f"{grams:.1f}"
+    models = usage.get("by_model") or {}
     if usage.get("carbon_estimated"):
-        return _("Carbon: %(grams)s g CO₂e") % {"grams": shown}
+        return wording.with_demo_estimate(_("Carbon: %(grams)s g CO₂e") % {"grams": shown}, models)
     if grams:
-        return _("Carbon: at least %(grams)s g CO₂e (some models have no carbon data)") % {"grams": shown}
+        return wording.with_demo_estimate(
+            _("Carbon: at least %(grams)s g CO₂e (some models have no carbon data)") % {"grams": shown}, models
+        )
     return _("Carbon: not estimated (no carbon data for these models)")
+
+
+def carbon_amount(usage: UsageData) -> str:
+    """An agent's carbon, for its panel: the estimate, or why there is none; the demo's marked as such."""
+    if not usage.by_model:
+        return "—"
+    shown = f"{usage.carbon_g:.2g}" if usage.carbon_g < 1 else f"{usage.carbon_g:.1f}"
+    if usage.carbon_estimated:
+        return wording.with_demo_estimate(_("%(grams)s g CO₂e") % {"grams": shown}, usage.by_model)
+    if usage.carbon_g:
+        return wording.with_demo_estimate(_("at least %(grams)s g CO₂e") % {"grams": shown}, usage.by_model)
+    return _("not estimated")

@@ -8,7 +8,7 @@ gives a cause's English (``Cause.english``) with its code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from zoneinfo import ZoneInfo
 
 from django.utils import formats
@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from assistant.engine.causes import Cause
+from assistant.engine.models.demo import CARBON_AS
 from assistant.engine.refusals import Refusal
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 
@@ -213,3 +214,13 @@ def _reset_day(refusal: Refusal) -> str:
         return "?"
     when = refusal.resets_at.astimezone(ZoneInfo(refusal.zone or "UTC"))
     return formats.date_format(when.date(), "j F Y")
+
+
+def with_demo_estimate(carbon: str, model_ids: Iterable[str]) -> str:
+    """A carbon figure, marked as the offline demo's estimate when demo models made it (they carry the carbon
+    parameters of a real model of their size, named here)."""
+    real = list(dict.fromkeys(CARBON_AS[m][1] for m in model_ids if m in CARBON_AS))
+    if not real:
+        return carbon
+    note = _("the offline demo’s estimate, with the parameters of %(models)s") % {"models": ", ".join(real)}
+    return _("%(carbon)s (%(note)s)") % {"carbon": carbon, "note": note}

@@ -23,7 +23,7 @@ The package:
 
 from __future__ import annotations
 
-from .info import DEMO_MODELS
+from .info import CARBON_AS, DEMO_MODELS
 from .markers import DEMO_FAIL, DEMO_ROUNDS
 from .model import DemoModel
 from .texts import LANGUAGES, TEXTS, Language, say
@@ -33,6 +33,7 @@ DEMO_FOOTER = TEXTS["footer"]["en"]
 DEMO_FAILURE = TEXTS["failure"]["en"]
 
 __all__ = [
+    "CARBON_AS",
     "DEMO_FAIL",
     "DEMO_FAILURE",
     "DEMO_FOOTER",

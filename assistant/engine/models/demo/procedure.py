@@ -27,7 +27,7 @@ from typing import Any
 
 from ...types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 from . import features, reading
-from .language import language_of
+from .language import detect, language_of
 from .markers import DEMO_FAIL, DEMO_ROUNDS, without_markers
 from .texts import Language, say
 from .triggers import topic
@@ -101,7 +101,7 @@ def agent(step: Step) -> ModelResponse:
         calls = [step.call(tool, {param: " ".join(words)}, i) for i, (tool, param) in enumerate(connectors[:4])]
         return ModelResponse(tool_calls=calls)
     connector_lines = reading.connector_data(messages)
-    hit_ids = [h["id"] for s in searches for h in s.get("hits", [])[:3]]
+    hit_ids = [h["id"] for h in hits_to_read(step, searches)]
     sql = reading.demo_sql(request)
     queried = reading.called(messages, "data_query")
     if not forced and ((hit_ids and not reads) or (sql and not queried)):
@@ -113,7 +113,7 @@ def agent(step: Step) -> ModelResponse:
     findings += [f"{line} [{reading.connector_source(tool)}]" for tool, line in connector_lines]
     findings += [step.say("query_gave", sql=sql, result=_query_result(step, q)) for q in reading.queries(messages)]
     if not findings and searches:
-        findings = [f"{h['title']}: {h['snippet']} [{h['id']}]" for s in searches for h in s.get("hits", [])[:3]]
+        findings = [f"{h['title']}: {h['snippet']} [{h['id']}]" for h in hits_to_read(step, searches)]
     found_text = " ".join(findings).lower()
     gaps = [step.say("gap_word", word=w) for w in words if w.lower() not in found_text]
     if not reads and kbs:
@@ -183,7 +183,7 @@ def main(step: Step) -> ModelResponse:
         and not [m for m in messages if m.role == "tool" and m.name != "kb_search"]
     ):
         # The round after the searches: read the hits, and query the tables when there are some.
-        ids = [h["id"] for s in reading.tool_results(messages, "kb_search") for h in s.get("hits", [])[:3]]
+        ids = [h["id"] for h in hits_to_read(step, reading.tool_results(messages, "kb_search"))]
         calls = [step.call("kb_read", {"ids": ids}, 0)] if ids else []
         sql = reading.demo_sql(request)
         if sql:
@@ -195,6 +195,19 @@ def main(step: Step) -> ModelResponse:
             calls = [step.call(tool, {param: " ".join(words)}, i) for i, (tool, param) in enumerate(connectors[:4])]
             return ModelResponse(text=step.say("asking_connectors"), tool_calls=calls)
     return ModelResponse(text=answer(step, words))
+
+
+def hits_to_read(step: Step, searches: list[dict[str, Any]], per_search: int = 3) -> list[dict[str, Any]]:
+    """The hits the demo reads: of each search, the first ones in its language (a base may hold documents in both),
+    else the first ones it cannot tell the language of, else the first ones."""
+    chosen = []
+    for search in searches:
+        hits = [h for h in search.get("hits", []) if isinstance(h, dict) and "id" in h]
+        found = [detect(f"{h.get('title', '')} {h.get('snippet', '')}") for h in hits]
+        mine = [h for h, lang in zip(hits, found, strict=True) if lang == step.language]
+        unsure = [h for h, lang in zip(hits, found, strict=True) if lang is None]
+        chosen += (mine or unsure or hits)[:per_search]
+    return chosen
 
 
 def _query_result(step: Step, query: tuple[int, str]) -> str:
