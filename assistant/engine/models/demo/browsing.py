@@ -14,6 +14,7 @@ from typing import Any
 from ...types import Message, ModelResponse
 from . import reading
 from .language import detect
+from .parts import own_first
 from .texts import Language
 from .words import extract
 
@@ -43,11 +44,12 @@ def errors(messages: tuple[Message, ...]) -> list[str]:
 
 
 def to_read(messages: tuple[Message, ...], language: Language) -> list[str]:
-    """The addresses of the first results, to read: those written in the question's language (by their title and
-    snippet) when there are some."""
+    """The addresses of the first results, to read: those in the question's language (by their title and snippet)
+    when there are some."""
     results = [r for s in searched(messages) for r in s.get("results", []) if r.get("url")]
-    own = [r for r in results if detect(f"{r.get('title', '')} {r.get('snippet', '')}") in (language, None)]
-    urls = [str(r["url"]) for r in own or results]
+    ranked = own_first(results, language)
+    own = [r for r in ranked if detect(f"{r.get('title', '')} {r.get('snippet', '')}") in (language, None)]
+    urls = [str(r["url"]) for r in own or ranked]
     return list(dict.fromkeys(urls))[:PAGES_READ]
 
 

@@ -190,7 +190,7 @@ def _whole(step: Any, words: list[str]) -> ModelResponse | None:
     docs = parts.readings(messages)
     if request.tools:
         if not docs:
-            hit = parts.best_hit(messages, words)
+            hit = parts.best_hit(messages, words, step.language)
             if hit is not None:
                 return ModelResponse(tool_calls=[step.call("kb_read", {"ids": [hit["id"]]}, 0)])
         else:
@@ -387,7 +387,7 @@ def _agent_parts(step: Any, words: list[str], start: tuple[str, int] | None) -> 
         if not docs:
             if start is not None:
                 return ModelResponse(tool_calls=[step.call("kb_read", {"ids": [start[0]], "from_char": start[1]}, 0)])
-            hit = parts.best_hit(messages, words)
+            hit = parts.best_hit(messages, words, step.language)
             if hit is not None:
                 return ModelResponse(tool_calls=[step.call("kb_read", {"ids": [hit["id"]]}, 0)])
         else:
@@ -438,7 +438,8 @@ def _agent_check(step: Any, instruction: str) -> ModelResponse:
         searching = _search_kbs(step, words)
         if searching is not None:
             return searching
-        hit_ids = [h["id"] for s in reading.tool_results(messages, "kb_search") for h in s.get("hits", [])[:3]]
+        searches = reading.tool_results(messages, "kb_search")
+        hit_ids = [h["id"] for s in searches for h in parts.own_first(s.get("hits", []), step.language)[:3]]
         if hit_ids and not reading.called(messages, "kb_read"):
             return ModelResponse(tool_calls=[step.call("kb_read", {"ids": hit_ids}, 0)])
     reads = [d for r in reading.tool_results(messages, "kb_read") for d in r.get("documents", [])]

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...types import Message
 from . import reading
+from .language import detect
 from .texts import Language
 from .words import sentences
 
@@ -63,9 +64,20 @@ def readings(messages: tuple[Message, ...]) -> dict[str, Reading]:
     return found
 
 
-def best_hit(messages: tuple[Message, ...], words: list[str]) -> dict[str, Any] | None:
-    """The hit whose title holds most of the words (the first one on a tie): the document asked for."""
-    hits = [h for s in reading.tool_results(messages, "kb_search") for h in s.get("hits", [])]
+def own_first(items: list[dict[str, Any]], language: Language) -> list[dict[str, Any]]:
+    """Search results (hits, web results) in ``language`` first, by their title and snippet, then those whose
+    language cannot be told, then the others; each group in its order."""
+
+    def rank(item: dict[str, Any]) -> int:
+        found = detect(f"{item.get('title', '')} {item.get('snippet', '')}")
+        return 0 if found == language else 1 if found is None else 2
+
+    return sorted(items, key=rank)
+
+
+def best_hit(messages: tuple[Message, ...], words: list[str], language: Language) -> dict[str, Any] | None:
+    """The hit whose title holds most of the words (on a tie, the first in ``language``): the document asked for."""
+    hits = own_first([h for s in reading.tool_results(messages, "kb_search") for h in s.get("hits", [])], language)
     if not hits:
         return None
     lowered = [w.lower() for w in words]
