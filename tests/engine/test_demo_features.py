@@ -249,6 +249,24 @@ def test_a_whole_document_is_handed_to_agents_told_to_go_on_with_from_char(langu
     assert "from_char" in task["instruction"]
 
 
+@pytest.mark.parametrize("language", LANGS)
+def test_without_agents_a_whole_document_is_first_searched_by_the_main_model(language: Language) -> None:
+    response = first_response(demo(), QUESTIONS["whole"][language], ("kb:rapports",), language)
+    words = " ".join(triggers.topic(QUESTIONS["whole"][language]))
+    assert [arguments(response, "kb_search")] == [{"query": words, "kb": "rapports"}]
+    assert response.text == say("whole_searching", language)
+
+
+@pytest.mark.parametrize("language", LANGS)
+def test_an_ordinary_question_keeps_the_procedure(language: Language) -> None:
+    question = {"en": "Bimbamjob: invoices and payments", "fr": "Bimbamjob : factures et paiements"}[language]
+    h = demo([code_tools(sandbox(), knowledge()), *web_factories()])
+    response = first_response(h, question, ("kb:factures", "kb:rapports", "code", "web", "agents"), language)
+    tasks = arguments(response, "agents")["tasks"]
+    assert [t["resources"] for t in tasks] == [["kb:factures"], ["kb:rapports"]]
+    assert all("profile" not in t and "from_char" not in t["instruction"] for t in tasks)
+
+
 # Whole runs ------------------------------------------------------------------------------------
 
 
