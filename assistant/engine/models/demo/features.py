@@ -218,7 +218,7 @@ def _part_lines(step: Any, doc: parts.Reading, part: parts.Part, words: list[str
     lines = [step.say("whole_part", start=parts.number(part.start, lang), end=parts.number(part.end, lang))]
     found = parts.sections(part.text)
     if found:
-        lines.append(step.say("whole_sections", sections="; ".join(found)))
+        lines.append(step.say("whole_sections", sections=(" ; " if lang == "fr" else "; ").join(found)))
     said = parts.mentions(part, words) or parts.last_section_opening(part)
     lines += [f"{s} [{doc.id}]" for s in said]
     return "\n".join(lines)
