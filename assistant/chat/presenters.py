@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
+from assistant.catalogue.naming import model_label
 from assistant.engine.causes import Cause
 from assistant.engine.events import (
     Action,
@@ -139,7 +140,7 @@ def agents_of(
                 agent_id=e.agent_id,
                 instruction=e.instruction,
                 model=e.model,
-                model_label=e.model_label,
+                model_label=model_label(e.model_label),
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
                 resources_text=", ".join(
