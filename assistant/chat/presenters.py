@@ -35,6 +35,7 @@ from assistant.engine.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from assistant.engine.outcomes import AgentReport
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.knowledge.models import KnowledgeBase
 from assistant.runs import wording
@@ -102,6 +103,11 @@ class AgentView:
     @property
     def carbon_text(self) -> str:
         return carbon_amount(self.usage)
+
+    @property
+    def report_text(self) -> str:
+        """The whole report with its headings in the reader's language (the agent panel)."""
+        return report_markdown(self.report)
 
     @property
     def status_text(self) -> str:
@@ -175,7 +181,7 @@ def agents_of(
         if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}
             if agent.agent_id not in cache:
-                cache[agent.agent_id] = render_markdown(agent.report_preview, heading_base=4)
+                cache[agent.agent_id] = render_markdown(report_markdown(agent.report_preview), heading_base=4)
             agent.report_html = cache[agent.agent_id]
     return list(agents.values())
 
@@ -316,6 +322,17 @@ def carbon_line(usage: dict[str, Any]) -> str:
             _("Carbon: at least %(grams)s g CO₂e (some models have no carbon data)") % {"grams": shown}, models
         )
     return _("Carbon: not estimated (no carbon data for these models)")
+
+
+def report_markdown(report: str) -> str:
+    """An agent's report (``AgentReport.as_text``) with its Sources and Gaps headings in the reader's language."""
+    parts = AgentReport.from_text(report)
+    text = parts.findings
+    if parts.sources:
+        text += "\n\n" + _("Sources: %(sources)s") % {"sources": ", ".join(parts.sources)}
+    if parts.gaps:
+        text += "\n\n" + _("Gaps: %(gaps)s") % {"gaps": "; ".join(parts.gaps)}
+    return text
 
 
 def carbon_amount(usage: UsageData) -> str:

@@ -92,6 +92,8 @@ def test_a_question_in_the_interface_s_language_gives_a_page_in_that_language_on
     assert not other, f"{OTHER[language]} from the demo on a {language} page: {other}"
     if language == "fr":
         assert_all_french(page, "a French question in the French interface")  # nor English of ours, nor raw codes
+        # The reports' headings too (the engine writes them in English for the main model; the page words them).
+        assert "Lacunes : " in shown and "Gaps:" not in shown and "Sources:" not in shown
     # Carbon: a figure, marked as the demo's estimate, under the answer and in the agent panel.
     mark = {"fr": "estimation de la démo hors ligne", "en": "the offline demo’s estimate"}[language]
     expect(run.locator("span.carbon")).to_contain_text(re.compile(r"\d g CO₂e|\d\.\d+ g CO₂e"))

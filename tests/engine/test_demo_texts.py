@@ -11,6 +11,7 @@ import pytest
 from assistant.engine.models.demo import LANGUAGES, TEXTS, DemoModel, say
 from assistant.engine.models.demo.info import DEMO_MODELS
 from assistant.engine.models.demo.language import detect, interface_language, language_of, scores
+from assistant.engine.outcomes import AgentReport
 from assistant.engine.types import Message, ModelRequest, ToolSpec
 
 
@@ -95,3 +96,11 @@ def test_an_agent_writes_in_its_instruction_s_language() -> None:
     [call] = model.respond(request).tool_calls
     assert say("nothing_in_scope", "fr") in call.arguments
     assert say("gap_word", "fr", word="Bimbamjob") in call.arguments
+
+
+def test_a_report_s_text_reads_back_so_pages_and_the_demo_word_its_headings() -> None:
+    report = AgentReport(findings="- Paid late [doc-1]", sources=["doc-1", "doc-2"], gaps=["nothing on risk", "x"])
+    back = AgentReport.from_text(report.as_text())
+    assert (back.findings, back.sources, back.gaps) == (report.findings, report.sources, report.gaps)
+    alone = AgentReport.from_text("Only findings.")
+    assert (alone.findings, alone.sources, alone.gaps) == ("Only findings.", [], [])
