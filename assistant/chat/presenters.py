@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
+from assistant.catalogue.naming import model_label
 from assistant.engine.causes import Cause
 from assistant.engine.events import (
     Action,
@@ -34,6 +35,7 @@ from assistant.engine.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from assistant.engine.outcomes import AgentReport
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.knowledge.models import KnowledgeBase
 from assistant.runs import wording
@@ -105,6 +107,11 @@ class AgentView:
         return carbon_amount(self.usage)
 
     @property
+    def report_text(self) -> str:
+        """The whole report with its headings in the reader's language (the agent panel)."""
+        return report_markdown(self.report)
+
+    @property
     def status_text(self) -> str:
         """The status in the reader's words, with its cause: «interrompu : budget de tours atteint (2/2 tours)»."""
         return wording.agent_status_text(self.status, self.cause)
@@ -141,7 +148,7 @@ def agents_of(
                 agent_id=e.agent_id,
                 instruction=e.instruction,
                 model=e.model,
-                model_label=e.model_label,
+                model_label=model_label(e.model_label),
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
                 profile=e.profile,
@@ -177,7 +184,7 @@ def agents_of(
         if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}
             if agent.agent_id not in cache:
-                cache[agent.agent_id] = render_markdown(agent.report_preview, heading_base=4)
+                cache[agent.agent_id] = render_markdown(report_markdown(agent.report_preview), heading_base=4)
             agent.report_html = cache[agent.agent_id]
     return list(agents.values())
 
@@ -318,6 +325,17 @@ def carbon_line(usage: dict[str, Any]) -> str:
             _("Carbon: at least %(grams)s g CO₂e (some models have no carbon data)") % {"grams": shown}, models
         )
     return _("Carbon: not estimated (no carbon data for these models)")
+
+
+def report_markdown(report: str) -> str:
+    """An agent's report (``AgentReport.as_text``) with its Sources and Gaps headings in the reader's language."""
+    parts = AgentReport.from_text(report)
+    text = parts.findings
+    if parts.sources:
+        text += "\n\n" + _("Sources: %(sources)s") % {"sources": ", ".join(parts.sources)}
+    if parts.gaps:
+        text += "\n\n" + _("Gaps: %(gaps)s") % {"gaps": "; ".join(parts.gaps)}
+    return text
 
 
 def carbon_amount(usage: UsageData) -> str:

@@ -40,12 +40,28 @@ class AgentReport(BaseModel):
     gaps: list[str] = Field(default_factory=list, description="What you could not establish or check.")
 
     def as_text(self) -> str:
+        """The report as the main model reads it: the findings, then ``Sources: a, b`` and ``Gaps: x; y``."""
         text = self.findings.strip()
         if self.sources:
-            text += "\n\nSources: " + ", ".join(self.sources)
+            text += SOURCES_LABEL + ", ".join(self.sources)
         if self.gaps:
-            text += "\n\nGaps: " + "; ".join(self.gaps)
+            text += GAPS_LABEL + "; ".join(self.gaps)
         return text
+
+    @classmethod
+    def from_text(cls, text: str) -> AgentReport:
+        """A report back from its text (``as_text``'s), so that a page can word its headings in its language."""
+        rest, _, gaps = text.partition(GAPS_LABEL)
+        findings, _, sources = rest.partition(SOURCES_LABEL)
+        return cls.model_construct(
+            findings=findings.strip(),
+            sources=[s.strip() for s in sources.split(",") if s.strip()],
+            gaps=[g.strip() for g in gaps.split(";") if g.strip()],
+        )
+
+
+SOURCES_LABEL = "\n\nSources: "
+GAPS_LABEL = "\n\nGaps: "
 
 
 RESULT_SPEC = ToolSpec(

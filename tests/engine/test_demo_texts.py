@@ -11,6 +11,7 @@ import pytest
 from assistant.engine.models.demo import LANGUAGES, TEXTS, DemoModel, say
 from assistant.engine.models.demo.info import DEMO_MODELS
 from assistant.engine.models.demo.language import detect, interface_language, language_of, scores
+from assistant.engine.outcomes import AgentReport
 from assistant.engine.types import Message, ModelRequest, ToolSpec
 
 
@@ -35,6 +36,7 @@ def test_every_code_has_both_languages_with_the_same_placeholders(code: str) -> 
         ("Que disent les contrats sur les pénalités de retard ?", "fr"),
         ("Quelles factures d’Acme sont en retard", "fr"),
         ("résumé", "fr"),  # an accent alone
+        ("Orchidée Logistique invoices for 2024", "en"),  # a name's accent is no French
         ("What do the contracts say about late payment penalties?", "en"),
         ("Bimbamjob invoices and the payment plan", "en"),
         ("Summarise the meetings with Acme", "en"),
@@ -45,7 +47,7 @@ def test_a_question_s_language_is_detected(text: str, expected: str) -> None:
     assert language_of(text, "en" if expected == "fr" else "fr") == expected  # whatever the interface
 
 
-@pytest.mark.parametrize("text", ["", "Bimbamjob", "Acme 2024", "Bimbamjob factures", "le the"])
+@pytest.mark.parametrize("text", ["", "Bimbamjob", "Acme 2024", "Bimbamjob factures", "le the", "Orchidée Logistique"])
 def test_unsure_falls_back_to_the_interface_language(text: str) -> None:
     assert detect(text) is None, scores(text)
     assert language_of(text, "fr") == "fr"
@@ -95,3 +97,11 @@ def test_an_agent_writes_in_its_instruction_s_language() -> None:
     [call] = model.respond(request).tool_calls
     assert say("nothing_in_scope", "fr") in call.arguments
     assert say("gap_word", "fr", word="Bimbamjob") in call.arguments
+
+
+def test_a_report_s_text_reads_back_so_pages_and_the_demo_word_its_headings() -> None:
+    report = AgentReport(findings="- Paid late [doc-1]", sources=["doc-1", "doc-2"], gaps=["nothing on risk", "x"])
+    back = AgentReport.from_text(report.as_text())
+    assert (back.findings, back.sources, back.gaps) == (report.findings, report.sources, report.gaps)
+    alone = AgentReport.from_text("Only findings.")
+    assert (alone.findings, alone.sources, alone.gaps) == ("Only findings.", [], [])

@@ -1,7 +1,8 @@
 """Which language a question is in, French or English, deterministically (the demo does not understand language).
 
 Each language's function words are counted (words neither language shares: ``a``, ``on``, ``me`` count for
-neither), and every word with a French accent counts for French. The higher count wins; a tie (a bare name,
+neither), and every lowercase word with a French accent counts for French (a capitalised one may be a name,
+«Orchidée Logistique», in an English question). The higher count wins; a tie (a bare name,
 a number, an empty message) is *unsure* and the caller falls back to the interface language.
 """
 
@@ -32,10 +33,11 @@ _WORDS = re.compile(r"\w+")
 
 def scores(text: str) -> dict[Language, int]:
     """Each language's count of evidence in ``text``."""
-    words = [w.lower() for w in _WORDS.findall(text)]
+    found = _WORDS.findall(text)
+    words = [w.lower() for w in found]
     return {
         "en": sum(w in _ENGLISH for w in words),
-        "fr": sum(w in _FRENCH for w in words) + sum(bool(_ACCENTED.search(w)) for w in words),
+        "fr": sum(w in _FRENCH for w in words) + sum(w.islower() and bool(_ACCENTED.search(w)) for w in found),
     }
 
 

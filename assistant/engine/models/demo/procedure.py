@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...outcomes import AgentReport
 from ...types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 from . import features, reading
 from .language import detect, language_of
@@ -215,15 +216,14 @@ def _query_result(step: Step, query: tuple[int, str]) -> str:
 
 
 def _report(step: Step, delegation: dict[str, Any]) -> str:
-    """An agent's report as the answer gives it: its findings and gaps (the engine writes ``findings``, then
-    ``Sources: ...`` and ``Gaps: a; b`` paragraphs); a partial one (the engine's account) as what it had read."""
+    """An agent's report as the answer gives it: its findings and gaps (its sources are cited in its findings);
+    a partial one (the engine's account of what the agent had done) as what it had read."""
     if delegation.get("partial_report"):
         read = [str(d) for d in delegation.get("documents_read", [])]
         return step.say("agent_partial_read", documents=", ".join(read)) if read else step.say("agent_partial_nothing")
-    findings, gaps = str(delegation.get("report", "")), ""
-    findings, _, gaps = findings.partition("\n\nGaps: ")
-    findings = findings.partition("\n\nSources: ")[0].strip()
-    return findings + (f"\n\n{step.say('agent_gaps', gaps=gaps.strip())}" if gaps.strip() else "")
+    report = AgentReport.from_text(str(delegation.get("report", "")))
+    gaps = f"\n\n{step.say('agent_gaps', gaps='; '.join(report.gaps))}" if report.gaps else ""
+    return report.findings + gaps
 
 
 def _why(step: Step, delegation: dict[str, Any]) -> str:
