@@ -216,11 +216,27 @@ def _reset_day(refusal: Refusal) -> str:
     return formats.date_format(when.date(), "j F Y")
 
 
-def with_demo_estimate(carbon: str, model_ids: Iterable[str]) -> str:
+def with_demo_estimate(carbon: str, model_ids: Iterable[str], *, short: bool = False) -> str:
     """A carbon figure, marked as the offline demo's estimate when demo models made it (they carry the carbon
-    parameters of a real model of their size, named here)."""
+    parameters of a real model of their size, named here; ``short``: in a table, which ``demo_carbon_hint``
+    explains once)."""
     real = list(dict.fromkeys(CARBON_AS[m][1] for m in model_ids if m in CARBON_AS))
     if not real:
         return carbon
-    note = _("the offline demo’s estimate, with the parameters of %(models)s") % {"models": ", ".join(real)}
+    if short:
+        note = _("the demo’s estimate")
+    else:
+        note = _("the offline demo’s estimate, with the parameters of %(models)s") % {"models": ", ".join(real)}
     return _("%(carbon)s (%(note)s)") % {"carbon": carbon, "note": note}
+
+
+def demo_carbon_hint(model_ids: Iterable[str]) -> str:
+    """What a table's «the demo's estimate» means, when demo models are among ``model_ids`` (else empty)."""
+    demo = [m for m in dict.fromkeys(model_ids) if m in CARBON_AS]
+    if not demo:
+        return ""
+    pairs = ", ".join(_("%(real)s for %(demo)s") % {"real": CARBON_AS[m][1], "demo": m} for m in sorted(demo))
+    return _(
+        "The offline demo models’ carbon is the demo’s estimate: the parameters of a real model of their size "
+        "(%(pairs)s)."
+    ) % {"pairs": pairs}

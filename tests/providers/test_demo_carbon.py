@@ -18,6 +18,7 @@ from assistant.engine.carbon import CARBON_KEYS, call_impact
 from assistant.engine.models.demo import CARBON_AS, DEMO_MODELS
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import RunUsage, UsageData
+from assistant.runs.wording import demo_carbon_hint
 
 INFOS = {m.id: m for m in infos_from_file()}
 
@@ -69,9 +70,13 @@ def test_the_footer_panel_and_usage_page_mark_the_demo_s_estimate_in_both_langua
     assert panel.endswith("(the offline demo’s estimate, with the parameters of Mistral Small 4)")
     totals = Totals()
     totals.add_usage(demo)
-    assert "the offline demo’s estimate" in totals.carbon_text
+    assert totals.carbon_text.endswith(" g CO₂e (the demo’s estimate)")  # in a table; the page explains it once
+    hint = demo_carbon_hint(["mistral-large", "demo-small", "demo-large"])
+    assert hint.endswith("(Mistral Large 3 for demo-large, Mistral Small 4 for demo-small).")
+    assert demo_carbon_hint(["mistral-large"]) == ""
     with translation.override("fr"):
         assert carbon_line(demo).startswith("Carbone : ")
         assert "(estimation de la démo hors ligne, avec les paramètres de Mistral Large 3" in carbon_line(demo)
-        assert "estimation de la démo hors ligne" in totals.carbon_text
+        assert totals.carbon_text.endswith(" g CO₂e (estimation de la démo)")
+        assert "Mistral Small 4 pour demo-small" in demo_carbon_hint(["demo-small"])
         assert "estimation de la démo hors ligne" in carbon_amount(UsageData.model_validate(_usage("demo-small")))
