@@ -1,7 +1,7 @@
 """The demo web as a signed-in user meets it (``DEMO_WEB``): runs through the composer's path whose models (the only
 fakes) search and read it, the main model itself or an agent; the page's actions, the agent panel and the sources
 list say it is the demo web, in English and French; a source opens the page's text here; the composer offers the
-demo web; without DEMO_WEB the web tools are the real ones (or none)."""
+demo web, and so does the export; without DEMO_WEB the web tools are the real ones (or none)."""
 
 from __future__ import annotations
 
@@ -131,6 +131,12 @@ async def test_the_main_model_s_searches_and_reads_of_the_demo_web_say_so_and_it
     assert "Recherche sur le web de démo « Bimbamjob levée de fonds » : 2 résultats" in french
     assert f"Lecture de la page du web de démo : {PAGE_FR}" in french
     assert "(web de démo : actu-entreprises.demo.example)" in _sources(french)
+
+    # The export says it too: the JSON's sources carry demo_web, the Markdown's say so in the reader's language.
+    exported = json.loads((await client.get(f"/c/{run.conversation_id}/export.json")).content)
+    assert [s["demo_web"] for s in exported["turns"][0]["sources"]] == [True]
+    markdown = (await client.get(f"/c/{run.conversation_id}/export.md")).content.decode()
+    assert f"- {TITLE_FR} ({PAGE_FR}, actu-entreprises.demo.example) — une page du web de démo, fictive" in markdown
 
 
 async def test_an_agent_s_demo_web_actions_show_in_its_line_and_panel_and_its_page_in_the_sources(
