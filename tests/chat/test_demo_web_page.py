@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient, Client
 
+from assistant.api.trace import trace_of
 from assistant.catalogue import snapshot
 from assistant.engine.demoweb import DemoFetcher, DemoSearch
 from assistant.engine.models.base import Model
@@ -131,6 +132,15 @@ async def test_the_main_model_s_searches_and_reads_of_the_demo_web_say_so_and_it
     assert "Recherche sur le web de démo « Bimbamjob levée de fonds » : 2 résultats" in french
     assert f"Lecture de la page du web de démo : {PAGE_FR}" in french
     assert "(web de démo : actu-entreprises.demo.example)" in _sources(french)
+
+    # The API's trace of the run says it: each step's action, its sources and the run's sources.
+    trace = await sync_to_async(lambda: trace_of(list(run.steps.all()), run.usage, run.sources))()
+    dumped = trace.model_dump()
+    assert [(s["tool"], s["action"]["demo_web"]) for s in dumped["steps"]] == [
+        ("web_search", True),
+        ("web_fetch", True),
+    ]
+    assert [(s["id"], s["demo_web"]) for s in dumped["sources"]] == [(PAGE_FR, True)]
 
     # The export says it too: the JSON's sources carry demo_web, the Markdown's say so in the reader's language.
     exported = json.loads((await client.get(f"/c/{run.conversation_id}/export.json")).content)
