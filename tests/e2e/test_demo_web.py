@@ -11,8 +11,8 @@ actions and sources with a scripted model, so it holds whichever demo model is m
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from live_server import start_server
@@ -69,6 +69,7 @@ snapshot.resolve = lambda model_id: FunctionModel(models[model_id], snapshot.cat
 call_command("runserver", sys.argv[1], use_reloader=False)
 """
 
+PAGE_EN = "https://actu-entreprises.demo.example/en/2024/bimbamjob-postpones-fundraising"
 WORDS = {
     "en": {
         "locale": "en-GB",
@@ -162,8 +163,33 @@ def test_the_demo_web_is_searched_read_and_cited_as_the_demo_web(
     page.context.close()
 
 
-def test_the_demo_web_s_settings_line(browser: Any, demo_web_server: str, tmp_path: Path) -> None:
+def test_the_demo_web_s_settings_line(browser: Any, demo_web_server: str) -> None:
     page = _sign_in(browser, demo_web_server, "en-GB")
     page.goto("/settings/")
     expect(page.locator("#web")).to_contain_text("web_search and web_fetch are on, over the demo web (DEMO_WEB)")
     page.context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_nothing_serious_on_a_demo_web_page_and_the_settings(
+    browser: Any, demo_web_server: str, scheme: str
+) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    context = browser.new_context(base_url=demo_web_server, viewport={"width": 390, "height": 844}, color_scheme=scheme)
+    page = context.new_page()
+    page.goto("/login/")
+    page.fill("input[name=username]", "demo")
+    page.fill("input[name=password]", "demo-password")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(f"{demo_web_server}/")
+    for path in (f"/demo-web/?url={quote(PAGE_EN)}", "/settings/"):
+        page.goto(path)
+        violations = Axe().run(page).response["violations"]
+        bad = [
+            (v["id"], [n["target"] for n in v["nodes"]][:5])
+            for v in violations
+            if v["impact"] in ("serious", "critical")
+        ]
+        assert bad == [], (path, scheme, bad)
+    context.close()
