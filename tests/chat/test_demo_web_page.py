@@ -17,6 +17,7 @@ from django.test import AsyncClient, Client
 
 from assistant.api.trace import trace_of
 from assistant.catalogue import snapshot
+from assistant.chat.rendering import render_markdown
 from assistant.engine.demoweb import DemoFetcher, DemoSearch
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
@@ -186,6 +187,20 @@ def test_a_demo_web_source_opens_its_page_s_text_labelled_as_the_demo_web(db: No
 
     for missing in ("https://actu-entreprises.demo.example/fr/nulle-part", "https://example.org/", ""):
         assert client.get(f"/demo-web/?url={quote(missing)}").status_code == 404
+
+
+def test_a_link_to_a_demo_web_page_in_a_text_opens_its_text_here() -> None:
+    html = render_markdown(
+        f"See {PAGE_FR}, [the guide](http://droit-commercial.demo.example/en/late-payment-penalties/) and "
+        "[a real page](https://example.org/a), https://actu.demo.example.evil.org/x ."
+    )
+    assert (
+        f'<a href="/demo-web/?url={quote(PAGE_FR, safe="")}" rel="noopener noreferrer nofollow">{PAGE_FR}</a>' in html
+    )
+    guide = quote("https://droit-commercial.demo.example/en/late-payment-penalties", safe="")
+    assert f'<a href="/demo-web/?url={guide}" rel="noopener noreferrer nofollow">the guide</a>' in html
+    assert '<a href="https://example.org/a"' in html  # the internet's addresses are left as they are
+    assert '<a href="https://actu.demo.example.evil.org/x"' in html  # a look-alike host is not the demo web
 
 
 def _composer_web(client: Client) -> str:

@@ -12,6 +12,7 @@ through an agent given the web, each question's language finds its own pages.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -267,6 +268,8 @@ def test_the_demo_model_reads_the_demo_web_in_the_question_s_language(
         expect(line).to_have_count(1)
         line.locator("summary").click()
         actions = line.locator("ol.actions li")
+        # The report cites the page by its address: the link opens the page's text here, not a fictional site.
+        expect(line.locator(".report a").first).to_have_attribute("href", re.compile(r"^/demo-web/\?url=https"))
     else:
         expect(run.locator(".delegation")).to_have_count(0)
         actions = run.locator(".main-action")
