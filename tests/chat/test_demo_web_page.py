@@ -1,7 +1,7 @@
 """The demo web as a signed-in user meets it (``DEMO_WEB``): runs through the composer's path whose models (the only
 fakes) search and read it, the main model itself or an agent; the page's actions, the agent panel and the sources
 list say it is the demo web, in English and French; a source opens the page's text here; the composer offers the
-demo web; without DEMO_WEB the web tools are the real ones (or none)."""
+demo web, and so does the export; without DEMO_WEB the web tools are the real ones (or none)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient, Client
 
+from assistant.api.trace import trace_of
 from assistant.catalogue import snapshot
+from assistant.chat.rendering import render_markdown
 from assistant.engine.demoweb import DemoFetcher, DemoSearch
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
@@ -132,6 +134,21 @@ async def test_the_main_model_s_searches_and_reads_of_the_demo_web_say_so_and_it
     assert f"Lecture de la page du web de démo : {PAGE_FR}" in french
     assert "(web de démo : actu-entreprises.demo.example)" in _sources(french)
 
+    # The API's trace of the run says it: each step's action, its sources and the run's sources.
+    trace = await sync_to_async(lambda: trace_of(list(run.steps.all()), run.usage, run.sources))()
+    dumped = trace.model_dump()
+    assert [(s["tool"], s["action"]["demo_web"]) for s in dumped["steps"]] == [
+        ("web_search", True),
+        ("web_fetch", True),
+    ]
+    assert [(s["id"], s["demo_web"]) for s in dumped["sources"]] == [(PAGE_FR, True)]
+
+    # The export says it too: the JSON's sources carry demo_web, the Markdown's say so in the reader's language.
+    exported = json.loads((await client.get(f"/c/{run.conversation_id}/export.json")).content)
+    assert [s["demo_web"] for s in exported["turns"][0]["sources"]] == [True]
+    markdown = (await client.get(f"/c/{run.conversation_id}/export.md")).content.decode()
+    assert f"- {TITLE_FR} ({PAGE_FR}, actu-entreprises.demo.example) — une page du web de démo, fictive" in markdown
+
 
 async def test_an_agent_s_demo_web_actions_show_in_its_line_and_panel_and_its_page_in_the_sources(
     demo_web: None, monkeypatch: pytest.MonkeyPatch
@@ -170,6 +187,20 @@ def test_a_demo_web_source_opens_its_page_s_text_labelled_as_the_demo_web(db: No
 
     for missing in ("https://actu-entreprises.demo.example/fr/nulle-part", "https://example.org/", ""):
         assert client.get(f"/demo-web/?url={quote(missing)}").status_code == 404
+
+
+def test_a_link_to_a_demo_web_page_in_a_text_opens_its_text_here() -> None:
+    html = render_markdown(
+        f"See {PAGE_FR}, [the guide](http://droit-commercial.demo.example/en/late-payment-penalties/) and "
+        "[a real page](https://example.org/a), https://actu.demo.example.evil.org/x ."
+    )
+    assert (
+        f'<a href="/demo-web/?url={quote(PAGE_FR, safe="")}" rel="noopener noreferrer nofollow">{PAGE_FR}</a>' in html
+    )
+    guide = quote("https://droit-commercial.demo.example/en/late-payment-penalties", safe="")
+    assert f'<a href="/demo-web/?url={guide}" rel="noopener noreferrer nofollow">the guide</a>' in html
+    assert '<a href="https://example.org/a"' in html  # the internet's addresses are left as they are
+    assert '<a href="https://actu.demo.example.evil.org/x"' in html  # a look-alike host is not the demo web
 
 
 def _composer_web(client: Client) -> str:
