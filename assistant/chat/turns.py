@@ -214,6 +214,7 @@ def export_markdown(data: dict[str, Any]) -> str:
             out += [f"### {_('Sources')}", ""]
             out += [
                 f"- {s.get('title', '')} ({s.get('id', '')}{', ' + s['where'] if s.get('where') else ''})"
+                + (f" — {_('a page of the demo web, fictional')}" if s.get("demo_web") else "")
                 for s in t["sources"]
             ]
             out.append("")

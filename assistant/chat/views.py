@@ -28,6 +28,7 @@ from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
+from assistant.knowledge.tools import demo_web_on
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
@@ -51,7 +52,7 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
     toolbox = execution.toolbox_for(org.pk)
     tools = [
         {"value": value, "label": label, "available": bool(toolbox.tools_for(Scope.from_resources([value])))}
-        for value, label in (("web", _("Web")), ("code", _("Code")))
+        for value, label in (("web", _("Demo web") if demo_web_on() else _("Web")), ("code", _("Code")))
     ]
     categories = budgets.categories_of(org)
     defaults = {
