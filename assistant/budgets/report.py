@@ -22,6 +22,7 @@ from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
 from assistant.runs.wording import demo_carbon_hint, status_text, with_demo_estimate
+from assistant.runs.wording import grams as wording_grams
 
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landed_per_run, landing_lines
@@ -82,7 +83,7 @@ class Totals:
         """The carbon, or why there is none: never a made-up zero."""
         if not self.calls:
             return "—"
-        grams = f"{self.carbon_g:.3g}" if self.carbon_g < 10 else f"{self.carbon_g:.0f}"
+        grams = wording_grams(self.carbon_g, significant=3, above=10, decimals=0)
         if self.carbon_complete:
             return with_demo_estimate(_("%(grams)s g CO₂e") % {"grams": grams}, self.usage.by_model, short=True)
         if self.carbon_g:

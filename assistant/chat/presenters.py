@@ -316,7 +316,7 @@ def carbon_line(usage: dict[str, Any]) -> str:
     if "carbon_g" not in usage:  # a run saved before carbon was estimated
         return ""
     grams = float(usage["carbon_g"])
-    shown = f"{grams:.2g}" if grams < 1 else f"{grams:.1f}"
+    shown = wording.grams(grams)
     models = usage.get("by_model") or {}
     if usage.get("carbon_estimated"):
         return wording.with_demo_estimate(_("Carbon: %(grams)s g CO₂e") % {"grams": shown}, models)
@@ -342,7 +342,7 @@ def carbon_amount(usage: UsageData) -> str:
     """An agent's carbon, for its panel: the estimate, or why there is none; the demo's marked as such."""
     if not usage.by_model:
         return "—"
-    shown = f"{usage.carbon_g:.2g}" if usage.carbon_g < 1 else f"{usage.carbon_g:.1f}"
+    shown = wording.grams(usage.carbon_g)
     if usage.carbon_estimated:
         return wording.with_demo_estimate(_("%(grams)s g CO₂e") % {"grams": shown}, usage.by_model)
     if usage.carbon_g:

@@ -9,6 +9,7 @@ gives a cause's English (``Cause.english``) with its code.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django.utils import formats
@@ -240,3 +241,18 @@ def demo_carbon_hint(model_ids: Iterable[str]) -> str:
         "The offline demo models’ carbon is the demo’s estimate: the parameters of a real model of their size "
         "(%(pairs)s)."
     ) % {"pairs": pairs}
+
+
+def grams(value: float, *, significant: int = 2, above: float = 1, decimals: int = 1) -> str:
+    """A carbon figure in the reader's number format («0,042» in French): ``significant`` digits below ``above``,
+    else ``decimals`` decimals."""
+    if value < above:
+        text = f"{value:.{significant}g}"
+        if "e" in text:  # tiny: written out rather than as 4.2e-05
+            text = f"{value:.{significant - 1}e}"
+            mantissa, exponent = text.split("e")
+            places = max(0, -int(exponent) + len(mantissa.replace(".", "")) - 1)
+            text = f"{value:.{places}f}"
+    else:
+        text = f"{value:.{decimals}f}"
+    return formats.number_format(Decimal(text), use_l10n=True)

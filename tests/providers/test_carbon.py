@@ -79,4 +79,4 @@ def test_the_answer_footer_shows_the_estimate_or_why_there_is_none() -> None:
     )
     assert carbon_line({}) == ""
     with translation.override("fr"):
-        assert carbon_line(estimated) == "Carbone : 0.042 g CO₂e"
+        assert carbon_line(estimated) == "Carbone : 0,042 g CO₂e"  # in the reader's number format

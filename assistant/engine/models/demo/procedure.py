@@ -103,7 +103,7 @@ def agent(step: Step) -> ModelResponse:
         return ModelResponse(tool_calls=calls)
     connector_lines = reading.connector_data(messages)
     hit_ids = [h["id"] for h in hits_to_read(step, searches)]
-    sql = reading.demo_sql(request)
+    sql = reading.demo_sql(request, step.say("sql_rows"))
     queried = reading.called(messages, "data_query")
     if not forced and ((hit_ids and not reads) or (sql and not queried)):
         calls = [step.call("kb_read", {"ids": hit_ids}, 0)] if hit_ids and not reads else []
@@ -186,7 +186,7 @@ def main(step: Step) -> ModelResponse:
         # The round after the searches: read the hits, and query the tables when there are some.
         ids = [h["id"] for h in hits_to_read(step, reading.tool_results(messages, "kb_search"))]
         calls = [step.call("kb_read", {"ids": ids}, 0)] if ids else []
-        sql = reading.demo_sql(request)
+        sql = reading.demo_sql(request, step.say("sql_rows"))
         if sql:
             calls.append(step.call("data_query", {"sql": sql}, len(calls)))
         if calls:

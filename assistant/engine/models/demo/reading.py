@@ -68,9 +68,9 @@ def connector_source(tool: str) -> str:
 _NUMERIC = frozenset({"DOUBLE", "BIGINT", "INTEGER", "DECIMAL", "FLOAT", "HUGEINT", "SMALLINT"})
 
 
-def demo_sql(request: ModelRequest) -> str | None:
+def demo_sql(request: ModelRequest, rows: str = "rows") -> str | None:
     """The demo's query over the first table the ``data_query`` description lists, as ``name(column TYPE, ...)``:
-    the first numeric column summed by the first text column (or the rows counted)."""
+    the first numeric column summed by the first text column (or the rows counted, as the column ``rows``)."""
     tool = spec(request, "data_query")
     if tool is None:
         return None
@@ -83,10 +83,10 @@ def demo_sql(request: ModelRequest) -> str | None:
     text = next((name for name, kind in columns if kind == "VARCHAR"), None)
     number = next((name for name, kind in columns if kind in _NUMERIC), None)
     if text is None:
-        return f"SELECT COUNT(*) AS lignes FROM {table}"
+        return f"SELECT COUNT(*) AS {rows} FROM {table}"
     if number is None:
-        return f"SELECT {text}, COUNT(*) AS lignes FROM {table} GROUP BY {text} ORDER BY lignes DESC"
-    return f"SELECT {text}, SUM({number}) AS total, COUNT(*) AS lignes FROM {table} GROUP BY {text} ORDER BY total DESC"
+        return f"SELECT {text}, COUNT(*) AS {rows} FROM {table} GROUP BY {text} ORDER BY {rows} DESC"
+    return f"SELECT {text}, SUM({number}) AS total, COUNT(*) AS {rows} FROM {table} GROUP BY {text} ORDER BY total DESC"
 
 
 def queries(messages: tuple[Message, ...]) -> list[tuple[int, str]]:

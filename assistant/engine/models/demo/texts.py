@@ -120,6 +120,7 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
     },
     # Said by the agents, in their reports.
     "query_rows": {"en": "{count} rows", "fr": "{count} lignes"},
+    "sql_rows": {"en": "rows", "fr": "lignes"},  # the name of the demo query's count column
     "query_result": {"en": "{rows}:\n\n{table}", "fr": "{rows} :\n\n{table}"},
     "query_gave": {"en": "The query `{sql}` gave {result}", "fr": "La requête `{sql}` a donné {result}"},
     "nothing_in_scope": {
