@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -165,7 +166,14 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[intake.Ask, d
     model = _field(post, "model")
     resources = [r.replace("\x00", "") for r in resources]
     values = {"text": text, "model": model, "level": level_raw, "resources": resources, "category": category}
-    ask = intake.Ask(text=text, model=model, level=level, resources=tuple(resources), category=category)
+    ask = intake.Ask(
+        text=text,
+        model=model,
+        level=level,
+        resources=tuple(resources),
+        category=category,
+        language=translation.get_language() or "",
+    )
     return ask, values
 
 

@@ -5,6 +5,7 @@ from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 
+from assistant.catalogue.naming import model_label
 from assistant.engine.events import Action
 
 from ..rendering import render_markdown
@@ -15,6 +16,12 @@ register = template.Library()
 @register.filter
 def markdown(text: str) -> SafeString:
     return render_markdown(text or "")
+
+
+@register.filter(name="model_label")
+def model_label_filter(label: str) -> str:
+    """A model's label in the reader's language (a demo model says it is one)."""
+    return model_label(label)
 
 
 @register.filter
