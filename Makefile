@@ -25,9 +25,11 @@ run: install
 	@echo ""
 	@echo "  Open http://$(HOST):$(PORT)/  and sign in as demo / demo-password"
 	@echo "  Web tools: the demo web (fictional pages shipped with the project, read offline) unless DEMO_WEB=0"
+	@echo "  Code: run_code where its sandbox can run on this machine, unless RUN_CODE_ENABLED=0"
 	@echo ""
 	# The demo web on here only: web_search and web_fetch read the pages the project ships, not the internet.
-	DEMO_WEB=$${DEMO_WEB:-1} $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
+	# run_code on for the demo (offered only where every layer of its sandbox is there: engine/sandbox.py).
+	DEMO_WEB=$${DEMO_WEB:-1} RUN_CODE_ENABLED=$${RUN_CODE_ENABLED:-1} $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
 
 test: install
 	$(BIN)/ruff check .

@@ -63,6 +63,8 @@ class AgentView:
     resources: list[str]
     max_rounds: int
     resources_text: str = ""
+    profile: str | None = None
+    """The agent profile the main model chose for it, if one."""
     actions: list[Action] = field(default_factory=list)
     status: str = "running"
     cause: Cause | None = None
@@ -149,6 +151,7 @@ def agents_of(
                 model_label=model_label(e.model_label),
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
+                profile=e.profile,
                 resources_text=", ".join(
                     titles.get(r) or wording.resource_text(r, base_names or {}) for r in e.resources
                 ),

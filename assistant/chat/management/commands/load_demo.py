@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from assistant.budgets.models import Category
+from assistant.chat.management import demo_features
 from assistant.knowledge import processing
 from assistant.knowledge.extract import extract
 from assistant.knowledge.models import Document, KnowledgeBase
@@ -258,6 +259,7 @@ class Command(BaseCommand):
                 Document.objects.update_or_create(knowledge_base=kb, title=title, defaults={"text": text})
             for path in TABLES.get(slug, []):
                 _add_table(kb, path)
+        demo_features.load(org)  # the long reports and the Vérificateur profile (demo_features.py)
         # Created once: what an admin changes afterwards (budgets, the default) stays.
         has_default = Category.objects.filter(organisation=org, is_default=True).exists()
         for position, (slug, name, share) in enumerate(CATEGORIES):

@@ -27,10 +27,11 @@ from typing import Any
 
 from ...outcomes import AgentReport
 from ...types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
-from . import reading
+from . import features, reading
 from .language import detect, language_of
 from .markers import DEMO_FAIL, DEMO_ROUNDS, without_markers
 from .texts import Language, say
+from .triggers import topic
 from .words import extract, keywords
 
 
@@ -89,6 +90,9 @@ def agent(step: Step) -> ModelResponse:
     reads = [d for r in reading.tool_results(messages, "kb_read") for d in r.get("documents", [])]
     forced = isinstance(request.tool_choice, NamedTool)
     # Behaviours: an agent's (before its first search, or once it has read) go here.
+    behaviour = features.agent(step, instruction)
+    if behaviour is not None:
+        return behaviour
     if not forced and kbs and not searches:
         calls = [step.call("kb_search", {"query": " ".join(words), "kb": kb}, i) for i, kb in enumerate(kbs)]
         return ModelResponse(tool_calls=calls)
@@ -128,9 +132,12 @@ def agent(step: Step) -> ModelResponse:
 def main(step: Step) -> ModelResponse:
     request, messages = step.request, step.messages
     question = question_of(request)
-    words = keywords(without_markers(question))
+    words = topic(without_markers(question))
     last = messages[-1]
     # Behaviours: the main model's (on the question, or after a tool's answer) go here.
+    behaviour = features.main(step, question)
+    if behaviour is not None:
+        return behaviour
     if last.role == "user" and request.tools:
         agents = reading.spec(request, "agents")
         if agents is not None:
@@ -255,6 +262,7 @@ def answer(step: Step, words: list[str]) -> str:
         return step.say("answer_no_resources", topic=topic) + "\n\n" + footer
     parts = [step.say("answer_intro", topic=", ".join(words) or step.say("topic_your_question"))]
     # Behaviours: what a behaviour adds to the answer goes here, in the order it happened.
+    parts += features.answer_notes(step)
     for delegation in delegated:
         if "error" in delegation:
             parts.append(step.say("task_refused", error=delegation["error"]))

@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
+from .feature_texts import FEATURE_TEXTS
+
 Language = Literal["en", "fr"]
 LANGUAGES: tuple[Language, ...] = ("en", "fr")
 
 TEXTS: Mapping[str, Mapping[Language, str]] = {
+    **FEATURE_TEXTS,  # the feature behaviours' (features.py)
     # Said by the main model.
     "footer": {
         "en": "_Written by the offline demo model, which assembles what was read; no language model was used._",

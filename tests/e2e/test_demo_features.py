@@ -1,0 +1,216 @@
+"""Every feature of the offline demo in the browser, asked as a user would in English and in French (README, "Try
+it"): run_code totals the invoices per client, the whole annual report read in parts (from_char), a forced
+landing at Approfondi's round budget followed by a relaunch with a more precise instruction (a second agents
+call), the Vérificateur profile chosen for a check, and the demo web searched then read.
+
+A server of its own: ``load_demo``'s data, ``RUN_CODE_ENABLED=1`` and ``DEMO_WEB=1`` (what ``make run`` turns on).
+``run_code`` is offered only where the sandbox can run; on a host without bubblewrap (the CI installs it), this
+server runs the sandbox with the layers the host has (seccomp, a user of its own per run, limits, Landlock, the
+audit hook), so the page, the tool and the script are the same.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from live_server import start_server
+from playwright.sync_api import Locator, Page, expect
+from test_french import assert_all_french
+
+from assistant.engine.models.demo.feature_texts import FEATURE_TEXTS
+from assistant.engine.sandbox import detect
+
+pytestmark = pytest.mark.slow
+
+SERVER = """
+import sys
+import django
+django.setup()
+from django.core.management import call_command
+from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox, detect
+from assistant.knowledge import tools
+isolation = detect()
+if isolation is not None and not isolation.complete:  # no bubblewrap here: the other layers only
+    tools.sandbox = lambda: Sandbox(CodeLimits(), isolation, layers=LAYERS - {"namespaces"})
+call_command("migrate", verbosity=0)
+call_command("load_demo", verbosity=0)
+call_command("runserver", sys.argv[1], use_reloader=False)
+"""
+
+QUESTIONS = {
+    "code": {"en": "Totals per client of the invoices", "fr": "Total des factures par client"},
+    "whole": {"en": "Read the whole annual report", "fr": "Lis tout le rapport annuel"},
+    "check": {
+        "en": "Check whether Bimbamjob paid invoice F-2024-077",
+        "fr": "Vérifie si Bimbamjob a payé la facture F-2024-077",
+    },
+    "web": {
+        "en": "What does the web say about route optimisation?",
+        "fr": "Que dit le web sur l’optimisation des tournées ?",
+    },
+}
+LANGUAGES = ["en", "fr"]
+PLACEHOLDER = re.compile(r"\{\w+\}")
+
+
+@pytest.fixture(scope="module")
+def features_server(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("e2e-features")
+    env = {"DJANGO_DEBUG": "1", "RUN_CODE_ENABLED": "1", "DEMO_WEB": "1"}
+    with start_server(SERVER, folder, pace="0.005", latency="0.2", env=env) as server:
+        yield server.wait_until_up()
+
+
+@pytest.fixture(scope="module")
+def features_signed_in(browser: Any, features_server: str) -> dict[str, Any]:
+    context = browser.new_context(base_url=features_server)
+    page = context.new_page()
+    page.goto("/login/")
+    page.fill("input[name=username]", "demo")
+    page.fill("input[name=password]", "demo-password")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(f"{features_server}/")
+    state: dict[str, Any] = context.storage_state()
+    context.close()
+    return state
+
+
+@pytest.fixture(params=LANGUAGES)
+def lang(request: pytest.FixtureRequest) -> str:
+    """The language of the test: the interface's and the question's."""
+    language: str = request.param
+    return language
+
+
+@pytest.fixture
+def fpage(lang: str, browser: Any, features_server: str, features_signed_in: Any) -> Iterator[Page]:
+    """A signed-in tab on a new chat, in the interface language ``lang``."""
+    language = lang
+    context = browser.new_context(
+        base_url=features_server,
+        storage_state=features_signed_in,
+        viewport={"width": 1280, "height": 900},
+        locale="fr-FR" if language == "fr" else "en-GB",
+    )
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto("/")
+    page.click(f"header button[lang={language}]")
+    expect(page.locator("#composer button[type=submit]")).to_have_text("Envoyer" if language == "fr" else "Send")
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def ask(page: Page, text: str, resources: tuple[str, ...], level: str) -> Locator:
+    """Send ``text`` with exactly these resources at this level; the run, once it has ended."""
+    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
+        box.set_checked(False)
+    for resource in resources:
+        page.check(f"#composer input[name=resources][value='{resource}']")
+    page.select_option("#composer select[name=level]", level)
+    page.fill("#composer textarea[name=text]", text)
+    page.click("#composer button[type=submit]")
+    run = page.locator("article.answer").last
+    expect(run).to_have_attribute("data-status", "ok", timeout=60_000)
+    return run
+
+
+def said(code: str, language: str) -> list[str]:
+    """The fixed pieces of one of the features' sentences (between its placeholders), long enough to look for."""
+    pieces = PLACEHOLDER.split(FEATURE_TEXTS[code][language])  # type: ignore[index]
+    return [p.strip(" _*.:,;()") for p in pieces if len(p.strip(" _*.:,;()")) >= 12]
+
+
+def no_english_of_the_features(page: Page) -> None:
+    """In French, none of the features' English sentences shows (what they write, their instructions included)."""
+    text = page.locator("main").inner_text()
+    english = [p for code in FEATURE_TEXTS for p in said(code, "en") if p in text and p not in said(code, "fr")]
+    assert not english, english
+
+
+def check_language(page: Page, lang: str, where: str) -> None:
+    if lang == "fr":
+        assert_all_french(page, where)
+        no_english_of_the_features(page)
+
+
+def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: str) -> None:
+    if detect() is None:
+        pytest.skip("run_code needs Linux and a Python to start a child")
+    run = ask(fpage, QUESTIONS["code"][lang], ("kb:factures", "code"), "standard")
+
+    comment = FEATURE_TEXTS["code_comment"][lang]  # type: ignore[index]
+    action = "Code : " if lang == "fr" else "Code: "
+    expect(run.locator(".main-action")).to_have_text(action + comment)
+    # 18,400 + 4,900 + 6,250 + 4,900 + 4,900: the five invoices of Bimbamjob in the table.
+    total = "39\u00a0350,00" if lang == "fr" else "39,350.00"
+    expect(run.locator(".text table")).to_contain_text("Bimbamjob")
+    expect(run.locator(".text table tr").filter(has_text="Bimbamjob")).to_contain_text(total)
+    expect(run.locator(".sources li")).to_contain_text(["factures"])
+    check_language(fpage, lang, "run_code's totals")
+
+
+def test_the_whole_annual_report_is_read_in_parts(fpage: Page, lang: str) -> None:
+    run = ask(fpage, QUESTIONS["whole"][lang], ("kb:rapports",), "approfondi")
+
+    reads = run.locator(".main-action").filter(has_text="Lu : " if lang == "fr" else "Read: ")
+    expect(reads).to_have_count(4)  # about 20,000 characters: four parts of kb_read, from_char after the first
+    expect(run.locator(".text")).to_contain_text("en entier, en 4 parties" if lang == "fr" else "in full, in 4 parts")
+    expect(run.locator(".text")).to_contain_text(
+        "Conclusions et recommandations" if lang == "fr" else "Conclusions and recommendations"
+    )
+    check_language(fpage, lang, "the whole report")
+
+
+def test_an_agent_lands_forced_at_approfondi_and_is_relaunched_on_the_rest(fpage: Page, lang: str) -> None:
+    run = ask(fpage, QUESTIONS["whole"][lang], ("kb:rapports", "agents"), "approfondi")
+
+    lines = run.locator(".delegation")
+    expect(lines).to_have_count(2)  # two agents calls: the second with a more precise instruction
+    first, second = lines.nth(0), lines.nth(1)
+    expect(first).to_have_attribute("data-status", "interrupted")
+    expect(first.locator("summary")).to_contain_text("5")
+    first.locator("summary").click()
+    landing = "atterrissage forcé" if lang == "fr" else "forced landing"
+    expect(first.locator("dd").filter(has_text=landing)).to_have_count(1)
+    expect(second).to_have_attribute("data-status", "ok")
+    expect(second.locator(".instruction").first).to_contain_text("from_char=18000")
+    relaunch = (
+        "relancé avec une consigne plus précise" if lang == "fr" else "relaunched with a more precise instruction"
+    )
+    expect(run.locator(".text")).to_contain_text(relaunch)
+    # The panel follows the relaunched agent: one document, read from character 18,000.
+    second.locator(".follow-agent").click()
+    panel = fpage.locator("#agent-panel-slot")
+    expect(panel.locator(".rounds .round").first).to_contain_text("Lu : " if lang == "fr" else "Read: ")
+    check_language(fpage, lang, "a forced landing and a relaunch")
+
+
+def test_a_check_goes_to_the_verificateur_profile(fpage: Page, lang: str) -> None:
+    run = ask(fpage, QUESTIONS["check"][lang], ("kb:factures", "agents"), "approfondi")
+
+    [line] = run.locator(".delegation").all()
+    line.locator("summary").click()
+    expect(line.locator("dd.profile")).to_have_text("Vérificateur")
+    expect(line.locator("dt").filter(has_text="Profil d’agent" if lang == "fr" else "Agent profile")).to_have_count(1)
+    expect(line.locator(".report")).to_contain_text("F-2024-077")
+    expect(run.locator(".text")).to_contain_text("profil Vérificateur" if lang == "fr" else "profile Vérificateur")
+    check_language(fpage, lang, "a check by a profile")
+
+
+def test_the_demo_web_is_searched_then_read(fpage: Page, lang: str) -> None:
+    run = ask(fpage, QUESTIONS["web"][lang], ("web",), "standard")
+
+    actions = run.locator(".main-action")
+    expect(actions).to_have_count(2)  # web_search, then web_fetch of the page in the question's language
+    page_path = "/fr/actualites/" if lang == "fr" else "/en/news/"
+    expect(actions.nth(1)).to_contain_text("orchidee-logistique.demo.example" + page_path)
+    expect(run.locator(".text")).to_contain_text("orchidee-logistique.demo.example" + page_path)
+    expect(run.locator(".sources li").filter(has_text="orchidee-logistique.demo.example")).to_have_count(1)
+    check_language(fpage, lang, "the demo web")
