@@ -4,9 +4,8 @@ landing at Approfondi's round budget followed by a relaunch with a more precise 
 call), the Vérificateur profile chosen for a check, and the demo web searched then read.
 
 A server of its own: ``load_demo``'s data, ``RUN_CODE_ENABLED=1`` and ``DEMO_WEB=1`` (what ``make run`` turns on).
-``run_code`` is offered only where the sandbox can run; on a host without bubblewrap (the CI installs it), this
-server runs the sandbox with the layers the host has (seccomp, a user of its own per run, limits, Landlock, the
-audit hook), so the page, the tool and the script are the same.
+``run_code`` is offered only where every layer of its sandbox can run (``.ci/run`` installs bubblewrap and
+libseccomp), exactly as in the product: this server changes nothing of the sandbox.
 """
 
 from __future__ import annotations
@@ -30,11 +29,6 @@ import sys
 import django
 django.setup()
 from django.core.management import call_command
-from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox, detect
-from assistant.knowledge import tools
-isolation = detect()
-if isolation is not None and not isolation.complete:  # no bubblewrap here: the other layers only
-    tools.sandbox = lambda: Sandbox(CodeLimits(), isolation, layers=LAYERS - {"namespaces"})
 call_command("migrate", verbosity=0)
 call_command("load_demo", verbosity=0)
 call_command("runserver", sys.argv[1], use_reloader=False)
