@@ -21,6 +21,8 @@ from django.test import AsyncClient
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from assistant.asgi import application
+from assistant.budgets.models import Reservation
+from assistant.engine.usage import RunUsage
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, leases
 from assistant.runs.models import Conversation, Lease, Message, Run
@@ -194,6 +196,53 @@ async def test_stop_during_a_delegation_reaches_the_worker(workers: list[Process
     assert "stopped on request" in final
     assert "I am handing the search" in final  # the partial answer is kept
     assert took < 10
+
+
+async def _until_the_agents_second_calls_hang(run: Run, agents: int) -> None:
+    """Each agent has searched and its second call has started: reserved on the run's category, and not settled."""
+    second = run.steps.filter(kind="round_started", data__round=2, data__agent_id__isnull=False)
+
+    async def hanging() -> bool:
+        return (
+            await run.steps.filter(kind="agent_action").acount() >= agents
+            and await second.acount() == agents
+            and await Reservation.objects.filter(run=run).acount() == agents
+        )
+
+    await _until(hanging, timeout=60, pause=0.02)
+
+
+async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
+    workers: list[Process], demo: None
+) -> None:
+    """``#demo-hang=600``: each agent's calls after its search hang ten minutes. The broadcast alone (no flag)
+    reaches the worker, which aborts them: the run ends, each call billed as cut, each agent with its findings."""
+    client, session = await _signed_in()
+    conversation = await _conversation()
+    communicator = await _socket(conversation.pk, session)
+    try:
+        await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
+        run = await Run.objects.aget(conversation=conversation)
+        assert run.category
+        await _until_the_agents_second_calls_hang(run, 2)
+        await leases.broadcast_stop(run.pk)
+        frames = await _until_finished(communicator, run.pk)
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    assert run.status == "stopped" and not run.stop_requested
+    assert await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    agents = [s.data async for s in run.steps.filter(kind="agent_finished")]
+    assert len(agents) == 2
+    for agent in agents:
+        assert agent["status"] == "stopped" and agent["reason"] == "stopped on request"
+        assert "Searched" in agent["report"]
+        usage = RunUsage.of(agent["usage"])
+        assert usage.calls == 2 and usage.tokens_estimated == 1 and usage.failed_calls == 0
+    assert RunUsage.of(run.usage).tokens_estimated == 2
+    assert not await run.steps.filter(kind="model_call_failed").aexists()
+    assert not await Reservation.objects.filter(run=run).aexists()
+    assert frames[-1].count('data-status="stopped"') == 3 and "stopped on request" in frames[-1]
 
 
 async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
