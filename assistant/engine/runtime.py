@@ -22,7 +22,7 @@ from .errors import (
 )
 from .events import Event, ModelCallFailed, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
-from .models.streaming import call_deadline
+from .models.streaming import CallState, tracked_call
 from .policy import Policy
 from .tokens import estimate_tokens, prompt_tokens
 from .tools import Toolbox
@@ -85,12 +85,13 @@ class RunContext:
         ``finish_reason == "cancelled"`` and keeps what was received so far. No call starts after Stop,
         nor one whose reservation was being made when Stop came (its reservation is released). A call
         longer than ``timeout`` raises ``ModelTimeout``; the adapters' retries wait neither past it nor past
-        the run's time left (``streaming.call_deadline``).
+        the run's time left (``streaming.tracked_call``).
 
         Billed by how it ended: answered, the provider's usage; refused by the provider with an HTTP
         error before anything streamed, or never sent (``ModelError.bills_nothing``), nothing (its
         reservation is released); cut after it was sent (a broken stream, the timeout, Stop),
-        ``bill_cut_call``. A failure (not a Stop) is counted in ``failed_calls`` and emitted as
+        ``bill_cut_call``; aborted by Stop while the adapter waited to try again after the provider refused
+        the call (``CallState.waiting``, nothing in flight), nothing. A failure (not a Stop) is counted in ``failed_calls`` and emitted as
         ``ModelCallFailed``.
         """
         if self.cancel.cancelled:  # nothing is spent after Stop
@@ -111,10 +112,10 @@ class RunContext:
         response = ModelResponse()
         started = time.monotonic()
         # Retries wait no longer than the call may last, nor past the run's time.
-        deadline = started + min(self.seconds_left, math.inf if timeout is None else timeout)
+        state = CallState(deadline=started + min(self.seconds_left, math.inf if timeout is None else timeout))
 
         async def consume() -> None:
-            with call_deadline(deadline):
+            with tracked_call(state):
                 async for part in model.stream(request):
                     response.add(part)
                     if on_text is not None and isinstance(part, TextDelta):
@@ -159,6 +160,12 @@ class RunContext:
             await self._failed(model_id, error, True, agent_id, usage)
             raise error
         if response.finish_reason == "cancelled":  # aborted by Stop: billed as cut, not a failure
+            served = response.text or response.tool_calls or response.usage is not None or response.cut_attempts
+            if state.waiting and not served:
+                # Aborted while waiting to try again after the provider refused the call: nothing was served.
+                if self.ledger is not None:
+                    await self.ledger.settle(reservation, model_id, None, 0.0)
+                return response
             await self.bill_cut_call(
                 model_id, request, response, agent_id=agent_id, usage=usage, reservation=reservation, seconds=seconds
             )

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 from provider_support import PLAIN, Wire
 from test_billing import REQUEST, harness, usages
-from wire import Turn, WireServer, sse_reply
+from wire import Turn, WireServer, error_reply, sse_reply
 
 from assistant.engine.agent import run_agent
 from assistant.engine.events import AgentFinished, ModelCallFailed
@@ -99,3 +99,25 @@ async def test_an_agent_whose_call_hangs_is_stopped_at_once_with_what_it_had_rea
     assert usage.calls == 2 and usage.tokens_estimated == 1 and usage.failed_calls == 0
     (finished,) = [e for e in h.events if isinstance(e, AgentFinished)]
     assert finished.status == "stopped" and finished.cause is not None and finished.cause.code == "stopped_by_user"
+
+
+async def test_stop_while_waiting_to_retry_a_rate_limit_bills_nothing(wire: Wire) -> None:
+    h = harness(wire)
+    wire.server.script(error_reply(wire.dialect, 429, "Slow down", {"retry-after": "30"}))
+
+    async def press_stop() -> None:
+        while wire.server.answered < 1:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # the adapter has read the 429 and waits the 30 s it asks
+        h.ctx.cancel.cancel()
+
+    stopper = asyncio.ensure_future(press_stop())
+    response = await h.ctx.call_model("plain", REQUEST, timeout=60)
+    assert stopper.done()
+    await stopper
+
+    assert response.finish_reason == "cancelled" and len(wire.server.requests) == 1
+    # The provider refused the only request sent: nothing billed, the reservation released, not a failure.
+    assert usages(h.events) == [] and h.ctx.usage.calls == 0 and h.ctx.usage.failed_calls == 0
+    assert h.ledger.settled == [(0, None, 0.0)]
+    assert not any(isinstance(e, ModelCallFailed) for e in h.events)

@@ -146,6 +146,8 @@ class WireServer:
         self.replies: list[Reply] = []
         self.hanging = threading.Event()
         """Set when a reply starts hanging (``Reply.hang_after``)."""
+        self.answered = 0
+        """Error replies (JSON bodies) written whole."""
         self.hung_up: list[int] = []
         """The requests (their index) whose hanging stream the client closed."""
         self._stopping = threading.Event()
@@ -223,6 +225,9 @@ class WireServer:
                         self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(data)
+                    self.wfile.flush()
+                    with server._lock:
+                        server.answered += 1
                     return
                 frames = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in reply.events]
                 if reply.done:

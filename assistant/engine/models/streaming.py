@@ -4,7 +4,7 @@ A call is retried only while nothing of it has reached the caller: a rate limit 
 provider's ``Retry-After`` (seconds or an HTTP date; else it backs off exponentially), a server error, a
 timeout or a stream that broke off before its first part are retried a bounded number of times
 (``RetryPolicy``: tries in all, the first one included). No wait goes past the call's deadline (the
-agent's or the run's time left, ``call_deadline``): a wait that would is not made, and the error goes up at
+agent's or the run's time left, ``tracked_call``): a wait that would is not made, and the error goes up at
 once, saying so. An attempt that reached the
 provider and broke off (not one it refused with an HTTP error) is said with an ``AttemptCut`` part, so
 that it is billed. Text already streamed to
@@ -63,25 +63,37 @@ class RetryPolicy:
 
 NO_RETRY = RetryPolicy(attempts=1, rate_limit_attempts=1)
 
-_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("model_call_deadline", default=None)
+
+@dataclass(slots=True)
+class CallState:
+    """The model call being streamed, as its caller and its retries share it."""
+
+    deadline: float
+    """When it must end (``time.monotonic()``): its retries never wait past it."""
+    waiting: bool = False
+    """Between two tries: the last one ended (refused, or cut and said with ``AttemptCut``), the next one is not
+    sent yet. A call aborted then has nothing in flight to bill."""
+
+
+_call: contextvars.ContextVar[CallState | None] = contextvars.ContextVar("model_call", default=None)
 
 
 @contextmanager
-def call_deadline(at: float) -> Iterator[None]:
-    """While in this block, the model call being streamed must end by ``at`` (``time.monotonic()``): its
-    retries never wait past it. ``RunContext.call_model`` sets it to the call's timeout or the run's time
+def tracked_call(state: CallState) -> Iterator[CallState]:
+    """While in this block, the model call being streamed must end by ``state.deadline``, and says in ``state`` when
+    it waits between tries. ``RunContext.call_model`` sets the deadline to the call's timeout or the run's time
     left, whichever comes first (an agent's timeout is within its time left)."""
-    token = _deadline.set(at)
+    token = _call.set(state)
     try:
-        yield
+        yield state
     finally:
-        _deadline.reset(token)
+        _call.reset(token)
 
 
 def seconds_left() -> float | None:
-    """The seconds left before the current call's deadline, or None without one."""
-    at = _deadline.get()
-    return None if at is None else at - time.monotonic()
+    """The seconds left before the current call's deadline, or None outside ``tracked_call``."""
+    state = _call.get()
+    return None if state is None else state.deadline - time.monotonic()
 
 
 def _too_long(error: ModelError, delay: float, left: float) -> ModelError:
@@ -124,7 +136,12 @@ async def retrying(
                 raise _too_long(e, delay, left) from e
             if not e.bills_nothing:
                 yield AttemptCut()  # it reached the provider: billed, though the caller saw nothing of it
+            state = _call.get()
+            if state is not None:
+                state.waiting = True
             await asyncio.sleep(delay)
+            if state is not None:
+                state.waiting = False
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
