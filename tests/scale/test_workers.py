@@ -280,8 +280,6 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
 ) -> None:
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
-    # The main model's first call costs about 0.0023 EUR and each agent's search about 0.0001 EUR: the
-    # agents' first calls cross the cap, mid-delegation.
     task = ScheduledTask(
         organisation=org,
         owner=user,
@@ -290,9 +288,11 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
         model="demo-large",
         level="approfondi",
         resources=ASK["resources"],
-        # The main model's first call costs about 0.0031 EUR (its tools describe the bases' tables and chosen
-        # documents) and each agent's about 0.00015: crossed mid-delegation, after the agents' first searches.
-        cost_cap_eur=Decimal("0.0035"),
+        # The main model's first call costs about 0.0032 EUR (its tools describe the bases' tables and chosen
+        # documents), the agents' first calls (their searches) about 0.0002 and 0.00013, their second ones about
+        # 0.0003 and 0.0002: crossed mid-delegation by the first of the agents' second calls, both having searched.
+        # The crossing stops the run at once (the other agent's call then in flight is aborted).
+        cost_cap_eur=Decimal("0.0037"),
         schedule="0 7 * * 1-5",
     )
     await sync_to_async(schedules.save_task)(task)
@@ -322,7 +322,7 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
     assert run is not None
     assert run.status == "stopped", run.error
     assert run.conversation.user_id == user.pk and run.conversation.title.startswith("Bimbamjob watch — ")
-    assert run.cost_eur >= 0.0035
+    assert run.cost_eur >= 0.0037
     steps = [s async for s in run.steps.all()]
     assert [s.data["message"] for s in steps if s.kind == "stopped"] == ["stopped: the task's cost cap is reached"]
     agents = [s.data for s in steps if s.kind == "agent_finished"]
