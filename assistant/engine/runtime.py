@@ -91,8 +91,8 @@ class RunContext:
         error before anything streamed, or never sent (``ModelError.bills_nothing``), nothing (its
         reservation is released); cut after it was sent (a broken stream, the timeout, Stop),
         ``bill_cut_call``; aborted by Stop while the adapter waited to try again after the provider refused
-        the call (``CallState.waiting``, nothing in flight), nothing. A failure (not a Stop) is counted in ``failed_calls`` and emitted as
-        ``ModelCallFailed``.
+        the call (``CallState.waiting``, nothing in flight), nothing. A failure (not a Stop) is counted in
+        ``failed_calls`` and emitted as ``ModelCallFailed``.
         """
         if self.cancel.cancelled:  # nothing is spent after Stop
             return ModelResponse(finish_reason="cancelled")
