@@ -13,7 +13,7 @@ from ...types import FinishPart, ModelRequest, ModelResponse, StreamPart, TextDe
 from ..base import Model
 from . import procedure
 from .language import interface_language
-from .markers import DEMO_FAIL
+from .markers import DEMO_FAIL, DEMO_HANG
 from .texts import Language, say
 
 
@@ -36,6 +36,9 @@ class DemoModel(Model):
             if self.latency:
                 await asyncio.sleep(self.latency)
             raise ModelUnavailable(say("failure", self.language(request)), unsent=True)
+        hang = DEMO_HANG.search(request.messages[1].content) if procedure.is_agent(request) else None
+        if hang and any(m.role == "assistant" for m in request.messages):  # after the agent's first round
+            await asyncio.sleep(float(hang.group(1)))
         response = self.respond(request)
         if self.latency:
             await asyncio.sleep(self.latency)

@@ -29,7 +29,7 @@ from ...outcomes import AgentReport
 from ...types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 from . import features, reading
 from .language import detect, language_of
-from .markers import DEMO_FAIL, DEMO_ROUNDS, without_markers
+from .markers import DEMO_FAIL, DEMO_HANG, DEMO_ROUNDS, without_markers
 from .texts import Language, say
 from .triggers import topic
 from .words import extract, keywords
@@ -148,10 +148,11 @@ def main(step: Step) -> ModelResponse:
             models = props["model"]["enum"]
             model = next((m for m in models if str(m).startswith("demo-")), models[0])
             listed = ", ".join(words)
-            fail = f" {DEMO_FAIL}" if DEMO_FAIL in question else ""
+            hang = DEMO_HANG.search(question)
+            markers = (f" {DEMO_FAIL}" if DEMO_FAIL in question else "") + (f" {hang.group(0)}" if hang else "")
             tasks: list[dict[str, Any]] = [
                 {
-                    "instruction": step.say("instruction_kb", kb=kb[3:], words=listed) + fail,
+                    "instruction": step.say("instruction_kb", kb=kb[3:], words=listed) + markers,
                     "model": model,
                     "resources": [kb],
                 }
