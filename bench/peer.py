@@ -4,7 +4,7 @@ It runs in a virtualenv of its own (``.venv-peer``, made by ``make bench``: ``op
 needs ``websockets<17``, the project pins 17.4), so it imports nothing of the project. A lead agent
 (``OpenAIChatCompletionsModel`` over ``gpt-4.1``, tracing disabled) has two agents as tools
 (``research_invoices``, ``research_meetings``, ``Agent.as_tool``); the scripted server
-(``bench/scripted.py``) makes the lead call both at once, each agent (``gpt-4.1-mini``) then calls
+(``bench/scripted.py``) makes the lead call both at once, each agent (``gpt-4o-mini``, as the project's) then calls
 ``kb_search``, ``kb_read`` of the hits and ``submit_result`` (``StopAtTools``: its report is the
 agent's output), and the lead answers: 8 model requests a run, as the project's scenario. No
 persistence, nothing streamed to anyone: the peer's bare engine.
@@ -87,7 +87,7 @@ def submit_result(findings: str, sources: list[str], gaps: list[str]) -> str:
 
 
 def lead(client: AsyncOpenAI) -> Agent[Any]:
-    agent_model = OpenAIChatCompletionsModel(model="gpt-4.1-mini", openai_client=client)
+    agent_model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
     settings = ModelSettings(include_usage=True)
     researchers = [
         Agent(

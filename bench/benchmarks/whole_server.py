@@ -421,7 +421,7 @@ def whole_server() -> list[Result]:
     chat-completions wire protocol (server-sent events with tool-call arguments split across chunks,
     a last chunk with the usage and its cached tokens; JSON when not streamed) in a process of its own,
     waiting a fixed latency before each answer and logging each request's arrival. Scenario: the main
-    model (`gpt-4.1`) delegates two tasks in one `agents` call; each agent (`gpt-4.1-mini`) calls
+    model (`gpt-4.1`) delegates two tasks in one `agents` call; each agent (the cheapest model the `agents` tool offers, `gpt-4o-mini`) calls
     `kb_search`, `kb_read` of the hits, `submit_result`; the main model answers: 8 model requests a
     run. It is driven through `POST /v1/chat/completions` by the official `openai` client, one run after
     the other, streamed and not, after 2 warm-up runs of each kind. CPU: the daphne process tree's user
