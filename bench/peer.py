@@ -9,9 +9,11 @@ needs ``websockets<17``, the project pins 17.4), so it imports nothing of the pr
 agent's output), and the lead answers: 8 model requests a run, as the project's scenario. No
 persistence, nothing streamed to anyone: the peer's bare engine.
 
-``python bench/peer.py --base-url URL --runs N [--warmup W] [--stream]`` prints one JSON object:
-each measured run's start and end (``time.monotonic()``, the clock of the scripted server's log)
-and the process's CPU time (``/proc/self/stat``, every thread) over the measured runs.
+``python bench/peer.py --base-url URL`` prints ``{"ready": true}``, then runs one run for each line
+``stream`` or ``json`` it reads (streamed with ``Runner.run_streamed``, or ``Runner.run``) and prints
+a JSON line: the run's start and end (``time.monotonic()``, the clock of the scripted server's log)
+and the CPU time the process took for it (``/proc/self/stat``, every thread). The benchmark
+interleaves the peer's runs with the server's, so that a neighbour's load weighs on both alike.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncio
 import json
 import os
 import re
+import sys
 import time
 from typing import Any
 
@@ -132,23 +135,22 @@ def cpu_seconds() -> float:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", required=True)
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--stream", action="store_true")
     args = parser.parse_args()
     set_tracing_disabled(True)
     client = AsyncOpenAI(base_url=args.base_url, api_key="sk-bench", max_retries=0)
     agent = lead(client)
-    for _ in range(args.warmup):
-        await one_run(agent, args.stream)
-    runs = []
-    cpu_before = cpu_seconds()
-    for _ in range(args.runs):
+    print(json.dumps({"ready": True}), flush=True)
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if line.strip() not in ("stream", "json"):
+            return
+        cpu = cpu_seconds()
         started = time.monotonic()
-        answer = await one_run(agent, args.stream)
-        runs.append({"start": started, "end": time.monotonic(), "answer_chars": len(answer)})
-    cpu = cpu_seconds() - cpu_before
-    print(json.dumps({"runs": runs, "cpu_seconds": cpu, "stream": args.stream}))
+        answer = await one_run(agent, line.strip() == "stream")
+        end = time.monotonic()
+        out = {"start": started, "end": end, "cpu": cpu_seconds() - cpu, "answer_chars": len(answer)}
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

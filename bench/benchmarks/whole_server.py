@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +28,8 @@ REQUESTS_PER_RUN = 8
 CALLS_ON_CRITICAL_PATH = 5  # main, agent's search, read, submit, main's answer
 LATENCY = 0.3
 WARMUP = 2
-RUNS = 10  # at zero latency, per mode
-SLOW_RUNS = 3  # at LATENCY, per mode
+RUNS = 16  # at zero latency, of each kind
+SLOW_RUNS = 6  # at LATENCY, of each kind
 SETUP = """
 import json, sys
 import django
@@ -45,37 +45,58 @@ print(json.dumps({"key": keys.create_key(Organisation.objects.get(slug="demo"), 
 
 
 @dataclass(slots=True)
-class Phase:
-    """Runs of one mode at one latency: each run's (start, end) on the monotonic clock, the CPU they took."""
+class Run:
+    """One run: when it started and ended (``time.monotonic()``, the scripted server's clock), the CPU it took,
+    and the model requests the scripted server logged meanwhile (runs go one after the other)."""
 
-    label: str
-    runs: list[tuple[float, float]] = field(default_factory=list)
-    cpu: float = 0.0
+    start: float
+    end: float
+    cpu: float
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def wall(self) -> float:
+        return self.end - self.start
+
+    @property
+    def first_call(self) -> float | None:
+        return self.requests[0]["arrived"] - self.start if self.requests else None
+
+
+@dataclass(slots=True)
+class Phase:
+    """The runs of one engine (ours or the peer), one mode (streamed or not), one latency."""
+
+    label: str
+    runs: list[Run] = field(default_factory=list)
+
+    @property
     def walls(self) -> list[float]:
-        return [end - start for start, end in self.runs]
+        return [r.wall for r in self.runs]
 
     @property
     def wall(self) -> float:
         return statistics.median(self.walls)
 
-    def per_run(self) -> list[list[dict[str, Any]]]:
-        """The model requests logged during each run (runs go one after the other)."""
-        return [[r for r in self.requests if start <= r["arrived"] <= end] for start, end in self.runs]
-
     @property
     def first_calls(self) -> list[float]:
-        return [reqs[0]["arrived"] - start for (start, _), reqs in zip(self.runs, self.per_run(), strict=True) if reqs]
+        return [r.first_call for r in self.runs if r.first_call is not None]
+
+    @property
+    def requests(self) -> int:
+        return sum(len(r.requests) for r in self.runs)
+
+    @property
+    def cpu(self) -> float:
+        return sum(r.cpu for r in self.runs)
 
     @property
     def cpu_per_request(self) -> float:
-        return self.cpu / max(1, len(self.requests))
+        return self.cpu / max(1, self.requests)
 
     @property
     def requests_per_run(self) -> float:
-        return len(self.requests) / max(1, len(self.runs))
+        return self.requests / max(1, len(self.runs))
 
 
 # The server ---------------------------------------------------------------------------------------
@@ -126,8 +147,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def server(model_url: str, database_url: str = "") -> Iterator[Server]:
-    """The real server (daphne, ``assistant.asgi``, debug off), its models served by the scripted server."""
+def server(model_url: str, database_url: str = "", root: Path = ROOT) -> Iterator[Server]:
+    """The real server (daphne, ``assistant.asgi``, debug off), its models served by the scripted server; ``root``:
+    the source tree it runs from (another checkout, to compare two versions side by side)."""
     with tempfile.TemporaryDirectory() as folder:
         env = {
             **os.environ,
@@ -144,7 +166,7 @@ def server(model_url: str, database_url: str = "") -> Iterator[Server]:
             "REDIS_URL": "",
             "LOG_LEVEL": "WARNING",
         }
-        made = subprocess.run([sys.executable, "-c", SETUP], cwd=ROOT, env=env, capture_output=True, text=True)
+        made = subprocess.run([sys.executable, "-c", SETUP], cwd=root, env=env, capture_output=True, text=True)
         if made.returncode != 0:
             raise RuntimeError(f"the server's database could not be set up:\n{made.stderr[-3000:]}")
         key = json.loads(made.stdout.strip().splitlines()[-1])["key"]
@@ -153,7 +175,7 @@ def server(model_url: str, database_url: str = "") -> Iterator[Server]:
         with log_path.open("w") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "assistant.asgi:application"],
-                cwd=ROOT,
+                cwd=root,
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -224,33 +246,42 @@ class Driver:
         return self.sent, end
 
 
-def _phase(label: str, srv: Server, model: scripted.Handle, stream: bool, runs: int, latency: float) -> Phase:
-    driver = Driver(srv)
-    model.set_latency(latency)
-    for _ in range(WARMUP):
-        driver.run(stream)
-    model.reset()
-    phase = Phase(label)
+class Peer:
+    """``bench/peer.py`` in ``.venv-peer``, one run for each line it is sent."""
+
+    def __init__(self, model: scripted.Handle) -> None:
+        command = [str(PEER_PYTHON), str(ROOT / "bench" / "peer.py"), "--base-url", model.base_url]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the peer ended (exit status {self.process.wait()})")
+        value: dict[str, Any] = json.loads(line)
+        return value
+
+    def run(self, stream: bool) -> Run:
+        assert self.process.stdin is not None
+        self.process.stdin.write("stream\n" if stream else "json\n")
+        self.process.stdin.flush()
+        out = self._read()
+        return Run(out["start"], out["end"], out["cpu"])
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _ours(srv: Server, driver: Driver, stream: bool) -> Run:
     before = tree_cpu(srv.process.pid)
-    for _ in range(runs):
-        phase.runs.append(driver.run(stream))
-    phase.cpu = tree_cpu(srv.process.pid) - before
-    phase.requests = model.requests()
-    return phase
-
-
-def _peer_phase(label: str, model: scripted.Handle, stream: bool, runs: int, latency: float) -> Phase:
-    model.set_latency(latency)
-    model.reset()
-    command = [str(PEER_PYTHON), str(ROOT / "bench" / "peer.py"), "--base-url", model.base_url]
-    command += ["--runs", str(runs), "--warmup", str(WARMUP)] + (["--stream"] if stream else [])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the peer failed:\n{done.stderr[-3000:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    phase = Phase(label, [(r["start"], r["end"]) for r in out["runs"]], out["cpu_seconds"])
-    phase.requests = [r for r in model.requests() if r["arrived"] >= phase.runs[0][0]]
-    return phase
+    start, end = driver.run(stream)
+    return Run(start, end, tree_cpu(srv.process.pid) - before)
 
 
 @dataclass(slots=True)
@@ -258,103 +289,139 @@ class Measured:
     ours: dict[str, Phase]
     peer: dict[str, Phase]
     database: str
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
-def measure(model: scripted.Handle, database_url: str = "") -> Measured:
-    with server(model.base_url, database_url) as srv:
-        ours = {
-            "fast-stream": _phase("streamed, instant model", srv, model, True, RUNS, 0.0),
-            "fast-json": _phase("non-streamed, instant model", srv, model, False, RUNS, 0.0),
-            "slow-stream": _phase(f"streamed, {LATENCY} s a call", srv, model, True, SLOW_RUNS, LATENCY),
-            "slow-json": _phase(f"non-streamed, {LATENCY} s a call", srv, model, False, SLOW_RUNS, LATENCY),
-        }
-        database = srv.database
-    peer: dict[str, Phase] = {}
-    if PEER_PYTHON.exists():
-        peer = {
-            "fast-json": _peer_phase("peer, instant model", model, False, RUNS, 0.0),
-            "fast-stream": _peer_phase("peer streamed, instant model", model, True, RUNS, 0.0),
-            "slow-json": _peer_phase(f"peer, {LATENCY} s a call", model, False, SLOW_RUNS, LATENCY),
-        }
-    return Measured(ours, peer, database)
+def measure(model: scripted.Handle, database_url: str = "", with_peer: bool = True) -> Measured:
+    """Our runs and the peer's interleaved (ours streamed, ours not, the peer's), at zero latency then at LATENCY."""
+    m = Measured({}, {}, "", os.getloadavg())
+    peer = Peer(model) if with_peer and PEER_PYTHON.exists() else None
+    try:
+        with server(model.base_url, database_url) as srv:
+            m.database = srv.database
+            driver = Driver(srv)
+            for latency, runs, speed in ((0.0, RUNS, "fast"), (LATENCY, SLOW_RUNS, "slow")):
+                model.set_latency(latency)
+                label = "instant model" if latency == 0 else f"{latency:g} s a call"
+                kinds: list[tuple[str, Callable[[], Run]]] = [
+                    (f"{speed}-stream", lambda: _ours(srv, driver, True)),
+                    (f"{speed}-json", lambda: _ours(srv, driver, False)),
+                ]
+                if peer is not None:
+                    kinds += [
+                        (f"peer-{speed}-json", lambda: peer.run(False)),
+                        (f"peer-{speed}-stream", lambda: peer.run(True)),
+                    ]
+                for _ in range(WARMUP if latency == 0 else 0):
+                    for _key, go in kinds:
+                        go()
+                model.reset()
+                phases = {key: Phase(f"{key.replace('-', ' ')}, {label}") for key, _ in kinds}
+                for _ in range(runs):
+                    for key, go in kinds:
+                        phases[key].runs.append(go())
+                log = model.requests()
+                for phase in phases.values():
+                    for run in phase.runs:
+                        run.requests = [r for r in log if run.start <= r["arrived"] <= run.end]
+                for key, phase in phases.items():
+                    (m.peer if key.startswith("peer-") else m.ours)[key.removeprefix("peer-")] = phase
+    finally:
+        if peer is not None:
+            peer.close()
+    m.load_after = os.getloadavg()
+    return m
 
 
 def _ms(seconds: float) -> float:
     return seconds * 1000
 
 
+def _cpu(*phases: Phase) -> float:
+    """CPU per model request over these phases together, in seconds."""
+    return sum(p.cpu for p in phases) / max(1, sum(p.requests for p in phases))
+
+
+def _walls(phase: Phase) -> str:
+    return ", ".join(f"{_ms(w):.0f}" for w in phase.walls)
+
+
 def rows(m: Measured, suffix: str = "") -> list[Result]:
     o, p = m.ours, m.peer
-    load = os.getloadavg()
     critical = CALLS_ON_CRITICAL_PATH * LATENCY
-    fast_cpu = (o["fast-stream"].cpu + o["fast-json"].cpu) / max(
-        1, len(o["fast-stream"].requests) + len(o["fast-json"].requests)
+    load = (
+        f"load average {m.load_before[0]:.2f} {m.load_before[1]:.2f} {m.load_before[2]:.2f} before, "
+        f"{m.load_after[0]:.2f} {m.load_after[1]:.2f} {m.load_after[2]:.2f} after, on {os.cpu_count()} cores"
     )
+    ours_cpu = _cpu(o["fast-stream"], o["fast-json"])
     counts = ", ".join(f"{ph.label}: {ph.requests_per_run:g}" for ph in [*o.values(), *p.values()])
     out = [
         Result(
             name=f"Server CPU per model request{suffix}",
-            figure=_ms(fast_cpu),
+            figure=_ms(ours_cpu),
             unit="ms",
-            notes=f"{m.database}; streamed {_ms(o['fast-stream'].cpu_per_request):.1f} ms, non-streamed "
-            f"{_ms(o['fast-json'].cpu_per_request):.1f} ms; the daphne process tree's CPU (/proc) over "
-            f"{2 * RUNS} runs at zero latency ÷ the {len(o['fast-stream'].requests) + len(o['fast-json'].requests)} "
-            f"requests the scripted server logged; model requests a run: {counts}; load average "
-            f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} after the runs",
+            notes=f"{m.database}; streamed {_ms(_cpu(o['fast-stream'])):.1f} ms, non-streamed "
+            f"{_ms(_cpu(o['fast-json'])):.1f} ms; the daphne process tree's CPU (/proc) over {2 * RUNS} runs at "
+            f"zero latency ÷ the {o['fast-stream'].requests + o['fast-json'].requests} model requests the scripted "
+            f"server logged meanwhile; model requests a run: {counts}; {load}",
         ),
     ]
     if p:
-        peer_cpu = p["fast-json"].cpu_per_request
+        peer_cpu = _cpu(p["fast-stream"], p["fast-json"])
         out += [
             Result(
-                name="Peer CPU per model request",
+                name=f"Peer CPU per model request{suffix}",
                 figure=_ms(peer_cpu),
                 unit="ms",
-                notes=f"Agents SDK 0.24, non-streamed; streamed {_ms(p['fast-stream'].cpu_per_request):.1f} ms; "
-                "the peer process's CPU (/proc) ÷ the requests logged",
+                notes=f"Agents SDK 0.24 in the same benchmark, its runs between ours; non-streamed "
+                f"{_ms(_cpu(p['fast-json'])):.1f} ms, streamed {_ms(_cpu(p['fast-stream'])):.1f} ms; the peer "
+                "process's CPU (/proc) ÷ the requests logged",
             ),
             Result(
                 name=f"CPU ratio, server ÷ peer{suffix}",
-                figure=fast_cpu / peer_cpu if peer_cpu else 0.0,
+                figure=ours_cpu / peer_cpu if peer_cpu else 0.0,
                 unit="×",
                 target=at_most(1.5),
             ),
         ]
-    gap = abs(o["fast-json"].wall - o["fast-stream"].wall)
+    gap = o["fast-json"].wall - o["fast-stream"].wall
     out += [
         Result(
             name=f"Wall of a run, instant model, streamed{suffix}",
             figure=_ms(o["fast-stream"].wall),
             unit="ms",
             digits=0,
-            notes="median of " + str(RUNS) + "; all: " + ", ".join(f"{_ms(w):.0f}" for w in o["fast-stream"].walls),
+            notes=f"median of {RUNS}: {_walls(o['fast-stream'])}",
         ),
         Result(
             name=f"Wall of a run, instant model, non-streamed{suffix}",
             figure=_ms(o["fast-json"].wall),
             unit="ms",
             digits=0,
-            notes="median of " + str(RUNS) + "; all: " + ", ".join(f"{_ms(w):.0f}" for w in o["fast-json"].walls),
+            notes=f"median of {RUNS}: {_walls(o['fast-json'])}",
         ),
         Result(
             name=f"Non-streamed minus streamed wall{suffix}",
-            figure=_ms(gap),
+            figure=_ms(abs(gap)),
             unit="ms",
             digits=0,
             target=at_most(50),
+            notes=f"difference of the medians, the two kinds of runs taking turns ({'non-streamed' if gap > 0 else 'streamed'} slower)",
         ),
     ]
     if p:
         out.append(
             Result(
-                name="Peer wall of a run, instant model",
+                name=f"Peer wall of a run, instant model{suffix}",
                 figure=_ms(p["fast-json"].wall),
                 unit="ms",
                 digits=0,
-                notes=f"streamed {_ms(p['fast-stream'].wall):.0f} ms",
+                notes=f"non-streamed, median of {RUNS}; streamed {_ms(p['fast-stream'].wall):.0f} ms",
             )
         )
-    firsts = [d for key in ("fast-stream", "fast-json") for d in o[key].first_calls]
+    firsts = sorted(d for key in ("fast-stream", "fast-json") for d in o[key].first_calls)
+    peer_firsts = [d for key in ("fast-stream", "fast-json") for d in p[key].first_calls] if p else []
     out.append(
         Result(
             name=f"Request to its first model call, median{suffix}",
@@ -362,15 +429,16 @@ def rows(m: Measured, suffix: str = "") -> list[Result]:
             unit="ms",
             target=at_most(30),
             notes=f"from the client sending POST /v1/chat/completions to the scripted server receiving the main "
-            f"model's first request; {len(firsts)} runs at zero latency; max {_ms(max(firsts)):.1f} ms"
-            + (f"; the peer: {_ms(statistics.median(p['fast-json'].first_calls)):.1f} ms" if p else ""),
+            f"model's first request; {len(firsts)} runs at zero latency, streamed or not; fastest "
+            f"{_ms(firsts[0]):.1f} ms, slowest {_ms(firsts[-1]):.1f} ms"
+            + (f"; the peer (from Runner.run): {_ms(statistics.median(peer_firsts)):.1f} ms" if peer_firsts else ""),
         )
     )
     for key, label in (("slow-stream", "streamed"), ("slow-json", "non-streamed")):
         wall = o[key].wall
         out += [
             Result(
-                name=f"Overhead over the critical path at {LATENCY} s a call, {label}{suffix}",
+                name=f"Overhead over the critical path at {LATENCY:g} s a call, {label}{suffix}",
                 figure=_ms(wall - critical),
                 unit="ms",
                 digits=0,
@@ -380,7 +448,7 @@ def rows(m: Measured, suffix: str = "") -> list[Result]:
                 + f") − critical path {critical:.1f} s ({CALLS_ON_CRITICAL_PATH} calls)",
             ),
             Result(
-                name=f"Parallel efficiency at {LATENCY} s a call, {label}{suffix}",
+                name=f"Parallel efficiency at {LATENCY:g} s a call, {label}{suffix}",
                 figure=critical / wall,
                 digits=3,
                 target=at_least(0.94),
@@ -390,10 +458,11 @@ def rows(m: Measured, suffix: str = "") -> list[Result]:
         wall = p["slow-json"].wall
         out.append(
             Result(
-                name=f"Peer parallel efficiency at {LATENCY} s a call",
+                name=f"Peer parallel efficiency at {LATENCY:g} s a call{suffix}",
                 figure=critical / wall,
                 digits=3,
-                notes=f"wall {wall:.3f} s, overhead {_ms(wall - critical):.0f} ms",
+                notes=f"non-streamed: wall {wall:.3f} s, overhead {_ms(wall - critical):.0f} ms; streamed "
+                f"{critical / p['slow-stream'].wall:.3f} ({_ms(p['slow-stream'].wall - critical):.0f} ms)",
             )
         )
     return out
@@ -421,26 +490,28 @@ def whole_server() -> list[Result]:
     chat-completions wire protocol (server-sent events with tool-call arguments split across chunks,
     a last chunk with the usage and its cached tokens; JSON when not streamed) in a process of its own,
     waiting a fixed latency before each answer and logging each request's arrival. Scenario: the main
-    model (`gpt-4.1`) delegates two tasks in one `agents` call; each agent (the cheapest model the `agents` tool offers, `gpt-4o-mini`) calls
-    `kb_search`, `kb_read` of the hits, `submit_result`; the main model answers: 8 model requests a
-    run. It is driven through `POST /v1/chat/completions` by the official `openai` client, one run after
-    the other, streamed and not, after 2 warm-up runs of each kind. CPU: the daphne process tree's user
-    + system time (`/proc/<pid>/stat`) over the measured runs ÷ the model requests the scripted server
-    logged. Wall: from the client sending the request to the response's end, median. First model call:
-    from that send to the scripted server receiving the run's first request. At 0.3 s a call the
-    critical path is 5 calls (main, an agent's 3, main) = 1.5 s; overhead = wall − 1.5 s, efficiency =
-    1.5 s ÷ wall. The peer (`bench/peer.py`: OpenAI Agents SDK 0.24, `OpenAIChatCompletionsModel`,
-    tracing disabled, a lead with two agents as tools doing the same search, read, submit and answer,
-    in `.venv-peer`) runs on the same scripted server in the same benchmark, counted the same way (its
-    process's CPU from `/proc` ÷ the requests logged). When `BENCH_POSTGRES` names a PostgreSQL that
-    answers, the server's figures are measured again on it."""
+    model (`gpt-4.1`) delegates two tasks in one `agents` call; each agent (the cheapest model the
+    `agents` tool offers, `gpt-4o-mini`) calls `kb_search`, `kb_read` of the hits, `submit_result`;
+    the main model answers: 8 model requests a run. It is driven through `POST /v1/chat/completions`
+    by the official `openai` client, one run at a time. The peer (`bench/peer.py`: OpenAI Agents SDK
+    0.24, `OpenAIChatCompletionsModel`, tracing disabled, a lead with two agents as tools doing the
+    same search, read, submit and answer, no persistence, in `.venv-peer`) runs on the same scripted
+    server in the same benchmark: the four kinds of runs (ours streamed, ours not, the peer's not
+    streamed, the peer's streamed) take turns, 16 of each at zero latency (after 2 warm-ups of each)
+    then 6 of each at 0.3 s a call, so that the load of the machine's neighbours weighs on all alike.
+    CPU: the process tree's user + system time (`/proc/<pid>/stat`, every thread; the peer's own
+    process) over each run, summed, ÷ the model requests the scripted server logged during those
+    runs. Wall: from the client sending the request (an `httpx` request hook) to the response's end,
+    median. First model call: from that send to the scripted server receiving the run's first
+    request. At 0.3 s a call the critical path is 5 calls (main, an agent's 3, main) = 1.5 s;
+    overhead = wall − 1.5 s, efficiency = 1.5 s ÷ wall. When `BENCH_POSTGRES` names a PostgreSQL
+    that answers, everything is measured again with the server on it (`DATABASE_URL`)."""
     model = scripted.spawn()
     try:
         out = rows(measure(model))
         pg = _postgres()
         if pg:
-            pg_rows = rows(measure(model, pg), suffix=" (PostgreSQL)")
-            out += [r for r in pg_rows if "(PostgreSQL)" in r.name]
+            out += rows(measure(model, pg), suffix=" (PostgreSQL)")
     finally:
         model.stop()
     if not PEER_PYTHON.exists():
