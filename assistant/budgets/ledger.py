@@ -34,13 +34,13 @@ class CategoryLedger:
         self._place: services.Place | None = None  # the category's month row, read at the first call
 
     def _reserve(self, tokens: int, now: datetime) -> Reservation:
+        self._place = services.place_of(self.category_id, now, self._place)
         if self._first:
             self._first = False
             assert self.run_id is not None
             held = services.take_over(self.category_id, self.run_id, tokens, now, self._place)
             if held is not None:
                 return held
-        self._place = services.place_of(self.category_id, now, self._place)
         return services.reserve(self.category_id, tokens, now, self.run_id, self._place)
 
     async def reserve(self, model: str, tokens: int) -> object:

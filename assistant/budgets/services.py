@@ -21,9 +21,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BigIntegerField, F, Field, Model, QuerySet, Subquery, Sum
-from django.db.models.expressions import Combinable
-from django.db.models.functions import Coalesce
+from django.db.backends.utils import CursorWrapper
+from django.db.models import F, Field, Model, QuerySet, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
@@ -221,21 +220,6 @@ def place_of(category_id: int, now: datetime, place: Place | None = None) -> Pla
     return Place(category_id, tz, row.month, row.pk, tuple(int(t) for t in category.alert_thresholds or ()))
 
 
-def _budget(category_id: int, today: date) -> Combinable:
-    """The category's budget on ``today`` as an SQL expression: its monthly tokens plus its raises still running."""
-    raised = (
-        BudgetRaise.objects.filter(category_id=category_id, ends_on__gte=today)
-        .order_by()
-        .values("category_id")
-        .annotate(total=Sum("tokens"))
-        .values("total")
-    )
-    monthly = Category.objects.filter(pk=category_id).values("monthly_tokens")
-    return Coalesce(Subquery(monthly), 0, output_field=BigIntegerField()) + Coalesce(
-        Subquery(raised), 0, output_field=BigIntegerField()
-    )
-
-
 def _reserve(
     category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None, place: Place | None = None
 ) -> Reservation | CategoryState:
@@ -290,23 +274,32 @@ def take_over(
     the hold is then released); shrinking gives the difference back.
     """
     now = now or timezone.now()
-    held = Reservation.objects.filter(run_id=run_id).order_by("pk").first()
-    if held is None:
+    t = _tables()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, month_id, tokens FROM {t['reservation']} WHERE run_id = %s ORDER BY id LIMIT 1",
+            [_db(Reservation, "run", run_id)],
+        )
+        found = cursor.fetchone()
+    if found is None:
         return None
+    held = Reservation(pk=found[0], month_id=found[1], tokens=found[2], run_id=run_id)
     extra = tokens - held.tokens
-    with transaction.atomic():
+    with transaction.atomic(), connection.cursor() as cursor:
         if extra > 0:
             place = place_of(category_id, now, place)
-            budget = _budget(category_id, now.astimezone(place.tz).date())
-            grown = CategoryMonth.objects.filter(pk=held.month_id, used__lte=budget - extra - F("reserved")).update(
-                reserved=F("reserved") + extra
-            )
+            grown = _grow(cursor, held.month_id, category_id, extra, now.astimezone(place.tz).date())
         else:
-            grown = CategoryMonth.objects.filter(pk=held.month_id).update(reserved=F("reserved") + extra)
-        if grown and not Reservation.objects.filter(pk=held.pk).update(tokens=tokens):
-            # Released meanwhile (the run was taken for dead): undo, and let the call reserve afresh.
-            CategoryMonth.objects.filter(pk=held.month_id).update(reserved=F("reserved") - extra)
-            return None
+            cursor.execute(f"UPDATE {t['month']} SET reserved = reserved + %s WHERE id = %s", [extra, held.month_id])
+            grown = cursor.rowcount == 1
+        if grown:
+            cursor.execute(f"UPDATE {t['reservation']} SET tokens = %s WHERE id = %s", [tokens, held.pk])
+            if cursor.rowcount != 1:
+                # Released meanwhile (the run was taken for dead): undo, and let the call reserve afresh.
+                cursor.execute(
+                    f"UPDATE {t['month']} SET reserved = reserved - %s WHERE id = %s", [extra, held.month_id]
+                )
+                return None
     if not grown:
         release(held)
         slug = Category.objects.filter(pk=category_id).values_list("slug", flat=True).first()
@@ -342,21 +335,26 @@ def _db(model: type[Model], name: str, value: object) -> Any:
     return found.get_db_prep_value(value, connection)
 
 
+def _grow(cursor: CursorWrapper, row_id: int, category_id: int, tokens: int, today: date) -> bool:
+    """Add ``tokens`` to the month's ``reserved`` if they fit in the budget of ``today``: one statement, so that
+    the check and the hold cannot be separated by another request's reservation."""
+    t = _tables()
+    cursor.execute(
+        f"UPDATE {t['month']} SET reserved = reserved + %s WHERE id = %s AND used + reserved + %s <= "
+        + _BUDGET_SQL.format(**t),
+        [tokens, row_id, tokens, category_id, category_id, _db(BudgetRaise, "ends_on", today)],
+    )
+    return bool(cursor.rowcount == 1)
+
+
 def _hold(
     row_id: int, category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None, tz: ZoneInfo
 ) -> Reservation | None:
     """One conditional UPDATE holds ``tokens`` if they fit in the budget of ``now``'s day (read by the statement
     itself: the monthly tokens and the raises still running), then the hold's row; None when they do not fit."""
     t = _tables()
-    today = _db(BudgetRaise, "ends_on", now.astimezone(tz).date())
     with transaction.atomic(), connection.cursor() as cursor:
-        # One statement: the check and the hold cannot be separated by another request's reservation.
-        cursor.execute(
-            f"UPDATE {t['month']} SET reserved = reserved + %s WHERE id = %s AND used + reserved + %s <= "
-            + _BUDGET_SQL.format(**t),
-            [tokens, row_id, tokens, category_id, category_id, today],
-        )
-        if cursor.rowcount != 1:
+        if not _grow(cursor, row_id, category_id, tokens, now.astimezone(tz).date()):
             return None
         cursor.execute(
             f"INSERT INTO {t['reservation']} (month_id, tokens, created, run_id) VALUES (%s, %s, %s, %s) RETURNING id",
@@ -400,7 +398,7 @@ def settle(
         row = CategoryMonth.objects.select_related("category__organisation").get(pk=month_id)
         check_alerts(_state(row.category, row, now))
         return
-    used, budget = returned
+    used, budget = int(returned[0]), int(returned[1])  # PostgreSQL's SUM of a bigint is a numeric
     percent = 100.0 * used / budget if budget else 100.0
     due = {t for t in place.thresholds if t <= percent}
     if due - place.alerted:
