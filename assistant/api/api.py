@@ -308,8 +308,9 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning]) -> AsyncIterator[str]:
+async def _stream(run: Run, follower: RunFollower, key: ApiKey, body: ChatCompletionRequest) -> AsyncIterator[str]:
     """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
+    warnings = await sync_to_async(_warnings)(key, body)  # while the run starts (the follower holds what it says)
     base = {
         "id": f"chatcmpl-{run.pk.hex}",
         "object": "chat.completion.chunk",
@@ -355,20 +356,19 @@ async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
     key = _key(request)
     run = await sync_to_async(_create)(key, body)
-    warnings = await sync_to_async(_warnings)(key, body)
     follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
     execution.launch(run.pk)
+    # What the request's warnings say is worked out after the run has started, off its way to its first call.
     if body.stream:
-        response = StreamingHttpResponse(_stream(run, follower, warnings), content_type="text/event-stream")
+        response = StreamingHttpResponse(_stream(run, follower, key, body), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
     try:
-        async for _item in follower.items():
-            pass
+        await follower.finished()
     finally:
         await follower.close()
-    return await sync_to_async(_completion)(run.pk, warnings)
+    return await sync_to_async(lambda: _completion(run.pk, _warnings(key, body)))()
 
 
 # Runs -------------------------------------------------------------------------------------------------

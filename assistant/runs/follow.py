@@ -133,6 +133,16 @@ class RunFollower(Follower):
             for item in applied if applied is not None else await self.catch_up(message):
                 yield item
 
+    async def finished(self) -> None:
+        """Wait for the run's end, without reading what it publishes meanwhile (the API's response not streamed
+        reads the finished run from the database): its ``run.finished`` message, or the database saying it ended."""
+        while True:
+            message = await self._next()
+            if message is not None and message.get("type") == "run.finished":
+                return
+            if message is None and not await self._running():
+                return
+
     async def _next(self) -> dict[str, Any] | None:
         if self._layer is None:
             await asyncio.sleep(QUIET_SECONDS)
