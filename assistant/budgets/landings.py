@@ -5,7 +5,9 @@ Seed 000: a rising rate of forced landings means scopes too wide. An agent *land
 (``AgentFinished.forced_landing``). The usage page shows each model and profile's share over the month with
 its trend against the month before; ``check`` records (and emails) a ``LandingAlert`` once a month for a line
 whose share passes the organisation's threshold (``Organisation.forced_landing_alert_percent``) over at least
-``MIN_AGENTS`` agents. ``check`` runs when a run with agents ends (``on_run_saved``, connected in ``apps``).
+``MIN_AGENTS`` agents. ``check`` runs when a run with agents ends (``on_run_saved``, connected in ``apps``), for
+the lines of that run's agents (the only ones its end can move), counted from the few fields of the month's
+agent steps they need (``_month_lines``), not from whole events.
 """
 
 from __future__ import annotations
@@ -134,10 +136,35 @@ def landed_per_run(runs: Iterable[Run]) -> dict[Any, int]:
 # Alerts -------------------------------------------------------------------------------------------
 
 
-def check(org: Organisation, month: date) -> list[LandingAlert]:
-    """Record (and email) each line of the month past the organisation's threshold over enough agents, once."""
+def _month_lines(org: Organisation, month: date, keys: set[tuple[str, str]]) -> list[LandingLine]:
+    """The month's lines ``keys`` (model, profile), counted in the database's rows without reading whole events:
+    only the few fields a line needs are read (a month holds every agent of the organisation)."""
+    lines = {key: LandingLine(*key) for key in keys}
+    models = {model for model, _profile in keys}
+    steps = _month_steps(org, month).filter(kind__in=["agent_started", "agent_finished"], data__model__in=models)
+    profiles: dict[tuple[Any, str], str] = {}
+    rows = steps.order_by("run_id", "seq").values_list(
+        "run_id", "kind", "data__agent_id", "data__model", "data__profile", "data__status", "data__forced_landing"
+    )
+    for run_id, kind, agent_id, model, profile, status, forced in rows:
+        if kind == "agent_started":
+            profiles[(run_id, agent_id)] = profile or ""
+            continue
+        line = lines.get((model, profiles.get((run_id, agent_id), "")))
+        if line is not None:
+            line.agents += 1
+            line.landed += status == "interrupted" or bool(forced)
+    return list(lines.values())
+
+
+def check(org: Organisation, month: date, keys: set[tuple[str, str]] | None = None) -> list[LandingAlert]:
+    """Record (and email) each line of the month past the organisation's threshold over enough agents, once.
+
+    ``keys``: only these lines (model, profile), those of the run that just ended, the only ones it can have moved.
+    """
     threshold = org.forced_landing_alert_percent
-    due = [line for line in landing_lines(org, month) if line.alerts_at(threshold)]
+    lines = landing_lines(org, month) if keys is None else _month_lines(org, month, keys)
+    due = [line for line in lines if line.alerts_at(threshold)]
     if not due:
         return []
     known = set(LandingAlert.objects.filter(organisation=org, month=month).values_list("model", "profile"))
@@ -219,7 +246,14 @@ def _check_run(run_id: Any) -> None:
     if run is None:
         return
     org = run.organisation
-    check(org, month_of(run.created, zone(org.time_zone)))
+    keys = {(model, profile) for _run, profile, model in _agents_of(run_id)}
+    if keys:
+        check(org, month_of(run.created, zone(org.time_zone)), keys)
+
+
+def _agents_of(run_id: Any) -> Iterator[tuple[Any, str, str]]:
+    for run, profile, event in finished_agents(Step.objects.filter(run_id=run_id)):
+        yield run, profile, event.model
 
 
 def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:

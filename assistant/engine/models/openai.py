@@ -2,8 +2,9 @@
 
 The request maps the engine's messages, tools and ``tool_choice`` to the wire format, asks for the
 usage in the last chunk (``stream_options.include_usage``), and sends ``reasoning_effort`` only to a
-model that reasons. The stream yields text deltas as they arrive; tool calls are accumulated by
-index across chunks and yielded whole at the end, then the usage (cached prompt and reasoning
+model that reasons. The response is read raw (the SDK's ``with_streaming_response``) and its chunks
+parsed as plain JSON, not as the SDK's models. The stream yields text deltas as they arrive; tool
+calls are accumulated by index across chunks and yielded whole at the end, then the usage (cached prompt and reasoning
 tokens included) and the finish reason. SDK errors become engine errors in ``_translated``.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager as AsyncContextManager
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import httpx2
 import openai
-from openai import omit
+from openai import AsyncAPIResponse, omit
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionFunctionToolParam,
@@ -27,7 +29,6 @@ from openai.types.chat import (
     ChatCompletionToolMessageParam,
     ChatCompletionUserMessageParam,
 )
-from openai.types.completion_usage import CompletionUsage
 
 from ..catalogue import ModelInfo
 from ..errors import (
@@ -80,21 +81,26 @@ class OpenAIModel(Model):
         reason: str | None = None
         try:
             with _translated():
-                stream = await self._create(request)
-                async with stream:
-                    async for chunk in stream:
-                        if chunk.usage is not None:
-                            usage = _usage(chunk.usage)
-                        for choice in chunk.choices[:1]:
-                            delta = choice.delta
-                            text = delta.content or delta.refusal
+                async with self._create(request) as response:
+                    async for chunk in _chunks(response):
+                        raw_usage = chunk.get("usage")
+                        if raw_usage:
+                            usage = _usage(raw_usage)
+                        for choice in _list(chunk.get("choices"))[:1]:
+                            delta = _dict(choice.get("delta"))
+                            text = delta.get("content") or delta.get("refusal")
                             if text:
-                                yield TextDelta(text)
-                            for piece in delta.tool_calls or ():
-                                fn = piece.function
-                                calls.add(piece.index, piece.id, fn.name if fn else None, fn.arguments if fn else None)
-                            if choice.finish_reason is not None:
-                                reason = choice.finish_reason
+                                yield TextDelta(_str(text))
+                            for piece in _list(delta.get("tool_calls")):
+                                fn = _dict(piece.get("function"))
+                                calls.add(
+                                    _int(piece.get("index")),
+                                    _str(piece.get("id")) or None,
+                                    _str(fn.get("name")) or None,
+                                    _str(fn.get("arguments")) or None,
+                                )
+                            if choice.get("finish_reason") is not None:
+                                reason = _str(choice["finish_reason"])
         except ModelError:
             if usage is not None:  # the provider reported the call's usage before it broke off: that is billed
                 yield usage
@@ -108,12 +114,13 @@ class OpenAIModel(Model):
             yield usage
         yield FinishPart(finish_reason(reason, bool(complete)))
 
-    async def _create(self, request: ModelRequest) -> openai.AsyncStream[Any]:
+    def _create(self, request: ModelRequest) -> AsyncContextManager[AsyncAPIResponse[Any]]:
+        """The streamed request, its response read raw: the chunks are plain JSON (``_chunks``), not SDK models."""
         official = self.provider.is_openai
         effort = self.info.effort_for(request.reasoning_effort)
         cap = request.max_output_tokens
         tools = [_tool(t) for t in request.tools]
-        return await self.provider.client.chat.completions.create(
+        return self.provider.client.chat.completions.with_streaming_response.create(
             model=self.api_model,
             messages=[_message(m) for m in request.messages],
             stream=True,
@@ -127,6 +134,82 @@ class OpenAIModel(Model):
             reasoning_effort=effort if effort is not None else omit,
             prompt_cache_key=prompt_cache_key(request.messages) if official else omit,
         )
+
+
+async def _chunks(response: AsyncAPIResponse[Any]) -> AsyncIterator[dict[str, Any]]:
+    """The stream's chunks as plain JSON objects, read from its server-sent events until ``[DONE]``.
+
+    Building the SDK's pydantic models for every chunk cost more than the rest of the call; this reads what
+    ``_attempt`` needs and nothing else. An ``error`` object in the stream is the server failing mid-answer.
+    """
+    data: list[str] = []
+    lines = response.iter_lines()
+    async for line in lines:
+        if line:
+            if line.startswith("data:"):
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            continue  # event:, id:, retry: and comments carry nothing the chat completions stream needs
+        if not data:
+            continue
+        payload, data = "\n".join(data), []
+        if payload.startswith("[DONE]"):
+            async for _rest in lines:  # read to the end, so that the connection is kept for the next call
+                pass
+            return
+        yield _chunk(payload)
+    if data:  # the last event, without the blank line that should end it
+        payload = "\n".join(data)
+        if not payload.startswith("[DONE]"):
+            yield _chunk(payload)
+
+
+def _chunk(payload: str) -> dict[str, Any]:
+    chunk = json.loads(payload)
+    if not isinstance(chunk, dict):
+        raise MalformedResponse(f"the OpenAI stream sent a chunk that is not an object: {payload[:200]}")
+    error = chunk.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str) or not message:
+            message = "An error occurred during streaming"
+        raise ModelUnavailable(f"the OpenAI server reported an error while answering: {message}")
+    return chunk
+
+
+def _malformed(what: str, value: object) -> NoReturn:
+    raise MalformedResponse(f"the OpenAI stream sent {what} where the protocol has none: {value!r:.200}")
+
+
+def _dict(value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        _malformed("a non-object", value)
+    return value
+
+
+def _list(value: object) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        _malformed("a non-list of objects", value)
+    return value
+
+
+def _str(value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        _malformed("a non-string", value)
+    return value
+
+
+def _int(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        _malformed("a non-integer", value)
+    return value
 
 
 def _message(m: Message) -> ChatCompletionMessageParam:
@@ -161,14 +244,15 @@ def _tool_choice(request: ModelRequest) -> ChatCompletionToolChoiceOptionParam:
     return choice
 
 
-def _usage(u: CompletionUsage) -> UsagePart:
-    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None
-    reasoning = u.completion_tokens_details.reasoning_tokens if u.completion_tokens_details else None
+def _usage(u: object) -> UsagePart:
+    usage = _dict(u)
+    prompt = _dict(usage.get("prompt_tokens_details"))
+    completion = _dict(usage.get("completion_tokens_details"))
     return UsagePart(
-        prompt_tokens=u.prompt_tokens,
-        completion_tokens=u.completion_tokens,
-        cached_prompt_tokens=cached or 0,
-        reasoning_tokens=reasoning or 0,
+        prompt_tokens=_int(usage.get("prompt_tokens")) or 0,
+        completion_tokens=_int(usage.get("completion_tokens")) or 0,
+        cached_prompt_tokens=_int(prompt.get("cached_tokens")) or 0,
+        reasoning_tokens=_int(completion.get("reasoning_tokens")) or 0,
     )
 
 
@@ -192,6 +276,8 @@ def _translated() -> Iterator[None]:
         raise ModelUnavailable(f"the OpenAI server reported an error while answering: {e.message}") from e
     except (json.JSONDecodeError, httpx2.StreamError, httpx2.DecodingError) as e:
         raise MalformedResponse(f"the OpenAI stream could not be read ({e})") from e
+    except httpx2.TimeoutException as e:  # the raw stream's read timeout (the SDK's own calls raise APITimeoutError)
+        raise ModelTimeout("OpenAI did not answer in time") from e
     except httpx2.HTTPError as e:
         raise ModelUnavailable(
             f"the connection to the OpenAI server failed or broke off ({e})", unsent=isinstance(e, httpx2.ConnectError)
