@@ -12,31 +12,11 @@ share of samples, inclusive (a frame counted once per stack).
 from __future__ import annotations
 
 import argparse
-import collections
-import shutil
-import signal
-import subprocess
 import time
 from pathlib import Path
 
-from . import scripted
+from . import scripted, spy
 from .benchmarks import whole_server
-
-
-def top_frames(collapsed: Path, limit: int, only: str) -> list[tuple[str, float]]:
-    inclusive: collections.Counter[str] = collections.Counter()
-    total = 0
-    for line in collapsed.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
-        total += n
-        # A function once per stack, whatever its line: "name (path:line)" → "name (path)".
-        for frame in {f.rsplit(":", 1)[0] + ")" if f.endswith(")") else f for f in stack.split(";")}:
-            if only in frame:
-                inclusive[frame] += n
-    return [(frame, n / max(1, total)) for frame, n in inclusive.most_common(limit)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,8 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--only", default="assistant/", help="list only frames whose text contains this")
     args = parser.parse_args(argv)
-    spy = shutil.which("py-spy")
-    if spy is None:
+    if not spy.available():
         parser.error("py-spy is not installed (python3 -m pip install py-spy, outside the project's virtualenv)")
     model = scripted.spawn(args.latency)
     try:
@@ -59,21 +38,23 @@ def main(argv: list[str] | None = None) -> None:
             driver = whole_server.Driver(srv)
             for _ in range(whole_server.WARMUP):
                 driver.run(args.stream)
-            mode = ["--idle"] if args.idle else ["--gil"]
-            command = [spy, "record", "--pid", str(srv.process.pid), "--rate", str(args.rate), "--format", "raw"]
-            recorder = subprocess.Popen([*command, *mode, "--output", str(args.output), "--nonblocking"])
-            time.sleep(1.0)  # py-spy attaches
             started = time.monotonic()
-            for _ in range(args.runs):
-                driver.run(args.stream)
-            wall = time.monotonic() - started
-            recorder.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
-            recorder.wait(timeout=30)
+            spy.record(
+                srv.process.pid,
+                lambda: [driver.run(args.stream) for _ in range(args.runs)],
+                args.output,
+                idle=args.idle,
+                rate=args.rate,
+            )
+            wall = time.monotonic() - started - 1.0
     finally:
         model.stop()
     print(f"{args.runs} runs in {wall:.2f} s; stacks in {args.output}")
-    for frame, share in top_frames(args.output, args.top, args.only):
+    for frame, share in spy.top_frames(args.output, args.top, args.only):
         print(f"{share * 100:5.1f}%  {frame}")
+    print("by module (innermost):")
+    for module, share in spy.top_modules(args.output, 15, args.only):
+        print(f"{share * 100:5.1f}%  {module}")
 
 
 if __name__ == "__main__":

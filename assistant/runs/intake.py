@@ -130,12 +130,14 @@ def create_run(
     *,
     queued: Message | None = None,
     replaces: Run | None = None,
+    policy: Policy | None = None,
 ) -> Run:
     """Check the request and admit it against its category's budget, then save the user's message (or give the
     ``queued`` one its run) and a running run, together with the reservation of its first call (refused: nothing is
-    saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration). Raises ``Busy`` when the
-    conversation has a running run (the database's constraint decides)."""
-    policy = policy_for(org, api_key)  # read once for the check and the first call's reservation
+    saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration); ``policy``: the organisation's
+    (``policy_for``) when the caller has it. Raises ``Busy`` when the conversation has a running run (the database's
+    constraint decides)."""
+    policy = policy or policy_for(org, api_key)  # read once for the check and the first call's reservation
     check(org, ask, api_key, policy=policy)
     books = accounting.accounting()
     category = books.admit(org, ask.category, ask.text, ask.model)
