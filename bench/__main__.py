@@ -7,6 +7,7 @@ prints their rows without writing the file (unless ``--output`` is given).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     output = args.output or (None if args.names else DEFAULT_OUTPUT)
 
     date = date_now()
+    load = os.getloadavg()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
     for b in benchmarks:
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(render(outcomes, date, machine_facts(ROOT)), encoding="utf-8")
+        output.write_text(render(outcomes, date, machine_facts(ROOT, load)), encoding="utf-8")
         print(f"wrote {output} in {time.perf_counter() - started:.1f} s")
     return 1 if any(o.failed for o in outcomes) else 0
 

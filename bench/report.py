@@ -55,7 +55,12 @@ def _commit(root: Path) -> str:
     return f"{commit} (with uncommitted changes)" if dirty else commit
 
 
-def machine_facts(root: Path) -> list[tuple[str, str]]:
+def _load(load: tuple[float, float, float]) -> str:
+    return f"{load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} (1, 5, 15 min; {os.cpu_count()} cores, shared)"
+
+
+def machine_facts(root: Path, load_at_start: tuple[float, float, float] | None = None) -> list[tuple[str, str]]:
+    loads = [("Load average at the start", _load(load_at_start))] if load_at_start is not None else []
     return [
         ("CPU", _cpu_model()),
         ("Cores", _cores()),
@@ -63,6 +68,8 @@ def machine_facts(root: Path) -> list[tuple[str, str]]:
         ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
         ("OS", platform.platform()),
         ("Commit", _commit(root)),
+        *loads,
+        ("Load average at the end", _load(os.getloadavg())),
     ]
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import scripted
+from .. import scripted, spy
 from ..registry import Result, at_least, at_most, benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +30,7 @@ LATENCY = 0.3
 WARMUP = 2
 RUNS = 16  # at zero latency, of each kind
 SLOW_RUNS = 6  # at LATENCY, of each kind
+PROFILE_RUNS = 10  # of each kind, recorded by py-spy
 SETUP = """
 import json, sys
 import django
@@ -40,7 +41,10 @@ from assistant.orgs.models import Organisation
 call_command("migrate", verbosity=0)
 call_command("load_catalogue", verbosity=0)
 call_command("load_demo", verbosity=0)
-print(json.dumps({"key": keys.create_key(Organisation.objects.get(slug="demo"), "bench")[1]}))
+key, secret = keys.create_key(Organisation.objects.get(slug="demo"), "bench")
+key.rate_limit = 100_000  # requests a minute: the benchmark sends about 150 in one
+key.save(update_fields=["rate_limit"])
+print(json.dumps({"key": secret}))
 """
 
 
@@ -293,8 +297,11 @@ class Measured:
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
-def measure(model: scripted.Handle, database_url: str = "", with_peer: bool = True) -> Measured:
-    """Our runs and the peer's interleaved (ours streamed, ours not, the peer's), at zero latency then at LATENCY."""
+def measure(
+    model: scripted.Handle, database_url: str = "", with_peer: bool = True, profile: Path | None = None
+) -> Measured:
+    """Our runs and the peer's interleaved (ours streamed, ours not, the peer's), at zero latency then at LATENCY;
+    then, with ``profile``, PROFILE_RUNS more of ours at zero latency recorded by py-spy into that file."""
     m = Measured({}, {}, "", os.getloadavg())
     peer = Peer(model) if with_peer and PEER_PYTHON.exists() else None
     try:
@@ -327,6 +334,9 @@ def measure(model: scripted.Handle, database_url: str = "", with_peer: bool = Tr
                         run.requests = [r for r in log if run.start <= r["arrived"] <= run.end]
                 for key, phase in phases.items():
                     (m.peer if key.startswith("peer-") else m.ours)[key.removeprefix("peer-")] = phase
+            if profile is not None:
+                model.set_latency(0.0)
+                spy.record(srv.process.pid, lambda: [driver.run(s) for s in (True, False) * PROFILE_RUNS], profile)
     finally:
         if peer is not None:
             peer.close()
@@ -501,6 +511,35 @@ def fresh_database(url: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def profile_rows(stacks: Path) -> list[Result]:
+    """Where the server's CPU goes: the largest shares of py-spy's samples (GIL held), by module and by function."""
+    out = [
+        Result(
+            name=f"CPU share, module {module}",
+            figure=share * 100,
+            unit="%",
+            digits=1,
+            notes="each sample counted once, for the innermost of the project's modules in its stack: that module's "
+            "code and what it calls outside the project (Django, SQLite, the SDKs); "
+            f"{PROFILE_RUNS * 2} runs at zero latency, half streamed, py-spy --gil at 250 Hz"
+            if i == 0
+            else "",
+        )
+        for i, (module, share) in enumerate(spy.top_modules(stacks, 10))
+    ]
+    out += [
+        Result(
+            name=f"CPU share, function {frame}",
+            figure=share * 100,
+            unit="%",
+            digits=1,
+            notes="inclusive: the function and everything it calls (so the shares overlap)" if i == 0 else "",
+        )
+        for i, (frame, share) in enumerate(spy.top_frames(stacks, 16))
+    ]
+    return out
+
+
 @benchmark("Whole server against the peer: CPU, wall, first call, overhead", order=70)
 def whole_server() -> list[Result]:
     """The real server (daphne, `assistant.asgi`, debug off, SQLite in a temporary folder, the catalogue
@@ -527,8 +566,14 @@ def whole_server() -> list[Result]:
     that answers, everything is measured again with the server on a new database there (`DATABASE_URL`, created
     for the benchmark and dropped after it)."""
     model = scripted.spawn()
+    stacks = Path(tempfile.gettempdir()) / f"bench-whole-{os.getpid()}.txt"
     try:
-        out = rows(measure(model))
+        out = rows(measure(model, profile=stacks if spy.available() else None))
+        if stacks.exists():
+            out += profile_rows(stacks)
+            stacks.unlink()
+        else:
+            out.append(Result(name="CPU profile", figure=0, notes="not recorded: py-spy is not installed"))
         pg = _postgres()
         if pg:
             with fresh_database(pg) as database:
