@@ -277,7 +277,7 @@ STOP_CODES = {code: cause for cause, code in STOP_CAUSES.items()}
 
 def _reason(run: Run) -> tuple[str, str]:
     """Why the run stopped or failed, in English, and its ``reason_code``: the stop's cause (``user``, ``budget``,
-    ``cost_cap``), ``error`` for a failed run, empty when it ended ok."""
+    ``cost_cap``, ``shutdown``), ``error`` for a failed run, empty when it ended ok."""
     if run.status == "error":
         return run.error, "error"
     if run.status != "stopped":

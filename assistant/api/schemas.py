@@ -243,7 +243,7 @@ class UsageOut(BaseModel):
 
 AGENT_REASON_CODE_DESCRIPTION = (
     "Why the agent ended as it did, as a stable code: `rounds`, `tokens`, `seconds`, `output_cut` (interrupted); "
-    "`stopped_by_user`, `category_budget`, `cost_cap` (stopped); `model_error`, `tool_failed`, `invalid_result`, "
+    "`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown` (stopped); `model_error`, `tool_failed`, `invalid_result`, "
     "`no_result`, `run_ended` (error). Null when it simply returned, or for a run saved before codes existed."
 )
 
@@ -302,7 +302,7 @@ STATUS_DESCRIPTION = (
 REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
 REASON_CODE_DESCRIPTION = (
     "Why the run stopped, as a code: `user` (Stop, a cancel), `budget` (its category's month crossed mid-way), "
-    "`cost_cap` (a scheduled task's cap); `error` for a failed run; empty when it ended ok or is running."
+    "`cost_cap` (a scheduled task's cap), `shutdown` (the worker executing it was shut down); `error` for a failed run; empty when it ended ok or is running."
 )
 
 

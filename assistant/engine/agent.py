@@ -169,7 +169,9 @@ class _AgentLoop:
                     )
                 )
                 response = await self._call_model(request)
-                if response.finish_reason == "cancelled":  # a category budget refused the reservation
+                if response.finish_reason == "cancelled":  # Stop: the call was aborted, or not made
+                    if response.text.strip():
+                        self.texts.append(response.text)  # what it had written before Stop is kept
                     return await self._stopped()
                 if response.text.strip():
                     self.texts.append(response.text)
@@ -188,7 +190,7 @@ class _AgentLoop:
         compact(self.messages, self.info.context_window, reserve=self.cap + spec_tokens)
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
-        """One model call, counted against the budget whether it answers or fails."""
+        """One model call, counted against the budget whether it answers, fails or is aborted by Stop."""
         started = time.monotonic()
         try:
             response = await self.ctx.call_model(

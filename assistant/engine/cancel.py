@@ -1,8 +1,10 @@
 """One cancellation token shared by a run and its agents.
 
 Stop may come from this process (a view, a consumer) or another one (a worker watching a shared
-flag); whoever sees it calls ``cancel``. The main stream ends at once; agents check the token
-before each turn and before launching tools.
+flag); whoever sees it calls ``cancel``, with its cause: ``user`` (Stop, the API's cancel), ``budget`` (the
+category refused a reservation), ``cost_cap`` (a task's cap crossed) or ``shutdown`` (the worker executing
+the run was told to shut down). Every model call in flight ends at once (``RunContext.call_model``);
+agents check the token before each turn and before launching tools.
 """
 
 from __future__ import annotations
@@ -12,18 +14,20 @@ from typing import Literal, TypeAlias
 
 from .causes import Cause, CauseCode
 
-StopCause: TypeAlias = Literal["user", "budget", "cost_cap"]
+StopCause: TypeAlias = Literal["user", "budget", "cost_cap", "shutdown"]
 
 STOP_MESSAGES: dict[StopCause, str] = {
     "user": "stopped on request",
     "budget": "stopped: the category's monthly budget is reached",
     "cost_cap": "stopped: the task's cost cap is reached",
+    "shutdown": "stopped: the server executing it was shut down",
 }
 
 STOP_CAUSES: dict[StopCause, CauseCode] = {
     "user": "stopped_by_user",
     "budget": "category_budget",
     "cost_cap": "cost_cap",
+    "shutdown": "server_shutdown",
 }
 
 

@@ -25,6 +25,7 @@ CauseCode: TypeAlias = Literal[
     "stopped_by_user",  # Stop (the page's button, the API's cancel, a conversation's deletion)
     "category_budget",  # the task category's monthly budget is reached
     "cost_cap",  # a scheduled task's cost cap is reached, with ``used`` and ``limit`` in EUR
+    "server_shutdown",  # the worker executing the run was shut down (SIGTERM): it stopped its runs as Stop does
     # Errors (status ``error``):
     "model_error",  # a model call failed; ``kind`` says how (MODEL_ERROR_KINDS)
     "invalid_result",  # an agent's result was invalid twice
@@ -73,6 +74,8 @@ class Cause(BaseModel):
                 return "stopped on request"
             case "category_budget":
                 return "stopped: the category's monthly budget is reached"
+            case "server_shutdown":
+                return "stopped: the server executing it was shut down"
             case "cost_cap":
                 if used is None or limit is None:
                     return "stopped: the task's cost cap is reached"

@@ -161,7 +161,6 @@ class _MainLoop:
                     self.info.id,
                     request,
                     on_text=self._on_text,
-                    interruptible=True,
                     timeout=ctx.policy.main_call_timeout,
                 )
                 if response.finish_reason == "cancelled":

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
+import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,13 +22,20 @@ from .errors import (
 )
 from .events import Event, ModelCallFailed, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
+from .models.streaming import CallState, tracked_call
 from .policy import Policy
 from .tokens import estimate_tokens, prompt_tokens
 from .tools import Toolbox
 from .types import ModelRequest, ModelResponse, TextDelta, UsagePart
-from .usage import RunUsage, UsageLedger
+from .usage import RunUsage, UsageLedger, cap_reached
 
 Emit = Callable[[Event], Awaitable[None]]
+
+log = logging.getLogger(__name__)
+
+ABORT_GRACE_SECONDS = 0.1
+"""How long an aborted call's stream may take to close before the run goes on without waiting for it."""
+_closing: set[asyncio.Future[None]] = set()  # aborted calls still closing their stream (kept from the collector)
 
 
 async def _discard(event: Event) -> None:
@@ -68,21 +76,26 @@ class RunContext:
         agent_id: str | None = None,
         timeout: float | None = None,
         on_text: Callable[[str], Awaitable[None]] | None = None,
-        interruptible: bool = False,
         usage: RunUsage | None = None,
     ) -> ModelResponse:
         """One model call: reserve, stream, count usage once (into the run and ``usage``), settle.
 
-        ``interruptible`` calls end at once when the token is cancelled (the main stream); the
-        response then has ``finish_reason == "cancelled"`` and keeps the text received so far.
-        A call longer than ``timeout`` raises ``ModelTimeout``.
+        Stop (the token cancelled: the page, the API's cancel, a category budget, the cost cap) aborts the
+        call at once, wherever it is (the provider's stream is closed); the response then has
+        ``finish_reason == "cancelled"`` and keeps what was received so far. No call starts after Stop,
+        nor one whose reservation was being made when Stop came (its reservation is released). A call
+        longer than ``timeout`` raises ``ModelTimeout``; the adapters' retries wait neither past it nor past
+        the run's time left (``streaming.tracked_call``).
 
         Billed by how it ended: answered, the provider's usage; refused by the provider with an HTTP
         error before anything streamed, or never sent (``ModelError.bills_nothing``), nothing (its
         reservation is released); cut after it was sent (a broken stream, the timeout, Stop),
-        ``bill_cut_call``. A failure (not a Stop) is counted in ``failed_calls`` and emitted as
-        ``ModelCallFailed``.
+        ``bill_cut_call``; aborted by Stop while the adapter waited to try again after the provider refused
+        the call (``CallState.waiting``, nothing in flight), nothing. A failure (not a Stop) is counted in
+        ``failed_calls`` and emitted as ``ModelCallFailed``.
         """
+        if self.cancel.cancelled:  # nothing is spent after Stop
+            return ModelResponse(finish_reason="cancelled")
         info = self.catalogue[model_id]
         model = self.models(model_id)
         cap = request.max_output_tokens or info.output_cap
@@ -93,29 +106,30 @@ class RunContext:
             except BudgetExceeded as e:
                 self.cancel.cancel("cost_cap" if isinstance(e, CostCapReached) else "budget")
                 return ModelResponse(finish_reason="cancelled")
+            if self.cancel.cancelled:  # Stop came while the reservation was being made: the call is not made
+                await self.ledger.settle(reservation, model_id, None, 0.0)
+                return ModelResponse(finish_reason="cancelled")
         response = ModelResponse()
         started = time.monotonic()
+        # Retries wait no longer than the call may last, nor past the run's time.
+        state = CallState(deadline=started + min(self.seconds_left, math.inf if timeout is None else timeout))
 
         async def consume() -> None:
-            async for part in model.stream(request):
-                response.add(part)
-                if on_text is not None and isinstance(part, TextDelta):
-                    await on_text(part.text)
+            with tracked_call(state):
+                async for part in model.stream(request):
+                    response.add(part)
+                    if on_text is not None and isinstance(part, TextDelta):
+                        await on_text(part.text)
 
         task = asyncio.ensure_future(consume())
-        waiter = asyncio.ensure_future(self.cancel.wait()) if interruptible else None
+        waiter = asyncio.ensure_future(self.cancel.wait())
         try:
-            await asyncio.wait(
-                [task] if waiter is None else [task, waiter], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait([task, waiter], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if waiter is not None:
-                waiter.cancel()
+            waiter.cancel()
         timed_out = not task.done() and not self.cancel.cancelled
         if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await _abort(task)
             response.finish_reason = "cancelled"
         seconds = time.monotonic() - started
         if task.done() and not task.cancelled() and task.exception() is not None:
@@ -146,6 +160,12 @@ class RunContext:
             await self._failed(model_id, error, True, agent_id, usage)
             raise error
         if response.finish_reason == "cancelled":  # aborted by Stop: billed as cut, not a failure
+            served = response.text or response.tool_calls or response.usage is not None or response.cut_attempts
+            if state.waiting and not served:
+                # Aborted while waiting to try again after the provider refused the call: nothing was served.
+                if self.ledger is not None:
+                    await self.ledger.settle(reservation, model_id, None, 0.0)
+                return response
             await self.bill_cut_call(
                 model_id, request, response, agent_id=agent_id, usage=usage, reservation=reservation, seconds=seconds
             )
@@ -223,6 +243,8 @@ class RunContext:
             usage.add(model_id, part, cost, impact, estimated=estimated)
         if self.ledger is not None:
             await self.ledger.settle(reservation, model_id, part, cost)
+            if cap_reached(self.ledger):  # the call that crossed a cost cap is the run's Stop: the others abort
+                self.cancel.cancel("cost_cap")
         await self.emit(
             UsageEvent(
                 agent_id=agent_id,
@@ -237,6 +259,26 @@ class RunContext:
                 estimated=estimated,
             )
         )
+
+
+async def _abort(task: asyncio.Future[None]) -> None:
+    """Cancel a call's stream (the adapter closes its connection) and give it ``ABORT_GRACE_SECONDS`` to close.
+
+    A stream that takes longer (an adapter that does not close at once) finishes closing on its own: the run
+    does not wait for it, and what it might still yield is not read.
+    """
+    task.cancel()
+    await asyncio.wait([task], timeout=ABORT_GRACE_SECONDS)
+    if not task.done():
+        log.warning("an aborted model call did not close its stream within %.1f s", ABORT_GRACE_SECONDS)
+        _closing.add(task)
+        task.add_done_callback(_closed)
+
+
+def _closed(task: asyncio.Future[None]) -> None:
+    _closing.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.info("an aborted model call ended with %r", task.exception())
 
 
 def _estimate(request: ModelRequest, response: ModelResponse) -> UsagePart:

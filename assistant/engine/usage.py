@@ -343,10 +343,10 @@ class UsageLedger(Protocol):
 class CostCap:
     """What one run may cost, in EUR: a ``UsageLedger`` checked before each call, counted after it.
 
-    Like an agent's budget, the call that crosses the cap finishes and is billed; no call starts
-    after it (``reserve`` raises ``CostCapReached``) and the run stops as Stop does, with the cause
-    ``cost_cap``. Calls already in flight then (parallel agents, one each at most) still finish, so a
-    run can end above its cap by what those calls cost.
+    The call that crosses the cap is billed, and the run stops then as Stop does, with the cause
+    ``cost_cap`` (``cap_reached``, which ``RunContext`` reads after each call): the calls then in flight
+    (parallel agents, one each at most) are aborted and billed as cut (what their provider reported, else
+    an estimate of what was sent), and no call starts after it (``reserve`` raises ``CostCapReached``).
     """
 
     def __init__(self, cap_eur: float) -> None:
@@ -360,6 +360,19 @@ class CostCap:
 
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
         self.spent_eur += cost_eur
+
+    @property
+    def reached(self) -> bool:
+        return self.spent_eur >= self.cap_eur
+
+
+def cap_reached(ledger: UsageLedger) -> bool:
+    """Whether ``ledger`` is, or holds, a ``CostCap`` that its calls have reached."""
+    if isinstance(ledger, CostCap):
+        return ledger.reached
+    if isinstance(ledger, Ledgers):
+        return any(cap_reached(held) for held in ledger.ledgers)
+    return False
 
 
 class Ledgers:

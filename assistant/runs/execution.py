@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
-from assistant.engine.cancel import CancelToken
+from assistant.engine.cancel import CancelToken, StopCause
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent
@@ -106,6 +106,16 @@ async def request_stop(run_id: uuid.UUID) -> bool:
     if updated:
         await leases.broadcast_stop(run_id)
     return bool(updated)
+
+
+def stop_all(cause: StopCause) -> int:
+    """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
+    runs with ``shutdown``: each ends at once with what it had, its calls aborted and billed as cut). Call it in the
+    runs' event loop; returns how many were stopped."""
+    tokens = [t for t in _tokens.values() if not t.cancelled]
+    for token in tokens:
+        token.cancel(cause)
+    return len(tokens)
 
 
 def _history(run: Run) -> tuple[EngineMessage, ...]:

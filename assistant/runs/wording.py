@@ -54,6 +54,8 @@ def cause_text(cause: Cause) -> str:
             return _("stopped: the category's monthly budget is reached")
         case "cost_cap":
             return _("stopped: the task's cost cap is reached")
+        case "server_shutdown":
+            return _("stopped: the server executing it was shut down")
         case "model_error":
             return model_error_text(cause.kind)
         case "invalid_result":

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "assistant.settings")
 
@@ -60,3 +60,11 @@ def _start_runner(**kwargs: Any) -> None:
     from .runner import runner
 
     runner.start()
+
+
+@worker_shutting_down.connect
+def _stop_runs(**kwargs: Any) -> None:
+    # Warm shutdown waits for the tasks, that is for the runs: they stop as Stop does, at once, keeping what they had.
+    from .runner import runner
+
+    runner.stop_runs()

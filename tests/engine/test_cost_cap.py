@@ -6,7 +6,7 @@ import pytest
 from test_ledger import REQUEST, TokenLedger, _context
 
 from assistant.engine.errors import BudgetExceeded, CostCapReached
-from assistant.engine.events import AgentFinished, Event, StoppedEvent
+from assistant.engine.events import AgentFinished, Event, FinalEvent, StoppedEvent, UsageEvent
 from assistant.engine.loop import run_chat
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import CostCap, Ledgers
@@ -20,10 +20,13 @@ async def test_a_cap_above_the_run_changes_nothing() -> None:
     assert not any(isinstance(e, StoppedEvent) for e in events)
 
 
-async def test_a_cap_crossed_during_delegation_stops_the_run_with_the_agents_findings() -> None:
-    # The main model's first call costs about 0.0023 EUR and each agent's search about 0.0001 EUR:
-    # the cap is crossed by the agents' first calls, so no agent makes a second one.
-    cap = CostCap(0.0025)
+async def test_a_cap_crossed_during_delegation_stops_the_run_at_once_with_the_agents_findings() -> None:
+    # The same run uncapped says what each call costs: the main model's, each agent's first (a search), ...
+    uncapped: list[Event] = []
+    await run_chat(REQUEST, _context(CostCap(1.0), uncapped))
+    costs = [e.cost_eur for e in uncapped if isinstance(e, UsageEvent)]
+    # ... so that a cap crossed by the first of the agents' second calls (both searched by then) stops the run there.
+    cap = CostCap(sum(costs[:3]) + costs[3] / 2)
     events: list[Event] = []
     ctx = _context(cap, events)
     outcome = await run_chat(REQUEST, ctx)
@@ -35,8 +38,11 @@ async def test_a_cap_crossed_during_delegation_stops_the_run_with_the_agents_fin
     assert {e.status for e in finished} == {"stopped"} and len(finished) == 2
     assert all("Searched" in e.report for e in finished)  # each agent's findings so far are kept
     # The same calls summed in another order: equal but for floating-point rounding.
-    assert cap.spent_eur == pytest.approx(ctx.usage.cost_eur) and ctx.usage.cost_eur >= 0.0025
-    assert ctx.usage.calls == 3  # the main model once, each agent once: nothing started after the crossing
+    assert cap.spent_eur == pytest.approx(ctx.usage.cost_eur) and ctx.usage.cost_eur >= cap.cap_eur
+    # The main model once, each agent twice (the other agent's second call was in flight at the crossing: it
+    # answered or was aborted, billed either way); nothing started after the crossing, no final answer.
+    assert ctx.usage.calls == 5
+    assert not any(isinstance(e, FinalEvent) for e in events)
 
 
 async def test_a_cap_already_reached_refuses_the_next_call() -> None:

@@ -8,6 +8,7 @@ SSE stream of chunks in the dialect's shape. What it answers comes from a queue 
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 from collections import deque
@@ -58,10 +59,19 @@ class Reply:
     """Close the connection after this many events, in the middle of the declared body."""
     done: bool = True
     """End with ``data: [DONE]``."""
+    hang_after: int | None = None
+    """Send this many events, then send nothing more until the client closes the connection (a model that hangs)."""
 
 
 def sse_reply(
-    dialect: Dialect, model: str, turn: Turn, *, piece: int = 7, cut_after: int | None = None, done: bool = True
+    dialect: Dialect,
+    model: str,
+    turn: Turn,
+    *,
+    piece: int = 7,
+    cut_after: int | None = None,
+    done: bool = True,
+    hang_after: int | None = None,
 ) -> Reply:
     """A streamed answer in the dialect's chunks: words of text, then each tool call split into pieces."""
     chunks: list[dict[str, Any]] = []
@@ -105,7 +115,7 @@ def sse_reply(
             chunks.append({**chunk({}), "choices": [], "usage": turn.usage.wire()})
     else:  # Mistral sends the usage with the last choice
         chunks.append(chunk({"content": ""}, finish, turn.usage))
-    return Reply(events=tuple(chunks), cut_after=cut_after, done=done)
+    return Reply(events=tuple(chunks), cut_after=cut_after, done=done, hang_after=hang_after)
 
 
 def error_reply(
@@ -134,6 +144,13 @@ class WireServer:
         self.queue: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.replies: list[Reply] = []
+        self.hanging = threading.Event()
+        """Set when a reply starts hanging (``Reply.hang_after``)."""
+        self.answered = 0
+        """Error replies (JSON bodies) written whole."""
+        self.hung_up: list[int] = []
+        """The requests (their index) whose hanging stream the client closed."""
+        self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -152,8 +169,25 @@ class WireServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def _hang(self, index: int, connection: socket.socket) -> None:
+        """Send nothing more; note when the client closes the connection (end of file on it)."""
+        self.hanging.set()
+        while not self._stopping.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.02)
+            if readable:
+                try:
+                    if connection.recv(1024) == b"":
+                        break
+                except OSError:
+                    break
+        else:
+            return
+        with self._lock:
+            self.hung_up.append(index)
 
     def _answer(self, recorded: Recorded) -> Reply:
         with self._lock:
@@ -179,7 +213,9 @@ class WireServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                reply = server._answer(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                recorded = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                reply = server._answer(recorded)
+                index = next(i for i, r in enumerate(server.requests) if r is recorded)
                 if reply.body is not None or not reply.events:
                     data = json.dumps(reply.body or {}).encode()
                     self.send_response(reply.status)
@@ -189,6 +225,9 @@ class WireServer:
                         self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(data)
+                    self.wfile.flush()
+                    with server._lock:
+                        server.answered += 1
                     return
                 frames = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in reply.events]
                 if reply.done:
@@ -201,6 +240,10 @@ class WireServer:
                     self.send_header(k, v)
                 self.end_headers()
                 for n, frame in enumerate(frames):
+                    if reply.hang_after is not None and n >= reply.hang_after:
+                        server._hang(index, self.connection)
+                        self.close_connection = True
+                        return
                     if reply.cut_after is not None and n >= reply.cut_after:
                         self.wfile.flush()
                         self.connection.shutdown(socket.SHUT_RDWR)

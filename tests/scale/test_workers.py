@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -21,6 +22,8 @@ from django.test import AsyncClient
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from assistant.asgi import application
+from assistant.budgets.models import Reservation
+from assistant.engine.usage import RunUsage
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, leases
 from assistant.runs.models import Conversation, Lease, Message, Run
@@ -196,13 +199,87 @@ async def test_stop_during_a_delegation_reaches_the_worker(workers: list[Process
     assert took < 10
 
 
+async def _until_the_agents_second_calls_hang(run: Run, agents: int) -> None:
+    """Each agent has searched and its second call has started: reserved on the run's category, and not settled."""
+    second = run.steps.filter(kind="round_started", data__round=2, data__agent_id__isnull=False)
+
+    async def hanging() -> bool:
+        return (
+            await run.steps.filter(kind="agent_action").acount() >= agents
+            and await second.acount() == agents
+            and await Reservation.objects.filter(run=run).acount() == agents
+        )
+
+    await _until(hanging, timeout=60, pause=0.02)
+
+
+async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
+    workers: list[Process], demo: None
+) -> None:
+    """``#demo-hang=600``: each agent's calls after its search hang ten minutes. The broadcast alone (no flag)
+    reaches the worker, which aborts them: the run ends, each call billed as cut, each agent with its findings."""
+    client, session = await _signed_in()
+    conversation = await _conversation()
+    communicator = await _socket(conversation.pk, session)
+    try:
+        await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
+        run = await Run.objects.aget(conversation=conversation)
+        assert run.category
+        await _until_the_agents_second_calls_hang(run, 2)
+        await leases.broadcast_stop(run.pk)
+        frames = await _until_finished(communicator, run.pk)
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    assert run.status == "stopped" and not run.stop_requested
+    assert await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    agents = [s.data async for s in run.steps.filter(kind="agent_finished")]
+    assert len(agents) == 2
+    for agent in agents:
+        assert agent["status"] == "stopped" and agent["reason"] == "stopped on request"
+        assert "Searched" in agent["report"]
+        usage = RunUsage.of(agent["usage"])
+        assert usage.calls == 2 and usage.tokens_estimated == 1 and usage.failed_calls == 0
+    assert RunUsage.of(run.usage).tokens_estimated == 2
+    assert not await run.steps.filter(kind="model_call_failed").aexists()
+    assert not await Reservation.objects.filter(run=run).aexists()
+    assert frames[-1].count('data-status="stopped"') == 3 and "stopped on request" in frames[-1]
+
+
+async def test_a_worker_told_to_shut_down_mid_run_stops_its_run_and_exits(workers: list[Process], demo: None) -> None:
+    """SIGTERM (a deployment restarting its workers) while the agents' calls hang: Celery's warm shutdown waits for
+    its tasks, so the worker stops its runs as Stop does; the run ends with what it had, and the worker exits."""
+    client, _ = await _signed_in()
+    conversation = await _conversation()
+    await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
+    run = await Run.objects.aget(conversation=conversation)
+    await _until_the_agents_second_calls_hang(run, 2)
+    executor = await sync_to_async(_executor_pid)(run)
+    worker = next(w for w in workers if w.pid == executor)
+    worker.popen.send_signal(signal.SIGTERM)
+    # A guard, not a measure: without stopping its runs the worker would wait for the hanging calls (600 s).
+    code = await asyncio.to_thread(worker.popen.wait, 60)
+    assert code == 0, worker.output()[-3000:]
+    assert "run(s) stopped" in worker.output()
+    await run.arefresh_from_db()
+    assert run.status == "stopped", run.error
+    [stopped] = [s.data async for s in run.steps.filter(kind="stopped")]
+    assert stopped["message"] == "stopped: the server executing it was shut down"
+    assert stopped["cause"]["code"] == "server_shutdown"
+    agents = [s.data async for s in run.steps.filter(kind="agent_finished")]
+    assert len(agents) == 2 and {a["status"] for a in agents} == {"stopped"}
+    assert all("Searched" in a["report"] for a in agents)
+    assert RunUsage.of(run.usage).tokens_estimated == 2  # the aborted calls, billed as cut
+    assert not await Reservation.objects.filter(run=run).aexists()
+    page = (await client.get(f"/c/{conversation.pk}/")).content.decode()
+    assert "the server executing it was shut down" in page
+
+
 async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
     workers: list[Process], processes: Processes, demo: None
 ) -> None:
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
-    # The main model's first call costs about 0.0023 EUR and each agent's search about 0.0001 EUR: the
-    # agents' first calls cross the cap, mid-delegation.
     task = ScheduledTask(
         organisation=org,
         owner=user,
@@ -211,9 +288,11 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
         model="demo-large",
         level="approfondi",
         resources=ASK["resources"],
-        # The main model's first call costs about 0.0031 EUR (its tools describe the bases' tables and chosen
-        # documents) and each agent's about 0.00015: crossed mid-delegation, after the agents' first searches.
-        cost_cap_eur=Decimal("0.0035"),
+        # The main model's first call costs about 0.0032 EUR (its tools describe the bases' tables and chosen
+        # documents), the agents' first calls (their searches) about 0.0002 and 0.00013, their second ones about
+        # 0.0003 and 0.0002: crossed mid-delegation by the first of the agents' second calls, both having searched.
+        # The crossing stops the run at once (the other agent's call then in flight is aborted).
+        cost_cap_eur=Decimal("0.0037"),
         schedule="0 7 * * 1-5",
     )
     await sync_to_async(schedules.save_task)(task)
@@ -243,7 +322,7 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
     assert run is not None
     assert run.status == "stopped", run.error
     assert run.conversation.user_id == user.pk and run.conversation.title.startswith("Bimbamjob watch — ")
-    assert run.cost_eur >= 0.0035
+    assert run.cost_eur >= 0.0037
     steps = [s async for s in run.steps.all()]
     assert [s.data["message"] for s in steps if s.kind == "stopped"] == ["stopped: the task's cost cap is reached"]
     agents = [s.data for s in steps if s.kind == "agent_finished"]

@@ -8,10 +8,11 @@ it totals the first numeric column of the first table by its first text column, 
 reads; it then writes an answer citing what was read. Text streams word by word at a configurable pace
 so live progress can be watched.
 
-Two markers in the question make its agents end otherwise, to show those outcomes offline (the demo's
+Three markers in the question make its agents end otherwise, to show those outcomes offline (the demo's
 own, said in its answer): ``#demo-rounds=N`` gives each agent a round budget of N (with 2 or less it is
-interrupted by its budget at its forced landing), and ``#demo-fail`` makes each agent's model call fail
-as an unreachable provider would.
+interrupted by its budget at its forced landing), ``#demo-fail`` makes each agent's model call fail
+as an unreachable provider would, and ``#demo-hang=S`` makes each agent's model calls after its first
+round hang S seconds before answering, as a provider that does not answer (Stop aborts them).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ DEMO_MODELS: tuple[ModelInfo, ...] = (
 
 DEMO_ROUNDS = re.compile(r"#demo-rounds=(\d+)")
 DEMO_FAIL = "#demo-fail"
+DEMO_HANG = re.compile(r"#demo-hang=(\d+(?:\.\d+)?)")
 DEMO_FAILURE = "the offline demo model fails here on purpose (the question asked for it with #demo-fail)"
 DEMO_FOOTER = "_Written by the offline demo model, which assembles what was read; no language model was used._"
 
@@ -206,6 +208,9 @@ class DemoModel(Model):
             if self.latency:
                 await asyncio.sleep(self.latency)
             raise ModelUnavailable(DEMO_FAILURE, unsent=True)
+        hang = _spec(request, "submit_result") is not None and DEMO_HANG.search(request.messages[1].content)
+        if hang and any(m.role == "assistant" for m in request.messages):  # after the agent's first round
+            await asyncio.sleep(float(hang.group(1)))
         response = self.respond(request)
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -283,7 +288,8 @@ class DemoModel(Model):
         question = next(
             (m.content for m in reversed(messages) if m.role == "user" and not m.content.startswith("[")), ""
         )
-        words = keywords(DEMO_ROUNDS.sub("", question).replace(DEMO_FAIL, ""))
+        words = keywords(DEMO_HANG.sub("", DEMO_ROUNDS.sub("", question)).replace(DEMO_FAIL, ""))
+        hang = DEMO_HANG.search(question)
         last = messages[-1]
         if last.role == "user" and request.tools:
             agents = _spec(request, "agents")
@@ -298,7 +304,8 @@ class DemoModel(Model):
                     {
                         "instruction": f"Find in the knowledge base {kb[3:]} what the documents say about: {', '.join(words)}. "
                         "Read the relevant documents and report the facts with their document ids."
-                        + (f" {DEMO_FAIL}" if DEMO_FAIL in question else ""),
+                        + (f" {DEMO_FAIL}" if DEMO_FAIL in question else "")
+                        + (f" {hang.group(0)}" if hang else ""),
                         "model": model,
                         "resources": [kb],
                     }

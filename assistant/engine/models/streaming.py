@@ -1,8 +1,11 @@
 """What the SDK adapters share: retries, the tool-call buffer, the prompt cache key, finish reasons.
 
 A call is retried only while nothing of it has reached the caller: a rate limit waits for the
-provider's ``Retry-After`` (or backs off exponentially), a server error, a timeout or a stream that
-broke off before its first part are retried a bounded number of times. An attempt that reached the
+provider's ``Retry-After`` (seconds or an HTTP date; else it backs off exponentially), a server error, a
+timeout or a stream that broke off before its first part are retried a bounded number of times
+(``RetryPolicy``: tries in all, the first one included). No wait goes past the call's deadline (the
+agent's or the run's time left, ``tracked_call``): a wait that would is not made, and the error goes up at
+once, saying so. An attempt that reached the
 provider and broke off (not one it refused with an HTTP error) is said with an ``AttemptCut`` part, so
 that it is billed. Text already streamed to
 the user cannot be taken back, so a stream that breaks after that raises ``MalformedResponse``.
@@ -11,13 +14,14 @@ the user cannot be taken back, so a stream that breaks after that raises ``Malfo
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import random
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -60,6 +64,48 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(attempts=1, rate_limit_attempts=1)
 
 
+@dataclass(slots=True)
+class CallState:
+    """The model call being streamed, as its caller and its retries share it."""
+
+    deadline: float
+    """When it must end (``time.monotonic()``): its retries never wait past it."""
+    waiting: bool = False
+    """Between two tries: the last one ended (refused, or cut and said with ``AttemptCut``), the next one is not
+    sent yet. A call aborted then has nothing in flight to bill."""
+
+
+_call: contextvars.ContextVar[CallState | None] = contextvars.ContextVar("model_call", default=None)
+
+
+@contextmanager
+def tracked_call(state: CallState) -> Iterator[CallState]:
+    """While in this block, the model call being streamed must end by ``state.deadline``, and says in ``state`` when
+    it waits between tries. ``RunContext.call_model`` sets the deadline to the call's timeout or the run's time
+    left, whichever comes first (an agent's timeout is within its time left)."""
+    token = _call.set(state)
+    try:
+        yield state
+    finally:
+        _call.reset(token)
+
+
+def seconds_left() -> float | None:
+    """The seconds left before the current call's deadline, or None outside ``tracked_call``."""
+    state = _call.get()
+    return None if state is None else state.deadline - time.monotonic()
+
+
+def _too_long(error: ModelError, delay: float, left: float) -> ModelError:
+    """``error`` again, saying the wait it asked for does not fit in the time left (same type, same billing)."""
+    note = f"{error} (not tried again: that means waiting {delay:.1f} s, and {max(0.0, left):.1f} s are left)"
+    if isinstance(error, RateLimited):
+        again: ModelError = RateLimited(note, error.retry_after, status=error.status)
+    else:
+        again = type(error)(note, status=error.status, unsent=error.unsent)
+    return again
+
+
 async def retrying(
     attempt: Callable[[], AsyncGenerator[StreamPart, None]], policy: RetryPolicy
 ) -> AsyncIterator[StreamPart]:
@@ -85,9 +131,17 @@ async def retrying(
             delay = policy.delay(e, failures, rate_limits)
             if delay is None:
                 raise
+            left = seconds_left()
+            if left is not None and delay >= left:
+                raise _too_long(e, delay, left) from e
             if not e.bills_nothing:
                 yield AttemptCut()  # it reached the provider: billed, though the caller saw nothing of it
+            state = _call.get()
+            if state is not None:
+                state.waiting = True
             await asyncio.sleep(delay)
+            if state is not None:
+                state.waiting = False
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -1,0 +1,254 @@
+"""The time from Stop to a run's end while its agents' model calls hang: embedded, and on a Celery worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..registry import Result, at_most, benchmark
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = 5
+HANG = "6"  # seconds each agent's calls after its first round hang (the demo's #demo-hang marker)
+TARGET_MS = 250
+POSTGRES = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+WORKER_ARGS = (
+    "--loglevel",
+    "INFO",
+    "--hostname",
+    "bench-stop@%h",
+    "--without-gossip",
+    "--without-mingle",
+    "--without-heartbeat",
+)
+
+# One process, as `make run` serves: SQLite, the embedded executor. Each run delegates to two agents whose second
+# calls hang; once both hang (reserved on the category, their round started), Stop as the page's button does
+# (`request_stop`), and the run's end is when its task ends (its outcome saved, its end announced).
+EMBEDDED = """
+import asyncio, json, sys, time, django
+django.setup()
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from assistant.budgets.models import Reservation
+from assistant.orgs.models import Organisation
+from assistant.runs import execution, intake
+from assistant.runs.models import Run
+
+call_command("migrate", verbosity=0)
+call_command("load_demo", verbosity=0)
+ASK = intake.Ask(text="Bimbamjob: invoices 2024 #demo-hang=" + sys.argv[2], model="demo-large", level="approfondi",
+                 resources=("kb:factures", "kb:comptes-rendus", "agents"))
+
+def create():
+    return intake.create_run(get_user_model().objects.get(username="demo"), Organisation.objects.get(slug="demo"), None, ASK)
+
+async def hanging(run):
+    second = run.steps.filter(kind="round_started", data__round=2, data__agent_id__isnull=False)
+    return (await second.acount() == 2 and await Reservation.objects.filter(run=run).acount() == 2)
+
+async def main():
+    out = []
+    for _ in range(int(sys.argv[1])):
+        run = await sync_to_async(create)()
+        execution.launch(run.pk)
+        while not await hanging(run):
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.2)  # well inside the hang
+        asked = time.perf_counter()
+        await execution.request_stop(run.pk)
+        await execution.wait_for(run.pk)
+        ended = time.perf_counter()
+        await run.arefresh_from_db()
+        out.append({"ms": (ended - asked) * 1000, "status": run.status})
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+
+# The web side is this script (the flag and the broadcast, as the page's Stop does); the run executes on a worker.
+# Its end is when its row says it ended (polled every 5 ms).
+CELERY = """
+import asyncio, json, sys, time, django
+django.setup()
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from assistant.budgets.models import Reservation
+from assistant.orgs.models import Organisation
+from assistant.runs import execution, intake
+from assistant.runs.models import Run
+from assistant.workers.tasks import execute
+
+ASK = intake.Ask(text="Bimbamjob: invoices 2024 #demo-hang=" + sys.argv[2], model="demo-large", level="approfondi",
+                 resources=("kb:factures", "kb:comptes-rendus", "agents"))
+
+def create():
+    return intake.create_run(get_user_model().objects.get(username="demo"), Organisation.objects.get(slug="demo"), None, ASK)
+
+async def hanging(run):
+    second = run.steps.filter(kind="round_started", data__round=2, data__agent_id__isnull=False)
+    return (await second.acount() == 2 and await Reservation.objects.filter(run=run).acount() == 2)
+
+async def main():
+    out = []
+    for _ in range(int(sys.argv[1])):
+        run = await sync_to_async(create)()
+        await asyncio.to_thread(execute.apply_async, (run.pk.hex, None))
+        while not await hanging(run):
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.2)
+        asked = time.perf_counter()
+        await execution.request_stop(run.pk)
+        while await Run.objects.filter(pk=run.pk, status="running").aexists():
+            await asyncio.sleep(0.005)
+        ended = time.perf_counter()
+        await run.arefresh_from_db()
+        out.append({"ms": (ended - asked) * 1000, "status": run.status})
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+ADMIN = """
+import sys, psycopg
+with psycopg.connect(sys.argv[1] + "/postgres", autocommit=True) as c:
+    c.execute(f'DROP DATABASE IF EXISTS "{sys.argv[2]}" WITH (FORCE)')
+    if sys.argv[3] == "create":
+        c.execute(f'CREATE DATABASE "{sys.argv[2]}"')
+"""
+SETUP = """
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+call_command("load_demo", verbosity=0)
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "assistant.settings",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "bench-only",
+        "DJANGO_SECURE_COOKIES": "false",
+        "DEMO_PACE": "0",
+        "DEMO_LATENCY": "0.05",
+        **extra,
+    }
+
+
+def _rows(where: str, measured: list[dict[str, object]]) -> list[Result]:
+    ms = sorted(float(m["ms"]) for m in measured)  # type: ignore[arg-type]
+    statuses = sorted({str(m["status"]) for m in measured})
+    notes = (
+        f"{len(ms)} runs, each with two agents whose calls hang {HANG} s; median {statistics.median(ms):.0f} ms, "
+        f"min {ms[0]:.0f}, max {ms[-1]:.0f}; status {', '.join(statuses)}"
+    )
+    return [
+        Result(
+            name=f"Stop to the run's end, {where} (worst of {len(ms)})",
+            figure=ms[-1],
+            unit="ms",
+            target=at_most(TARGET_MS),
+            notes=notes,
+            digits=0,
+        )
+    ]
+
+
+def _embedded(folder: Path) -> list[dict[str, object]]:
+    env = _env(SQLITE_PATH=str(folder / "stop.sqlite3"), MEDIA_ROOT=str(folder / "media"))
+    env.pop("DATABASE_URL", None)
+    made = subprocess.run(
+        [sys.executable, "-c", EMBEDDED, str(RUNS), HANG],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return json.loads(made.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _celery(folder: Path) -> tuple[list[dict[str, object]], float]:
+    """The runs' Stop latencies, and how long the worker took to exit on SIGTERM afterwards."""
+    database = f"bench_stop_{os.getpid()}"
+    env = _env(
+        DATABASE_URL=f"{POSTGRES}/{database}",
+        REDIS_URL=REDIS,
+        REDIS_PREFIX=f"bench-stop-{os.getpid()}",
+        RUNS_EXECUTOR="celery",
+        RUNS_WORKER_CONCURRENCY="2",
+        MEDIA_ROOT=str(folder / "media"),
+    )
+    subprocess.run([sys.executable, "-c", ADMIN, POSTGRES, database, "create"], check=True)
+    try:
+        subprocess.run([sys.executable, "-c", SETUP], cwd=ROOT, env=env, check=True, capture_output=True)
+        log = folder / "worker.log"
+        with log.open("wb") as out:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "assistant.workers.celery", "worker", *WORKER_ARGS],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 120
+            while " ready." not in log.read_text(errors="replace"):
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the worker did not start:\n{log.read_text(errors='replace')}")
+                time.sleep(0.1)
+            made = subprocess.run(
+                [sys.executable, "-c", CELERY, str(RUNS), HANG],
+                cwd=ROOT,
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+        finally:
+            asked = time.perf_counter()
+            worker.terminate()
+            worker.wait(timeout=60)
+            exited = time.perf_counter() - asked
+        return json.loads(made.stdout.strip().splitlines()[-1]), exited
+    finally:
+        subprocess.run([sys.executable, "-c", ADMIN, POSTGRES, database, "drop"], check=True)
+
+
+@benchmark("Stop while an agent's model call hangs", order=75)
+def stop_latency() -> list[Result]:
+    """Five runs, one after the other, on the offline demo provider (level Approfondi, two knowledge bases and
+    agents): the main model delegates to two agents, each searches, and each agent's next call hangs 6 s (the
+    demo's `#demo-hang=6`). Once both hang (their second round started and its call reserved on the category),
+    and 0.2 s more, Stop is pressed as the page does (`runs.execution.request_stop`: the flag, the broadcast, and the
+    token at once when the run executes in this process). Measured: from Stop to the run's end, the worst of the
+    five. Embedded: one process with SQLite, the embedded executor, to the end of the run's task (outcome saved,
+    end announced). Celery (PostgreSQL on 127.0.0.1, a database of its own, Redis database 14 and one
+    `celery worker` of two task threads): from Stop in the web-side process to the run's row saying it ended
+    (polled every 5 ms); then the worker is sent SIGTERM and the time it takes to exit is noted. Before Stop
+    aborted the agents' calls, a run waited for them: about the 6 s of the hang."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        rows = _rows("embedded", _embedded(folder))
+        try:
+            measured, exited = _celery(folder)
+        except (OSError, subprocess.SubprocessError, RuntimeError) as e:  # no PostgreSQL or Redis here
+            rows.append(Result(name="Stop to the run's end, Celery worker", figure=float("nan"), notes=f"not run: {e}"))
+            return rows
+        rows += _rows("Celery worker", measured)
+        rows.append(
+            Result(name="Celery worker exit on SIGTERM, after the runs", figure=exited * 1000, unit="ms", digits=0)
+        )
+    return rows
