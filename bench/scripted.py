@@ -278,6 +278,7 @@ class ScriptedServer:
         self.latency = latency
         self.log: list[dict[str, Any]] = []
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -287,10 +288,15 @@ class ScriptedServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):  # keep-alive connections: closed, not left to the garbage collector
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -306,6 +312,7 @@ class ScriptedServer:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         finally:
+            self._writers.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
 

@@ -286,9 +286,16 @@ def _reason(run: Run) -> tuple[str, str]:
     return stopped.message, code
 
 
-def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatCompletion:
+def _completion(
+    run_id: uuid.UUID, warnings: list[RequestWarning], builder: TraceBuilder | None = None
+) -> ChatCompletion:
+    """The finished run as the response says it; ``builder``: the stream's, which has taken every step already
+    (the follower misses none), so that they are not read and parsed again."""
     run = Run.objects.get(pk=run_id)
-    trace = trace_of(run.steps.all(), run.usage, run.sources)
+    if builder is not None:
+        trace = builder.finish(run.usage, run.sources)
+    else:
+        trace = trace_of(run.steps.all(), run.usage, run.sources)
     reason, reason_code = _reason(run)
     return ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
@@ -337,7 +344,7 @@ async def _stream(run: Run, follower: RunFollower, key: ApiKey, body: ChatComple
                 yield _sse({**base, "choices": [], "event": data})
     finally:
         await follower.close()
-    done = await sync_to_async(_completion)(run.pk, warnings)
+    done = await sync_to_async(_completion)(run.pk, warnings, builder)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
         mode="json",

@@ -49,10 +49,16 @@ def pg_index() -> Any:
 
 
 def index(conversation_id: int) -> None:
-    """Rewrite a conversation's searchable text from its title and messages (a deleted one has none)."""
-    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).first()
+    """Rewrite a conversation's searchable text from its title and messages (a deleted one has none).
+
+    A conversation of an inactive user is left as it is: no one can sign in to search it (the API's conversations
+    belong to the organisation's service user, never active: ``orgs.keys.api_user``). Its next message after the
+    user is active again rewrites the whole text."""
+    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).select_related("user").first()
     if conversation is None:
         unindex(conversation_id)
+        return
+    if not conversation.user.is_active:
         return
     body = "\n\n".join(Message.objects.filter(conversation_id=conversation_id).values_list("content", flat=True))
     ConversationText.objects.update_or_create(

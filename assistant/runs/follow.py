@@ -25,7 +25,7 @@ from assistant.engine.events import TextDeltaEvent
 
 from .groups import run_group
 from .models import Run, Step
-from .steps import load_event
+from .steps import load_event, published_text
 
 Item = Step | str
 """What following a run yields: a step, or the next piece of its answer."""
@@ -54,12 +54,15 @@ class Follower:
         """What one published event (a ``run.event`` message) adds: nothing when this follower has it already,
         None when something before it is missing (then ``catch_up``)."""
         seq: int = message["seq"]
-        event = load_event(message["event"])
-        if isinstance(event, TextDeltaEvent):
+        delta = published_text(message["event"])
+        event = load_event(message["event"]) if delta is None else None
+        if isinstance(event, TextDeltaEvent):  # of another version
+            delta = event.text
+        if delta is not None:
             offset: int = message.get("offset", len(self.answer))
             if seq > self.seq or offset > len(self.answer):
                 return None
-            text = event.text[len(self.answer) - offset :]
+            text = delta[len(self.answer) - offset :]
             self.answer += text
             return [text] if text else []
         if seq <= self.seq:
@@ -67,7 +70,7 @@ class Follower:
         if seq > self.seq + 1:
             return None
         self.seq = seq
-        return [Step.published(self.run_id, seq, message["event"], message.get("text_offset"))]
+        return [Step.published(self.run_id, seq, message["event"], message.get("text_offset"), event)]
 
     def merge(self, steps: list[Step], answer: str) -> list[Item]:
         """What the database has (``steps_since``) beyond what this follower has."""

@@ -49,6 +49,14 @@ def save_event(event: Event) -> dict[str, Any]:
     return {"v": VERSION, **event.model_dump(mode="json")}
 
 
+def published_text(data: Mapping[str, Any]) -> str | None:
+    """The text of a published text delta (``save_event``'s JSON of a ``TextDeltaEvent``, this version) without
+    building the event, or None for anything else: a follower reads many of them."""
+    if data.get("v") == VERSION and data.get("kind") == "text_delta" and isinstance(data.get("text"), str):
+        return str(data["text"])
+    return None
+
+
 def resave(step: SavedStep, event: Event | None) -> bool:
     """Give a step another event (None: no data at all); False when that changes nothing."""
     data = {} if event is None else save_event(event)

@@ -469,9 +469,10 @@ def rows(m: Measured, suffix: str = "") -> list[Result]:
 
 
 def _postgres() -> str:
-    """BENCH_POSTGRES when it names a PostgreSQL that answers, else empty."""
-    url = os.environ.get("BENCH_POSTGRES", "")
-    if not url:
+    """The PostgreSQL ``BENCH_POSTGRES`` names (the workers benchmark's default: 127.0.0.1:5432) when it answers,
+    else empty (measured on SQLite only)."""
+    url = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+    if not url:  # set empty: SQLite only
         return ""
     try:
         import psycopg
@@ -480,6 +481,24 @@ def _postgres() -> str:
     except Exception:
         return ""
     return url
+
+
+@contextmanager
+def fresh_database(url: str) -> Iterator[str]:
+    """A new, empty database on the PostgreSQL server ``url`` names, dropped afterwards: its URL."""
+    import urllib.parse
+
+    import psycopg
+
+    name = f"bench_whole_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urllib.parse.urlsplit(url)
+    try:
+        yield urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @benchmark("Whole server against the peer: CPU, wall, first call, overhead", order=70)
@@ -505,13 +524,15 @@ def whole_server() -> list[Result]:
     median. First model call: from that send to the scripted server receiving the run's first
     request. At 0.3 s a call the critical path is 5 calls (main, an agent's 3, main) = 1.5 s;
     overhead = wall − 1.5 s, efficiency = 1.5 s ÷ wall. When `BENCH_POSTGRES` names a PostgreSQL
-    that answers, everything is measured again with the server on it (`DATABASE_URL`)."""
+    that answers, everything is measured again with the server on a new database there (`DATABASE_URL`, created
+    for the benchmark and dropped after it)."""
     model = scripted.spawn()
     try:
         out = rows(measure(model))
         pg = _postgres()
         if pg:
-            out += rows(measure(model, pg), suffix=" (PostgreSQL)")
+            with fresh_database(pg) as database:
+                out += rows(measure(model, database), suffix=" (PostgreSQL)")
     finally:
         model.stop()
     if not PEER_PYTHON.exists():
