@@ -7,7 +7,7 @@ its trend against the month before; ``check`` records (and emails) a ``LandingAl
 whose share passes the organisation's threshold (``Organisation.forced_landing_alert_percent``) over at least
 ``MIN_AGENTS`` agents. ``check`` runs when a run with agents ends (``on_run_saved``, connected in ``apps``), for
 the lines of that run's agents (the only ones its end can move), counted from the few fields of the month's
-agent steps they need (``_month_lines``), not from whole events.
+agent steps they need (``_month_rows``), not from whole events.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -136,12 +137,16 @@ def landed_per_run(runs: Iterable[Run]) -> dict[Any, int]:
 # Alerts -------------------------------------------------------------------------------------------
 
 
-def _month_lines(org: Organisation, month: date, keys: set[tuple[str, str]]) -> list[LandingLine]:
-    """The month's lines ``keys`` (model, profile), counted in the database's rows without reading whole events:
-    only the few fields a line needs are read (a month holds every agent of the organisation)."""
-    lines = {key: LandingLine(*key) for key in keys}
-    models = {model for model, _profile in keys}
-    steps = _month_steps(org, month).filter(kind__in=["agent_started", "agent_finished"], data__model__in=models)
+def _month_rows(org_id: int, tz: ZoneInfo, month: date) -> Iterator[tuple[Any, str, str, bool]]:
+    """``(run id, model, profile, landed)`` for each agent that ended in the organisation's month, from the few
+    fields of the steps a line needs: not whole events (a month holds every agent of the organisation)."""
+    start, end = month_bounds(month, tz)
+    steps = Step.objects.filter(
+        run__organisation_id=org_id,
+        run__created__gte=start,
+        run__created__lt=end,
+        kind__in=["agent_started", "agent_finished"],
+    )
     profiles: dict[tuple[Any, str], str] = {}
     rows = steps.order_by("run_id", "seq").values_list(
         "run_id", "kind", "data__agent_id", "data__model", "data__profile", "data__status", "data__forced_landing"
@@ -149,24 +154,21 @@ def _month_lines(org: Organisation, month: date, keys: set[tuple[str, str]]) -> 
     for run_id, kind, agent_id, model, profile, status, forced in rows:
         if kind == "agent_started":
             profiles[(run_id, agent_id)] = profile or ""
-            continue
-        line = lines.get((model, profiles.get((run_id, agent_id), "")))
-        if line is not None:
-            line.agents += 1
-            line.landed += status == "interrupted" or bool(forced)
-    return list(lines.values())
+        else:
+            yield run_id, model, profiles.get((run_id, agent_id), ""), status == "interrupted" or bool(forced)
 
 
-def check(org: Organisation, month: date, keys: set[tuple[str, str]] | None = None) -> list[LandingAlert]:
-    """Record (and email) each line of the month past the organisation's threshold over enough agents, once.
-
-    ``keys``: only these lines (model, profile), those of the run that just ended, the only ones it can have moved.
-    """
+def check(org: Organisation, month: date) -> list[LandingAlert]:
+    """Record (and email) each line of the month past the organisation's threshold over enough agents, once."""
     threshold = org.forced_landing_alert_percent
-    lines = landing_lines(org, month) if keys is None else _month_lines(org, month, keys)
-    due = [line for line in lines if line.alerts_at(threshold)]
+    return _alert(org, month, [line for line in landing_lines(org, month) if line.alerts_at(threshold)])
+
+
+def _alert(org: Organisation, month: date, due: list[LandingLine]) -> list[LandingAlert]:
+    """Record (and email) the lines ``due`` that have no alert this month yet."""
     if not due:
         return []
+    threshold = org.forced_landing_alert_percent
     known = set(LandingAlert.objects.filter(organisation=org, month=month).values_list("model", "profile"))
     alerts = []
     for line in due:
@@ -242,18 +244,31 @@ def open_alerts(org: Organisation) -> QuerySet[LandingAlert]:
 
 
 def _check_run(run_id: Any) -> None:
-    run = Run.objects.select_related("organisation").filter(pk=run_id).first()
-    if run is None:
+    """Check the lines of the run's agents, the only ones its end can have moved, in one read of the month's agent
+    steps (the run's own are among them); the organisation is read only when a line is due."""
+    found = (
+        Run.objects.filter(pk=run_id)
+        .values_list(
+            "organisation_id", "created", "organisation__time_zone", "organisation__forced_landing_alert_percent"
+        )
+        .first()
+    )
+    if found is None:
         return
-    org = run.organisation
-    keys = {(model, profile) for _run, profile, model in _agents_of(run_id)}
-    if keys:
-        check(org, month_of(run.created, zone(org.time_zone)), keys)
-
-
-def _agents_of(run_id: Any) -> Iterator[tuple[Any, str, str]]:
-    for run, profile, event in finished_agents(Step.objects.filter(run_id=run_id)):
-        yield run, profile, event.model
+    org_id, created, time_zone, threshold = found
+    tz = zone(time_zone)
+    month = month_of(created, tz)
+    lines: dict[tuple[str, str], LandingLine] = {}
+    mine: set[tuple[str, str]] = set()
+    for run, model, profile, was_landed in _month_rows(org_id, tz, month):
+        line = lines.setdefault((model, profile), LandingLine(model, profile))
+        line.agents += 1
+        line.landed += was_landed
+        if run == run_id:
+            mine.add((model, profile))
+    due = [lines[key] for key in sorted(mine) if lines[key].alerts_at(threshold)]
+    if due:
+        _alert(Organisation.objects.get(pk=org_id), month, due)
 
 
 def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:

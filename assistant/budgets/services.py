@@ -119,7 +119,8 @@ class CategoryState:
 
 
 def categories_of(org: Organisation) -> list[Category]:
-    return list(Category.objects.filter(organisation=org))
+    """The organisation's categories, each knowing its organisation (no query for its time zone)."""
+    return list(org.categories.all())
 
 
 def classify(org: Organisation, slug: str = "") -> Category | None:
@@ -171,7 +172,14 @@ def state_of(category: Category, now: datetime | None = None, month: date | None
 
 
 def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:
-    """Refuse a request, before any model call, when its category cannot take its first call."""
+    """Refuse a request, before any model call, when its category cannot take its first call.
+
+    One statement says whether it fits (``_room``); only a request that does not reads the month's full state.
+    """
+    now = now or timezone.now()
+    tz = zone(category.organisation.time_zone)
+    if _room(category.pk, month_of(now, tz), now.astimezone(tz).date()) >= tokens:
+        return
     state = state_of(category, now)
     if state.remaining < tokens:
         check_alerts(state)
@@ -345,6 +353,25 @@ def _grow(cursor: CursorWrapper, row_id: int, category_id: int, tokens: int, tod
         [tokens, row_id, tokens, category_id, category_id, _db(BudgetRaise, "ends_on", today)],
     )
     return bool(cursor.rowcount == 1)
+
+
+def _room(category_id: int, month: date, today: date) -> int:
+    """What the category's ``month`` has left (its budget of ``today`` less what is used and reserved), in one read."""
+    t = _tables()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_BUDGET_SQL.format(**t)} - COALESCE("
+            f"(SELECT used + reserved FROM {t['month']} WHERE category_id = %s AND month = %s), 0)",
+            [
+                category_id,
+                category_id,
+                _db(BudgetRaise, "ends_on", today),
+                category_id,
+                _db(CategoryMonth, "month", month),
+            ],
+        )
+        (room,) = cursor.fetchone()
+    return int(room)
 
 
 def _hold(

@@ -83,6 +83,11 @@ async def test_text_streams_in_deltas_then_usage_with_cached_and_reasoning_token
     else:
         assert body["max_tokens"] == 300
         assert len(body["prompt_cache_key"]) == 32
+    recorded = wire.server.requests[0]
+    assert recorded.path.endswith("/chat/completions")
+    if wire.dialect == "openai":
+        assert recorded.headers["authorization"] == "Bearer sk-test"
+        assert recorded.headers["content-type"] == "application/json"
 
 
 async def test_tool_call_deltas_split_across_chunks_make_several_complete_calls(wire: Wire) -> None:

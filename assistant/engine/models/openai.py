@@ -2,23 +2,21 @@
 
 The request maps the engine's messages, tools and ``tool_choice`` to the wire format, asks for the
 usage in the last chunk (``stream_options.include_usage``), and sends ``reasoning_effort`` only to a
-model that reasons. The response is read raw (the SDK's ``with_streaming_response``) and its chunks
-parsed as plain JSON, not as the SDK's models. The stream yields text deltas as they arrive; tool
-calls are accumulated by index across chunks and yielded whole at the end, then the usage (cached prompt and reasoning
-tokens included) and the finish reason. SDK errors become engine errors in ``_translated``.
+model that reasons. The request goes through the client's ``post`` with the body built here, and
+the chunks are read as plain JSON, not as the SDK's models. The stream yields text deltas as they
+arrive; tool calls are accumulated by index across chunks and yielded whole at the end, then the
+usage (cached prompt and reasoning tokens included) and the finish reason. SDK errors become engine errors in ``_translated``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager as AsyncContextManager
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import httpx2
 import openai
-from openai import AsyncAPIResponse, omit
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionFunctionToolParam,
@@ -81,8 +79,10 @@ class OpenAIModel(Model):
         reason: str | None = None
         try:
             with _translated():
-                async with self._create(request) as response:
-                    async for chunk in _chunks(response):
+                stream = await self._create(request)
+                async with stream:
+                    async for raw in stream:
+                        chunk = _dict(raw)
                         raw_usage = chunk.get("usage")
                         if raw_usage:
                             usage = _usage(raw_usage)
@@ -114,66 +114,39 @@ class OpenAIModel(Model):
             yield usage
         yield FinishPart(finish_reason(reason, bool(complete)))
 
-    def _create(self, request: ModelRequest) -> AsyncContextManager[AsyncAPIResponse[Any]]:
-        """The streamed request, its response read raw: the chunks are plain JSON (``_chunks``), not SDK models."""
+    async def _create(self, request: ModelRequest) -> openai.AsyncStream[object]:
+        """The streamed request, sent with the client's ``post`` (the SDK's way to a request of one's own): the body
+        is sent as built here, the chunks come as plain JSON. The typed ``chat.completions.create`` walked every
+        message and tool schema to transform them, and built pydantic models for every chunk: more CPU than the
+        rest of the call. Errors, retries of the client, timeouts and SSE decoding are the SDK's as before."""
         official = self.provider.is_openai
         effort = self.info.effort_for(request.reasoning_effort)
         cap = request.max_output_tokens
-        tools = [_tool(t) for t in request.tools]
-        return self.provider.client.chat.completions.with_streaming_response.create(
-            model=self.api_model,
-            messages=[_message(m) for m in request.messages],
-            stream=True,
-            stream_options={"include_usage": True},
-            tools=tools or omit,
-            tool_choice=_tool_choice(request) if tools else omit,
-            parallel_tool_calls=request.parallel_tool_calls if tools else omit,
+        body: dict[str, object] = {
+            "model": self.api_model,
+            "messages": [_message(m) for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [_tool(t) for t in request.tools]
+            body["tool_choice"] = _tool_choice(request)
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+        if cap is not None:
             # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
-            max_completion_tokens=cap if cap is not None and official else omit,
-            max_tokens=cap if cap is not None and not official else omit,
-            reasoning_effort=effort if effort is not None else omit,
-            prompt_cache_key=prompt_cache_key(request.messages) if official else omit,
+            body["max_completion_tokens" if official else "max_tokens"] = cap
+        if effort is not None:
+            body["reasoning_effort"] = effort
+        if official:
+            body["prompt_cache_key"] = prompt_cache_key(request.messages)
+        return await self.provider.client.post(
+            "/chat/completions",
+            cast_to=object,
+            body=body,
+            options={"security": {"bearer_auth": True}},
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
         )
-
-
-async def _chunks(response: AsyncAPIResponse[Any]) -> AsyncIterator[dict[str, Any]]:
-    """The stream's chunks as plain JSON objects, read from its server-sent events until ``[DONE]``.
-
-    Building the SDK's pydantic models for every chunk cost more than the rest of the call; this reads what
-    ``_attempt`` needs and nothing else. An ``error`` object in the stream is the server failing mid-answer.
-    """
-    data: list[str] = []
-    lines = response.iter_lines()
-    async for line in lines:
-        if line:
-            if line.startswith("data:"):
-                data.append(line[6:] if line.startswith("data: ") else line[5:])
-            continue  # event:, id:, retry: and comments carry nothing the chat completions stream needs
-        if not data:
-            continue
-        payload, data = "\n".join(data), []
-        if payload.startswith("[DONE]"):
-            async for _rest in lines:  # read to the end, so that the connection is kept for the next call
-                pass
-            return
-        yield _chunk(payload)
-    if data:  # the last event, without the blank line that should end it
-        payload = "\n".join(data)
-        if not payload.startswith("[DONE]"):
-            yield _chunk(payload)
-
-
-def _chunk(payload: str) -> dict[str, Any]:
-    chunk = json.loads(payload)
-    if not isinstance(chunk, dict):
-        raise MalformedResponse(f"the OpenAI stream sent a chunk that is not an object: {payload[:200]}")
-    error = chunk.get("error")
-    if error:
-        message = error.get("message") if isinstance(error, dict) else None
-        if not isinstance(message, str) or not message:
-            message = "An error occurred during streaming"
-        raise ModelUnavailable(f"the OpenAI server reported an error while answering: {message}")
-    return chunk
 
 
 def _malformed(what: str, value: object) -> NoReturn:
@@ -276,8 +249,6 @@ def _translated() -> Iterator[None]:
         raise ModelUnavailable(f"the OpenAI server reported an error while answering: {e.message}") from e
     except (json.JSONDecodeError, httpx2.StreamError, httpx2.DecodingError) as e:
         raise MalformedResponse(f"the OpenAI stream could not be read ({e})") from e
-    except httpx2.TimeoutException as e:  # the raw stream's read timeout (the SDK's own calls raise APITimeoutError)
-        raise ModelTimeout("OpenAI did not answer in time") from e
     except httpx2.HTTPError as e:
         raise ModelUnavailable(
             f"the connection to the OpenAI server failed or broke off ({e})", unsent=isinstance(e, httpx2.ConnectError)
