@@ -19,6 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "docs" / "BENCHMARKS.md"
 
 
+NOTES = ROOT / "bench" / "notes.md"
+
+
+def _notes() -> str:
+    """The hand-written reading of the figures, kept in ``bench/notes.md`` (the rest of the report is generated)."""
+    return NOTES.read_text(encoding="utf-8") if NOTES.exists() else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="run only the benchmarks whose key contains one of these")
@@ -53,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(render(outcomes, date, machine_facts(ROOT, load)), encoding="utf-8")
+        output.write_text(render(outcomes, date, machine_facts(ROOT, load), _notes()), encoding="utf-8")
         print(f"wrote {output} in {time.perf_counter() - started:.1f} s")
     return 1 if any(o.failed for o in outcomes) else 0
 

@@ -82,15 +82,18 @@ def _row(r: Result, title: str | None = None) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
-def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]]) -> str:
+def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]], notes: str = "") -> str:
+    """The report; ``notes``: the hand-written reading of the figures (``bench/notes.md``), after the summary."""
     lines = [
         "# Benchmarks",
         "",
         f"Measured on {date} by `make bench` (`.venv/bin/python -m bench`), which rewrites this file: do not edit it "
-        "by hand. The engine's benchmarks drive the engine alone (`assistant/engine`, no Django) with scripted "
-        "`FunctionModel` fakes, so the figures are the engine's, not a provider's; the live chat's runs the whole "
-        "server with the offline demo provider. Each one is a single run on the machine below unless its section "
-        "says otherwise; expect some spread from one run to the next.",
+        "by hand (its reading of the figures, after the summary, is `bench/notes.md`). The engine's benchmarks "
+        "drive the engine alone (`assistant/engine`, no Django) with scripted `FunctionModel` fakes, so the figures "
+        "are the engine's, not a provider's; the live chat's runs the whole server with the offline demo provider; "
+        "the whole server's runs it through its API with a scripted OpenAI-wire model server, against the OpenAI "
+        "Agents SDK. Each one is a single run on the machine below unless its section says otherwise; the machine "
+        "is shared (its load is below): expect some spread from one run to the next, the most in wall times.",
         "",
         "## Machine",
         "",
@@ -107,6 +110,8 @@ def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]]) -> 
         if o.error is not None:
             lines.append(f"| {_cell(o.benchmark.title)} | did not run | — | — | **ERROR** |")
         lines += [_row(r, o.benchmark.title) for r in o.rows]
+    if notes.strip():
+        lines += ["", notes.strip()]
     for o in outcomes:
         lines += ["", f"## {o.benchmark.title}", "", o.benchmark.method.replace("\n", " "), ""]
         if o.error is not None:
