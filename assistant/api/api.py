@@ -369,7 +369,7 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
     key = _key(request)
     run, policy = await sync_to_async(_create)(key, body)
     follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
-    execution.launch(run.pk)
+    execution.launch(run.pk, policy=policy)
     # What the request's warnings say is worked out after the run has started, off its way to its first call.
     if body.stream:
         response = StreamingHttpResponse(_stream(run, follower, key, body, policy), content_type="text/event-stream")

@@ -56,6 +56,8 @@ Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _tokens: dict[uuid.UUID, CancelToken] = {}
+# The policy runs launched here were checked with at intake (``launch``), taken by ``execute_run`` as they start.
+_policies: dict[uuid.UUID, Policy] = {}
 # Called with the conversation's id once a run has ended and its end is announced, wherever it executed
 # (``queue`` registers the start of the conversation's next queued message).
 _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
@@ -74,15 +76,18 @@ def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
         _after_run.append(hook)
 
 
-def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task[None]:
+def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None, *, policy: Policy | None = None) -> asyncio.Task[None]:
     """Execute a run in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``).
 
-    Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost.
+    Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost. ``policy``: the one
+    the run was checked with at intake, which a run executing in this process then does not read again.
     """
     name = settings.RUNS_EXECUTOR
     executor = execute_run if name == "embedded" else _executors.get(name)
     if executor is None:
         raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={name!r}.")
+    if policy is not None and executor is execute_run:
+        _policies[run_id] = policy
     # A fresh context: the run must not inherit the request's (its thread executor ends with it).
     task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=contextvars.Context())
     _tasks[run_id] = task
@@ -174,14 +179,15 @@ class _Prepared:
     history: tuple[EngineMessage, ...] | Exception
 
 
-def _prepare(run_id: uuid.UUID) -> _Prepared | None:
-    """Claim the run (None: it has ended or another process has it), then read what it starts from."""
+def _prepare(run_id: uuid.UUID, policy: Policy | None = None) -> _Prepared | None:
+    """Claim the run (None: it has ended or another process has it), then read what it starts from (its policy
+    unless ``policy`` is given)."""
     if not leases.claim(run_id):
         return None
     run = Run.objects.select_related("organisation", "api_key").get(pk=run_id)
     ledger = accounting.accounting().ledger(run.organisation_id, run.category, run_id)
     tables = OrgKnowledge(run.organisation_id).catalogue()
-    policy = policy_for(run.organisation, run.api_key)  # reads the settings' rows
+    policy = policy or policy_for(run.organisation, run.api_key)  # reads the settings' rows
     history: tuple[EngineMessage, ...] | Exception
     try:
         history = _history(run)
@@ -202,7 +208,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     # to the database's thread before the first model call, not one per read.
     await watch.start(flag_read=True)
     try:
-        prepared = await sync_to_async(_prepare)(run_id)
+        prepared = await sync_to_async(_prepare)(run_id, _policies.pop(run_id, None))
     except BaseException:
         await watch.close()
         raise
