@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from .registry import Outcome, discover
-from .report import date_now, machine_facts, render
+from .report import date_now, machine_facts, render, with_notes
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "docs" / "BENCHMARKS.md"
@@ -33,7 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--output", type=Path, help=f"the report to write (default: {DEFAULT_OUTPUT.relative_to(ROOT)})"
     )
+    parser.add_argument(
+        "--notes-only",
+        action="store_true",
+        help="only put bench/notes.md into the report again, its figures kept (nothing is measured)",
+    )
     args = parser.parse_args(argv)
+    if args.notes_only:
+        target = args.output or DEFAULT_OUTPUT
+        target.write_text(with_notes(target.read_text(encoding="utf-8"), _notes()), encoding="utf-8")
+        print(f"wrote the notes into {target}")
+        return 0
 
     benchmarks = discover()
     if args.names:

@@ -82,6 +82,18 @@ def _row(r: Result, title: str | None = None) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
+NOTES_START, NOTES_END = "<!-- bench/notes.md -->", "<!-- end of bench/notes.md -->"
+
+
+def with_notes(report: str, notes: str) -> str:
+    """``report`` (a rendered docs/BENCHMARKS.md) with its notes replaced by ``notes``, its figures kept."""
+    start, end = report.find(NOTES_START), report.find(NOTES_END)
+    if start == -1 or end == -1:
+        summary_end = report.find("\n## ", report.find("## Summary") + 1)
+        return report[:summary_end] + f"\n\n{NOTES_START}\n{notes.strip()}\n{NOTES_END}\n" + report[summary_end:]
+    return report[:start] + f"{NOTES_START}\n{notes.strip()}\n" + report[end:]
+
+
 def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]], notes: str = "") -> str:
     """The report; ``notes``: the hand-written reading of the figures (``bench/notes.md``), after the summary."""
     lines = [
@@ -111,7 +123,7 @@ def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]], not
             lines.append(f"| {_cell(o.benchmark.title)} | did not run | — | — | **ERROR** |")
         lines += [_row(r, o.benchmark.title) for r in o.rows]
     if notes.strip():
-        lines += ["", notes.strip()]
+        lines += ["", NOTES_START, notes.strip(), NOTES_END]
     for o in outcomes:
         lines += ["", f"## {o.benchmark.title}", "", o.benchmark.method.replace("\n", " "), ""]
         if o.error is not None:
