@@ -121,7 +121,7 @@ def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]], not
     for o in outcomes:
         if o.error is not None:
             lines.append(f"| {_cell(o.benchmark.title)} | did not run | — | — | **ERROR** |")
-        lines += [_row(r, o.benchmark.title) for r in o.rows]
+        lines += [_row(r, o.benchmark.title) for r in o.rows if r.summary]
     if notes.strip():
         lines += ["", NOTES_START, notes.strip(), NOTES_END]
     for o in outcomes:

@@ -519,6 +519,7 @@ def profile_rows(stacks: Path) -> list[Result]:
             figure=share * 100,
             unit="%",
             digits=1,
+            summary=False,
             notes="each sample counted once, for the innermost of the project's modules in its stack: that module's "
             "code and what it calls outside the project (Django, SQLite, the SDKs); "
             f"{PROFILE_RUNS * 2} runs at zero latency, half streamed, py-spy --gil at 250 Hz"
@@ -533,6 +534,7 @@ def profile_rows(stacks: Path) -> list[Result]:
             figure=share * 100,
             unit="%",
             digits=1,
+            summary=False,
             notes="inclusive: the function and everything it calls (so the shares overlap)" if i == 0 else "",
         )
         for i, (frame, share) in enumerate(spy.top_frames(stacks, 16))
