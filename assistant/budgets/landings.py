@@ -31,7 +31,7 @@ from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import admin_emails
 from assistant.runs.models import Run, Step
-from assistant.runs.steps import with_events
+from assistant.runs.steps import agent_ends, with_events
 
 from .models import LandingAlert
 from .months import month_bounds, month_of, previous_month, zone
@@ -139,23 +139,11 @@ def landed_per_run(runs: Iterable[Run]) -> dict[Any, int]:
 
 def _month_rows(org_id: int, tz: ZoneInfo, month: date) -> Iterator[tuple[Any, str, str, bool]]:
     """``(run id, model, profile, landed)`` for each agent that ended in the organisation's month, from the few
-    fields of the steps a line needs: not whole events (a month holds every agent of the organisation)."""
+    fields of its steps a line needs (``steps.agent_ends``), not whole events: a month holds every agent."""
     start, end = month_bounds(month, tz)
-    steps = Step.objects.filter(
-        run__organisation_id=org_id,
-        run__created__gte=start,
-        run__created__lt=end,
-        kind__in=["agent_started", "agent_finished"],
-    )
-    profiles: dict[tuple[Any, str], str] = {}
-    rows = steps.order_by("run_id", "seq").values_list(
-        "run_id", "kind", "data__agent_id", "data__model", "data__profile", "data__status", "data__forced_landing"
-    )
-    for run_id, kind, agent_id, model, profile, status, forced in rows:
-        if kind == "agent_started":
-            profiles[(run_id, agent_id)] = profile or ""
-        else:
-            yield run_id, model, profiles.get((run_id, agent_id), ""), status == "interrupted" or bool(forced)
+    steps = Step.objects.filter(run__organisation_id=org_id, run__created__gte=start, run__created__lt=end)
+    for agent in agent_ends(steps):
+        yield agent.run_id, agent.model, agent.profile, agent.status == "interrupted" or agent.forced_landing
 
 
 def check(org: Organisation, month: date) -> list[LandingAlert]:

@@ -137,7 +137,10 @@ def _save(run_id: uuid.UUID, steps: list[Step], answer: str | None) -> None:
             cursor.executemany(
                 f"INSERT INTO {step_table} (run_id, seq, kind, agent_id, data, text_offset, created)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [(run, s.seq, s.kind, s.agent_id, _db(Step, "data", s.data), s.text_offset, now) for s in steps],
+                [
+                    (run, new.seq, new.kind, new.agent_id, _db(Step, "data", new.data), new.text_offset, now)
+                    for new in steps
+                ],
             )
         if answer is not None:
             cursor.execute(f"UPDATE {run_table} SET answer = %s WHERE id = %s", [answer, _db(Run, "id", run_id)])

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
+from django.db.models import QuerySet
 from pydantic import BaseModel, ValidationError
 
 from assistant.engine.cancel import STOP_CAUSES, STOP_MESSAGES
@@ -195,3 +197,36 @@ def with_events(steps: Iterable[S]) -> list[tuple[S, Event]]:
 def events_of(steps: Iterable[StepWithEvent]) -> list[Event]:
     """The events of saved steps, in order, the unreadable left out (``with_events``)."""
     return [event for _, event in with_events(steps)]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEnd:
+    """What a forced-landing count needs of one agent that ended (``AgentStarted``'s profile, ``AgentFinished``'s
+    model, status and forced landing), read by ``agent_ends`` without loading whole events."""
+
+    run_id: Any
+    model: str
+    profile: str
+    status: str
+    forced_landing: bool
+
+
+def agent_ends(steps: QuerySet[Any]) -> Iterator[AgentEnd]:
+    """The agents that ended among ``steps`` (a query of ``Step``), reading in the database only the fields an
+    ``AgentEnd`` needs: a month's agents are too many to load every event whole. Both versions keep these fields
+    under the same names; a step of version 0 whose data was emptied has none, and counts with a blank model."""
+    rows = (
+        steps.filter(kind__in=["agent_started", "agent_finished"])
+        .order_by("run_id", "seq")
+        .values_list(
+            "run_id", "kind", "agent_id", "data__model", "data__profile", "data__status", "data__forced_landing"
+        )
+    )
+    profiles: dict[tuple[Any, str], str] = {}
+    for run_id, kind, agent_id, model, profile, status, forced in rows:
+        if kind == "agent_started":
+            profiles[(run_id, agent_id)] = str(profile or "")
+        else:
+            yield AgentEnd(
+                run_id, str(model or ""), profiles.get((run_id, agent_id), ""), str(status or ""), bool(forced)
+            )
