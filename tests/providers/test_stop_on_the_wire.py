@@ -8,6 +8,7 @@ everything sent, marked ``tokens_estimated``), an agent keeps what it had found 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 from provider_support import PLAIN, Wire
@@ -18,6 +19,7 @@ from assistant.engine.agent import run_agent
 from assistant.engine.events import AgentFinished, ModelCallFailed
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.tokens import prompt_tokens
+from assistant.engine.types import ModelRequest, StreamPart, TextDelta
 from assistant.engine.usage import AgentBudget
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
@@ -81,8 +83,25 @@ async def test_an_agent_whose_call_hangs_is_stopped_at_once_with_what_it_had_rea
         sse_reply(wire.dialect, "plain", Turn(PARTIAL, calls=(("kb_search", '{"query": "x"}'),)), hang_after=3),
     )
 
+    # What the adapter yields, noted: Stop comes once the hanging answer's first text has reached the agent (its
+    # stream is open; the SDKs leave a window, between the response's headers and their stream object, where a
+    # cancelled call's connection is not closed).
+    model = wire.models["plain"]
+    adapter_stream = model.stream
+    texts: list[str] = []
+
+    async def noting(request: ModelRequest) -> AsyncIterator[StreamPart]:
+        async for part in adapter_stream(request):
+            if isinstance(part, TextDelta):
+                texts.append(part.text)
+            yield part
+
+    model.stream = noting  # type: ignore[method-assign]
+
     async def press_stop() -> None:
         await _when_hanging(wire.server)
+        while not texts:
+            await asyncio.sleep(0.01)
         h.ctx.cancel.cancel()
 
     stopper = asyncio.ensure_future(press_stop())

@@ -1,5 +1,6 @@
-"""Runs executed by Celery workers: live over the websocket, Stop, scheduled tasks and their cost cap,
-a worker killed mid-run. The web side is this process (the real ASGI app, the Redis channel layer)."""
+"""Runs executed by Celery workers: live over the websocket, Stop (the agents' hanging calls aborted), scheduled
+tasks and their cost cap, a worker killed mid-run, a worker told to shut down mid-run. The web side is this process
+(the real ASGI app, the Redis channel layer)."""
 
 from __future__ import annotations
 
@@ -246,35 +247,6 @@ async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
     assert frames[-1].count('data-status="stopped"') == 3 and "stopped on request" in frames[-1]
 
 
-async def test_a_worker_told_to_shut_down_mid_run_stops_its_run_and_exits(workers: list[Process], demo: None) -> None:
-    """SIGTERM (a deployment restarting its workers) while the agents' calls hang: Celery's warm shutdown waits for
-    its tasks, so the worker stops its runs as Stop does; the run ends with what it had, and the worker exits."""
-    client, _ = await _signed_in()
-    conversation = await _conversation()
-    await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
-    run = await Run.objects.aget(conversation=conversation)
-    await _until_the_agents_second_calls_hang(run, 2)
-    executor = await sync_to_async(_executor_pid)(run)
-    worker = next(w for w in workers if w.pid == executor)
-    worker.popen.send_signal(signal.SIGTERM)
-    # A guard, not a measure: without stopping its runs the worker would wait for the hanging calls (600 s).
-    code = await asyncio.to_thread(worker.popen.wait, 60)
-    assert code == 0, worker.output()[-3000:]
-    assert "run(s) stopped" in worker.output()
-    await run.arefresh_from_db()
-    assert run.status == "stopped", run.error
-    [stopped] = [s.data async for s in run.steps.filter(kind="stopped")]
-    assert stopped["message"] == "stopped: the server executing it was shut down"
-    assert stopped["cause"]["code"] == "server_shutdown"
-    agents = [s.data async for s in run.steps.filter(kind="agent_finished")]
-    assert len(agents) == 2 and {a["status"] for a in agents} == {"stopped"}
-    assert all("Searched" in a["report"] for a in agents)
-    assert RunUsage.of(run.usage).tokens_estimated == 2  # the aborted calls, billed as cut
-    assert not await Reservation.objects.filter(run=run).aexists()
-    page = (await client.get(f"/c/{conversation.pk}/")).content.decode()
-    assert "the server executing it was shut down" in page
-
-
 async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
     workers: list[Process], processes: Processes, demo: None
 ) -> None:
@@ -376,3 +348,32 @@ async def test_a_worker_killed_mid_run_fails_the_run_soon_and_keeps_what_it_save
     assert "(working…)" not in final and "the run ended before this agent returned" in final
     if run.answer.strip():
         assert await Message.objects.filter(run=run, role="assistant").aexists()
+
+
+async def test_a_worker_told_to_shut_down_mid_run_stops_its_run_and_exits(workers: list[Process], demo: None) -> None:
+    """SIGTERM (a deployment restarting its workers) while the agents' calls hang: Celery's warm shutdown waits for
+    its tasks, so the worker stops its runs as Stop does; the run ends with what it had, and the worker exits."""
+    client, _ = await _signed_in()
+    conversation = await _conversation()
+    await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
+    run = await Run.objects.aget(conversation=conversation)
+    await _until_the_agents_second_calls_hang(run, 2)
+    executor = await sync_to_async(_executor_pid)(run)
+    worker = next(w for w in workers if w.pid == executor)
+    worker.popen.send_signal(signal.SIGTERM)
+    # A guard, not a measure: without stopping its runs the worker would wait for the hanging calls (600 s).
+    code = await asyncio.to_thread(worker.popen.wait, 60)
+    assert code == 0, worker.output()[-3000:]
+    assert "run(s) stopped" in worker.output()
+    await run.arefresh_from_db()
+    assert run.status == "stopped", run.error
+    [stopped] = [s.data async for s in run.steps.filter(kind="stopped")]
+    assert stopped["message"] == "stopped: the server executing it was shut down"
+    assert stopped["cause"]["code"] == "server_shutdown"
+    agents = [s.data async for s in run.steps.filter(kind="agent_finished")]
+    assert len(agents) == 2 and {a["status"] for a in agents} == {"stopped"}
+    assert all("Searched" in a["report"] for a in agents)
+    assert RunUsage.of(run.usage).tokens_estimated == 2  # the aborted calls, billed as cut
+    assert not await Reservation.objects.filter(run=run).aexists()
+    page = (await client.get(f"/c/{conversation.pk}/")).content.decode()
+    assert "the server executing it was shut down" in page
