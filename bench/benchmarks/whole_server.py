@@ -575,7 +575,10 @@ def whole_server() -> list[Result]:
             out += profile_rows(stacks)
             stacks.unlink()
         else:
-            out.append(Result(name="CPU profile", figure=0, notes="not recorded: py-spy is not installed"))
+            why = (
+                "py-spy could not record the server (ptrace refused?)" if spy.available() else "py-spy is not installed"
+            )
+            out.append(Result(name="CPU profile", figure=0, notes=f"not recorded: {why}"))
         pg = _postgres()
         if pg:
             with fresh_database(pg) as database:
