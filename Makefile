@@ -24,8 +24,10 @@ run: install
 	$(BIN)/python manage.py recover_runs
 	@echo ""
 	@echo "  Open http://$(HOST):$(PORT)/  and sign in as demo / demo-password"
+	@echo "  Web tools: the demo web (fictional pages shipped with the project, read offline) unless DEMO_WEB=0"
 	@echo ""
-	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
+	# The demo web on here only: web_search and web_fetch read the pages the project ships, not the internet.
+	DEMO_WEB=$${DEMO_WEB:-1} $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
 
 test: install
 	$(BIN)/ruff check .

@@ -20,6 +20,7 @@ from typing import Any, Final, cast
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils import translation
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
@@ -253,6 +254,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
         level=body.reasoning_level,
         resources=tuple(body.tools_enabled),
         category=body.category,
+        language=translation.get_language() or "",  # Accept-Language (LocaleMiddleware), else the site's
     )
     user = keys.api_user(org)
     try:

@@ -173,6 +173,8 @@ class ActionOut(BaseModel):
     kind: Literal["search", "read", "fetch", "code", "query", "result", "other"]
     label: str
     count: int | None = None
+    demo_web: bool = False
+    """A search or a read of the demo web (fictional pages shipped with the server, offline), not the internet."""
 
 
 class SourceOut(BaseModel):
@@ -180,6 +182,8 @@ class SourceOut(BaseModel):
     title: str
     kind: Literal["document", "page"] = "document"
     where: str = ""
+    demo_web: bool = False
+    """A page of the demo web (fictional, shipped with the server, read offline), not of the internet."""
 
 
 class ToolStep(BaseModel):

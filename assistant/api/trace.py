@@ -62,7 +62,11 @@ def usage_out(usage: UsageData | Mapping[str, Any] | None) -> UsageOut:
 
 
 def _action(action: Action | None) -> ActionOut | None:
-    return ActionOut(kind=action.kind, label=action.label, count=action.count) if action else None
+    return (
+        ActionOut(kind=action.kind, label=action.label, count=action.count, demo_web=action.demo_web)
+        if action
+        else None
+    )
 
 
 def _sources(items: Iterable[Source]) -> list[SourceOut]:

@@ -21,7 +21,8 @@ from assistant.engine.usage import RunUsage, UsageData
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
-from assistant.runs.wording import status_text
+from assistant.runs.wording import demo_carbon_hint, status_text, with_demo_estimate
+from assistant.runs.wording import grams as wording_grams
 
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landed_per_run, landing_lines
@@ -82,11 +83,12 @@ class Totals:
         """The carbon, or why there is none: never a made-up zero."""
         if not self.calls:
             return "—"
-        grams = f"{self.carbon_g:.3g}" if self.carbon_g < 10 else f"{self.carbon_g:.0f}"
+        grams = wording_grams(self.carbon_g, significant=3, above=10, decimals=0)
         if self.carbon_complete:
-            return _("%(grams)s g CO₂e") % {"grams": grams}
+            return with_demo_estimate(_("%(grams)s g CO₂e") % {"grams": grams}, self.usage.by_model, short=True)
         if self.carbon_g:
-            return _("at least %(grams)s g CO₂e") % {"grams": grams}
+            grams_text = _("at least %(grams)s g CO₂e") % {"grams": grams}
+            return with_demo_estimate(grams_text, self.usage.by_model, short=True)
         return _("not estimated")
 
     @property
@@ -185,6 +187,7 @@ def usage_report(org: Organisation, month: date, now: datetime) -> dict[str, Any
         "lines": lines,
         "overall": overall,
         "by_model": sorted(by_model.items()),
+        "demo_carbon": demo_carbon_hint(by_model),
         "agents": _agent_lines(runs),
         "consumption_chart": _consumption_chart(lines, runs, month_days, shown_days, tz),
         "cost_chart": _cost_chart(lines, window, _days(month_bounds(first, tz)[0].date(), end.date()), today, tz),

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from assistant.engine.catalogue import ModelInfo
-from assistant.engine.models.demo import DEMO_MODELS
+from assistant.engine.models.demo import CARBON_AS, DEMO_MODELS
 
 from .models import DEMO_PROVIDER, CatalogueEntry
 
@@ -83,18 +83,27 @@ def demo_entries() -> list[dict[str, Any]]:
             "cached_input_price": Decimal(str(m.cached_input_price)),
             "output_price": Decimal(str(m.output_price)),
             "price_date": DEMO_PRICE_DATE,
-            "price_source": "The offline demo provider (assistant/engine/models/demo.py): nothing is paid.",
+            "price_source": "The offline demo provider (assistant/engine/models/demo/): nothing is paid.",
             "price_note": "Made-up prices, so that the demo shows costs and which model is cheaper.",
             "context_window": m.context_window,
             "output_cap": m.output_cap,
             "reasoning": "adjustable" if m.reasoning_efforts else "none",
             "reasoning_efforts": list(m.reasoning_efforts),
             "supports_tools": m.supports_tools,
-            "carbon": {},
+            "carbon": demo_carbon(m),
             "position": 1000 + position,
         }
         for position, m in enumerate(DEMO_MODELS)
     ]
+
+
+def demo_carbon(m: ModelInfo) -> dict[str, Any]:
+    """A demo model's carbon parameters (a real model's of its size), with where they come from."""
+    real_id, real_name = CARBON_AS[m.id]
+    source = (
+        f"The offline demo's estimate: the parameters of {real_name} ({real_id} in this catalogue: EcoLogits 0.11.3)"
+    )
+    return {**m.carbon, "source": source}
 
 
 def add_demo_entries(*, offered_with_real_providers: bool = False) -> None:

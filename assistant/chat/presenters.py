@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
+from assistant.catalogue.naming import model_label
 from assistant.engine.causes import Cause
 from assistant.engine.events import (
     Action,
@@ -34,7 +35,8 @@ from assistant.engine.events import (
     ToolResultEvent,
     UsageEvent,
 )
-from assistant.engine.usage import RunUsage
+from assistant.engine.outcomes import AgentReport
+from assistant.engine.usage import RunUsage, UsageData
 from assistant.knowledge.models import KnowledgeBase
 from assistant.runs import wording
 from assistant.runs.models import Run, Step
@@ -67,6 +69,7 @@ class AgentView:
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
+    usage: UsageData = field(default_factory=UsageData)
     report: str = ""
     partial_report: bool = False
     report_html: SafeString | None = None
@@ -96,6 +99,15 @@ class AgentView:
     @property
     def report_truncated(self) -> bool:
         return len(self.report) > REPORT_PREVIEW_CHARS
+
+    @property
+    def carbon_text(self) -> str:
+        return carbon_amount(self.usage)
+
+    @property
+    def report_text(self) -> str:
+        """The whole report with its headings in the reader's language (the agent panel)."""
+        return report_markdown(self.report)
 
     @property
     def status_text(self) -> str:
@@ -134,7 +146,7 @@ def agents_of(
                 agent_id=e.agent_id,
                 instruction=e.instruction,
                 model=e.model,
-                model_label=e.model_label,
+                model_label=model_label(e.model_label),
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
                 resources_text=", ".join(
@@ -161,6 +173,7 @@ def agents_of(
                 agent.rounds = e.rounds
                 agent.seconds = e.seconds
                 agent.cost_eur = e.cost_eur
+                agent.usage = e.usage
                 agent.report = e.report
                 agent.partial_report = e.partial_report
                 agent.forced_landing = e.forced_landing
@@ -168,7 +181,7 @@ def agents_of(
         if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}
             if agent.agent_id not in cache:
-                cache[agent.agent_id] = render_markdown(agent.report_preview, heading_base=4)
+                cache[agent.agent_id] = render_markdown(report_markdown(agent.report_preview), heading_base=4)
             agent.report_html = cache[agent.agent_id]
     return list(agents.values())
 
@@ -300,9 +313,35 @@ def carbon_line(usage: dict[str, Any]) -> str:
     if "carbon_g" not in usage:  # a run saved before carbon was estimated
         return ""
     grams = float(usage["carbon_g"])
-    shown = f"{grams:.2g}" if grams < 1 else f"{grams:.1f}"
+    shown = wording.grams(grams)
+    models = usage.get("by_model") or {}
     if usage.get("carbon_estimated"):
-        return _("Carbon: %(grams)s g CO₂e") % {"grams": shown}
+        return wording.with_demo_estimate(_("Carbon: %(grams)s g CO₂e") % {"grams": shown}, models)
     if grams:
-        return _("Carbon: at least %(grams)s g CO₂e (some models have no carbon data)") % {"grams": shown}
+        return wording.with_demo_estimate(
+            _("Carbon: at least %(grams)s g CO₂e (some models have no carbon data)") % {"grams": shown}, models
+        )
     return _("Carbon: not estimated (no carbon data for these models)")
+
+
+def report_markdown(report: str) -> str:
+    """An agent's report (``AgentReport.as_text``) with its Sources and Gaps headings in the reader's language."""
+    parts = AgentReport.from_text(report)
+    text = parts.findings
+    if parts.sources:
+        text += "\n\n" + _("Sources: %(sources)s") % {"sources": ", ".join(parts.sources)}
+    if parts.gaps:
+        text += "\n\n" + _("Gaps: %(gaps)s") % {"gaps": "; ".join(parts.gaps)}
+    return text
+
+
+def carbon_amount(usage: UsageData) -> str:
+    """An agent's carbon, for its panel: the estimate, or why there is none; the demo's marked as such."""
+    if not usage.by_model:
+        return "—"
+    shown = wording.grams(usage.carbon_g)
+    if usage.carbon_estimated:
+        return wording.with_demo_estimate(_("%(grams)s g CO₂e") % {"grams": shown}, usage.by_model)
+    if usage.carbon_g:
+        return wording.with_demo_estimate(_("at least %(grams)s g CO₂e") % {"grams": shown}, usage.by_model)
+    return _("not estimated")

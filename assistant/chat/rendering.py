@@ -11,6 +11,9 @@ that the sanitiser keeps and nothing else; a fence still open (an answer being w
 plain until it closes. Headings are demoted below the page's own (``heading_base``: where ``#``
 lands), and a table is wrapped so that it scrolls inside its answer rather than widening the page.
 
+A link to a page of the demo web (a fictional ``https://….demo.example/…`` address, which opens nothing) is
+pointed at that page's text here (``/demo-web/?url=…``), as its source is.
+
 ``StreamingMarkdown`` renders a text that only grows (a streamed answer) without rendering it all
 again at each delta: blocks that can no longer change are rendered once and kept.
 """
@@ -20,16 +23,20 @@ from __future__ import annotations
 import functools
 import html
 import re
+from urllib.parse import urlencode
 
 import cmarkgfm
 import nh3
 from cmarkgfm.cmark import Options
+from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
+
+from assistant.engine.demoweb import DEMO_HOST_SUFFIX, page_address
 
 _TAGS = {
     "p", "br", "strong", "em", "code", "pre", "blockquote", "ul", "ol", "li", "h1", "h2", "h3", "h4",
@@ -59,6 +66,15 @@ _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _LT = "\ue000"
 
 
+def _demo_web_links(tag: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter: a link to a page of the demo web goes to its text here; anything else is kept."""
+    if tag == "a" and attribute == "href" and DEMO_HOST_SUFFIX in value:
+        address = page_address(value)
+        if address is not None:
+            return f"{reverse('demo_web_page')}?{urlencode({'url': address})}"
+    return value
+
+
 def render_markdown(text: str, heading_base: int = 3) -> SafeString:
     """Markdown to HTML with raw HTML shown as text and only harmless tags and attributes kept.
 
@@ -80,6 +96,7 @@ def render_markdown(text: str, heading_base: int = 3) -> SafeString:
         allowed_classes=_CLASSES,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
+        attribute_filter=_demo_web_links,
     )
     # A link whose address was unsafe (javascript:…) is left without one.
     return mark_safe(clean.replace(' href=""', ""))  # sanitised by nh3 just above

@@ -15,6 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import translation
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
@@ -67,6 +68,7 @@ def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str 
         level=level,
         resources=tuple(old.resources),
         category=old.category,
+        language=translation.get_language() or "",
     )
     too_long = _too_long(ask)
     if too_long is not None:
@@ -212,6 +214,7 @@ def export_markdown(data: dict[str, Any]) -> str:
             out += [f"### {_('Sources')}", ""]
             out += [
                 f"- {s.get('title', '')} ({s.get('id', '')}{', ' + s['where'] if s.get('where') else ''})"
+                + (f" — {_('a page of the demo web, fictional')}" if s.get("demo_web") else "")
                 for s in t["sources"]
             ]
             out.append("")

@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -27,6 +28,7 @@ from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import KnowledgeBase
+from assistant.knowledge.tools import demo_web_on
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import organisation_of, policy_for
@@ -50,7 +52,7 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
     toolbox = execution.toolbox_for(org.pk)
     tools = [
         {"value": value, "label": label, "available": bool(toolbox.tools_for(Scope.from_resources([value])))}
-        for value, label in (("web", _("Web")), ("code", _("Code")))
+        for value, label in (("web", _("Demo web") if demo_web_on() else _("Web")), ("code", _("Code")))
     ]
     categories = budgets.categories_of(org)
     defaults = {
@@ -164,7 +166,14 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[intake.Ask, d
     model = _field(post, "model")
     resources = [r.replace("\x00", "") for r in resources]
     values = {"text": text, "model": model, "level": level_raw, "resources": resources, "category": category}
-    ask = intake.Ask(text=text, model=model, level=level, resources=tuple(resources), category=category)
+    ask = intake.Ask(
+        text=text,
+        model=model,
+        level=level,
+        resources=tuple(resources),
+        category=category,
+        language=translation.get_language() or "",
+    )
     return ask, values
 
 

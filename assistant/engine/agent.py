@@ -162,6 +162,7 @@ class _AgentLoop:
                     parallel_tool_calls=True,
                     max_output_tokens=self.cap,
                     reasoning_effort=self.effort,
+                    language=ctx.language,
                 )
                 await ctx.emit(
                     RoundStarted(
@@ -325,6 +326,8 @@ class _AgentLoop:
             tools_run=record.tools_run,
             sources=list(record.sources.values()),
             forced_landing=self.forced,
+            cause=cause,
+            partial_report=partial,
         )
         await self.ctx.emit(
             AgentFinished(

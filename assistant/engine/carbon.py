@@ -10,8 +10,9 @@ The parameters come from the catalogue entry's ``carbon`` mapping:
 - ``pue`` and ``wue`` of the provider's data centres;
 - optionally ``tps`` (tokens per second) and ``ttft`` (seconds to the first token) of the deployment.
 
-A range gives a range; the usage keeps its middle. A model without these parameters (the demo,
-a local model nobody described) has no estimate rather than a made-up one.
+A range gives a range; the usage keeps its middle. A model without these parameters (a local model
+nobody described) has no estimate rather than a made-up one. The offline demo models carry those of a
+real model of their size (``models/demo/info.py``), and the pages say their figure is the demo's estimate.
 """
 
 from __future__ import annotations

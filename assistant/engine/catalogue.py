@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from .types import EFFORTS, Effort, UsagePart
 
+DEMO_LABEL = "{name} (offline demo)"
+"""How a demo model's label reads (in English: the pages word it in the reader's language)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelInfo:
@@ -32,7 +35,7 @@ class ModelInfo:
     @property
     def label(self) -> str:
         """The name shown wherever a model name shows; a demo model says it is one."""
-        return f"{self.display_name} (offline demo)" if self.is_demo else self.display_name
+        return DEMO_LABEL.format(name=self.display_name) if self.is_demo else self.display_name
 
     def effort_for(self, target: Effort | None) -> Effort | None:
         """The target effort if this model offers it, else the nearest it offers below, else None."""

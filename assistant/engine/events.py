@@ -41,6 +41,8 @@ class Source(_Value):
     """Where the part of the document that a read returned begins (a character offset in its text)."""
     end: int | None = None
     """Where it ends (exclusive): the page of the document marks ``start:end`` as read."""
+    demo_web: bool = False
+    """A page of the demo web (fictional, shipped with the assistant, read offline), not of the internet."""
 
 
 class ChosenDocument(_Value):
@@ -64,6 +66,8 @@ class Action(_Value):
     label: Text
     count: int | None = None
     ok: bool = True
+    demo_web: bool = False
+    """A search or a read of the demo web (offline, fictional pages), not of the internet."""
 
 
 class _Event(_Value):

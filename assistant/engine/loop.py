@@ -135,6 +135,7 @@ class _MainLoop:
             parallel_tool_calls=True,
             max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
             reasoning_effort=self.plan.effort,
+            language=self.ctx.language,
         )
         if self.rounds <= 1:
             needed = prompt_tokens(request) + (request.max_output_tokens or self.info.output_cap)

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .catalogue import ModelInfo
+from .causes import Cause
 from .events import AgentStatus, ChosenDocument, Source, keep_sources
 from .policy import AgentProfile
 from .tools import ToolRun
@@ -39,12 +40,28 @@ class AgentReport(BaseModel):
     gaps: list[str] = Field(default_factory=list, description="What you could not establish or check.")
 
     def as_text(self) -> str:
+        """The report as the main model reads it: the findings, then ``Sources: a, b`` and ``Gaps: x; y``."""
         text = self.findings.strip()
         if self.sources:
-            text += "\n\nSources: " + ", ".join(self.sources)
+            text += SOURCES_LABEL + ", ".join(self.sources)
         if self.gaps:
-            text += "\n\nGaps: " + "; ".join(self.gaps)
+            text += GAPS_LABEL + "; ".join(self.gaps)
         return text
+
+    @classmethod
+    def from_text(cls, text: str) -> AgentReport:
+        """A report back from its text (``as_text``'s), so that a page can word its headings in its language."""
+        rest, _, gaps = text.partition(GAPS_LABEL)
+        findings, _, sources = rest.partition(SOURCES_LABEL)
+        return cls.model_construct(
+            findings=findings.strip(),
+            sources=[s.strip() for s in sources.split(",") if s.strip()],
+            gaps=[g.strip() for g in gaps.split(";") if g.strip()],
+        )
+
+
+SOURCES_LABEL = "\n\nSources: "
+GAPS_LABEL = "\n\nGaps: "
 
 
 RESULT_SPEC = ToolSpec(
@@ -82,6 +99,10 @@ class AgentOutcome:
     tools_run: list[str]
     sources: list[Source]
     forced_landing: bool = False
+    cause: Cause | None = None
+    """Why the status, as data (``reason`` is its English sentence)."""
+    partial_report: bool = False
+    """The report is the engine's account of what the agent had done (it wrote none)."""
 
     def for_main_model(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -94,6 +115,9 @@ class AgentOutcome:
         }
         if self.status != "ok":
             data["reason"] = self.reason
+            if self.cause is not None:
+                data["cause"] = self.cause.model_dump(exclude_none=True)
+            data["partial_report"] = self.partial_report
             data["tools_run"] = self.tools_run
             data["note"] = NOTE_FOR_PARTIAL
         return data

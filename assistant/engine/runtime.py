@@ -55,6 +55,8 @@ class RunContext:
     ledger: UsageLedger | None = None
     electricity_zone: str = DEFAULT_ZONE
     """Where the energy of model calls is counted for carbon (ISO 3166-1 alpha-3, ``WOR`` = world)."""
+    language: str | None = None
+    """The reader's interface language (e.g. ``fr``), given to every model request of the run."""
     usage: RunUsage = field(default_factory=RunUsage)
     sources: dict[str, Source] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)

@@ -87,6 +87,9 @@ class ModelRequest:
     parallel_tool_calls: bool = True
     max_output_tokens: int | None = None
     reasoning_effort: Effort | None = None
+    language: str | None = None
+    """The reader's interface language (a language code, e.g. ``fr``). Providers do not send it; the offline demo
+    model writes in it when it cannot tell the question's language."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The web and code tools as this server is configured (settings ``WEB_*`` and ``RUN_CODE_*``).
+"""The web and code tools as this server is configured (settings ``WEB_*``, ``DEMO_WEB`` and ``RUN_CODE_*``).
 
 ``tool_factories`` feeds a run's ``Toolbox``; ``available_resources`` tells the composer which of
 ``web`` and ``code`` it may offer.
@@ -8,22 +8,20 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from assistant.engine.demoweb import demo_web_tools
 from assistant.engine.sandbox import CodeLimits, KnowledgeExport, Sandbox, code_tools, detect
 from assistant.engine.tables import QueryLimits, TableBackend, TableCatalogue, table_tools
 from assistant.engine.tools import ToolFactory
-from assistant.engine.web import WebConfig, web_tools
+from assistant.engine.web import web_tools
+from assistant.orgs.web import web_config
+
+__all__ = ["available_resources", "demo_web_on", "query_limits", "sandbox", "tool_factories", "web_config"]
 
 
-def web_config() -> WebConfig | None:
-    """The web tools' configuration, or None when neither web_search nor web_fetch is enabled."""
-    config = WebConfig(
-        search_url=settings.WEB_SEARCH_URL,
-        fetch=settings.WEB_FETCH_ENABLED,
-        allowed_hosts=frozenset(settings.WEB_FETCH_ALLOWED_HOSTS),
-        timeout=settings.WEB_TIMEOUT_SECONDS,
-        max_bytes=int(settings.WEB_FETCH_MAX_MB * 1024 * 1024),
-    )
-    return config if config.enabled else None
+def demo_web_on() -> bool:
+    """Whether the web tools read the demo web (the offline pages the project ships) on this server."""
+    setup = web_config()
+    return setup is not None and setup.demo
 
 
 def sandbox() -> Sandbox | None:
@@ -58,9 +56,9 @@ def tool_factories(
     factories: list[ToolFactory] = []
     if tables is not None:
         factories.append(table_tools(tables[0], tables[1], query_limits()))
-    config = web_config()
-    if config is not None:
-        factories.append(web_tools(config))
+    web = web_config()
+    if web is not None:
+        factories.append(demo_web_tools(web.config) if web.demo else web_tools(web.config))
     box = sandbox()
     if box is not None:
         factories.append(code_tools(box, knowledge))

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from assistant.catalogue import snapshot
+from assistant.catalogue.naming import model_label
 
 from . import keys
 from .models import (
@@ -28,7 +29,7 @@ from .models import (
 
 def _model_choices() -> list[tuple[str, str]]:
     catalogue = snapshot.catalogue()
-    return [(m.id, f"{m.label} — {m.input_price:g} / {m.output_price:g} EUR") for m in catalogue.values()]
+    return [(m.id, f"{model_label(m.label)} — {m.input_price:g} / {m.output_price:g} EUR") for m in catalogue.values()]
 
 
 class AllowedModelsForm(forms.Form):

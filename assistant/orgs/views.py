@@ -27,6 +27,7 @@ from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, P
 from .http import AuthenticatedHttpRequest
 from .models import AgentProfile, ApiKey, AuditEntry, Organisation
 from .services import administered_organisation, levels_of, lock_organisation, policy_for
+from .web import web_status
 
 # The levels' names are the product's words, the same in every language.
 LEVEL_LABELS = {"rapide": "Rapide", "standard": "Standard", "approfondi": "Approfondi", "maximal": "Maximal"}
@@ -63,6 +64,7 @@ def _page(
         "profiles": profiles,
         "allowed_now": [catalogue[m] for m in policy.allowed_ids(catalogue)],
         "code": code_status(),
+        "web": web_status(),
     }
     return render(request, "orgs/settings.html", context, status=status)
 

@@ -229,6 +229,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         cancel=token,
         ledger=_capped(prepared.ledger, cost_cap_eur),
         electricity_zone=settings.ELECTRICITY_ZONE,
+        language=run.language or settings.LANGUAGE_CODE,
     )
     status, error, rounds = "error", "", 0
     try:

@@ -53,6 +53,8 @@ class Ask:
     resources: tuple[str, ...]
     category: str = ""
     """The task category's slug; empty for the organisation's default."""
+    language: str = ""
+    """The asker's interface language (the page's active language, the API's Accept-Language); empty: the site's."""
 
 
 def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> None:
@@ -155,6 +157,7 @@ def create_run(
                 resources=list(ask.resources),
                 category=category,
                 api_key=api_key,
+                language=ask.language,
             )
             if queued is not None:
                 Message.objects.filter(pk=queued.pk).update(queued=False, run=run, queue_error="")
@@ -174,7 +177,13 @@ def create_run(
 
 
 def choices_of(ask: Ask) -> dict[str, object]:
-    return {"model": ask.model, "level": ask.level or "", "resources": list(ask.resources), "category": ask.category}
+    return {
+        "model": ask.model,
+        "level": ask.level or "",
+        "resources": list(ask.resources),
+        "category": ask.category,
+        "language": ask.language,
+    }
 
 
 def ask_of(message: Message) -> Ask:
@@ -187,6 +196,7 @@ def ask_of(message: Message) -> Ask:
         level=level if level in LEVELS else None,
         resources=tuple(str(r) for r in c.get("resources", [])),
         category=str(c.get("category", "")),
+        language=str(c.get("language", "")),
     )
 
 

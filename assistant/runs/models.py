@@ -60,6 +60,9 @@ class Run(models.Model):
     sources = models.JSONField(default=list)
     usage = models.JSONField(default=dict)
     cost_eur = models.FloatField(default=0.0)
+    # The asker's interface language (e.g. "fr"); empty: the site's. The offline demo model writes in it when it
+    # cannot tell the question's language.
+    language = models.CharField(max_length=10, blank=True, default="")
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
     replaced_by = models.ForeignKey(

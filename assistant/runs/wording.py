@@ -8,7 +8,8 @@ gives a cause's English (``Cause.english``) with its code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django.utils import formats
@@ -16,6 +17,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from assistant.engine.causes import Cause
+from assistant.engine.models.demo import CARBON_AS
 from assistant.engine.refusals import Refusal
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 
@@ -215,3 +217,44 @@ def _reset_day(refusal: Refusal) -> str:
         return "?"
     when = refusal.resets_at.astimezone(ZoneInfo(refusal.zone or "UTC"))
     return formats.date_format(when.date(), "j F Y")
+
+
+def with_demo_estimate(carbon: str, model_ids: Iterable[str], *, short: bool = False) -> str:
+    """A carbon figure, marked as the offline demo's estimate when demo models made it (they carry the carbon
+    parameters of a real model of their size, named here; ``short``: in a table, which ``demo_carbon_hint``
+    explains once)."""
+    real = list(dict.fromkeys(CARBON_AS[m][1] for m in model_ids if m in CARBON_AS))
+    if not real:
+        return carbon
+    if short:
+        note = _("the demo’s estimate")
+    else:
+        note = _("the offline demo’s estimate, with the parameters of %(models)s") % {"models": ", ".join(real)}
+    return _("%(carbon)s (%(note)s)") % {"carbon": carbon, "note": note}
+
+
+def demo_carbon_hint(model_ids: Iterable[str]) -> str:
+    """What a table's «the demo's estimate» means, when demo models are among ``model_ids`` (else empty)."""
+    demo = [m for m in dict.fromkeys(model_ids) if m in CARBON_AS]
+    if not demo:
+        return ""
+    pairs = ", ".join(_("%(real)s for %(demo)s") % {"real": CARBON_AS[m][1], "demo": m} for m in sorted(demo))
+    return _(
+        "The offline demo models’ carbon is the demo’s estimate: the parameters of a real model of their size "
+        "(%(pairs)s)."
+    ) % {"pairs": pairs}
+
+
+def grams(value: float, *, significant: int = 2, above: float = 1, decimals: int = 1) -> str:
+    """A carbon figure in the reader's number format («0,042» in French): ``significant`` digits below ``above``,
+    else ``decimals`` decimals."""
+    if value < above:
+        text = f"{value:.{significant}g}"
+        if "e" in text:  # tiny: written out rather than as 4.2e-05
+            text = f"{value:.{significant - 1}e}"
+            mantissa, exponent = text.split("e")
+            places = max(0, -int(exponent) + len(mantissa.replace(".", "")) - 1)
+            text = f"{value:.{places}f}"
+    else:
+        text = f"{value:.{decimals}f}"
+    return formats.number_format(Decimal(text), use_l10n=True)

@@ -11,6 +11,8 @@ import pytest
 from api_support import Live
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from assistant.engine.models.demo import say
+
 pytestmark = pytest.mark.slow
 
 QUESTION = "Bimbamjob: invoicing 2024, payment follow-up, commercial relationship. Conclude on the risk."
@@ -195,3 +197,15 @@ def test_a_conversation_and_a_system_prompt_are_read(live: Live) -> None:
     run = live.http().get(f"/v1/runs/{data['run_id']}").json()
     assert run["reasoning_level"] == "standard" and run["category"] == "catalogue"
     assert run["tools_enabled"] == ["kb:factures"]
+
+
+@pytest.mark.parametrize(("accept", "language"), [("fr-FR,fr;q=0.9", "fr"), ("en-GB,en;q=0.8", "en"), (None, "en")])
+def test_the_demo_answers_in_the_accept_language_when_the_question_does_not_tell(
+    live: Live, accept: str | None, language: str
+) -> None:
+    headers = {"Accept-Language": accept} if accept else {}
+    # A bare name: neither French nor English, so the demo writes in the reader's language.
+    completion = live.client().chat.completions.create(
+        model="demo-large", messages=[{"role": "user", "content": "Bimbamjob"}], extra_headers=headers
+    )
+    assert (completion.choices[0].message.content or "").endswith(say("footer", language))

@@ -107,7 +107,7 @@ async def _post(client: httpx2.AsyncClient, tools_enabled: list[str]) -> httpx2.
 async def test_a_chosen_document_is_all_the_main_model_and_its_agent_can_read(
     client: httpx2.AsyncClient, models: Models
 ) -> None:
-    chosen, other = await _doc("F-2024-077"), await _doc("F-2024-112")
+    chosen, other = await _doc("Invoice F-2024-077"), await _doc("Invoice F-2024-112")
 
     def main(request: ModelRequest, n: int) -> ModelResponse:
         if n == 0:
@@ -159,7 +159,7 @@ async def test_a_chosen_document_is_all_the_main_model_and_its_agent_can_read(
 async def test_a_task_naming_a_document_outside_the_request_is_a_tool_error_for_the_main_model(
     client: httpx2.AsyncClient, models: Models
 ) -> None:
-    chosen, other = await _doc("F-2024-077"), await _doc("F-2024-112")
+    chosen, other = await _doc("Invoice F-2024-077"), await _doc("Invoice F-2024-112")
     report = await _doc("kick-off", "comptes-rendus")
     await _other_org()
     elsewhere = await _doc("Vault", "factures", "other")

@@ -28,7 +28,7 @@ async def test_the_delegation_line_shows_the_chosen_documents_titles(
     fast_demo: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await sync_to_async(call_command)("load_demo", verbosity=0)
-    doc = await Document.objects.aget(knowledge_base__slug="factures", title__contains="F-2024-077")
+    doc = await Document.objects.aget(knowledge_base__slug="factures", title="Invoice F-2024-077 — Bimbamjob")
     calls = {"demo-large": 0, "demo-small": 0}
 
     def main(request: ModelRequest, info: CallInfo) -> ModelResponse:

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
 
 from assistant.chat import search
+from assistant.engine.models.demo import say
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
@@ -135,6 +136,27 @@ async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(sett
     await execution.wait_for(second.pk)
     await second.arefresh_from_db()
     assert second.status == "ok"
+
+
+@pytest.mark.parametrize("language", ["fr", "en"])
+async def test_a_run_carries_the_page_s_language_to_the_demo_and_a_queued_message_keeps_it(
+    fast_demo: None, language: str
+) -> None:
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    client = await _client_async()
+    client.cookies["django_language"] = language
+    # A bare name: the demo cannot tell its language, so it writes in the page's.
+    await client.post("/c/new", {**ASK, "text": "Bimbamjob", "resources": []})
+    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    assert run.language == language
+    await execution.wait_for(run.pk)
+    await run.arefresh_from_db()
+    assert run.answer.endswith(say("footer", language))  # type: ignore[arg-type]
+    conversation = await Conversation.objects.aget(pk=run.conversation_id)
+    queued = await sync_to_async(intake.enqueue)(
+        conversation, intake.Ask(text="Acme", model="demo-large", level=None, resources=(), language=language)
+    )
+    assert intake.ask_of(queued).language == language
 
 
 def test_a_queued_message_can_be_removed_by_its_owner_only(demo_data: None) -> None:

@@ -152,6 +152,7 @@ async def test_an_agent_reads_a_connector_and_its_write_is_refused(
         "title": "crm · search_customers",
         "kind": "document",
         "where": "mcp:crm",
+        "demo_web": False,
     } in data["sources"]
 
 

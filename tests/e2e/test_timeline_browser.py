@@ -28,6 +28,7 @@ TIMELINE = """run => Array.from(run.querySelectorAll('.timeline > .segment, .tim
 
 WORDS = {
     "en": {
+        "question": "Bimbamjob: invoices, payments and relationship",
         "first": "I am handing the search of 2 knowledge base(s) to agents",
         "line": 'Delegated to an agent (demo-small): "Find in the knowledge base',
         "answer": "Here is what the documents say",
@@ -35,9 +36,10 @@ WORDS = {
         "follow": "Follow this agent",
     },
     "fr": {
-        "first": "I am handing the search of 2 knowledge base(s) to agents",  # the demo model writes English
-        "line": "Délégation à un agent (demo-small) : « Find in the knowledge base",
-        "answer": "Here is what the documents say",
+        "question": "Bimbamjob : factures, paiements et relation",  # the demo writes in the question's language
+        "first": "Je confie la recherche dans 2 base(s) de connaissances à des agents",
+        "line": "Délégation à un agent (demo-small) : « Cherche dans la base de connaissances",
+        "answer": "Voici ce que disent les documents",
         "round": re.compile(r"tour [1-5] sur 5 · \d+,\d{4} €"),
         "follow": "Suivre cet agent",
     },
@@ -81,7 +83,7 @@ def test_the_timeline_is_in_the_order_of_events_live_and_after_a_reload(page: Pa
     if language == "fr":
         page.click("header button[lang=fr]")
         expect(page.locator("#composer button[type=submit]")).to_have_text("Envoyer")
-    ask(page, "Bimbamjob: invoices, payments and relationship")
+    ask(page, str(words["question"]))
     run = last_run(page)
     # Live, while the agents work: the first sentence streamed first and is drawn first, the lines after it.
     expect(run.locator(".delegation[data-status=running]")).to_have_count(2)

@@ -3,37 +3,54 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 
+import pytest
 from engine_support import Harness, harness
 
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.events import AgentFinished, FinalEvent
 from assistant.engine.knowledge import MemoryKnowledge
-from assistant.engine.models.demo import DEMO_FOOTER, DEMO_MODELS, DemoModel
+from assistant.engine.models.demo import DEMO_MODELS, DemoModel, Language, say
 from assistant.engine.policy import DEFAULT_LEVELS, Policy
 from assistant.engine.tools import Document
 
+# Each document in English and in French: each language's question reads its own.
 KNOWLEDGE: dict[str, Iterable[Document]] = {
     "factures": [
         Document(
             "doc-1",
             "factures",
-            "Facture Bimbamjob 2024-03",
+            "Invoice Bimbamjob 2024-03",
             "Bimbamjob invoice of March 2024: 12,400 EUR, paid late by 45 days.",
         ),
-        Document("doc-2", "factures", "Facture Acme 2024-01", "Acme invoice: 3,000 EUR paid on time."),
+        Document("doc-2", "factures", "Invoice Acme 2024-01", "Acme invoice for January: 3,000 EUR, paid on time."),
+        Document(
+            "doc-11",
+            "factures",
+            "Facture Bimbamjob 2024-03",
+            "Facture de Bimbamjob de mars 2024 : 12 400 EUR, payée avec 45 jours de retard.",
+        ),
+        Document("doc-12", "factures", "Facture Acme 2024-01", "Facture d’Acme : 3 000 EUR payés dans les délais."),
     ],
     "comptes-rendus": [
         Document(
             "doc-3",
             "comptes-rendus",
-            "Réunion Bimbamjob juin",
+            "Bimbamjob meeting in June",
             "Meeting with Bimbamjob in June: they asked for a payment plan.",
+        ),
+        Document(
+            "doc-13",
+            "comptes-rendus",
+            "Réunion Bimbamjob juin",
+            "Réunion avec Bimbamjob en juin : ils ont demandé un échéancier de paiement.",
         ),
     ],
 }
 QUESTION = "Fiche complète sur Bimbamjob : facturation 2024, suivi, risque"
+ENGLISH_QUESTION = "A full profile of Bimbamjob: their 2024 invoicing, the follow-up and the risk"
 RESOURCES = ("kb:factures", "kb:comptes-rendus", "agents")
 
 
@@ -46,20 +63,28 @@ def demo(policy: Policy | None = None) -> Harness:
     )
 
 
-async def test_demo_delegates_one_agent_per_knowledge_base_and_cites_what_they_read() -> None:
+@pytest.mark.parametrize(("question", "language"), [(QUESTION, "fr"), (ENGLISH_QUESTION, "en")])
+async def test_demo_delegates_one_agent_per_knowledge_base_and_cites_what_they_read(
+    question: str, language: Language
+) -> None:
     h = demo()
-    outcome = await h.run(QUESTION, resources=RESOURCES, level="approfondi", model="demo-large")
+    outcome = await h.run(question, resources=RESOURCES, level="approfondi", model="demo-large")
 
     assert outcome.status == "ok"
     assert [a.status for a in outcome.agents] == ["ok", "ok"]
     assert {a.task.model.id for a in outcome.agents} == {"demo-small"}
     read = {a.task.resources: {s.id for s in a.sources} for a in outcome.agents}
-    assert read == {("kb:factures",): {"doc-1", "doc-2"}, ("kb:comptes-rendus",): {"doc-3"}}
-    assert "[doc-1]" in outcome.text
-    assert "[doc-3]" in outcome.text
-    assert outcome.text.endswith(DEMO_FOOTER)
+    own = "doc-1" if language == "fr" else "doc-"  # the French documents are doc-11, doc-12 and doc-13
+    assert read == {("kb:factures",): {f"{own}1", f"{own}2"}, ("kb:comptes-rendus",): {f"{own}3"}}
+    assert f"[{own}1]" in outcome.text
+    assert f"[{own}3]" in outcome.text
+    assert outcome.text.endswith(say("footer", language))  # written in the question's language
+    assert outcome.text.startswith(say("handing_kbs", language, count=2, model="demo-small"))
+    for agent in outcome.agents:
+        kb = agent.task.resources[0][3:]
+        assert agent.task.instruction.startswith(say("instruction_kb", language, kb=kb, words="").split(":")[0])
     [final] = h.of(FinalEvent)
-    assert {s.id for s in final.sources} == {"doc-1", "doc-2", "doc-3"}
+    assert {s.id for s in final.sources} == {f"{own}1", f"{own}2", f"{own}3"}
 
 
 async def test_demo_agents_land_forced_and_come_back_interrupted_with_findings_when_rounds_are_short() -> None:
@@ -75,7 +100,9 @@ async def test_demo_agents_land_forced_and_come_back_interrupted_with_findings_w
         assert "round budget" in agent.reason
         assert agent.tools_run == ["kb_search"]  # it searched, then had to land before reading
         assert "Bimbamjob" in agent.report
-        assert "documents were not read" in agent.report  # the gap is said, not filled
+        # The French documents' hits (doc-11 ...), none of the English ones.
+        assert re.search(r"\[doc-1[123]\]", agent.report) and not re.search(r"\[doc-[123]\]", agent.report)
+        assert say("gap_not_read", "fr") in agent.report  # the gap is said, not filled, in the question's language
     assert all(e.forced_landing for e in h.of(AgentFinished))
-    assert "did not finish" in outcome.text
-    assert "[doc-1]" in outcome.text
+    assert say("agent_unfinished", "fr", reason=say("cause_rounds", "fr", used=2, limit=2)) in outcome.text
+    assert "[doc-11]" in outcome.text

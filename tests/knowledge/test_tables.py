@@ -452,8 +452,8 @@ async def test_the_demo_queries_the_invoices_table_through_the_page(fast_demo: N
     actions = [s.data["action"] async for s in Step.objects.filter(run=run, kind=kind) if s.data.get("action")]
     (queried,) = [a for a in actions if a["tool"] == "data_query"]
     assert queried["kind"] == "query" and queried["count"] == 5
-    assert queried["label"] == (
-        "SELECT client, SUM(montant) AS total, COUNT(*) AS lignes FROM factures GROUP BY client ORDER BY total DESC"
+    assert queried["label"] == (  # its count column named in the demo's language (here the page's: English)
+        "SELECT client, SUM(montant) AS total, COUNT(*) AS rows FROM factures GROUP BY client ORDER BY total DESC"
     )
     assert [a["tool"] for a in actions][-1] == "data_query"  # after the searches and the read
     assert "| Bimbamjob | 39350 | 5 |" in run.answer and "| Verdant Foods | 4600 | 2 |" in run.answer

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from ecologits.tracers.utils import llm_impacts
 
 from assistant.catalogue.loading import infos_from_file
 from assistant.engine.carbon import call_impact
-from assistant.engine.models.demo import DEMO_MODELS
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import Impact, RunUsage
 
@@ -40,7 +41,8 @@ def test_the_electricity_zone_matters() -> None:
 
 
 def test_no_estimate_without_data_rather_than_a_made_up_one() -> None:
-    assert call_impact(DEMO_MODELS[0], 500, 1.0, "FRA") is None
+    undescribed = dataclasses.replace(INFOS["mistral-small"], id="local-model", carbon={})  # nobody gave its size
+    assert call_impact(undescribed, 500, 1.0, "FRA") is None
     assert call_impact(INFOS["gpt-4o-mini"], 500, 1.0, "ATLANTIS") is None
 
 
@@ -77,4 +79,4 @@ def test_the_answer_footer_shows_the_estimate_or_why_there_is_none() -> None:
     )
     assert carbon_line({}) == ""
     with translation.override("fr"):
-        assert carbon_line(estimated) == "Carbone : 0.042 g CO₂e"
+        assert carbon_line(estimated) == "Carbone : 0,042 g CO₂e"  # in the reader's number format

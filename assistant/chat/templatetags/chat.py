@@ -5,6 +5,7 @@ from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
 
+from assistant.catalogue.naming import model_label
 from assistant.engine.events import Action
 
 from ..rendering import render_markdown
@@ -17,6 +18,12 @@ def markdown(text: str) -> SafeString:
     return render_markdown(text or "")
 
 
+@register.filter(name="model_label")
+def model_label_filter(label: str) -> str:
+    """A model's label in the reader's language (a demo model says it is one)."""
+    return model_label(label)
+
+
 @register.filter
 def eur(value: float) -> str:
     # In the reader's number format: 0.0042 € in English, 0,0042 € in French.
@@ -26,8 +33,13 @@ def eur(value: float) -> str:
 @register.filter
 def action_text(action: Action) -> str:
     """One action in the reader's words: a search with its query and count, a read with its titles, a query
-    (``data_query``) with its SQL and row count."""
+    (``data_query``) with its SQL and row count; a search or a fetch of the demo web says so."""
     # A filter rather than an included template: the agents' block is rendered at each of their steps.
+    if action.kind == "search" and action.demo_web:
+        n = action.count or 0
+        return ngettext(
+            "Search of the demo web “%(query)s”: %(n)s result", "Search of the demo web “%(query)s”: %(n)s results", n
+        ) % {"query": action.label, "n": n}
     if action.kind == "search":
         n = action.count or 0
         return ngettext("Search “%(query)s”: %(n)s result", "Search “%(query)s”: %(n)s results", n) % {
@@ -36,6 +48,8 @@ def action_text(action: Action) -> str:
         }
     if action.kind == "read":
         return gettext("Read: %(title)s") % {"title": action.label}
+    if action.kind == "fetch" and action.demo_web:
+        return gettext("Fetch from the demo web: %(address)s") % {"address": action.label}
     if action.kind == "fetch":
         return gettext("Fetch: %(address)s") % {"address": action.label}
     if action.kind == "code":

@@ -1,5 +1,8 @@
 """Load the demo organisation, user and knowledge bases. Idempotent: running it twice changes nothing.
 
+Each base holds its documents in English and in French (the same facts): a question in either language finds
+the documents in its own.
+
 The invoices base also holds a table: ``demo/factures.csv``, a French export (``;``, decimal commas,
 dd/mm/yyyy dates) of 2024's invoices, extracted as an upload is (``data_query`` reads it).
 """
@@ -137,6 +140,101 @@ BASES: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     ),
 }
 
+# The same documents in French: each language's question finds its own (the search matches words, and the demo
+# model reads the hits in its language first). Same facts, same numbers.
+FRENCH_DOCUMENTS: dict[str, list[tuple[str, str]]] = {
+    "factures": [
+        (
+            "Facture F-2024-031 — Bimbamjob",
+            "Facture F-2024-031 émise à Bimbamjob le 05/02/2024 pour 18 400 EUR (licence annuelle de la plateforme). Échéance le 06/03/2024. Payée le 21/05/2024, avec 76 jours de retard, après deux relances.",
+        ),
+        (
+            "Facture F-2024-077 — Bimbamjob",
+            "Facture F-2024-077 émise à Bimbamjob le 03/06/2024 pour 6 250 EUR (travaux d’intégration, 25 jours). Échéance le 03/07/2024. Impayée au 31/12/2024 ; une mise en demeure a été envoyée le 15/10/2024.",
+        ),
+        (
+            "Facture F-2024-112 — Bimbamjob",
+            "Facture F-2024-112 émise à Bimbamjob le 10/09/2024 pour 4 900 EUR (support du troisième trimestre). Échéance le 10/10/2024. Payée en partie : 2 000 EUR reçus le 28/11/2024 ; il reste 2 900 EUR dus.",
+        ),
+        (
+            "Facture F-2024-018 — Tamaris Conseil",
+            "Facture F-2024-018 émise à Tamaris Conseil le 22/01/2024 pour 9 800 EUR (formation, 4 sessions). Payée le 12/02/2024, dans les délais.",
+        ),
+        (
+            "Facture F-2024-090 — Tamaris Conseil",
+            "Facture F-2024-090 émise à Tamaris Conseil le 15/07/2024 pour 12 000 EUR (renouvellement de licence). Payée le 09/08/2024, dans les délais.",
+        ),
+        (
+            "Facture F-2024-045 — Orchidée Logistique",
+            "Facture F-2024-045 émise à Orchidée Logistique le 18/03/2024 pour 22 500 EUR (projet d’optimisation des tournées, phase 1). Payée le 30/04/2024, avec 13 jours de retard.",
+        ),
+        (
+            "Facture F-2024-133 — Orchidée Logistique",
+            "Facture F-2024-133 émise à Orchidée Logistique le 04/11/2024 pour 15 000 EUR (phase 2). Échéance le 04/12/2024. Payée le 02/12/2024.",
+        ),
+        (
+            "Facture F-2024-101 — Verdant Foods",
+            "Facture F-2024-101 émise à Verdant Foods le 26/08/2024 pour 3 400 EUR (audit des chaînes de données). Payée le 20/09/2024, dans les délais.",
+        ),
+        (
+            "Suivi des paiements 2024",
+            "Suivi des paiements de 2024 : Bimbamjob représente 9 150 EUR des 9 150 EUR en retard à la fin de l’année (factures F-2024-077 et F-2024-112). Tous les autres clients ont payé moins de 15 jours après l’échéance.",
+        ),
+    ],
+    "comptes-rendus": [
+        (
+            "Compte rendu — lancement avec Bimbamjob, 18/01/2024",
+            "Réunion de lancement avec Bimbamjob (Léa Martin, présidente, et Karim Haddad, directeur technique). Périmètre : licence de la plateforme et intégration avec leur logiciel de ressources humaines. Bimbamjob a annoncé que sa levée de fonds était reportée au second semestre 2024.",
+        ),
+        (
+            "Compte rendu — comité de pilotage Bimbamjob, 20/06/2024",
+            "Comité de pilotage avec Bimbamjob. L’intégration a été livrée. Bimbamjob a demandé à payer la facture F-2024-077 en trois fois, en invoquant des tensions de trésorerie ; aucun accord n’a été signé. Relation jugée cordiale mais tendue sur les paiements.",
+        ),
+        (
+            "Compte rendu — revue Bimbamjob, 07/11/2024",
+            "Revue trimestrielle avec Bimbamjob. Leur nouveau directeur financier a annoncé une restructuration et un gel des embauches. Ils ont demandé de réduire le périmètre du support à partir de 2025. Le paiement du solde dû a été promis avant la fin de l’année, sans date.",
+        ),
+        (
+            "Compte rendu — Tamaris Conseil, 05/03/2024",
+            "Réunion avec Tamaris Conseil sur un second cycle de formation. Enquête de satisfaction : 4,6/5. Ils prévoient d’étendre la licence à deux autres services en 2025.",
+        ),
+        (
+            "Compte rendu — Tamaris Conseil, 14/10/2024",
+            "Point de suivi avec Tamaris Conseil : renouvellement signé pour trois ans. Aucun sujet ouvert.",
+        ),
+        (
+            "Compte rendu — Orchidée Logistique, 27/02/2024",
+            "Lancement avec Orchidée Logistique pour l’optimisation des tournées. Budget approuvé pour deux phases. Contact : Samuel Petit, directeur des opérations.",
+        ),
+        (
+            "Compte rendu — Orchidée Logistique, 30/09/2024",
+            "Résultats de la phase 1 avec Orchidée Logistique : 11 % de kilomètres parcourus en moins. La phase 2 a commencé. Le retard de paiement de la phase 1 s’explique par une migration de leur progiciel de gestion.",
+        ),
+        (
+            "Compte rendu — Verdant Foods, 12/08/2024",
+            "Réunion de découverte avec Verdant Foods : audit de leurs chaînes de données. Projet de suite possible en 2025 si l’audit est concluant.",
+        ),
+    ],
+    "contrats": [
+        (
+            "Contrat C-2024-004 — Bimbamjob",
+            "Contrat-cadre avec Bimbamjob signé le 25/01/2024 : licence de la plateforme à 18 400 EUR par an, support facturé chaque trimestre, paiement à 30 jours. Pénalités de retard : trois fois le taux d’intérêt légal. Résiliation avec un préavis de trois mois.",
+        ),
+        (
+            "Contrat C-2024-002 — Tamaris Conseil",
+            "Contrat avec Tamaris Conseil signé le 10/01/2024 : licence et formation. Renouvelé le 14/10/2024 pour trois ans.",
+        ),
+        (
+            "Contrat C-2024-009 — Orchidée Logistique",
+            "Contrat avec Orchidée Logistique signé le 01/03/2024 pour un projet d’optimisation des tournées en deux phases, 37 500 EUR au total.",
+        ),
+        (
+            "Contrat C-2024-015 — Verdant Foods",
+            "Bon de commande avec Verdant Foods signé le 20/08/2024 pour un audit des chaînes de données, 3 400 EUR au forfait.",
+        ),
+    ],
+}
+
 
 class Command(BaseCommand):
     help = "Create the demo organisation, the demo user and the demo knowledge bases (idempotent)."
@@ -156,7 +254,7 @@ class Command(BaseCommand):
             kb, _ = KnowledgeBase.objects.update_or_create(
                 organisation=org, slug=slug, defaults={"name": name, "description": description}
             )
-            for title, text in documents:
+            for title, text in [*documents, *FRENCH_DOCUMENTS.get(slug, [])]:
                 Document.objects.update_or_create(knowledge_base=kb, title=title, defaults={"text": text})
             for path in TABLES.get(slug, []):
                 _add_table(kb, path)
