@@ -13,6 +13,7 @@ agent steps they need (``_month_rows``), not from whole events.
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import admin_emails
 from assistant.runs.models import Run, Step
-from assistant.runs.steps import agent_ends, with_events
+from assistant.runs.steps import agent_ends, count_agent_ends, with_events
 
 from .models import LandingAlert
 from .months import month_bounds, month_of, previous_month, zone
@@ -232,8 +233,10 @@ def open_alerts(org: Organisation) -> QuerySet[LandingAlert]:
 
 
 def _check_run(run_id: Any) -> None:
-    """Check the lines of the run's agents, the only ones its end can have moved, in one read of the month's agent
-    steps (the run's own are among them); the organisation is read only when a line is due."""
+    """Check the lines of the run's agents, the only ones its end can have moved, and only those with no alert yet
+    this month. Before the month's agents are read, one count says whether the lines could alert at all: a line
+    alerts with at least ``MIN_AGENTS`` agents of which the threshold's share landed, so with fewer landed agents
+    of those models in the month than that share of ``MIN_AGENTS``, none can."""
     found = (
         Run.objects.filter(pk=run_id)
         .values_list(
@@ -244,16 +247,26 @@ def _check_run(run_id: Any) -> None:
     if found is None:
         return
     org_id, created, time_zone, threshold = found
+    mine = {(agent.model, agent.profile) for agent in agent_ends(Step.objects.filter(run_id=run_id))}
+    if not mine:
+        return
     tz = zone(time_zone)
     month = month_of(created, tz)
-    lines: dict[tuple[str, str], LandingLine] = {}
-    mine: set[tuple[str, str]] = set()
-    for run, model, profile, was_landed in _month_rows(org_id, tz, month):
-        line = lines.setdefault((model, profile), LandingLine(model, profile))
-        line.agents += 1
-        line.landed += was_landed
-        if run == run_id:
-            mine.add((model, profile))
+    mine -= set(LandingAlert.objects.filter(organisation_id=org_id, month=month).values_list("model", "profile"))
+    if not mine:
+        return
+    start, end = month_bounds(month, tz)
+    steps = Step.objects.filter(run__organisation_id=org_id, run__created__gte=start, run__created__lt=end)
+    models = {model for model, _profile in mine}
+    landed_agents = count_agent_ends(steps, models=models, status_in=["interrupted"], or_forced_landing=True)
+    if landed_agents < math.ceil(MIN_AGENTS * threshold / 100):
+        return
+    lines = {key: LandingLine(*key) for key in mine}
+    for _run, model, profile, was_landed in _month_rows(org_id, tz, month):
+        line = lines.get((model, profile))
+        if line is not None:
+            line.agents += 1
+            line.landed += was_landed
     due = [lines[key] for key in sorted(mine) if lines[key].alerts_at(threshold)]
     if due:
         _alert(Organisation.objects.get(pk=org_id), month, due)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from pydantic import BaseModel, ValidationError
 
 from assistant.engine.cancel import STOP_CAUSES, STOP_MESSAGES
@@ -230,3 +230,14 @@ def agent_ends(steps: QuerySet[Any]) -> Iterator[AgentEnd]:
             yield AgentEnd(
                 run_id, str(model or ""), profiles.get((run_id, agent_id), ""), str(status or ""), bool(forced)
             )
+
+
+def count_agent_ends(
+    steps: QuerySet[Any], *, models: Iterable[str], status_in: Iterable[str] = (), or_forced_landing: bool = False
+) -> int:
+    """How many agents ended among ``steps`` (a query of ``Step``) with one of ``models`` and a status in
+    ``status_in`` (or, with ``or_forced_landing``, on their forced landing round), counted by the database."""
+    which = Q(data__status__in=list(status_in))
+    if or_forced_landing:
+        which |= Q(data__forced_landing=True)
+    return steps.filter(kind="agent_finished", data__model__in=list(models)).filter(which).count()

@@ -253,3 +253,16 @@ def test_the_end_of_a_run_counts_its_lines_as_the_usage_page_does(world: World) 
         agents, landings = counted.get((model, profile), (0, 0))
         counted[(model, profile)] = (agents + 1, landings + landed)
     assert counted == page
+
+
+def test_agents_that_failed_on_their_forced_landing_round_alert_too(
+    world: World, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    """Landed agents counted by the database before the month is read: a forced landing counts whatever the status."""
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [OK] * 15 + [FORCED_ERROR] * 4)
+    assert not LandingAlert.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [FORCED_ERROR])  # 5 of 20: 25 %
+    alert = LandingAlert.objects.get()
+    assert (alert.agents, alert.landed) == (20, 5)
