@@ -55,8 +55,17 @@ lint: install
 typecheck: install
 	$(BIN)/mypy assistant
 
-bench: install
+# The peer of the whole-server benchmark (bench/peer.py) in a virtualenv of its own: openai-agents 0.24 needs
+# websockets<17, the project pins 17.4.
+PEER_VENV := .venv-peer
+$(PEER_VENV)/bin/activate: bench/peer-requirements.txt
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install --quiet --upgrade pip
+	$(PEER_VENV)/bin/pip install --quiet -r bench/peer-requirements.txt
+	touch $(PEER_VENV)/bin/activate
+
+bench: install $(PEER_VENV)/bin/activate
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEER_VENV) .pytest_cache .mypy_cache .ruff_cache

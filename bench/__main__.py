@@ -7,15 +7,24 @@ prints their rows without writing the file (unless ``--output`` is given).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 from .registry import Outcome, discover
-from .report import date_now, machine_facts, render
+from .report import date_now, machine_facts, render, with_notes
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "docs" / "BENCHMARKS.md"
+
+
+NOTES = ROOT / "bench" / "notes.md"
+
+
+def _notes() -> str:
+    """The hand-written reading of the figures, kept in ``bench/notes.md`` (the rest of the report is generated)."""
+    return NOTES.read_text(encoding="utf-8") if NOTES.exists() else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--output", type=Path, help=f"the report to write (default: {DEFAULT_OUTPUT.relative_to(ROOT)})"
     )
+    parser.add_argument(
+        "--notes-only",
+        action="store_true",
+        help="only put bench/notes.md into the report again, its figures kept (nothing is measured)",
+    )
     args = parser.parse_args(argv)
+    if args.notes_only:
+        target = args.output or DEFAULT_OUTPUT
+        target.write_text(with_notes(target.read_text(encoding="utf-8"), _notes()), encoding="utf-8")
+        print(f"wrote the notes into {target}")
+        return 0
 
     benchmarks = discover()
     if args.names:
@@ -34,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     output = args.output or (None if args.names else DEFAULT_OUTPUT)
 
     date = date_now()
+    load = os.getloadavg()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
     for b in benchmarks:
@@ -51,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(render(outcomes, date, machine_facts(ROOT)), encoding="utf-8")
+        output.write_text(render(outcomes, date, machine_facts(ROOT, load), _notes()), encoding="utf-8")
         print(f"wrote {output} in {time.perf_counter() - started:.1f} s")
     return 1 if any(o.failed for o in outcomes) else 0
 

@@ -68,6 +68,8 @@ class Result:
     target: Target | None = None
     notes: str = ""
     digits: int = 2
+    summary: bool = True
+    """Whether the row is also in the report's summary table (a profile's shares are only in their section)."""
 
     @property
     def passed(self) -> bool | None:

@@ -55,7 +55,12 @@ def _commit(root: Path) -> str:
     return f"{commit} (with uncommitted changes)" if dirty else commit
 
 
-def machine_facts(root: Path) -> list[tuple[str, str]]:
+def _load(load: tuple[float, float, float]) -> str:
+    return f"{load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} (1, 5, 15 min; {os.cpu_count()} cores, shared)"
+
+
+def machine_facts(root: Path, load_at_start: tuple[float, float, float] | None = None) -> list[tuple[str, str]]:
+    loads = [("Load average at the start", _load(load_at_start))] if load_at_start is not None else []
     return [
         ("CPU", _cpu_model()),
         ("Cores", _cores()),
@@ -63,6 +68,8 @@ def machine_facts(root: Path) -> list[tuple[str, str]]:
         ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
         ("OS", platform.platform()),
         ("Commit", _commit(root)),
+        *loads,
+        ("Load average at the end", _load(os.getloadavg())),
     ]
 
 
@@ -75,15 +82,30 @@ def _row(r: Result, title: str | None = None) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
-def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]]) -> str:
+NOTES_START, NOTES_END = "<!-- bench/notes.md -->", "<!-- end of bench/notes.md -->"
+
+
+def with_notes(report: str, notes: str) -> str:
+    """``report`` (a rendered docs/BENCHMARKS.md) with its notes replaced by ``notes``, its figures kept."""
+    start, end = report.find(NOTES_START), report.find(NOTES_END)
+    if start == -1 or end == -1:
+        summary_end = report.find("\n## ", report.find("## Summary") + 1)
+        return report[:summary_end] + f"\n\n{NOTES_START}\n{notes.strip()}\n{NOTES_END}\n" + report[summary_end:]
+    return report[:start] + f"{NOTES_START}\n{notes.strip()}\n" + report[end:]
+
+
+def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]], notes: str = "") -> str:
+    """The report; ``notes``: the hand-written reading of the figures (``bench/notes.md``), after the summary."""
     lines = [
         "# Benchmarks",
         "",
         f"Measured on {date} by `make bench` (`.venv/bin/python -m bench`), which rewrites this file: do not edit it "
-        "by hand. The engine's benchmarks drive the engine alone (`assistant/engine`, no Django) with scripted "
-        "`FunctionModel` fakes, so the figures are the engine's, not a provider's; the live chat's runs the whole "
-        "server with the offline demo provider. Each one is a single run on the machine below unless its section "
-        "says otherwise; expect some spread from one run to the next.",
+        "by hand (its reading of the figures, after the summary, is `bench/notes.md`). The engine's benchmarks "
+        "drive the engine alone (`assistant/engine`, no Django) with scripted `FunctionModel` fakes, so the figures "
+        "are the engine's, not a provider's; the live chat's runs the whole server with the offline demo provider; "
+        "the whole server's runs it through its API with a scripted OpenAI-wire model server, against the OpenAI "
+        "Agents SDK. Each one is a single run on the machine below unless its section says otherwise; the machine "
+        "is shared (its load is below): expect some spread from one run to the next, the most in wall times.",
         "",
         "## Machine",
         "",
@@ -99,7 +121,9 @@ def render(outcomes: list[Outcome], date: str, facts: list[tuple[str, str]]) -> 
     for o in outcomes:
         if o.error is not None:
             lines.append(f"| {_cell(o.benchmark.title)} | did not run | — | — | **ERROR** |")
-        lines += [_row(r, o.benchmark.title) for r in o.rows]
+        lines += [_row(r, o.benchmark.title) for r in o.rows if r.summary]
+    if notes.strip():
+        lines += ["", NOTES_START, notes.strip(), NOTES_END]
     for o in outcomes:
         lines += ["", f"## {o.benchmark.title}", "", o.benchmark.method.replace("\n", " "), ""]
         if o.error is not None:

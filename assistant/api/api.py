@@ -29,6 +29,7 @@ from assistant.catalogue import snapshot
 from assistant.engine.cancel import STOP_CAUSES
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import StoppedEvent
+from assistant.engine.policy import Policy
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
@@ -211,12 +212,12 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 # Chat completions -----------------------------------------------------------------------------------
 
 
-def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
-    """What of the request the run will not do: said in the response, never dropped silently."""
+def _warnings(key: ApiKey, body: ChatCompletionRequest, policy: Policy) -> list[RequestWarning]:
+    """What of the request the run will not do: said in the response, never dropped silently; ``policy``: the
+    key's, as the request was checked with."""
     if "agents" not in body.tools_enabled:
         return []
     catalogue = snapshot.catalogue()
-    policy = policy_for(key.organisation, key)
     level = body.reasoning_level
     rounds = policy.levels[level].agent_rounds if level is not None else policy.default_agent_rounds
     named = (level or "approfondi").capitalize()  # the levels' names are the product's words
@@ -241,9 +242,11 @@ def _warnings(key: ApiKey, body: ChatCompletionRequest) -> list[RequestWarning]:
     return []
 
 
-def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
-    """The run of a request, checked by the one request check (``intake``) before anything is kept."""
+def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
+    """The run of a request, checked by the one request check (``intake``) before anything is kept, and the policy
+    it was checked with."""
     org = key.organisation
+    policy = policy_for(org, key)
     question = body.messages[-1].text
     ask = intake.Ask(
         text=question,
@@ -265,7 +268,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> Run:
                 if m.role in ("system", "developer"):
                     content = f"Instructions for this conversation:\n{m.text}"
                 Message.objects.create(conversation=conversation, role=role, content=content)
-            return intake.create_run(user, org, conversation, ask, api_key=key)
+            return intake.create_run(user, org, conversation, ask, api_key=key, policy=policy), policy
     except RequestRefused as e:  # nothing was kept: the transaction is rolled back
         raise refusal_error(e.refusal) from e
 
@@ -288,9 +291,16 @@ def _reason(run: Run) -> tuple[str, str]:
     return stopped.message, code
 
 
-def _completion(run_id: uuid.UUID, warnings: list[RequestWarning]) -> ChatCompletion:
+def _completion(
+    run_id: uuid.UUID, warnings: list[RequestWarning], builder: TraceBuilder | None = None
+) -> ChatCompletion:
+    """The finished run as the response says it; ``builder``: the stream's, which has taken every step already
+    (the follower misses none), so that they are not read and parsed again."""
     run = Run.objects.get(pk=run_id)
-    trace = trace_of(run.steps.all(), run.usage, run.sources)
+    if builder is not None:
+        trace = builder.finish(run.usage, run.sources)
+    else:
+        trace = trace_of(run.steps.all(), run.usage, run.sources)
     reason, reason_code = _reason(run)
     return ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
@@ -310,8 +320,11 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning]) -> AsyncIterator[str]:
+async def _stream(
+    run: Run, follower: RunFollower, key: ApiKey, body: ChatCompletionRequest, policy: Policy
+) -> AsyncIterator[str]:
     """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
+    warnings = await sync_to_async(_warnings)(key, body, policy)  # while the run starts (the follower holds it)
     base = {
         "id": f"chatcmpl-{run.pk.hex}",
         "object": "chat.completion.chunk",
@@ -338,7 +351,7 @@ async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning
                 yield _sse({**base, "choices": [], "event": data})
     finally:
         await follower.close()
-    done = await sync_to_async(_completion)(run.pk, warnings)
+    done = await sync_to_async(_completion)(run.pk, warnings, builder)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
         mode="json",
@@ -356,21 +369,20 @@ async def _stream(run: Run, follower: RunFollower, warnings: list[RequestWarning
 )
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
     key = _key(request)
-    run = await sync_to_async(_create)(key, body)
-    warnings = await sync_to_async(_warnings)(key, body)
+    run, policy = await sync_to_async(_create)(key, body)
     follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
-    execution.launch(run.pk)
+    execution.launch(run.pk, policy=policy)
+    # What the request's warnings say is worked out after the run has started, off its way to its first call.
     if body.stream:
-        response = StreamingHttpResponse(_stream(run, follower, warnings), content_type="text/event-stream")
+        response = StreamingHttpResponse(_stream(run, follower, key, body, policy), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
     try:
-        async for _item in follower.items():
-            pass
+        await follower.finished()
     finally:
         await follower.close()
-    return await sync_to_async(_completion)(run.pk, warnings)
+    return await sync_to_async(lambda: _completion(run.pk, _warnings(key, body, policy)))()
 
 
 # Runs -------------------------------------------------------------------------------------------------

@@ -5,17 +5,21 @@ Seed 000: a rising rate of forced landings means scopes too wide. An agent *land
 (``AgentFinished.forced_landing``). The usage page shows each model and profile's share over the month with
 its trend against the month before; ``check`` records (and emails) a ``LandingAlert`` once a month for a line
 whose share passes the organisation's threshold (``Organisation.forced_landing_alert_percent``) over at least
-``MIN_AGENTS`` agents. ``check`` runs when a run with agents ends (``on_run_saved``, connected in ``apps``).
+``MIN_AGENTS`` agents. ``check`` runs when a run with agents ends (``on_run_saved``, connected in ``apps``), for
+the lines of that run's agents (the only ones its end can move), counted from the few fields of the month's
+agent steps they need (``_month_rows``), not from whole events.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -28,7 +32,7 @@ from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import admin_emails
 from assistant.runs.models import Run, Step
-from assistant.runs.steps import with_events
+from assistant.runs.steps import agent_ends, count_agent_ends, with_events
 
 from .models import LandingAlert
 from .months import month_bounds, month_of, previous_month, zone
@@ -134,12 +138,26 @@ def landed_per_run(runs: Iterable[Run]) -> dict[Any, int]:
 # Alerts -------------------------------------------------------------------------------------------
 
 
+def _month_rows(org_id: int, tz: ZoneInfo, month: date) -> Iterator[tuple[Any, str, str, bool]]:
+    """``(run id, model, profile, landed)`` for each agent that ended in the organisation's month, from the few
+    fields of its steps a line needs (``steps.agent_ends``), not whole events: a month holds every agent."""
+    start, end = month_bounds(month, tz)
+    steps = Step.objects.filter(run__organisation_id=org_id, run__created__gte=start, run__created__lt=end)
+    for agent in agent_ends(steps):
+        yield agent.run_id, agent.model, agent.profile, agent.status == "interrupted" or agent.forced_landing
+
+
 def check(org: Organisation, month: date) -> list[LandingAlert]:
     """Record (and email) each line of the month past the organisation's threshold over enough agents, once."""
     threshold = org.forced_landing_alert_percent
-    due = [line for line in landing_lines(org, month) if line.alerts_at(threshold)]
+    return _alert(org, month, [line for line in landing_lines(org, month) if line.alerts_at(threshold)])
+
+
+def _alert(org: Organisation, month: date, due: list[LandingLine]) -> list[LandingAlert]:
+    """Record (and email) the lines ``due`` that have no alert this month yet."""
     if not due:
         return []
+    threshold = org.forced_landing_alert_percent
     known = set(LandingAlert.objects.filter(organisation=org, month=month).values_list("model", "profile"))
     alerts = []
     for line in due:
@@ -215,11 +233,43 @@ def open_alerts(org: Organisation) -> QuerySet[LandingAlert]:
 
 
 def _check_run(run_id: Any) -> None:
-    run = Run.objects.select_related("organisation").filter(pk=run_id).first()
-    if run is None:
+    """Check the lines of the run's agents, the only ones its end can have moved, and only those with no alert yet
+    this month. Before the month's agents are read, one count says whether the lines could alert at all: a line
+    alerts with at least ``MIN_AGENTS`` agents of which the threshold's share landed, so with fewer landed agents
+    of those models in the month than that share of ``MIN_AGENTS``, none can."""
+    found = (
+        Run.objects.filter(pk=run_id)
+        .values_list(
+            "organisation_id", "created", "organisation__time_zone", "organisation__forced_landing_alert_percent"
+        )
+        .first()
+    )
+    if found is None:
         return
-    org = run.organisation
-    check(org, month_of(run.created, zone(org.time_zone)))
+    org_id, created, time_zone, threshold = found
+    mine = {(agent.model, agent.profile) for agent in agent_ends(Step.objects.filter(run_id=run_id))}
+    if not mine:
+        return
+    tz = zone(time_zone)
+    month = month_of(created, tz)
+    mine -= set(LandingAlert.objects.filter(organisation_id=org_id, month=month).values_list("model", "profile"))
+    if not mine:
+        return
+    start, end = month_bounds(month, tz)
+    steps = Step.objects.filter(run__organisation_id=org_id, run__created__gte=start, run__created__lt=end)
+    models = {model for model, _profile in mine}
+    landed_agents = count_agent_ends(steps, models=models, status_in=["interrupted"], or_forced_landing=True)
+    if landed_agents < math.ceil(MIN_AGENTS * threshold / 100):
+        return
+    lines = {key: LandingLine(*key) for key in mine}
+    for _run, model, profile, was_landed in _month_rows(org_id, tz, month):
+        line = lines.get((model, profile))
+        if line is not None:
+            line.agents += 1
+            line.landed += was_landed
+    due = [lines[key] for key in sorted(mine) if lines[key].alerts_at(threshold)]
+    if due:
+        _alert(Organisation.objects.get(pk=org_id), month, due)
 
 
 def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:

@@ -31,15 +31,20 @@ class CategoryLedger:
         self.clock = clock
         self.run_id = run_id
         self._first = run_id is not None
+        self._place: services.Place | None = None  # the category's month row, read at the first call
 
-    async def reserve(self, model: str, tokens: int) -> object:
+    def _reserve(self, tokens: int, now: datetime) -> Reservation:
+        self._place = services.place_of(self.category_id, now, self._place)
         if self._first:
             self._first = False
             assert self.run_id is not None
-            held = await sync_to_async(services.take_over)(self.category_id, self.run_id, tokens, self.clock())
+            held = services.take_over(self.category_id, self.run_id, tokens, now, self._place)
             if held is not None:
                 return held
-        return await sync_to_async(services.reserve)(self.category_id, tokens, self.clock(), self.run_id)
+        return services.reserve(self.category_id, tokens, now, self.run_id, self._place)
+
+    async def reserve(self, model: str, tokens: int) -> object:
+        return await sync_to_async(self._reserve)(tokens, self.clock())
 
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
         assert isinstance(reservation, Reservation)
@@ -47,7 +52,7 @@ class CategoryLedger:
             await sync_to_async(services.release)(reservation)
             return
         spent = usage.prompt_tokens + usage.completion_tokens
-        await sync_to_async(services.settle)(reservation, spent, cost_eur, self.clock())
+        await sync_to_async(services.settle)(reservation, spent, cost_eur, self.clock(), self._place)
 
 
 def _category(organisation_id: int, category_slug: str) -> Category | None:

@@ -11,15 +11,18 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
-from django.db.models import F, QuerySet, Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.backends.utils import CursorWrapper
+from django.db.models import F, Field, Model, QuerySet, Sum
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
@@ -116,7 +119,8 @@ class CategoryState:
 
 
 def categories_of(org: Organisation) -> list[Category]:
-    return list(Category.objects.filter(organisation=org))
+    """The organisation's categories, each knowing its organisation (no query for its time zone)."""
+    return list(org.categories.all())
 
 
 def classify(org: Organisation, slug: str = "") -> Category | None:
@@ -168,7 +172,14 @@ def state_of(category: Category, now: datetime | None = None, month: date | None
 
 
 def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:
-    """Refuse a request, before any model call, when its category cannot take its first call."""
+    """Refuse a request, before any model call, when its category cannot take its first call.
+
+    One statement says whether it fits (``_room``); only a request that does not reads the month's full state.
+    """
+    now = now or timezone.now()
+    tz = zone(category.organisation.time_zone)
+    if _room(category.pk, month_of(now, tz), now.astimezone(tz).date()) >= tokens:
+        return
     state = state_of(category, now)
     if state.remaining < tokens:
         check_alerts(state)
@@ -189,26 +200,64 @@ def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | N
     return category
 
 
-def _reserve(category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None) -> Reservation | CategoryState:
-    """Hold ``tokens`` on the category's month, atomically; the month's state when they do not fit."""
+@dataclass(slots=True)
+class Place:
+    """Where a run's calls are held, read once per run (``CategoryLedger``): the category's month row in the
+    organisation's time zone, and the alert thresholds already recorded for that month (none is checked twice).
+
+    Only what does not move while a run runs is kept here; the budget (monthly tokens and raises) is read by the
+    reserving statement itself (``_hold``), so a raise or an edit made meanwhile counts at the next call.
+    """
+
+    category_id: int
+    tz: ZoneInfo
+    month: date
+    row_id: int
+    thresholds: tuple[int, ...] = ()
+    """The category's alert thresholds when the run started: which settles need the full check (``settle``)."""
+    alerted: set[int] = field(default_factory=set)
+
+
+def place_of(category_id: int, now: datetime, place: Place | None = None) -> Place:
+    """``place`` if it is still the month of ``now``, else the category's month row (created if needed)."""
+    if place is not None and place.category_id == category_id and month_of(now, place.tz) == place.month:
+        return place
     category = Category.objects.select_related("organisation").get(pk=category_id)
     tz = zone(category.organisation.time_zone)
     row = month_row(category, month_of(now, tz))
-    budget = category.monthly_tokens + raised_tokens(category, now.astimezone(tz).date())
-    reservation = _hold(row, budget, tokens, now, run_id)
-    if reservation is None and release_stale(row, now):
-        reservation = _hold(row, budget, tokens, now, run_id)
+    return Place(category_id, tz, row.month, row.pk, tuple(int(t) for t in category.alert_thresholds or ()))
+
+
+def _reserve(
+    category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None, place: Place | None = None
+) -> Reservation | CategoryState:
+    """Hold ``tokens`` on the category's month, atomically; the month's state when they do not fit."""
+    place = place_of(category_id, now, place)
+    reservation = _hold(place.row_id, category_id, tokens, now, run_id, place.tz)
     if reservation is not None:
         return reservation
-    row.refresh_from_db()
+    # It does not fit: holds of dead processes are given back and it is tried again, else the month says why.
+    category = Category.objects.select_related("organisation").get(pk=category_id)
+    row = CategoryMonth.objects.get(pk=place.row_id)
+    if release_stale(row, now):
+        reservation = _hold(place.row_id, category_id, tokens, now, run_id, place.tz)
+        if reservation is not None:
+            return reservation
+        row.refresh_from_db()
     state = _state(category, row, now)
     check_alerts(state)
     return state
 
 
-def reserve(category_id: int, tokens: int, now: datetime | None = None, run_id: uuid.UUID | None = None) -> Reservation:
+def reserve(
+    category_id: int,
+    tokens: int,
+    now: datetime | None = None,
+    run_id: uuid.UUID | None = None,
+    place: Place | None = None,
+) -> Reservation:
     """Hold ``tokens`` for one model call of run ``run_id``, atomically, or raise ``BudgetExceeded``."""
-    held = _reserve(category_id, tokens, now or timezone.now(), run_id)
+    held = _reserve(category_id, tokens, now or timezone.now(), run_id, place)
     if isinstance(held, CategoryState):
         raise BudgetExceeded(f"category '{held.category.slug}': {tokens} tokens wanted, {held.remaining} left")
     return held
@@ -224,62 +273,165 @@ def reserve_for_run(category_id: int, run_id: uuid.UUID, tokens: int, now: datet
     return held
 
 
-def take_over(category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None) -> Reservation | None:
+def take_over(
+    category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None, place: Place | None = None
+) -> Reservation | None:
     """The run's first call takes the hold its intake made, resized to ``tokens``; None when there is none left.
 
     Growing it is one conditional UPDATE, as a reservation is (``BudgetExceeded`` when the difference does not fit:
     the hold is then released); shrinking gives the difference back.
     """
     now = now or timezone.now()
-    held = Reservation.objects.filter(run_id=run_id).order_by("pk").first()
-    if held is None:
+    t = _tables()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, month_id, tokens FROM {t['reservation']} WHERE run_id = %s ORDER BY id LIMIT 1",
+            [_db(Reservation, "run", run_id)],
+        )
+        found = cursor.fetchone()
+    if found is None:
         return None
+    held = Reservation(pk=found[0], month_id=found[1], tokens=found[2], run_id=run_id)
     extra = tokens - held.tokens
-    with transaction.atomic():
+    with transaction.atomic(), connection.cursor() as cursor:
         if extra > 0:
-            category = Category.objects.select_related("organisation").get(pk=category_id)
-            tz = zone(category.organisation.time_zone)
-            budget = category.monthly_tokens + raised_tokens(category, now.astimezone(tz).date())
-            grown = CategoryMonth.objects.filter(pk=held.month_id, used__lte=budget - extra - F("reserved")).update(
-                reserved=F("reserved") + extra
-            )
+            place = place_of(category_id, now, place)
+            grown = _grow(cursor, held.month_id, category_id, extra, now.astimezone(place.tz).date())
         else:
-            grown = CategoryMonth.objects.filter(pk=held.month_id).update(reserved=F("reserved") + extra)
-        if grown and not Reservation.objects.filter(pk=held.pk).update(tokens=tokens):
-            # Released meanwhile (the run was taken for dead): undo, and let the call reserve afresh.
-            CategoryMonth.objects.filter(pk=held.month_id).update(reserved=F("reserved") - extra)
-            return None
+            cursor.execute(f"UPDATE {t['month']} SET reserved = reserved + %s WHERE id = %s", [extra, held.month_id])
+            grown = cursor.rowcount == 1
+        if grown:
+            cursor.execute(f"UPDATE {t['reservation']} SET tokens = %s WHERE id = %s", [tokens, held.pk])
+            if cursor.rowcount != 1:
+                # Released meanwhile (the run was taken for dead): undo, and let the call reserve afresh.
+                cursor.execute(
+                    f"UPDATE {t['month']} SET reserved = reserved - %s WHERE id = %s", [extra, held.month_id]
+                )
+                return None
     if not grown:
         release(held)
-        raise BudgetExceeded(f"category '{category.slug}': {extra} more tokens wanted for the first call")
+        slug = Category.objects.filter(pk=category_id).values_list("slug", flat=True).first()
+        raise BudgetExceeded(f"category '{slug}': {extra} more tokens wanted for the first call")
     held.tokens = tokens
     return held
 
 
+# The statements of every model call, written out: the ORM spent more compiling them than the database running them.
+# Plain SQL that SQLite (3.35 or later, for RETURNING) and PostgreSQL both run; values go through the fields'
+# own conversions (``_db``).
+
+_BUDGET_SQL = (
+    "(SELECT monthly_tokens FROM {category} WHERE id = %s)"
+    " + COALESCE((SELECT SUM(tokens) FROM {raise_} WHERE category_id = %s AND ends_on >= %s), 0)"
+)
+
+
+def _tables() -> dict[str, str]:
+    quote = connection.ops.quote_name
+    return {
+        "month": quote(CategoryMonth._meta.db_table),
+        "category": quote(Category._meta.db_table),
+        "raise_": quote(BudgetRaise._meta.db_table),
+        "reservation": quote(Reservation._meta.db_table),
+    }
+
+
+def _db(model: type[Model], name: str, value: object) -> Any:
+    """``value`` as the database takes it for the field ``name`` (dates, times, UUIDs differ from one to another)."""
+    found = model._meta.get_field(name)
+    assert isinstance(found, Field)
+    return found.get_db_prep_value(value, connection)
+
+
+def _grow(cursor: CursorWrapper, row_id: int, category_id: int, tokens: int, today: date) -> bool:
+    """Add ``tokens`` to the month's ``reserved`` if they fit in the budget of ``today``: one statement, so that
+    the check and the hold cannot be separated by another request's reservation."""
+    t = _tables()
+    cursor.execute(
+        f"UPDATE {t['month']} SET reserved = reserved + %s WHERE id = %s AND used + reserved + %s <= "
+        + _BUDGET_SQL.format(**t),
+        [tokens, row_id, tokens, category_id, category_id, _db(BudgetRaise, "ends_on", today)],
+    )
+    return bool(cursor.rowcount == 1)
+
+
+def _room(category_id: int, month: date, today: date) -> int:
+    """What the category's ``month`` has left (its budget of ``today`` less what is used and reserved), in one read."""
+    t = _tables()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_BUDGET_SQL.format(**t)} - COALESCE("
+            f"(SELECT used + reserved FROM {t['month']} WHERE category_id = %s AND month = %s), 0)",
+            [
+                category_id,
+                category_id,
+                _db(BudgetRaise, "ends_on", today),
+                category_id,
+                _db(CategoryMonth, "month", month),
+            ],
+        )
+        (room,) = cursor.fetchone()
+    return int(room)
+
+
 def _hold(
-    row: CategoryMonth, budget: int, tokens: int, now: datetime, run_id: uuid.UUID | None = None
+    row_id: int, category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None, tz: ZoneInfo
 ) -> Reservation | None:
-    with transaction.atomic():
-        # One statement: the check and the hold cannot be separated by another request's reservation.
-        held = CategoryMonth.objects.filter(pk=row.pk, used__lte=budget - tokens - F("reserved")).update(
-            reserved=F("reserved") + tokens
+    """One conditional UPDATE holds ``tokens`` if they fit in the budget of ``now``'s day (read by the statement
+    itself: the monthly tokens and the raises still running), then the hold's row; None when they do not fit."""
+    t = _tables()
+    with transaction.atomic(), connection.cursor() as cursor:
+        if not _grow(cursor, row_id, category_id, tokens, now.astimezone(tz).date()):
+            return None
+        cursor.execute(
+            f"INSERT INTO {t['reservation']} (month_id, tokens, created, run_id) VALUES (%s, %s, %s, %s) RETURNING id",
+            [row_id, tokens, _db(Reservation, "created", now), _db(Reservation, "run", run_id)],
         )
-        return Reservation.objects.create(month=row, tokens=tokens, created=now, run_id=run_id) if held else None
+        (pk,) = cursor.fetchone()
+    return Reservation(pk=pk, month_id=row_id, tokens=tokens, created=now, run_id=run_id)
 
 
-def settle(reservation: Reservation, spent: int, cost_eur: float, now: datetime | None = None) -> None:
-    """Release the hold and charge what the call really used; then check the category's thresholds."""
-    with transaction.atomic():
+def settle(
+    reservation: Reservation, spent: int, cost_eur: float, now: datetime | None = None, place: Place | None = None
+) -> None:
+    """Release the hold and charge what the call really used; then check the category's thresholds.
+
+    With the run's ``place``, the charging statement returns the month's use and budget, and the full check
+    (``check_alerts``) runs only when a threshold not yet recorded this month is crossed.
+    """
+    now = now or timezone.now()
+    t = _tables()
+    month_id = reservation.month_id
+    fast = place is not None and place.row_id == month_id
+    with transaction.atomic(), connection.cursor() as cursor:
         # A hold already released as stale is not released twice; what the call used is charged anyway.
-        released = reservation.tokens if Reservation.objects.filter(pk=reservation.pk).delete()[0] else 0
-        CategoryMonth.objects.filter(pk=reservation.month_id).update(
-            reserved=F("reserved") - released,
-            used=F("used") + spent,
-            cost_eur=F("cost_eur") + cost_eur,
-            calls=F("calls") + 1,
+        cursor.execute(f"DELETE FROM {t['reservation']} WHERE id = %s", [reservation.pk])
+        released = reservation.tokens if cursor.rowcount else 0
+        charge = (
+            f"UPDATE {t['month']} SET reserved = reserved - %s, used = used + %s, cost_eur = cost_eur + %s,"
+            " calls = calls + 1 WHERE id = %s"
         )
-    row = CategoryMonth.objects.select_related("category__organisation").get(pk=reservation.month_id)
-    check_alerts(_state(row.category, row, now or timezone.now()))
+        params: list[Any] = [released, spent, cost_eur, month_id]
+        if place is not None and fast:
+            charge += " RETURNING used, " + _BUDGET_SQL.format(**t)
+            params += [
+                place.category_id,
+                place.category_id,
+                _db(BudgetRaise, "ends_on", now.astimezone(place.tz).date()),
+            ]
+        cursor.execute(charge, params)
+        returned = cursor.fetchone() if fast else None
+    if place is None or returned is None:
+        row = CategoryMonth.objects.select_related("category__organisation").get(pk=month_id)
+        check_alerts(_state(row.category, row, now))
+        return
+    used, budget = int(returned[0]), int(returned[1])  # PostgreSQL's SUM of a bigint is a numeric
+    percent = 100.0 * used / budget if budget else 100.0
+    due = {t for t in place.thresholds if t <= percent}
+    if due - place.alerted:
+        row = CategoryMonth.objects.select_related("category__organisation").get(pk=month_id)
+        check_alerts(_state(row.category, row, now))
+        place.alerted |= due  # recorded now, by this call or an earlier one
 
 
 def release(reservation: Reservation) -> int:

@@ -49,10 +49,16 @@ def pg_index() -> Any:
 
 
 def index(conversation_id: int) -> None:
-    """Rewrite a conversation's searchable text from its title and messages (a deleted one has none)."""
-    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).first()
+    """Rewrite a conversation's searchable text from its title and messages (a deleted one has none).
+
+    A conversation of an inactive user is left as it is: no one can sign in to search it (the API's conversations
+    belong to the organisation's service user, never active: ``orgs.keys.api_user``). Its next message after the
+    user is active again rewrites the whole text."""
+    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).select_related("user").first()
     if conversation is None:
         unindex(conversation_id)
+        return
+    if not conversation.user.is_active:
         return
     body = "\n\n".join(Message.objects.filter(conversation_id=conversation_id).values_list("content", flat=True))
     ConversationText.objects.update_or_create(
@@ -129,8 +135,15 @@ def _search_postgresql(organisation_id: int, user_id: int, query: str, limit: in
     return [Result(pk, title, _snippet(snippet)) for pk, title, snippet in rows]
 
 
+def _owner_inactive(conversation: Conversation) -> bool:
+    """Whether the conversation's owner, already loaded with it, is inactive (not loaded: ``index`` reads it)."""
+    return Conversation.user.is_cached(conversation) and not conversation.user.is_active
+
+
 @receiver(post_save, sender=Message, dispatch_uid="chat.search.message_saved")
 def _message_saved(sender: type[Message], instance: Message, **kwargs: Any) -> None:
+    if Message.conversation.is_cached(instance) and _owner_inactive(instance.conversation):
+        return  # as ``index`` would, without reading the conversation again
     index(instance.conversation_id)
 
 
@@ -138,4 +151,6 @@ def _message_saved(sender: type[Message], instance: Message, **kwargs: Any) -> N
 def _conversation_saved(sender: type[Conversation], instance: Conversation, **kwargs: Any) -> None:
     if kwargs.get("update_fields") == frozenset({"updated"}):
         return  # activity, not a new title: its messages index themselves
+    if _owner_inactive(instance):
+        return
     index(instance.pk)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from asgiref.sync import sync_to_async
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from assistant.engine.errors import OutOfScope
 from assistant.engine.tables import Column, TableCatalogue, TableInfo
@@ -24,11 +24,12 @@ class OrgKnowledge:
         self.organisation_id = organisation_id
 
     async def describe(self, kb: str) -> KnowledgeBaseInfo | None:
-        row = await KnowledgeBase.objects.filter(organisation_id=self.organisation_id, slug=kb).afirst()
+        ready = Count("documents", filter=Q(documents__status=DocumentRow.READY))
+        rows = KnowledgeBase.objects.filter(organisation_id=self.organisation_id, slug=kb).annotate(ready=ready)
+        row = await rows.afirst()  # one query: a run's start reads each of its bases
         if row is None:
             return None
-        count = await row.documents.filter(status=DocumentRow.READY).acount()
-        return KnowledgeBaseInfo(slug=row.slug, name=row.name, description=row.description, document_count=count)
+        return KnowledgeBaseInfo(slug=row.slug, name=row.name, description=row.description, document_count=row.ready)
 
     async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches;

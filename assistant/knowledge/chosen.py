@@ -28,6 +28,8 @@ class DocumentRefused:
 def refused_document(organisation_id: int, resources: Iterable[str]) -> DocumentRefused | None:
     """The first chosen document among ``resources`` that this organisation cannot hand on, and why."""
     chosen = [(r, doc) for r in resources if r.startswith(DOC_PREFIX) for doc in [parse_document(r)]]
+    if not chosen:
+        return None  # no document chosen: nothing to read (every request without one goes through here)
     for resource, doc in chosen:
         if doc is None:
             return DocumentRefused(

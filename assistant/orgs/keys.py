@@ -66,8 +66,15 @@ def find(secret: str) -> ApiKey | None:
     return ApiKey.objects.select_related("organisation").filter(digest=digest_of(secret)).first()
 
 
+TOUCH_SECONDS = 60
+"""``last_used`` is kept to the minute: a key sending many requests writes it once a minute, not once a request."""
+
+
 def touch(key: ApiKey) -> None:
-    ApiKey.objects.filter(pk=key.pk).update(last_used=timezone.now())
+    now = timezone.now()
+    if key.last_used is None or (now - key.last_used).total_seconds() >= TOUCH_SECONDS:
+        ApiKey.objects.filter(pk=key.pk).update(last_used=now)
+        key.last_used = now
 
 
 def authenticate(secret: str) -> ApiKey | None:

@@ -18,6 +18,7 @@ import contextvars
 import logging
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -33,7 +34,7 @@ from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent
 from assistant.engine.loop import run_chat
-from assistant.engine.policy import LEVELS, RunRequest
+from assistant.engine.policy import LEVELS, Policy, RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tables import TableCatalogue
 from assistant.engine.tools import Toolbox
@@ -55,6 +56,8 @@ Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _tokens: dict[uuid.UUID, CancelToken] = {}
+# The policy runs launched here were checked with at intake (``launch``), taken by ``execute_run`` as they start.
+_policies: dict[uuid.UUID, Policy] = {}
 # Called with the conversation's id once a run has ended and its end is announced, wherever it executed
 # (``queue`` registers the start of the conversation's next queued message).
 _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
@@ -73,15 +76,18 @@ def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
         _after_run.append(hook)
 
 
-def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> asyncio.Task[None]:
+def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None, *, policy: Policy | None = None) -> asyncio.Task[None]:
     """Execute a run in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``).
 
-    Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost.
+    Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost. ``policy``: the one
+    the run was checked with at intake, which a run executing in this process then does not read again.
     """
     name = settings.RUNS_EXECUTOR
     executor = execute_run if name == "embedded" else _executors.get(name)
     if executor is None:
         raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={name!r}.")
+    if policy is not None and executor is execute_run:
+        _policies[run_id] = policy
     # A fresh context: the run must not inherit the request's (its thread executor ends with it).
     task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=contextvars.Context())
     _tasks[run_id] = task
@@ -161,37 +167,75 @@ def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedg
     return cap if ledger is None else Ledgers(cap, ledger)
 
 
+@dataclass(slots=True)
+class _Prepared:
+    """What a claimed run starts from, read from the database in one go: the run, its category's ledger, the tables
+    its toolbox offers, the engine's policy, and its history (or why it could not be read)."""
+
+    run: Run
+    ledger: UsageLedger | None
+    tables: TableCatalogue
+    policy: Policy
+    history: tuple[EngineMessage, ...] | Exception
+
+
+def _prepare(run_id: uuid.UUID, policy: Policy | None = None) -> _Prepared | None:
+    """Claim the run (None: it has ended or another process has it), then read what it starts from (its policy
+    unless ``policy`` is given)."""
+    if not leases.claim(run_id):
+        return None
+    run = Run.objects.select_related("organisation", "api_key").get(pk=run_id)
+    ledger = accounting.accounting().ledger(run.organisation_id, run.category, run_id)
+    tables = OrgKnowledge(run.organisation_id).catalogue()
+    policy = policy or policy_for(run.organisation, run.api_key)  # reads the settings' rows
+    history: tuple[EngineMessage, ...] | Exception
+    try:
+        history = _history(run)
+    except Exception as e:  # the run fails with it, as anything inside it does
+        history = e
+    return _Prepared(run, ledger, tables, policy, history)
+
+
 async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
     """Execute one run to its end and save its outcome; never raises for what happens inside.
 
     Only the process that claims the run executes it: one that has ended or that another process
     holds is left alone.
     """
-    if not await sync_to_async(leases.claim)(run_id):
-        return
-    run = await Run.objects.select_related("organisation", "api_key").aget(pk=run_id)
     token = CancelToken()
+    watch = leases.Watch(run_id, token)
+    # Listening first, then reading the flag (in ``_prepare``): a Stop sent before or after is not missed. One trip
+    # to the database's thread before the first model call, not one per read.
+    await watch.start(flag_read=True)
+    try:
+        prepared = await sync_to_async(_prepare)(run_id, _policies.pop(run_id, None))
+    except BaseException:
+        await watch.close()
+        raise
+    if prepared is None:
+        await watch.close()
+        return
+    run = prepared.run
     _tokens[run_id] = token
     if run.stop_requested:
         token.cancel("user")
     recorder = Recorder(run_id)
-    watch = leases.Watch(run_id, token)
-    await watch.start()
-    ledger = await sync_to_async(accounting.accounting().ledger)(run.organisation_id, run.category, run_id)
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
-        toolbox=await run_toolbox(run.organisation_id),
-        policy=await sync_to_async(policy_for)(run.organisation, run.api_key),  # reads the settings' rows
+        toolbox=toolbox_for(run.organisation_id, prepared.tables),
+        policy=prepared.policy,
         emit=recorder.emit,
         cancel=token,
-        ledger=_capped(ledger, cost_cap_eur),
+        ledger=_capped(prepared.ledger, cost_cap_eur),
         electricity_zone=settings.ELECTRICITY_ZONE,
         language=run.language or settings.LANGUAGE_CODE,
     )
     status, error, rounds = "error", "", 0
     try:
-        history = await sync_to_async(_history)(run)
+        if isinstance(prepared.history, Exception):
+            raise prepared.history
+        history = prepared.history
         level = run.level if run.level in LEVELS else None
         request = RunRequest(messages=history, model=run.model, level=level, resources=tuple(run.resources))
         outcome = await run_chat(request, ctx)

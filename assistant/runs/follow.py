@@ -25,7 +25,7 @@ from assistant.engine.events import TextDeltaEvent
 
 from .groups import run_group
 from .models import Run, Step
-from .steps import load_event
+from .steps import load_event, published_text
 
 Item = Step | str
 """What following a run yields: a step, or the next piece of its answer."""
@@ -54,12 +54,15 @@ class Follower:
         """What one published event (a ``run.event`` message) adds: nothing when this follower has it already,
         None when something before it is missing (then ``catch_up``)."""
         seq: int = message["seq"]
-        event = load_event(message["event"])
-        if isinstance(event, TextDeltaEvent):
+        delta = published_text(message["event"])
+        event = load_event(message["event"]) if delta is None else None
+        if isinstance(event, TextDeltaEvent):  # of another version
+            delta = event.text
+        if delta is not None:
             offset: int = message.get("offset", len(self.answer))
             if seq > self.seq or offset > len(self.answer):
                 return None
-            text = event.text[len(self.answer) - offset :]
+            text = delta[len(self.answer) - offset :]
             self.answer += text
             return [text] if text else []
         if seq <= self.seq:
@@ -67,7 +70,7 @@ class Follower:
         if seq > self.seq + 1:
             return None
         self.seq = seq
-        return [Step.published(self.run_id, seq, message["event"], message.get("text_offset"))]
+        return [Step.published(self.run_id, seq, message["event"], message.get("text_offset"), event)]
 
     def merge(self, steps: list[Step], answer: str) -> list[Item]:
         """What the database has (``steps_since``) beyond what this follower has."""
@@ -132,6 +135,16 @@ class RunFollower(Follower):
             applied = self.apply(message)
             for item in applied if applied is not None else await self.catch_up(message):
                 yield item
+
+    async def finished(self) -> None:
+        """Wait for the run's end, without reading what it publishes meanwhile (the API's response not streamed
+        reads the finished run from the database): its ``run.finished`` message, or the database saying it ended."""
+        while True:
+            message = await self._next()
+            if message is not None and message.get("type") == "run.finished":
+                return
+            if message is None and not await self._running():
+                return
 
     async def _next(self) -> dict[str, Any] | None:
         if self._layer is None:

@@ -19,7 +19,7 @@ from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.loop import first_request
-from assistant.engine.policy import LEVELS, Level, RunRequest, plan_request
+from assistant.engine.policy import LEVELS, Level, Policy, RunRequest, plan_request
 from assistant.engine.refusals import Refusal
 from assistant.engine.runtime import RunContext
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
@@ -57,9 +57,10 @@ class Ask:
     """The asker's interface language (the page's active language, the API's Accept-Language); empty: the site's."""
 
 
-def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
+def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> None:
     """Refuse, before any model call, what the policy, the server or the organisation's knowledge bases and
-    connectors forbid: raises ``RequestRefused`` with the first refusal, in the order a user can act on them."""
+    connectors forbid: raises ``RequestRefused`` with the first refusal, in the order a user can act on them.
+    ``policy``: the organisation's (``policy_for``), when the caller has it already."""
     if not ask.text.strip():
         raise RequestRefused(Refusal(code="empty_message"))
     if ask.level is not None and ask.level not in LEVELS:
@@ -67,7 +68,7 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None) -> None:
     request = RunRequest(
         messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources
     )
-    plan_request(request, snapshot.catalogue(), policy_for(org, api_key))  # model, resources, agents
+    plan_request(request, snapshot.catalogue(), policy or policy_for(org, api_key))  # model, resources, agents
     wanted = [r for r in ask.resources if r.startswith(KB_PREFIX)]
     slugs = [r[len(KB_PREFIX) :] for r in wanted]
     known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=slugs).values_list("slug", flat=True))
@@ -91,7 +92,12 @@ class Busy(Exception):
 
 
 def first_call_tokens(
-    org: Organisation, conversation: Conversation | None, ask: Ask, api_key: ApiKey | None = None
+    org: Organisation,
+    conversation: Conversation | None,
+    ask: Ask,
+    api_key: ApiKey | None = None,
+    *,
+    policy: Policy | None = None,
 ) -> int:
     """What the run's first model call will reserve: its request as the first round sends it (the conversation so
     far and the question, the system prompt, the tool specs) plus the output cap. Raises ``ContextTooLong`` when
@@ -111,7 +117,7 @@ def first_call_tokens(
         catalogue=catalogue,
         models=snapshot.resolve,
         toolbox=execution.toolbox_for(org.pk),
-        policy=policy_for(org, api_key),
+        policy=policy or policy_for(org, api_key),
     )
     first = first_request(request, ctx)
     return prompt_tokens(first) + (first.max_output_tokens or catalogue[ask.model].output_cap)
@@ -126,15 +132,18 @@ def create_run(
     *,
     queued: Message | None = None,
     replaces: Run | None = None,
+    policy: Policy | None = None,
 ) -> Run:
     """Check the request and admit it against its category's budget, then save the user's message (or give the
     ``queued`` one its run) and a running run, together with the reservation of its first call (refused: nothing is
-    saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration). Raises ``Busy`` when the
-    conversation has a running run (the database's constraint decides)."""
-    check(org, ask, api_key)
+    saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration); ``policy``: the organisation's
+    (``policy_for``) when the caller has it. Raises ``Busy`` when the conversation has a running run (the database's
+    constraint decides)."""
+    policy = policy or policy_for(org, api_key)  # read once for the check and the first call's reservation
+    check(org, ask, api_key, policy=policy)
     books = accounting.accounting()
     category = books.admit(org, ask.category, ask.text, ask.model)
-    tokens = first_call_tokens(org, conversation, ask, api_key)
+    tokens = first_call_tokens(org, conversation, ask, api_key, policy=policy)
     try:
         with transaction.atomic():
             if conversation is None:

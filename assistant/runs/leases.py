@@ -88,13 +88,14 @@ class Watch:
         self._channel = ""
         self._tasks: list[asyncio.Future[None]] = []
 
-    async def start(self) -> None:
+    async def start(self, *, flag_read: bool = False) -> None:
+        """Listen, then poll. Joined first: a Stop sent before is in the flag, which the first poll reads at once;
+        ``flag_read`` when the caller reads the flag itself after this (the first poll then waits its turn)."""
         if self._layer is not None:
             self._channel = await self._layer.new_channel()
             await self._layer.group_add(groups.stop_group(self.run_id), self._channel)
             self._tasks.append(asyncio.ensure_future(self._listen()))
-        # Joined first: a Stop sent before is in the flag, which the first poll reads at once.
-        self._tasks.append(asyncio.ensure_future(self._poll()))
+        self._tasks.append(asyncio.ensure_future(self._poll(wait_first=flag_read)))
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -120,8 +121,10 @@ class Watch:
                 cause = message.get("cause")
                 self.token.cancel(cause if cause in STOP_MESSAGES else "user")
 
-    async def _poll(self) -> None:
+    async def _poll(self, wait_first: bool = False) -> None:
         renewed = time.monotonic()
+        if wait_first:
+            await asyncio.sleep(STOP_POLL_SECONDS)
         while True:
             try:
                 row = await Run.objects.filter(pk=self.run_id).values_list("status", "stop_requested").afirst()

@@ -144,9 +144,12 @@ class Step(models.Model):
         return load_step(self)
 
     @classmethod
-    def published(cls, run_id: Any, seq: int, data: dict[str, Any], text_offset: int | None = None) -> Step:
-        """A step as a follower receives it from the run's group (``save_event``'s JSON), not saved."""
-        event = load_event(data)
+    def published(
+        cls, run_id: Any, seq: int, data: dict[str, Any], text_offset: int | None = None, event: Event | None = None
+    ) -> Step:
+        """A step as a follower receives it from the run's group (``save_event``'s JSON), not saved; ``event``:
+        that JSON's event, when the follower has read it already."""
+        event = event if event is not None else load_event(data)
         step = cls(
             run_id=run_id,
             seq=seq,

@@ -15,10 +15,13 @@ import asyncio
 import contextlib
 import time
 import uuid
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Field, Model
+from django.utils import timezone
 
 from assistant.engine.events import Event, TextDeltaEvent
 
@@ -123,8 +126,28 @@ class Recorder:
 
 
 def _save(run_id: uuid.UUID, steps: list[Step], answer: str | None) -> None:
-    with transaction.atomic():
+    """The steps and the answer so far, in one transaction: two plain statements (``bulk_create`` and ``update``
+    spent more compiling them than the database writing). Neither sends signals, as before."""
+    step_table = connection.ops.quote_name(Step._meta.db_table)
+    run_table = connection.ops.quote_name(Run._meta.db_table)
+    run = _db(Step, "run", run_id)
+    with transaction.atomic(), connection.cursor() as cursor:
         if steps:
-            Step.objects.bulk_create(steps)
+            now = _db(Step, "created", timezone.now())
+            cursor.executemany(
+                f"INSERT INTO {step_table} (run_id, seq, kind, agent_id, data, text_offset, created)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (run, new.seq, new.kind, new.agent_id, _db(Step, "data", new.data), new.text_offset, now)
+                    for new in steps
+                ],
+            )
         if answer is not None:
-            Run.objects.filter(pk=run_id).update(answer=answer)
+            cursor.execute(f"UPDATE {run_table} SET answer = %s WHERE id = %s", [answer, _db(Run, "id", run_id)])
+
+
+def _db(model: type[Model], name: str, value: object) -> Any:
+    """``value`` as the database takes it for the field ``name`` (JSON, times and UUIDs differ from one to another)."""
+    found = model._meta.get_field(name)
+    assert isinstance(found, Field)
+    return found.get_db_prep_value(value, connection)

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
+from django.db.models import Q, QuerySet
 from pydantic import BaseModel, ValidationError
 
 from assistant.engine.cancel import STOP_CAUSES, STOP_MESSAGES
@@ -47,6 +49,14 @@ class SavedStep(Protocol):
 def save_event(event: Event) -> dict[str, Any]:
     """The JSON a step keeps of an event."""
     return {"v": VERSION, **event.model_dump(mode="json")}
+
+
+def published_text(data: Mapping[str, Any]) -> str | None:
+    """The text of a published text delta (``save_event``'s JSON of a ``TextDeltaEvent``, this version) without
+    building the event, or None for anything else: a follower reads many of them."""
+    if data.get("v") == VERSION and data.get("kind") == "text_delta" and isinstance(data.get("text"), str):
+        return str(data["text"])
+    return None
 
 
 def resave(step: SavedStep, event: Event | None) -> bool:
@@ -187,3 +197,47 @@ def with_events(steps: Iterable[S]) -> list[tuple[S, Event]]:
 def events_of(steps: Iterable[StepWithEvent]) -> list[Event]:
     """The events of saved steps, in order, the unreadable left out (``with_events``)."""
     return [event for _, event in with_events(steps)]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEnd:
+    """What a forced-landing count needs of one agent that ended (``AgentStarted``'s profile, ``AgentFinished``'s
+    model, status and forced landing), read by ``agent_ends`` without loading whole events."""
+
+    run_id: Any
+    model: str
+    profile: str
+    status: str
+    forced_landing: bool
+
+
+def agent_ends(steps: QuerySet[Any]) -> Iterator[AgentEnd]:
+    """The agents that ended among ``steps`` (a query of ``Step``), reading in the database only the fields an
+    ``AgentEnd`` needs: a month's agents are too many to load every event whole. Both versions keep these fields
+    under the same names; a step of version 0 whose data was emptied has none, and counts with a blank model."""
+    rows = (
+        steps.filter(kind__in=["agent_started", "agent_finished"])
+        .order_by("run_id", "seq")
+        .values_list(
+            "run_id", "kind", "agent_id", "data__model", "data__profile", "data__status", "data__forced_landing"
+        )
+    )
+    profiles: dict[tuple[Any, str], str] = {}
+    for run_id, kind, agent_id, model, profile, status, forced in rows:
+        if kind == "agent_started":
+            profiles[(run_id, agent_id)] = str(profile or "")
+        else:
+            yield AgentEnd(
+                run_id, str(model or ""), profiles.get((run_id, agent_id), ""), str(status or ""), bool(forced)
+            )
+
+
+def count_agent_ends(
+    steps: QuerySet[Any], *, models: Iterable[str], status_in: Iterable[str] = (), or_forced_landing: bool = False
+) -> int:
+    """How many agents ended among ``steps`` (a query of ``Step``) with one of ``models`` and a status in
+    ``status_in`` (or, with ``or_forced_landing``, on their forced landing round), counted by the database."""
+    which = Q(data__status__in=list(status_in))
+    if or_forced_landing:
+        which |= Q(data__forced_landing=True)
+    return steps.filter(kind="agent_finished", data__model__in=list(models)).filter(which).count()

@@ -131,6 +131,8 @@ def test_a_delegating_request_streamed(live: Live) -> None:
 
     run = live.http().get(f"/v1/runs/{final['run_id']}").json()
     assert "".join(text) == run["answer"]
+    # The stream's last chunk, built from the steps it streamed, says what the run's saved steps say.
+    assert (final["steps"], final["rounds"], final["sources"]) == (run["steps"], run["rounds"], run["sources"])
 
 
 def test_cancel_mid_run(live: Live) -> None:

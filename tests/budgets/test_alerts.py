@@ -3,17 +3,20 @@ the organisation's admins through Django's email backend, shown to admins in the
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from budgets_support import World, signed_in, use
+from asgiref.sync import async_to_sync
+from budgets_support import World, signed_in, this_month, use
 from django.core import mail
 from django.utils import translation
 
 from assistant.budgets import services
-from assistant.budgets.models import BudgetAlert
+from assistant.budgets.ledger import CategoryLedger
+from assistant.budgets.models import BudgetAlert, BudgetRaise
 from assistant.engine.errors import BudgetExceeded
+from assistant.engine.types import UsagePart
 
 PARIS = ZoneInfo("Europe/Paris")
 
@@ -118,3 +121,33 @@ def test_admins_see_open_alerts_in_the_app_and_mark_them_seen(world: World) -> N
     assert alert.seen is not None and alert.seen_by == world.admin
     assert 'class="badge alerts"' not in admin.get("/").content.decode()
     assert "seen by demo on" in admin.get("/settings/usage/").content.decode()
+
+
+def test_a_runs_calls_alert_once_per_threshold_and_see_a_raise_made_while_it_runs(world: World) -> None:
+    """The ledger of one run keeps its category's month row: its calls still alert once per threshold, and
+    the budget each call is checked against is read when it reserves (a raise made mid-run counts)."""
+    _small(world)
+    ledger = CategoryLedger(world.administration.pk)
+
+    @async_to_sync
+    async def call(tokens: int) -> None:
+        held = await ledger.reserve("demo-small", tokens)
+        await ledger.settle(held, "demo-small", UsagePart(prompt_tokens=tokens, completion_tokens=0), 0.0)
+
+    call(790)
+    assert not BudgetAlert.objects.exists()
+    call(20)  # 81 %
+    assert list(BudgetAlert.objects.values_list("threshold", flat=True)) == [80] and len(mail.outbox) == 1
+    call(50)  # 86 %: no new alert
+    assert len(mail.outbox) == 1
+    with pytest.raises(BudgetExceeded):
+        call(200)  # 860 + 200 > 1,000
+    BudgetRaise.objects.create(
+        category=world.administration, tokens=1_000, reason="Audit", ends_on=date(2999, 1, 1), created_by_name="demo"
+    )
+    call(900)  # fits in the raised budget: 1,760 of 2,000, 88 %
+    assert len(mail.outbox) == 1
+    call(240)  # 100 % of the raised budget
+    assert sorted(BudgetAlert.objects.values_list("threshold", flat=True)) == [80, 100] and len(mail.outbox) == 2
+    row = this_month(world.administration)
+    assert (row.used, row.reserved, row.calls) == (2_000, 0, 5)

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from django.utils import timezone
 
-from assistant.budgets.landings import MIN_AGENTS
+from assistant.budgets.landings import MIN_AGENTS, _month_rows, landing_lines
 from assistant.budgets.models import LandingAlert
 from assistant.budgets.months import month_bounds, month_of, previous_month, zone
 from assistant.engine.events import AgentFinished, AgentStarted
@@ -234,3 +234,35 @@ def test_the_csv_counts_each_runs_agents_that_landed(world: World) -> None:
 def test_a_stopped_or_failed_agent_did_not_land(world: World, status: str) -> None:
     saved_run(world.demo, [OK, ("demo-small", "", status, False)])
     assert "0 % (no agent last month)" in landings_section(usage_page())
+
+
+def test_the_end_of_a_run_counts_its_lines_as_the_usage_page_does(world: World) -> None:
+    """The check at a run's end reads only a few fields of the month's agent steps: its lines' figures are the
+    usage page's, profile by profile, a forced landing that failed included; last month's agents are not counted."""
+    verifier = ("demo-small", "verifier", "interrupted", False)
+    other_model = ("demo-large", "", "interrupted", True)
+    saved_run(world.demo, [OK, BUDGET, FORCED_ERROR, verifier])
+    saved_run(world.demo, [OK, verifier, other_model, ("demo-small", "verifier", "ok", False)])
+    saved_run(world.demo, [BUDGET, verifier], created=last_month(world.demo))
+    saved_run(world.other, [BUDGET])
+    month = month_of(timezone.now(), zone(world.demo.time_zone))
+    page = {(line.model, line.profile): (line.agents, line.landed) for line in landing_lines(world.demo, month)}
+    assert page == {("demo-small", ""): (4, 2), ("demo-small", "verifier"): (3, 2), ("demo-large", ""): (1, 1)}
+    counted: dict[tuple[str, str], tuple[int, int]] = {}
+    for _run, model, profile, landed in _month_rows(world.demo.pk, zone(world.demo.time_zone), month):
+        agents, landings = counted.get((model, profile), (0, 0))
+        counted[(model, profile)] = (agents + 1, landings + landed)
+    assert counted == page
+
+
+def test_agents_that_failed_on_their_forced_landing_round_alert_too(
+    world: World, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    """Landed agents counted by the database before the month is read: a forced landing counts whatever the status."""
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [OK] * 15 + [FORCED_ERROR] * 4)
+    assert not LandingAlert.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [FORCED_ERROR])  # 5 of 20: 25 %
+    alert = LandingAlert.objects.get()
+    assert (alert.agents, alert.landed) == (20, 5)

@@ -19,6 +19,7 @@ from django.test import AsyncClient, Client
 from assistant.chat import search
 from assistant.engine.models.demo import say
 from assistant.knowledge.models import Document, KnowledgeBase
+from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Message, Run, Step
@@ -274,6 +275,24 @@ def test_search_finds_titles_and_messages_of_the_owners_conversations_only(demo_
     assert f"/c/{mine.pk}/" not in client.get("/c/search", {"q": "bimbamjob"}).content.decode()
     assert not search.ConversationText.objects.filter(conversation=mine).exists()
     assert search.search(mine.organisation_id, mine.user_id, "paid") == []
+
+
+def test_an_inactive_users_conversations_are_not_indexed_until_it_is_active_again(demo_data: None) -> None:
+    """The API's conversations belong to the organisation's service user, never active: nothing to index for it."""
+    org = Organisation.objects.get(slug="demo")
+    api_conv = Conversation.objects.create(organisation=org, user=keys.api_user(org), title="Bimbamjob, the API")
+    _turn(api_conv, "What did Bimbamjob pay?", "Bimbamjob paid the invoice in full.")
+    assert not search.ConversationText.objects.filter(conversation=api_conv).exists()
+    member = _user("paused", Organisation.objects.get(slug="demo"))
+    conv = _conv("Zanzibar", user=member)
+    get_user_model().objects.filter(pk=member.pk).update(is_active=False)
+    _turn(conv, "Quarterly figures?", "Up 4%.")
+    assert search.ConversationText.objects.get(conversation=conv).body == ""  # indexed with its title, at creation
+    get_user_model().objects.filter(pk=member.pk).update(is_active=True)
+    _turn(conv, "And the year?", "Up 9%.")
+    body = search.ConversationText.objects.get(conversation=conv).body
+    assert "Quarterly figures?" in body and "Up 9%." in body
+    assert search.search(conv.organisation_id, member.pk, "quarterly")[0].conversation_id == conv.pk
 
 
 def test_search_with_odd_input_answers_without_error(demo_data: None) -> None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from provider_support import PLAIN, Wire, make_provider
-from wire import Turn, Usage, error_reply, sse_reply
+from wire import Reply, Turn, Usage, error_reply, sse_reply
 
 from assistant.engine.catalogue import ModelInfo
 from assistant.engine.errors import (
@@ -83,6 +83,11 @@ async def test_text_streams_in_deltas_then_usage_with_cached_and_reasoning_token
     else:
         assert body["max_tokens"] == 300
         assert len(body["prompt_cache_key"]) == 32
+    recorded = wire.server.requests[0]
+    assert recorded.path.endswith("/chat/completions")
+    if wire.dialect == "openai":
+        assert recorded.headers["authorization"] == "Bearer sk-test"
+        assert recorded.headers["content-type"] == "application/json"
 
 
 async def test_tool_call_deltas_split_across_chunks_make_several_complete_calls(wire: Wire) -> None:
@@ -251,6 +256,30 @@ async def test_unreadable_chunk_is_malformed(wire: Wire) -> None:
     with pytest.raises(MalformedResponse):
         await collect(model, ModelRequest(messages=HELLO))
     assert len(wire.server.requests) == 3
+
+
+async def test_an_error_object_in_the_stream_is_the_server_failing_mid_answer(wire: Wire) -> None:
+    if wire.dialect != "openai":
+        pytest.skip("OpenAI's stream carries errors as an object in a chunk")
+    model = wire.model(PLAIN)
+    head = sse_reply("openai", "plain", Turn("Half an answer")).events[:2]
+    broken = Reply(events=(*head, {"error": {"message": "the model overloaded", "type": "server_error"}}))
+    wire.server.script(broken)
+    with pytest.raises(MalformedResponse, match="the model overloaded"):
+        await collect(model, ModelRequest(messages=HELLO))
+    assert len(wire.server.requests) == 1  # text had been shown: not retried
+
+
+async def test_a_chunk_of_the_wrong_shape_is_malformed(wire: Wire) -> None:
+    if wire.dialect != "openai":
+        pytest.skip("the OpenAI adapter reads its chunks as plain JSON")
+    model = wire.model(PLAIN)
+    bad = sse_reply("openai", "plain", Turn()).events[0]
+    shapes = [{**bad, "choices": {"0": {}}}, {**bad, "choices": [{"index": 0, "delta": {"content": 7}}]}]
+    for shape in shapes:
+        wire.server.script(*[Reply(events=(shape,))] * 3)
+        with pytest.raises(MalformedResponse, match="protocol has none"):
+            await collect(model, ModelRequest(messages=HELLO))
 
 
 async def test_invalid_tool_call_json_is_passed_on_raw_for_the_engine_to_report(wire: Wire) -> None:

@@ -74,3 +74,27 @@ async def test_the_end_is_noticed_when_its_message_is_lost(monkeypatch: pytest.M
     await asyncio.wait_for(task, 5)
     await follower.close()
     assert items == [(1, "round_started"), "Partial"]
+
+
+async def test_waiting_for_the_end_only_ends_with_the_run_and_reads_none_of_its_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API's response not streamed: ``finished`` returns at the run's ``run.finished``, or when the database says
+    it ended after a silence; the events published meanwhile are not applied (nothing is read of them)."""
+    monkeypatch.setattr(follow, "QUIET_SECONDS", 0.05)
+    layer = get_channel_layer()
+    assert layer is not None
+    run = await sync_to_async(_run)()
+    follower = await RunFollower(run.pk).open()
+    waiting = asyncio.ensure_future(follower.finished())
+    await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
+    await asyncio.sleep(0.2)  # several silences while the run goes on: still waiting
+    assert not waiting.done() and follower.seq == 0
+    await layer.group_send(run_group(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
+    await asyncio.wait_for(waiting, 5)
+    await follower.close()
+
+    lost = await RunFollower(run.pk).open()  # the run has ended, its last message lost: the database says so
+    await Run.objects.filter(pk=run.pk).aupdate(status="ok")
+    await asyncio.wait_for(lost.finished(), 5)
+    await lost.close()

@@ -2,9 +2,10 @@
 
 The request maps the engine's messages, tools and ``tool_choice`` to the wire format, asks for the
 usage in the last chunk (``stream_options.include_usage``), and sends ``reasoning_effort`` only to a
-model that reasons. The stream yields text deltas as they arrive; tool calls are accumulated by
-index across chunks and yielded whole at the end, then the usage (cached prompt and reasoning
-tokens included) and the finish reason. SDK errors become engine errors in ``_translated``.
+model that reasons. The request goes through the client's ``post`` with the body built here, and
+the chunks are read as plain JSON, not as the SDK's models. The stream yields text deltas as they
+arrive; tool calls are accumulated by index across chunks and yielded whole at the end, then the
+usage (cached prompt and reasoning tokens included) and the finish reason. SDK errors become engine errors in ``_translated``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any, NoReturn
 
 import httpx2
 import openai
-from openai import omit
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionFunctionToolParam,
@@ -27,7 +27,6 @@ from openai.types.chat import (
     ChatCompletionToolMessageParam,
     ChatCompletionUserMessageParam,
 )
-from openai.types.completion_usage import CompletionUsage
 
 from ..catalogue import ModelInfo
 from ..errors import (
@@ -82,19 +81,26 @@ class OpenAIModel(Model):
             with _translated():
                 stream = await self._create(request)
                 async with stream:
-                    async for chunk in stream:
-                        if chunk.usage is not None:
-                            usage = _usage(chunk.usage)
-                        for choice in chunk.choices[:1]:
-                            delta = choice.delta
-                            text = delta.content or delta.refusal
+                    async for raw in stream:
+                        chunk = _dict(raw)
+                        raw_usage = chunk.get("usage")
+                        if raw_usage:
+                            usage = _usage(raw_usage)
+                        for choice in _list(chunk.get("choices"))[:1]:
+                            delta = _dict(choice.get("delta"))
+                            text = delta.get("content") or delta.get("refusal")
                             if text:
-                                yield TextDelta(text)
-                            for piece in delta.tool_calls or ():
-                                fn = piece.function
-                                calls.add(piece.index, piece.id, fn.name if fn else None, fn.arguments if fn else None)
-                            if choice.finish_reason is not None:
-                                reason = choice.finish_reason
+                                yield TextDelta(_str(text))
+                            for piece in _list(delta.get("tool_calls")):
+                                fn = _dict(piece.get("function"))
+                                calls.add(
+                                    _int(piece.get("index")),
+                                    _str(piece.get("id")) or None,
+                                    _str(fn.get("name")) or None,
+                                    _str(fn.get("arguments")) or None,
+                                )
+                            if choice.get("finish_reason") is not None:
+                                reason = _str(choice["finish_reason"])
         except ModelError:
             if usage is not None:  # the provider reported the call's usage before it broke off: that is billed
                 yield usage
@@ -108,25 +114,75 @@ class OpenAIModel(Model):
             yield usage
         yield FinishPart(finish_reason(reason, bool(complete)))
 
-    async def _create(self, request: ModelRequest) -> openai.AsyncStream[Any]:
+    async def _create(self, request: ModelRequest) -> openai.AsyncStream[object]:
+        """The streamed request, sent with the client's ``post`` (the SDK's way to a request of one's own): the body
+        is sent as built here, the chunks come as plain JSON. The typed ``chat.completions.create`` walked every
+        message and tool schema to transform them, and built pydantic models for every chunk: more CPU than the
+        rest of the call. Errors, retries of the client, timeouts and SSE decoding are the SDK's as before."""
         official = self.provider.is_openai
         effort = self.info.effort_for(request.reasoning_effort)
         cap = request.max_output_tokens
-        tools = [_tool(t) for t in request.tools]
-        return await self.provider.client.chat.completions.create(
-            model=self.api_model,
-            messages=[_message(m) for m in request.messages],
-            stream=True,
-            stream_options={"include_usage": True},
-            tools=tools or omit,
-            tool_choice=_tool_choice(request) if tools else omit,
-            parallel_tool_calls=request.parallel_tool_calls if tools else omit,
+        body: dict[str, object] = {
+            "model": self.api_model,
+            "messages": [_message(m) for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [_tool(t) for t in request.tools]
+            body["tool_choice"] = _tool_choice(request)
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+        if cap is not None:
             # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
-            max_completion_tokens=cap if cap is not None and official else omit,
-            max_tokens=cap if cap is not None and not official else omit,
-            reasoning_effort=effort if effort is not None else omit,
-            prompt_cache_key=prompt_cache_key(request.messages) if official else omit,
+            body["max_completion_tokens" if official else "max_tokens"] = cap
+        if effort is not None:
+            body["reasoning_effort"] = effort
+        if official:
+            body["prompt_cache_key"] = prompt_cache_key(request.messages)
+        return await self.provider.client.post(
+            "/chat/completions",
+            cast_to=object,
+            body=body,
+            options={"security": {"bearer_auth": True}},
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
         )
+
+
+def _malformed(what: str, value: object) -> NoReturn:
+    raise MalformedResponse(f"the OpenAI stream sent {what} where the protocol has none: {value!r:.200}")
+
+
+def _dict(value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        _malformed("a non-object", value)
+    return value
+
+
+def _list(value: object) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        _malformed("a non-list of objects", value)
+    return value
+
+
+def _str(value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        _malformed("a non-string", value)
+    return value
+
+
+def _int(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        _malformed("a non-integer", value)
+    return value
 
 
 def _message(m: Message) -> ChatCompletionMessageParam:
@@ -161,14 +217,15 @@ def _tool_choice(request: ModelRequest) -> ChatCompletionToolChoiceOptionParam:
     return choice
 
 
-def _usage(u: CompletionUsage) -> UsagePart:
-    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None
-    reasoning = u.completion_tokens_details.reasoning_tokens if u.completion_tokens_details else None
+def _usage(u: object) -> UsagePart:
+    usage = _dict(u)
+    prompt = _dict(usage.get("prompt_tokens_details"))
+    completion = _dict(usage.get("completion_tokens_details"))
     return UsagePart(
-        prompt_tokens=u.prompt_tokens,
-        completion_tokens=u.completion_tokens,
-        cached_prompt_tokens=cached or 0,
-        reasoning_tokens=reasoning or 0,
+        prompt_tokens=_int(usage.get("prompt_tokens")) or 0,
+        completion_tokens=_int(usage.get("completion_tokens")) or 0,
+        cached_prompt_tokens=_int(prompt.get("cached_tokens")) or 0,
+        reasoning_tokens=_int(completion.get("reasoning_tokens")) or 0,
     )
 
 
