@@ -189,17 +189,23 @@ def _whole(step: Any, words: list[str]) -> ModelResponse | None:
         return ModelResponse(text=step.say("whole_searching"), tool_calls=calls)
     docs = parts.readings(messages)
     if request.tools:
-        if not docs:
-            hit = parts.best_hit(messages, words, step.language)
-            if hit is not None:
-                return ModelResponse(tool_calls=[step.call("kb_read", {"ids": [hit["id"]]}, 0)])
-        else:
-            more = parts.read_next(next(iter(docs.values())))
-            if more is not None:
-                return ModelResponse(tool_calls=[step.call("kb_read", more, 0)])
+        reading_on = _read_on(step, messages, words, docs)
+        if reading_on is not None:
+            return reading_on
     if not docs:
         return None  # nothing found: the procedure says so
     return ModelResponse(text="\n\n".join([*_whole_answer(step, next(iter(docs.values())), words), step.say("footer")]))
+
+
+def _read_on(
+    step: Any, messages: tuple[Message, ...], words: list[str], docs: dict[str, parts.Reading]
+) -> ModelResponse | None:
+    """The next ``kb_read`` of a whole document: its best hit first, then its next part (``from_char``)."""
+    if not docs:
+        hit = parts.best_hit(messages, words, step.language)
+        return None if hit is None else ModelResponse(tool_calls=[step.call("kb_read", {"ids": [hit["id"]]}, 0)])
+    more = parts.read_next(next(iter(docs.values())))
+    return None if more is None else ModelResponse(tool_calls=[step.call("kb_read", more, 0)])
 
 
 def _whole_answer(step: Any, doc: parts.Reading, words: list[str]) -> list[str]:
@@ -384,16 +390,11 @@ def _agent_parts(step: Any, words: list[str], start: tuple[str, int] | None) -> 
             searching = _search_kbs(step, words)
             if searching is not None:
                 return searching
-        if not docs:
-            if start is not None:
-                return ModelResponse(tool_calls=[step.call("kb_read", {"ids": [start[0]], "from_char": start[1]}, 0)])
-            hit = parts.best_hit(messages, words, step.language)
-            if hit is not None:
-                return ModelResponse(tool_calls=[step.call("kb_read", {"ids": [hit["id"]]}, 0)])
-        else:
-            more = parts.read_next(next(iter(docs.values())))
-            if more is not None:
-                return ModelResponse(tool_calls=[step.call("kb_read", more, 0)])
+        if not docs and start is not None:
+            return ModelResponse(tool_calls=[step.call("kb_read", {"ids": [start[0]], "from_char": start[1]}, 0)])
+        reading_on = _read_on(step, messages, words, docs)
+        if reading_on is not None:
+            return reading_on
     findings: list[str] = []
     gaps: list[str] = []
     for doc in docs.values():
