@@ -79,7 +79,7 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
     },
     "topic_your_question": {"en": "your question", "fr": "votre question"},
     "task_refused": {"en": "**A task was refused:** {error}", "fr": "**Une tâche a été refusée :** {error}"},
-    "from_agent": {"en": "**From {agent} ({model})**", "fr": "**De {agent} ({model})**"},
+    "from_agent": {"en": "**From {agent} ({model})**", "fr": "**Selon {agent} ({model})**"},
     "agent_unfinished": {
         "en": "_This agent did not finish ({reason}): its findings are partial, and I am not filling the gaps._",
         "fr": "_Cet agent n’a pas terminé ({reason}) : ses constats sont partiels, et je ne comble pas les lacunes._",
