@@ -63,6 +63,8 @@ _policies: dict[uuid.UUID, Policy] = {}
 _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 # How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
+# Set by ``stop_all`` (the process is shutting down): a run claimed afterwards is stopped with it at once.
+_stopping: StopCause | None = None
 
 
 def register_executor(name: str, executor: Executor) -> None:
@@ -115,8 +117,11 @@ async def request_stop(run_id: uuid.UUID) -> bool:
 
 def stop_all(cause: StopCause) -> int:
     """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
-    runs with ``shutdown``: each ends at once with what it had, its calls aborted and billed as cut). Call it in the
-    runs' event loop; returns how many were stopped."""
+    runs with ``shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every run
+    that starts in it from now on (one being claimed as this was called, a task the worker had already received):
+    each is stopped as soon as it is claimed. Call it in the runs' event loop; returns how many were stopped."""
+    global _stopping
+    _stopping = cause
     tokens = [t for t in _tokens.values() if not t.cancelled]
     for token in tokens:
         token.cancel(cause)
@@ -219,6 +224,8 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     _tokens[run_id] = token
     if run.stop_requested:
         token.cancel("user")
+    elif _stopping is not None:  # claimed after the process began shutting down (``stop_all``)
+        token.cancel(_stopping)
     recorder = Recorder(run_id)
     ctx = RunContext(
         catalogue=snapshot.catalogue(),

@@ -99,11 +99,7 @@ class Watch:
 
     async def close(self) -> None:
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            # A receive cancelled in the Redis client may end in its own TimeoutError: nothing to report.
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await _end(task)
         if self._layer is not None:
             await self._layer.group_discard(groups.stop_group(self.run_id), self._channel)
 
@@ -138,6 +134,22 @@ class Watch:
                 # The database away for a moment: try again; a lease left unrenewed too long fails the run.
                 log.exception("could not renew the lease of run %s", self.run_id)
             await asyncio.sleep(STOP_POLL_SECONDS)
+
+
+async def _end(task: asyncio.Future[None]) -> None:
+    """Cancel ``task`` and wait for it to end, cancelling it again each ``STOP_POLL_SECONDS`` while it goes on.
+
+    Once is not always enough: Python 3.11's ``asyncio.wait_for``, which the Redis client sends each command with,
+    drops a cancellation that comes as the command was sent (CPython gh-86296), and the layer's ``receive`` then
+    waits for the next message, which never comes: the run would never end (and its worker, told to shut down,
+    never exit)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=STOP_POLL_SECONDS)
+    # A receive cancelled in the Redis client may end in its own TimeoutError: nothing to report.
+    if not task.cancelled():
+        with contextlib.suppress(Exception):
+            task.result()
 
 
 # The steps a run's usage is rebuilt from: each billed call's usage, and each failed call.
