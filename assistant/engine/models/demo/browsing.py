@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import assistant.engine.models.demo.reading as reading
+
 from ...types import Message, ModelResponse
-from . import reading
 from .language import detect
 from .parts import own_first
 from .texts import Language

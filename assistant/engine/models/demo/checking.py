@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import assistant.engine.models.demo.reading as reading
+
 from ...types import ModelRequest, ToolSpec
-from . import reading
 from .words import sentences
 
 CHECKER = re.compile(r"v[ée]rif|check|contr[ôo]l|audit", re.IGNORECASE)

@@ -15,8 +15,9 @@ import json
 import re
 from typing import Any
 
+import assistant.engine.models.demo.reading as reading
+
 from ...types import ModelResponse, ToolSpec
-from . import reading
 from .texts import Language, say
 
 _BASES = re.compile(r"documents of your knowledge bases \(([^)]*)\)")

@@ -24,8 +24,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+import assistant.engine.models.demo.browsing as browsing
+import assistant.engine.models.demo.checking as checking
+import assistant.engine.models.demo.computing as computing
+import assistant.engine.models.demo.parts as parts
+import assistant.engine.models.demo.reading as reading
+import assistant.engine.models.demo.triggers as triggers
+
 from ...types import Message, ModelResponse, NamedTool
-from . import browsing, checking, computing, parts, reading, triggers
 from .markers import DEMO_ROUNDS, without_markers
 from .words import keywords
 

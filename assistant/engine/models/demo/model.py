@@ -6,12 +6,13 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
+import assistant.engine.models.demo.procedure as procedure
+
 from ...catalogue import ModelInfo
 from ...errors import ModelUnavailable
 from ...tokens import estimate_tokens, prompt_tokens, request_tokens
 from ...types import FinishPart, ModelRequest, ModelResponse, StreamPart, TextDelta, ToolCallPart, UsagePart
 from ..base import Model
-from . import procedure
 from .language import interface_language
 from .markers import DEMO_FAIL, DEMO_HANG
 from .texts import Language, say

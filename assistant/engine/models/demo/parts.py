@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import assistant.engine.models.demo.reading as reading
+
 from ...types import Message
-from . import reading
 from .language import detect
 from .texts import Language
 from .words import sentences

@@ -25,9 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import assistant.engine.models.demo.features as features
+import assistant.engine.models.demo.reading as reading
+
 from ...outcomes import AgentReport
 from ...types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
-from . import features, reading
 from .language import detect, language_of
 from .markers import DEMO_FAIL, DEMO_HANG, DEMO_ROUNDS, without_markers
 from .texts import Language, say
