@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 
 from ..registry import Result, at_most, benchmark
+from .workers_throughput import ADMIN, POSTGRES, REDIS, SETUP
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 5
 HANG = "6"  # seconds each agent's calls after its first round hang (the demo's #demo-hang marker)
 TARGET_MS = 250
-POSTGRES = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
-REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 WORKER_ARGS = (
     "--loglevel",
     "INFO",
@@ -115,20 +114,6 @@ async def main():
     print(json.dumps(out))
 
 asyncio.run(main())
-"""
-ADMIN = """
-import sys, psycopg
-with psycopg.connect(sys.argv[1] + "/postgres", autocommit=True) as c:
-    c.execute(f'DROP DATABASE IF EXISTS "{sys.argv[2]}" WITH (FORCE)')
-    if sys.argv[3] == "create":
-        c.execute(f'CREATE DATABASE "{sys.argv[2]}"')
-"""
-SETUP = """
-import django
-django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
-call_command("load_demo", verbosity=0)
 """
 
 
