@@ -15,7 +15,8 @@ from assistant.orgs.services import policy_for
 from assistant.runs import execution, intake, leases, queue
 from assistant.runs.models import Conversation, Lease, Message, Run
 
-pytestmark = pytest.mark.django_db
+# Transactional: the claim closes a connection left in a transaction (``close_old_connections``), as a test's is.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ASK = intake.Ask(text="Bimbamjob?", model="demo-small", level="rapide", resources=(), category="administration")
 
