@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 from typing import Any, Final, cast
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import translation
 from ninja import NinjaAPI
@@ -36,7 +35,7 @@ from assistant.orgs.services import policy_for
 from assistant.orgs.signin import client_address
 from assistant.runs import execution, intake
 from assistant.runs.follow import RunFollower
-from assistant.runs.models import Conversation, Message, Run
+from assistant.runs.models import Run
 from assistant.runs.steps import events_of
 
 from . import limits
@@ -256,21 +255,21 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
         category=body.category,
         language=translation.get_language() or "",  # Accept-Language (LocaleMiddleware), else the site's
     )
-    user = keys.api_user(org)
+    earlier: list[tuple[str, str]] = []
+    for m in body.messages[:-1]:
+        if not m.text.strip():
+            continue
+        # The client's system prompt reaches the main model as an earlier message (it has its own).
+        role, content = ("assistant", m.text) if m.role == "assistant" else ("user", m.text)
+        if m.role in ("system", "developer"):
+            content = f"Instructions for this conversation:\n{m.text}"
+        earlier.append((role, content))
     try:
-        with transaction.atomic():
-            conversation = Conversation.objects.create(organisation=org, user=user, title=question[:80])
-            for m in body.messages[:-1]:
-                if not m.text.strip():
-                    continue
-                # The client's system prompt reaches the main model as an earlier message (it has its own).
-                role, content = ("assistant", m.text) if m.role == "assistant" else ("user", m.text)
-                if m.role in ("system", "developer"):
-                    content = f"Instructions for this conversation:\n{m.text}"
-                Message.objects.create(conversation=conversation, role=role, content=content)
-            return intake.create_run(user, org, conversation, ask, api_key=key, policy=policy), policy
+        # A conversation of its own, saved with the client's earlier messages and the run in intake's transaction.
+        run = intake.create_run(keys.api_user(org), org, None, ask, api_key=key, policy=policy, earlier=earlier)
     except RequestRefused as e:  # nothing was kept: the transaction is rolled back
         raise refusal_error(e.refusal) from e
+    return run, policy
 
 
 # A stopped run's cause as the API's ``reason_code`` names it (``engine.cancel``'s stop causes).

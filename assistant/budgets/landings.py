@@ -232,12 +232,17 @@ def open_alerts(org: Organisation) -> QuerySet[LandingAlert]:
     return LandingAlert.objects.filter(organisation=org, seen__isnull=True)
 
 
-def _check_run(run_id: Any) -> None:
+def _check_run(run_id: Any, known: tuple[int, Any, str, int] | None = None) -> None:
     """Check the lines of the run's agents, the only ones its end can have moved, and only those with no alert yet
     this month. Before the month's agents are read, one count says whether the lines could alert at all: a line
     alerts with at least ``MIN_AGENTS`` agents of which the threshold's share landed, so with fewer landed agents
-    of those models in the month than that share of ``MIN_AGENTS``, none can."""
-    found = (
+    of those models in the month than that share of ``MIN_AGENTS``, none can. A run with no agent costs one query.
+    ``known``: the run's organisation, creation time, the organisation's time zone and threshold, when the saved
+    run had them."""
+    mine = {(agent.model, agent.profile) for agent in agent_ends(Step.objects.filter(run_id=run_id))}
+    if not mine:
+        return
+    found = known or (
         Run.objects.filter(pk=run_id)
         .values_list(
             "organisation_id", "created", "organisation__time_zone", "organisation__forced_landing_alert_percent"
@@ -247,9 +252,6 @@ def _check_run(run_id: Any) -> None:
     if found is None:
         return
     org_id, created, time_zone, threshold = found
-    mine = {(agent.model, agent.profile) for agent in agent_ends(Step.objects.filter(run_id=run_id))}
-    if not mine:
-        return
     tz = zone(time_zone)
     month = month_of(created, tz)
     mine -= set(LandingAlert.objects.filter(organisation_id=org_id, month=month).values_list("model", "profile"))
@@ -273,10 +275,13 @@ def _check_run(run_id: Any) -> None:
 
 
 def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:
-    """A run with agents ended: check its month's shares once its save is committed (never failing the save)."""
+    """A run ended: check its month's shares once its save is committed (never failing the save); a run with no
+    agent is told by the first query (``_check_run``)."""
     if created or instance.is_running or (update_fields is not None and "status" not in update_fields):
         return
-    if not Step.objects.filter(run_id=instance.pk, kind="agent_finished").exists():
-        return
     run_id = instance.pk
-    transaction.on_commit(lambda: _check_run(run_id), robust=True)
+    known = None
+    if Run.organisation.is_cached(instance):
+        org = instance.organisation
+        known = (org.pk, instance.created, org.time_zone, org.forced_landing_alert_percent)
+    transaction.on_commit(lambda: _check_run(run_id, known), robust=True)

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from assistant.engine.types import UsagePart
 from assistant.orgs.models import Organisation
+from assistant.runs.accounting import Admission
 
 from . import services
 from .models import Category, Reservation
@@ -71,17 +72,30 @@ class CategoryAccounting:
     """The runs' accounting (``runs.accounting``): a request is admitted against its category's budget, and
     its run's calls are charged to that category."""
 
-    def admit(self, org: Organisation, category: str, text: str, model: str) -> str:
+    def admit(self, org: Organisation, category: str, text: str, model: str) -> Admission:
         admitted = services.admit(org, category, text, model)
-        return admitted.slug if admitted is not None else ""
+        return Admission(admitted.slug, admitted) if admitted is not None else Admission("")
 
-    def reserve(self, organisation_id: int, category: str, run_id: uuid.UUID, tokens: int) -> None:
-        found = _category(organisation_id, category)
+    def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> None:
+        found = _admitted(organisation_id, admission)
         if found is not None:
-            services.reserve_for_run(found.pk, run_id, tokens)
+            services.reserve_for_run(found.pk, run_id, tokens, category=found)
 
-    def ledger(self, organisation_id: int, category: str, run_id: uuid.UUID | None = None) -> CategoryLedger | None:
+    def ledger(
+        self, organisation_id: int, category: str, run_id: uuid.UUID | None = None, admission: Admission | None = None
+    ) -> CategoryLedger | None:
+        if admission is not None and admission.category == category:
+            found = _admitted(organisation_id, admission)
+            return CategoryLedger(found.pk, run_id=run_id) if found is not None else None
         return ledger_for(organisation_id, category, run_id)
 
     def release(self, run_id: uuid.UUID) -> int:
         return services.release_run(run_id)
+
+
+def _admitted(organisation_id: int, admission: Admission) -> Category | None:
+    """The category ``admit`` read for ``admission`` (read again if it holds none)."""
+    held = admission.held
+    if isinstance(held, Category) and held.organisation_id == organisation_id and held.slug == admission.category:
+        return held
+    return _category(organisation_id, admission.category)

@@ -219,21 +219,28 @@ class Place:
     alerted: set[int] = field(default_factory=set)
 
 
-def place_of(category_id: int, now: datetime, place: Place | None = None) -> Place:
-    """``place`` if it is still the month of ``now``, else the category's month row (created if needed)."""
+def place_of(category_id: int, now: datetime, place: Place | None = None, category: Category | None = None) -> Place:
+    """``place`` if it is still the month of ``now``, else the category's month row (created if needed); ``category``:
+    the category, with its organisation, when the caller has read it already."""
     if place is not None and place.category_id == category_id and month_of(now, place.tz) == place.month:
         return place
-    category = Category.objects.select_related("organisation").get(pk=category_id)
+    if category is None or category.pk != category_id or not Category.organisation.is_cached(category):
+        category = Category.objects.select_related("organisation").get(pk=category_id)
     tz = zone(category.organisation.time_zone)
     row = month_row(category, month_of(now, tz))
     return Place(category_id, tz, row.month, row.pk, tuple(int(t) for t in category.alert_thresholds or ()))
 
 
 def _reserve(
-    category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None, place: Place | None = None
+    category_id: int,
+    tokens: int,
+    now: datetime,
+    run_id: uuid.UUID | None,
+    place: Place | None = None,
+    category: Category | None = None,
 ) -> Reservation | CategoryState:
     """Hold ``tokens`` on the category's month, atomically; the month's state when they do not fit."""
-    place = place_of(category_id, now, place)
+    place = place_of(category_id, now, place, category)
     reservation = _hold(place.row_id, category_id, tokens, now, run_id, place.tz)
     if reservation is not None:
         return reservation
@@ -264,11 +271,14 @@ def reserve(
     return held
 
 
-def reserve_for_run(category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None) -> Reservation:
+def reserve_for_run(
+    category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None, category: Category | None = None
+) -> Reservation:
     """Intake: hold a run's first call (``tokens``) before the run starts, or refuse the request
-    (``CategoryExhausted``). The run's first model call takes this hold over (``take_over``)."""
+    (``CategoryExhausted``). The run's first model call takes this hold over (``take_over``). ``category``: the
+    category (with its organisation) as ``admit`` read it."""
     now = now or timezone.now()
-    held = _reserve(category_id, tokens, now, run_id)
+    held = _reserve(category_id, tokens, now, run_id, category=category)
     if isinstance(held, CategoryState):
         raise CategoryExhausted(held, tokens, now)
     return held

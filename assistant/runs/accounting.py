@@ -9,7 +9,8 @@ rather than letting runs spend unchecked.
 from __future__ import annotations
 
 import uuid
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -17,19 +18,32 @@ from assistant.engine.usage import UsageLedger
 from assistant.orgs.models import Organisation
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A request admitted by ``Accounting.admit``: its category's slug (empty when the organisation has none), and
+    what the accounting read to admit it (``held``, its own), so that the reservation and the run's ledger that
+    follow do not read it again."""
+
+    category: str
+    held: Any = None
+
+
 class Accounting(Protocol):
-    def admit(self, org: Organisation, category: str, text: str, model: str) -> str:
-        """The request's category (its slug, empty when the organisation has none) if it may start;
-        raises ``RequestRefused`` when that category cannot take its first call."""
+    def admit(self, org: Organisation, category: str, text: str, model: str) -> Admission:
+        """The request's category if it may start; raises ``RequestRefused`` when that category cannot take its
+        first call."""
         ...
 
-    def reserve(self, organisation_id: int, category: str, run_id: uuid.UUID, tokens: int) -> None:
+    def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> None:
         """Hold the run's first call (``tokens``) on its category before the run starts, in intake's transaction;
         raises ``RequestRefused`` when it does not fit. The run's ledger hands that hold to its first model call."""
         ...
 
-    def ledger(self, organisation_id: int, category: str, run_id: uuid.UUID | None = None) -> UsageLedger | None:
-        """The ledger a run of this category charges each model call to (None: a run with no category)."""
+    def ledger(
+        self, organisation_id: int, category: str, run_id: uuid.UUID | None = None, admission: Admission | None = None
+    ) -> UsageLedger | None:
+        """The ledger a run of this category charges each model call to (None: a run with no category); with the
+        run's ``admission``, read from it rather than from the database."""
         ...
 
     def release(self, run_id: uuid.UUID) -> int:

@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from assistant.catalogue import snapshot
@@ -56,8 +58,14 @@ Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 # Runs executing in this process: their tasks (kept alive) and their cancel tokens.
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _tokens: dict[uuid.UUID, CancelToken] = {}
-# The policy runs launched here were checked with at intake (``launch``), taken by ``execute_run`` as they start.
-_policies: dict[uuid.UUID, Policy] = {}
+# What intake read for the runs it created in this process (``hand_over``), taken by ``execute_run`` as they start
+# here; the oldest are dropped past ``HANDED_MAX`` (a run executed elsewhere, or never launched), and a run with
+# nothing handed reads it all from the database.
+_handed: OrderedDict[uuid.UUID, _Handed] = OrderedDict()
+HANDED_MAX = 256
+# What the runs launched here start from (``launch``), taken by ``execute_run`` as they start: what intake handed
+# over, or the policy the run was checked with.
+_starting: dict[uuid.UUID, _Handed | Policy] = {}
 # Called with the conversation's id once a run has ended and its end is announced, wherever it executed
 # (``queue`` registers the start of the conversation's next queued message).
 _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
@@ -78,18 +86,41 @@ def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
         _after_run.append(hook)
 
 
+@dataclass(slots=True)
+class _Handed:
+    """What intake read for a run, as it saved it: the run (its organisation and key loaded), the policy it was
+    checked with, its category's ledger."""
+
+    run: Run
+    policy: Policy
+    ledger: UsageLedger | None
+
+
+def hand_over(run: Run, policy: Policy, ledger: UsageLedger | None) -> None:
+    """Keep what intake read for ``run`` (saved), for its execution in this process (``_prepare``)."""
+    _handed[run.pk] = _Handed(run, policy, ledger)
+    while len(_handed) > HANDED_MAX:
+        _handed.popitem(last=False)
+
+
 def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None, *, policy: Policy | None = None) -> asyncio.Task[None]:
     """Execute a run in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``).
 
     Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost. ``policy``: the one
-    the run was checked with at intake, which a run executing in this process then does not read again.
+    the run was checked with at intake, which a run executing in this process then does not read again (intake
+    hands it over, with the run and its ledger: ``hand_over``).
     """
     name = settings.RUNS_EXECUTOR
     executor = execute_run if name == "embedded" else _executors.get(name)
     if executor is None:
         raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={name!r}.")
-    if policy is not None and executor is execute_run:
-        _policies[run_id] = policy
+    handed = _handed.pop(run_id, None)
+    if executor is execute_run and handed is not None:
+        if policy is not None:
+            handed.policy = policy
+        _starting[run_id] = handed
+    elif executor is execute_run and policy is not None:
+        _starting[run_id] = policy
     # A fresh context: the run must not inherit the request's (its thread executor ends with it).
     task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=contextvars.Context())
     _tasks[run_id] = task
@@ -129,21 +160,28 @@ def stop_all(cause: StopCause) -> int:
 
 
 def _history(run: Run) -> tuple[EngineMessage, ...]:
-    """The conversation up to this run's user message, as the main model reads it."""
-    request = Message.objects.get(run=run, role="user")
+    """The conversation up to this run's user message, as the main model reads it, in one query."""
     # The turns before this one in the order their runs started (a queued message's text was saved before the
-    # answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of it.
-    prior = (
-        Message.objects.filter(conversation_id=run.conversation_id, queued=False, run__created__lt=run.created)
-        .exclude(run__replaced_by__isnull=False)
+    # answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of it. Then
+    # this run's own user message (exactly one).
+    rows = (
+        Message.objects.filter(conversation_id=run.conversation_id, queued=False)
+        .filter(Q(run__created__lt=run.created, run__replaced_by__isnull=True) | Q(run_id=run.pk, role="user"))
         .order_by("run__created", "pk")
+        .values_list("run_id", "role", "content")
     )
-    out = [
-        EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content)
-        for m in prior
-        if m.content.strip()
-    ]
-    return (*out, EngineMessage.user(request.content))
+    out: list[EngineMessage] = []
+    request: list[str] = []
+    for run_id, role, content in rows:
+        if run_id == run.pk and role == "user":
+            request.append(content)
+        elif content.strip():
+            out.append(EngineMessage(role="user" if role == "user" else "assistant", content=content))
+    if len(request) != 1:
+        raise (Message.DoesNotExist if not request else Message.MultipleObjectsReturned)(
+            f"run {run.pk} has {len(request)} user messages"
+        )
+    return (*out, EngineMessage.user(request[0]))
 
 
 def toolbox_for(organisation_id: int, tables: TableCatalogue | None = None) -> Toolbox:
@@ -184,15 +222,20 @@ class _Prepared:
     history: tuple[EngineMessage, ...] | Exception
 
 
-def _prepare(run_id: uuid.UUID, policy: Policy | None = None) -> _Prepared | None:
-    """Claim the run (None: it has ended or another process has it), then read what it starts from (its policy
-    unless ``policy`` is given)."""
+def _prepare(run_id: uuid.UUID, handed: _Handed | Policy | None = None) -> _Prepared | None:
+    """Claim the run (None: it has ended or another process has it), then read what it starts from: what intake did
+    not hand over (``handed``: the run, its policy and its ledger, or the policy alone)."""
     if not leases.claim(run_id):
         return None
-    run = Run.objects.select_related("organisation", "api_key").get(pk=run_id)
-    ledger = accounting.accounting().ledger(run.organisation_id, run.category, run_id)
+    if isinstance(handed, _Handed):
+        run, ledger, policy = handed.run, handed.ledger, handed.policy
+        # Only Stop moves a running run's row before it starts (its status is what the claim checked).
+        run.stop_requested = bool(Run.objects.filter(pk=run_id).values_list("stop_requested", flat=True).first())
+    else:
+        run = Run.objects.select_related("organisation", "api_key").get(pk=run_id)
+        ledger = accounting.accounting().ledger(run.organisation_id, run.category, run_id)
+        policy = handed or policy_for(run.organisation, run.api_key)  # reads the settings' rows
     tables = OrgKnowledge(run.organisation_id).catalogue()
-    policy = policy or policy_for(run.organisation, run.api_key)  # reads the settings' rows
     history: tuple[EngineMessage, ...] | Exception
     try:
         history = _history(run)
@@ -213,7 +256,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     # to the database's thread before the first model call, not one per read.
     await watch.start(flag_read=True)
     try:
-        prepared = await sync_to_async(_prepare)(run_id, _policies.pop(run_id, None))
+        prepared = await sync_to_async(_prepare)(run_id, _starting.pop(run_id, None))
     except BaseException:
         await watch.close()
         raise
@@ -270,11 +313,21 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
                 log.exception("a hook after run %s failed", run_id)
 
 
+# What a run's end writes.
+FINISHED_FIELDS = ["status", "error", "rounds", "answer", "sources", "usage", "cost_eur", "finished"]
+
+
 def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
     # What the run still holds (its intake's reservation, when it ended before its first call) goes back.
     accounting.accounting().release(run_id)
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        # Its organisation and its conversation's owner with it (the receivers of its save and of its answer's
+        # read them: ``budgets.landings``, ``chat.search``); only the run's row is locked.
+        run = (
+            Run.objects.select_for_update(of=("self",))
+            .select_related("organisation", "conversation__user")
+            .get(pk=run_id)
+        )
         if run.status != "running":
             return  # failed meanwhile by a reaper that took this process for dead: that stands
         run.status = status
@@ -285,6 +338,6 @@ def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str
         run.usage = ctx.usage.as_dict()
         run.cost_eur = ctx.usage.cost_eur
         run.finished = timezone.now()
-        run.save()
+        run.save(update_fields=FINISHED_FIELDS)
         if answer.strip():
-            Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=answer, run=run)
+            Message.objects.create(conversation=run.conversation, role="assistant", content=answer, run=run)

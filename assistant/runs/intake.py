@@ -10,6 +10,7 @@ for its reader (``wording.refusal_text``), the API with its stable code.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib.auth.models import User
@@ -82,7 +83,9 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy:
     for resource in ("web", "code"):
         if resource in ask.resources and not available[resource]:
             raise RequestRefused(Refusal(code="resource_unavailable", resource=resource))
-    connector = connectors.unknown(org.pk, ask.resources)
+    connector = (
+        connectors.unknown(org.pk, ask.resources) if any(r.startswith(MCP_PREFIX) for r in ask.resources) else None
+    )
     if connector is not None:
         raise RequestRefused(Refusal(code="connector_not_found", resource=MCP_PREFIX + connector))
 
@@ -133,21 +136,31 @@ def create_run(
     queued: Message | None = None,
     replaces: Run | None = None,
     policy: Policy | None = None,
+    earlier: Sequence[tuple[str, str]] = (),
 ) -> Run:
     """Check the request and admit it against its category's budget, then save the user's message (or give the
     ``queued`` one its run) and a running run, together with the reservation of its first call (refused: nothing is
     saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration); ``policy``: the organisation's
     (``policy_for``) when the caller has it. Raises ``Busy`` when the conversation has a running run (the database's
-    constraint decides)."""
+    constraint decides). Without a ``conversation`` a new one is saved with the run, ``earlier``'s messages
+    (``(role, content)``, the API's client's) in it before the user's, in the same transaction.
+
+    What intake read (the run, its policy, its category) is handed to the run's execution when it executes in this
+    process (``execution.hand_over``), which then does not read it again."""
     policy = policy or policy_for(org, api_key)  # read once for the check and the first call's reservation
     check(org, ask, api_key, policy=policy)
     books = accounting.accounting()
-    category = books.admit(org, ask.category, ask.text, ask.model)
+    admission = books.admit(org, ask.category, ask.text, ask.model)
     tokens = first_call_tokens(org, conversation, ask, api_key, policy=policy)
+    new = conversation is None
     try:
         with transaction.atomic():
             if conversation is None:
                 conversation = Conversation.objects.create(organisation=org, user=user, title=ask.text[:80])
+                for role, content in earlier:
+                    Message.objects.create(conversation=conversation, role=role, content=content)
+            elif earlier:
+                raise ValueError("earlier messages go into a new conversation only")
             run = Run.objects.create(
                 conversation=conversation,
                 organisation=org,
@@ -155,7 +168,7 @@ def create_run(
                 model=ask.model,
                 level=ask.level or "",
                 resources=list(ask.resources),
-                category=category,
+                category=admission.category,
                 api_key=api_key,
                 language=ask.language,
             )
@@ -167,12 +180,14 @@ def create_run(
                 # Every earlier version of the turn points at its latest one.
                 Run.objects.filter(replaced_by=replaces).update(replaced_by=run)
                 Run.objects.filter(pk=replaces.pk).update(replaced_by=run)
-            conversation.save(update_fields=["updated"])
-            books.reserve(org.pk, category, run.pk, tokens)
+            if not new:  # a conversation saved just now is as recent as it gets
+                conversation.save(update_fields=["updated"])
+            books.reserve(org.pk, admission, run.pk, tokens)
     except IntegrityError as e:
-        if conversation is not None and Run.objects.filter(conversation=conversation, status="running").exists():
+        if not new and Run.objects.filter(conversation=conversation, status="running").exists():
             raise Busy() from e
         raise
+    execution.hand_over(run, policy, books.ledger(org.pk, admission.category, run.pk, admission))
     return run
 
 

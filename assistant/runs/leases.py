@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
@@ -60,15 +60,29 @@ def executor_name() -> str:
 
 
 def claim(run_id: uuid.UUID) -> bool:
-    """Take a running run for this process; False when it has ended or another process has it."""
+    """Take a running run for this process; False when it has ended or another process has it.
+
+    One statement, its own transaction: the lease's row is inserted only if the run is running, and only if no
+    process holds it (the lease's primary key is the run: of two processes claiming at once, one inserts)."""
     close_old_connections()  # a worker's connection may have outlived the database's restart
-    with transaction.atomic():
-        if not Run.objects.filter(pk=run_id, status="running").exists():
-            return False
-        _, created = Lease.objects.get_or_create(
-            run_id=run_id, defaults={"executor": executor_name(), "heartbeat": timezone.now()}
+    now = timezone.now()
+    quote = connection.ops.quote_name
+    fields = {f.name: f for f in Lease._meta.concrete_fields}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(Lease._meta.db_table)} (run_id, executor, claimed, heartbeat)"
+            f" SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {quote(Run._meta.db_table)}"
+            " WHERE id = %s AND status = %s) ON CONFLICT (run_id) DO NOTHING",
+            [
+                fields["run"].get_db_prep_value(run_id, connection),
+                executor_name(),
+                fields["claimed"].get_db_prep_value(now, connection),
+                fields["heartbeat"].get_db_prep_value(now, connection),
+                Run._meta.pk.get_db_prep_value(run_id, connection),
+                "running",
+            ],
         )
-    return created
+        return bool(cursor.rowcount == 1)
 
 
 async def broadcast_stop(run_id: uuid.UUID, cause: StopCause = "user") -> None:

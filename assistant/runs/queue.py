@@ -24,15 +24,20 @@ log = logging.getLogger(__name__)
 def next_queued(conversation_id: int) -> Run | None:
     """Send the conversation's oldest queued message, if no run is going on: its run, or None. A message that can
     no longer be sent (its model withdrawn, its budget spent) keeps the reason, and the next one is tried."""
-    conversation = Conversation.objects.filter(pk=conversation_id, deleted__isnull=True).first()
+    waiting = Message.objects.filter(conversation_id=conversation_id, queued=True, queue_error="").order_by("pk")
+    if not waiting.exists():
+        return None  # most runs end so: one query
+    conversation = (
+        Conversation.objects.filter(pk=conversation_id, deleted__isnull=True)
+        .select_related("user", "organisation")
+        .first()
+    )
     if conversation is None:
         return None
     while True:
         if Run.objects.filter(conversation_id=conversation_id, status="running").exists():
             return None
-        message = (
-            Message.objects.filter(conversation_id=conversation_id, queued=True, queue_error="").order_by("pk").first()
-        )
+        message = waiting.first()  # read after the check: one another process sent meanwhile is not sent twice
         if message is None:
             return None
         try:

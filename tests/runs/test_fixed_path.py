@@ -1,0 +1,107 @@
+"""What a run costs the database once, around its model calls: intake, the claim, what its execution starts from,
+its end. Statement counts guard against round trips coming back (never timings: those are the benchmark's)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from assistant.budgets.ledger import CategoryLedger
+from assistant.engine.errors import RequestRefused
+from assistant.orgs.models import Organisation
+from assistant.orgs.services import policy_for
+from assistant.runs import execution, intake, leases, queue
+from assistant.runs.models import Conversation, Lease, Message, Run
+
+# Transactional: the claim closes a connection left in a transaction (``close_old_connections``), as a test's is.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ASK = intake.Ask(text="Bimbamjob?", model="demo-small", level="rapide", resources=(), category="administration")
+
+
+@pytest.fixture
+def org(demo_data: None) -> Organisation:
+    return Organisation.objects.get(slug="demo")
+
+
+def _create(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> Run:
+    return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_run_is_claimed_once_in_one_statement(org: Organisation) -> None:
+    run = _create(org)
+    with CaptureQueriesContext(connection) as sent:
+        assert leases.claim(run.pk)
+    assert len(sent) == 1
+    assert Lease.objects.get(run=run).executor == leases.executor_name()
+    assert not leases.claim(run.pk)  # held: another delivery of the run is not executed
+    ended = _create(org, intake.Ask(text="Encore ?", model="demo-small", level="rapide", resources=()))
+    Run.objects.filter(pk=ended.pk).update(status="ok")
+    assert not leases.claim(ended.pk)
+    assert not Lease.objects.filter(run=ended).exists()
+
+
+def test_intake_reads_the_category_once_and_hands_what_it_read_to_the_execution(org: Organisation) -> None:
+    with CaptureQueriesContext(connection) as sent:
+        run = _create(org)
+    categories = [q["sql"] for q in sent if q["sql"].startswith('SELECT "budgets_category"."id"')]
+    assert len(categories) == 1
+    handed = execution._handed[run.pk]
+    assert handed.run == run and handed.policy == policy_for(org)
+    assert isinstance(handed.ledger, CategoryLedger)
+    assert handed.ledger.category_id == org.categories.get(slug="administration").pk
+    assert handed.ledger.run_id == run.pk
+    # A Stop sent before the run starts is read as it starts, whatever intake handed over.
+    Run.objects.filter(pk=run.pk).update(stop_requested=True)
+    with CaptureQueriesContext(connection) as sent:
+        prepared = execution._prepare(run.pk, execution._handed.pop(run.pk))
+    assert prepared is not None and prepared.run.stop_requested
+    assert prepared.history == execution._history(Run.objects.get(pk=run.pk))
+    assert prepared.policy == policy_for(org) and prepared.ledger is handed.ledger
+    # The claim, the Stop flag, the tables, the history: nothing intake read is read again.
+    assert len(sent) == 4, [q["sql"] for q in sent]
+
+
+def test_a_run_with_nothing_handed_reads_it_all(org: Organisation) -> None:
+    run = _create(org)
+    execution._handed.clear()
+    prepared = execution._prepare(run.pk)
+    assert prepared is not None and prepared.policy == policy_for(org)
+    assert isinstance(prepared.ledger, CategoryLedger) and prepared.ledger.run_id == run.pk
+    assert [m.content for m in prepared.history] == ["Bimbamjob?"]  # type: ignore[union-attr]
+
+
+def test_the_handed_over_runs_are_bounded(org: Organisation, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(execution, "HANDED_MAX", 2)
+    execution._handed.clear()
+    runs = [
+        _create(org, intake.Ask(text=f"Question {i}", model="demo-small", level="rapide", resources=()))
+        for i in range(3)
+    ]
+    assert list(execution._handed) == [runs[1].pk, runs[2].pk]
+
+
+def test_earlier_messages_are_saved_with_the_run_in_a_new_conversation(org: Organisation) -> None:
+    run = _create(org, earlier=[("user", "Hello"), ("assistant", "Hi! How can I help?")])
+    saved = list(Message.objects.filter(conversation=run.conversation).values_list("role", "content", "run_id"))
+    assert saved == [
+        ("user", "Hello", None),
+        ("assistant", "Hi! How can I help?", None),
+        ("user", "Bimbamjob?", run.pk),
+    ]
+    before = Conversation.objects.count(), Message.objects.count(), Run.objects.count()
+    with pytest.raises(RequestRefused):
+        _create(org, intake.Ask(text="Hi", model="no-such-model", level=None, resources=()), earlier=[("user", "x")])
+    assert (Conversation.objects.count(), Message.objects.count(), Run.objects.count()) == before  # nothing kept
+    with pytest.raises(ValueError):
+        intake.create_run(run.user, org, run.conversation, ASK, earlier=[("user", "x")])
+
+
+def test_a_run_ends_with_one_query_for_a_queue_that_is_empty(org: Organisation) -> None:
+    run = _create(org)
+    Run.objects.filter(pk=run.pk).update(status="ok")
+    with CaptureQueriesContext(connection) as sent:
+        assert queue.next_queued(run.conversation_id) is None
+    assert len(sent) == 1
