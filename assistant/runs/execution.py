@@ -304,7 +304,8 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         await watch.close()
         _tokens.pop(run_id, None)
         await recorder.close()
-        await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
+        unsettled = accounting.take_unsettled(prepared.ledger)  # written with the run's end, in the same trip
+        await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx, unsettled)
         await groups.announce_finished(run_id, status)
         for hook in _after_run:
             try:
@@ -317,7 +318,17 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
 FINISHED_FIELDS = ["status", "error", "rounds", "answer", "sources", "usage", "cost_eur", "finished"]
 
 
-def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
+def _finish(
+    run_id: uuid.UUID,
+    status: str,
+    error: str,
+    rounds: int,
+    answer: str,
+    ctx: RunContext,
+    unsettled: Callable[[], None] | None = None,
+) -> None:
+    if unsettled is not None:  # the last calls' settlements (``accounting.Deferred``)
+        unsettled()
     # What the run still holds (its intake's reservation, when it ended before its first call) goes back.
     accounting.accounting().release(run_id)
     with transaction.atomic():
