@@ -17,7 +17,7 @@ charged and not served. Inside another transaction it is a plain ``atomic``: tha
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.db import connection, transaction
 
@@ -32,3 +32,9 @@ def lazy_atomic() -> Iterator[None]:
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")
         yield
+
+
+def lazy_statement() -> AbstractContextManager[None]:
+    """For one statement that is its own transaction: on PostgreSQL ``lazy_atomic`` (a transaction is needed to set
+    it), elsewhere nothing (the statement commits on its own, as it would)."""
+    return lazy_atomic() if connection.vendor == "postgresql" and not connection.in_atomic_block else nullcontext()

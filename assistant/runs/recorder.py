@@ -24,12 +24,12 @@ from django.db import connection
 from django.db.models import Field, Model
 from django.utils import timezone
 
-from assistant.engine.events import Event, TextDeltaEvent
+from assistant.engine.events import AgentFinished, AgentStarted, Event, TextDeltaEvent
 
 from .commits import lazy_atomic
 from .groups import run_group
 from .models import Run, Step
-from .steps import save_event
+from .steps import AgentEnd, save_event
 
 FLUSH_SECONDS = 0.1
 
@@ -59,6 +59,9 @@ class Recorder:
         self._text_agent: str | None = None
         self._text_task: asyncio.Future[None] | None = None
         self._publishing = asyncio.Lock()  # messages leave in the order of the events
+        self.agent_ends: list[AgentEnd] = []
+        """The agents that ended, as ``steps.agent_ends`` reads them back from the saved steps."""
+        self._profiles: dict[str, str] = {}
 
     async def emit(self, event: Event) -> None:
         if isinstance(event, TextDeltaEvent):
@@ -73,6 +76,11 @@ class Recorder:
             self._wake.set()
             return
         await self._publish_text()
+        if isinstance(event, AgentStarted):
+            self._profiles[event.agent_id] = event.profile or ""
+        elif isinstance(event, AgentFinished):
+            profile = self._profiles.get(event.agent_id, "")
+            self.agent_ends.append(AgentEnd(self.run_id, event.model, profile, event.status, event.forced_landing))
         data = save_event(event)
         self.seq += 1
         offset = len(self.answer)
