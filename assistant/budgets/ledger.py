@@ -15,7 +15,9 @@ served and not charged, never one charged and not served.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
+import weakref
 from collections.abc import Callable
 from datetime import datetime
 
@@ -39,13 +41,18 @@ class CategoryLedger:
     """Charges one run's calls to one category (``reserve`` raises ``BudgetExceeded`` when it is full)."""
 
     def __init__(
-        self, category_id: int, clock: Callable[[], datetime] = timezone.now, run_id: uuid.UUID | None = None
+        self,
+        category_id: int,
+        clock: Callable[[], datetime] = timezone.now,
+        run_id: uuid.UUID | None = None,
+        place: services.Place | None = None,
     ) -> None:
         self.category_id = category_id
         self.clock = clock
         self.run_id = run_id
         self._first = run_id is not None
-        self._place: services.Place | None = None  # the category's month row, read at the first call
+        # The category's month row: intake's when it read it, else read at the first call.
+        self._place: services.Place | None = place
         self._unsettled: list[_Settlement] = []  # calls answered, written with the next reservation
         self._timer: asyncio.TimerHandle | None = None
         self._writing: set[asyncio.Future[None]] = set()  # settlements written after SETTLE_SECONDS, not done yet
@@ -129,17 +136,29 @@ class CategoryAccounting:
         admitted = services.admit(org, category, text, model)
         return Admission(admitted.slug, admitted) if admitted is not None else Admission("")
 
+    def __init__(self) -> None:
+        # The month row intake's reservation read, by the admitted category, for the run's ledger that follows.
+        self._places: weakref.WeakKeyDictionary[Category, services.Place] = weakref.WeakKeyDictionary()
+
     def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> None:
         found = _admitted(organisation_id, admission)
         if found is not None:
-            services.reserve_for_run(found.pk, run_id, tokens, category=found)
+            now = timezone.now()
+            place = services.place_of(found.pk, now, category=found)
+            services.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
+            self._places[found] = place
 
     def ledger(
         self, organisation_id: int, category: str, run_id: uuid.UUID | None = None, admission: Admission | None = None
     ) -> CategoryLedger | None:
         if admission is not None and admission.category == category:
             found = _admitted(organisation_id, admission)
-            return CategoryLedger(found.pk, run_id=run_id) if found is not None else None
+            if found is None:
+                return None
+            place = self._places.pop(found, None)
+            # Its own copy: the thresholds a run has seen crossed are that run's (``Place.alerted``).
+            mine = dataclasses.replace(place, alerted=set()) if place is not None else None
+            return CategoryLedger(found.pk, run_id=run_id, place=mine)
         return ledger_for(organisation_id, category, run_id)
 
     def release(self, run_id: uuid.UUID) -> int:

@@ -272,13 +272,18 @@ def reserve(
 
 
 def reserve_for_run(
-    category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None, category: Category | None = None
+    category_id: int,
+    run_id: uuid.UUID,
+    tokens: int,
+    now: datetime | None = None,
+    category: Category | None = None,
+    place: Place | None = None,
 ) -> Reservation:
     """Intake: hold a run's first call (``tokens``) before the run starts, or refuse the request
     (``CategoryExhausted``). The run's first model call takes this hold over (``take_over``). ``category``: the
-    category (with its organisation) as ``admit`` read it."""
+    category (with its organisation) as ``admit`` read it; ``place``: its month row, when the caller read it."""
     now = now or timezone.now()
-    held = _reserve(category_id, tokens, now, run_id, category=category)
+    held = _reserve(category_id, tokens, now, run_id, place, category=category)
     if isinstance(held, CategoryState):
         raise CategoryExhausted(held, tokens, now)
     return held

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from assistant.budgets.ledger import CategoryLedger
 from assistant.engine.errors import RequestRefused
@@ -68,6 +69,11 @@ def test_intake_reads_the_category_once_and_hands_what_it_read_to_the_execution(
     assert prepared.policy == policy_for(org) and prepared.ledger is handed.ledger
     # The claim, the Stop flag, the tables, the history: nothing intake read is read again.
     assert len(_work(sent)) == 4, _work(sent)
+    # Its first call takes intake's hold over without reading the category or its month again.
+    with CaptureQueriesContext(connection) as sent:
+        handed.ledger._reserve(2_000, timezone.now())
+    read_again = [q for q in _work(sent) if q.startswith("SELECT") and '"budgets_category' in q.split(" WHERE ")[0]]
+    assert not read_again, read_again
 
 
 def test_a_run_with_nothing_handed_reads_it_all(org: Organisation) -> None:
