@@ -41,11 +41,9 @@ class OrgKnowledge:
         pks = _pks(ids)
         rows = DocumentRow.objects.filter(
             pk__in=pks, knowledge_base__organisation_id=self.organisation_id, status=DocumentRow.READY
-        ).select_related("knowledge_base")
-        return {
-            f"doc-{row.pk}": Document(id=f"doc-{row.pk}", kb=row.knowledge_base.slug, title=row.title, text=row.text)
-            async for row in rows
-        }
+        ).values_list("pk", "knowledge_base__slug", "title", "text")
+        found: list[tuple[int, str, str, str]] = await sync_to_async(lambda: list(rows))()  # what it needs, one trip
+        return {f"doc-{pk}": Document(id=f"doc-{pk}", kb=kb, title=title, text=text) for pk, kb, title, text in found}
 
     async def documents(self, kb: str) -> list[Document]:
         """Every document of the base ``kb`` of this organisation (``run_code``'s read-only export)."""
