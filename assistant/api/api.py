@@ -369,7 +369,8 @@ async def _stream(
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
     key = _key(request)
     run, policy = await sync_to_async(_create)(key, body)
-    follower = await RunFollower(run.pk).open()  # before the run starts: nothing it publishes is missed
+    # Before the run starts: nothing it publishes is missed. Not streamed, only its end is listened for.
+    follower = await RunFollower(run.pk).open(events=body.stream)
     execution.launch(run.pk, policy=policy)
     # What the request's warnings say is worked out after the run has started, off its way to its first call.
     if body.stream:

@@ -32,7 +32,7 @@ from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import admin_emails
 from assistant.runs.models import Run, Step
-from assistant.runs.steps import agent_ends, count_agent_ends, with_events
+from assistant.runs.steps import AgentEnd, agent_ends, count_agent_ends, with_events
 
 from .models import LandingAlert
 from .months import month_bounds, month_of, previous_month, zone
@@ -232,14 +232,16 @@ def open_alerts(org: Organisation) -> QuerySet[LandingAlert]:
     return LandingAlert.objects.filter(organisation=org, seen__isnull=True)
 
 
-def _check_run(run_id: Any, known: tuple[int, Any, str, int] | None = None) -> None:
+def _check_run(run_id: Any, known: tuple[int, Any, str, int] | None = None, ends: list[AgentEnd] | None = None) -> None:
     """Check the lines of the run's agents, the only ones its end can have moved, and only those with no alert yet
     this month. Before the month's agents are read, one count says whether the lines could alert at all: a line
     alerts with at least ``MIN_AGENTS`` agents of which the threshold's share landed, so with fewer landed agents
     of those models in the month than that share of ``MIN_AGENTS``, none can. A run with no agent costs one query.
     ``known``: the run's organisation, creation time, the organisation's time zone and threshold, when the saved
-    run had them."""
-    mine = {(agent.model, agent.profile) for agent in agent_ends(Step.objects.filter(run_id=run_id))}
+    run had them; ``ends``: its agents that ended, when its execution said (else read from its steps)."""
+    if ends is None:
+        ends = list(agent_ends(Step.objects.filter(run_id=run_id)))
+    mine = {(agent.model, agent.profile) for agent in ends}
     if not mine:
         return
     found = known or (
@@ -284,4 +286,5 @@ def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields:
     if Run.organisation.is_cached(instance):
         org = instance.organisation
         known = (org.pk, instance.created, org.time_zone, org.forced_landing_alert_percent)
-    transaction.on_commit(lambda: _check_run(run_id, known), robust=True)
+    ends = instance.agent_ends
+    transaction.on_commit(lambda: _check_run(run_id, known, ends), robust=True)

@@ -3,11 +3,21 @@ reserved against the run's category before it starts and settled to its real usa
 
 The run's first call was reserved at intake, before the run was saved (``CategoryAccounting.reserve``): the
 ledger's first ``reserve`` takes that hold over, resized to the call, rather than reserving twice.
+
+A call's settlement is written with the run's next reservation, in the same trip to the database's thread (an
+agent's next call, another agent's, the main model's), or after ``SETTLE_SECONDS`` when none comes, or with the
+run's end (``take_unsettled``, which the execution writes with the run's outcome): one trip a call instead of two.
+Meanwhile the call's hold stays on the category, so the month counts the call at its hold, never at less than it
+used; only a process killed in that moment loses the settlement (its holds are then freed by the reaper): a call
+served and not charged, never one charged and not served.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import uuid
+import weakref
 from collections.abc import Callable
 from datetime import datetime
 
@@ -21,20 +31,35 @@ from assistant.runs.accounting import Admission
 from . import services
 from .models import Category, Reservation
 
+SETTLE_SECONDS = 0.2
+"""How long a call's settlement may wait for the run's next reservation before it is written on its own."""
+
+_Settlement = tuple[Reservation, int, float, datetime]
+
 
 class CategoryLedger:
     """Charges one run's calls to one category (``reserve`` raises ``BudgetExceeded`` when it is full)."""
 
     def __init__(
-        self, category_id: int, clock: Callable[[], datetime] = timezone.now, run_id: uuid.UUID | None = None
+        self,
+        category_id: int,
+        clock: Callable[[], datetime] = timezone.now,
+        run_id: uuid.UUID | None = None,
+        place: services.Place | None = None,
     ) -> None:
         self.category_id = category_id
         self.clock = clock
         self.run_id = run_id
         self._first = run_id is not None
-        self._place: services.Place | None = None  # the category's month row, read at the first call
+        # The category's month row: intake's when it read it, else read at the first call.
+        self._place: services.Place | None = place
+        self._unsettled: list[_Settlement] = []  # calls answered, written with the next reservation
+        self._timer: asyncio.TimerHandle | None = None
+        self._writing: set[asyncio.Future[None]] = set()  # settlements written after SETTLE_SECONDS, not done yet
 
-    def _reserve(self, tokens: int, now: datetime) -> Reservation:
+    def _reserve(self, tokens: int, now: datetime, unsettled: list[_Settlement] | None = None) -> Reservation:
+        if unsettled:
+            self._settle(unsettled)
         self._place = services.place_of(self.category_id, now, self._place)
         if self._first:
             self._first = False
@@ -44,16 +69,51 @@ class CategoryLedger:
                 return held
         return services.reserve(self.category_id, tokens, now, self.run_id, self._place)
 
+    def _settle(self, unsettled: list[_Settlement]) -> None:
+        for reservation, spent, cost_eur, now in unsettled:
+            services.settle(reservation, spent, cost_eur, now, self._place)
+
     async def reserve(self, model: str, tokens: int) -> object:
-        return await sync_to_async(self._reserve)(tokens, self.clock())
+        return await sync_to_async(self._reserve)(tokens, self.clock(), self._take())
 
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
         assert isinstance(reservation, Reservation)
         if usage is None:  # a call that was not served (refused by the provider, or not made): nothing is charged
             await sync_to_async(services.release)(reservation)
             return
-        spent = usage.prompt_tokens + usage.completion_tokens
-        await sync_to_async(services.settle)(reservation, spent, cost_eur, self.clock(), self._place)
+        self._unsettled.append((reservation, usage.prompt_tokens + usage.completion_tokens, cost_eur, self.clock()))
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(SETTLE_SECONDS, self._settle_soon)
+
+    def _take(self) -> list[_Settlement]:
+        """The settlements not written yet, to be written now by the caller."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        unsettled, self._unsettled = self._unsettled, []
+        return unsettled
+
+    def _settle_soon(self) -> None:
+        self._timer = None
+        unsettled = self._take()
+        if unsettled:
+            task = asyncio.ensure_future(sync_to_async(self._settle)(unsettled))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
+
+    def take_unsettled(self) -> Callable[[], None] | None:
+        """What is left to settle, to be called in the database's thread (by the run's end); None when nothing is."""
+        unsettled = self._take()
+        return (lambda: self._settle(unsettled)) if unsettled else None
+
+    async def drain(self) -> None:
+        """Write every settlement now, and wait for those being written."""
+        writing = list(self._writing)
+        unsettled = self._take()
+        if unsettled:
+            await sync_to_async(self._settle)(unsettled)
+        if writing:
+            await asyncio.gather(*writing)
 
 
 def _category(organisation_id: int, category_slug: str) -> Category | None:
@@ -76,17 +136,29 @@ class CategoryAccounting:
         admitted = services.admit(org, category, text, model)
         return Admission(admitted.slug, admitted) if admitted is not None else Admission("")
 
+    def __init__(self) -> None:
+        # The month row intake's reservation read, by the admitted category, for the run's ledger that follows.
+        self._places: weakref.WeakKeyDictionary[Category, services.Place] = weakref.WeakKeyDictionary()
+
     def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> None:
         found = _admitted(organisation_id, admission)
         if found is not None:
-            services.reserve_for_run(found.pk, run_id, tokens, category=found)
+            now = timezone.now()
+            place = services.place_of(found.pk, now, category=found)
+            services.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
+            self._places[found] = place
 
     def ledger(
         self, organisation_id: int, category: str, run_id: uuid.UUID | None = None, admission: Admission | None = None
     ) -> CategoryLedger | None:
         if admission is not None and admission.category == category:
             found = _admitted(organisation_id, admission)
-            return CategoryLedger(found.pk, run_id=run_id) if found is not None else None
+            if found is None:
+                return None
+            place = self._places.pop(found, None)
+            # Its own copy: the thresholds a run has seen crossed are that run's (``Place.alerted``).
+            mine = dataclasses.replace(place, alerted=set()) if place is not None else None
+            return CategoryLedger(found.pk, run_id=run_id, place=mine)
         return ledger_for(organisation_id, category, run_id)
 
     def release(self, run_id: uuid.UUID) -> int:

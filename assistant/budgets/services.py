@@ -33,6 +33,7 @@ from assistant.engine.tokens import estimate_tokens
 from assistant.orgs import audit
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import admin_emails, is_admin
+from assistant.runs.commits import lazy_atomic
 
 from .models import BudgetAlert, BudgetRaise, Category, CategoryMonth, Reservation
 from .months import month_bounds, month_of, zone
@@ -271,13 +272,18 @@ def reserve(
 
 
 def reserve_for_run(
-    category_id: int, run_id: uuid.UUID, tokens: int, now: datetime | None = None, category: Category | None = None
+    category_id: int,
+    run_id: uuid.UUID,
+    tokens: int,
+    now: datetime | None = None,
+    category: Category | None = None,
+    place: Place | None = None,
 ) -> Reservation:
     """Intake: hold a run's first call (``tokens``) before the run starts, or refuse the request
     (``CategoryExhausted``). The run's first model call takes this hold over (``take_over``). ``category``: the
-    category (with its organisation) as ``admit`` read it."""
+    category (with its organisation) as ``admit`` read it; ``place``: its month row, when the caller read it."""
     now = now or timezone.now()
-    held = _reserve(category_id, tokens, now, run_id, category=category)
+    held = _reserve(category_id, tokens, now, run_id, place, category=category)
     if isinstance(held, CategoryState):
         raise CategoryExhausted(held, tokens, now)
     return held
@@ -303,7 +309,7 @@ def take_over(
         return None
     held = Reservation(pk=found[0], month_id=found[1], tokens=found[2], run_id=run_id)
     extra = tokens - held.tokens
-    with transaction.atomic(), connection.cursor() as cursor:
+    with lazy_atomic(), connection.cursor() as cursor:
         if extra > 0:
             place = place_of(category_id, now, place)
             grown = _grow(cursor, held.month_id, category_id, extra, now.astimezone(place.tz).date())
@@ -390,7 +396,7 @@ def _hold(
     """One conditional UPDATE holds ``tokens`` if they fit in the budget of ``now``'s day (read by the statement
     itself: the monthly tokens and the raises still running), then the hold's row; None when they do not fit."""
     t = _tables()
-    with transaction.atomic(), connection.cursor() as cursor:
+    with lazy_atomic(), connection.cursor() as cursor:
         if not _grow(cursor, row_id, category_id, tokens, now.astimezone(tz).date()):
             return None
         cursor.execute(
@@ -413,7 +419,7 @@ def settle(
     t = _tables()
     month_id = reservation.month_id
     fast = place is not None and place.row_id == month_id
-    with transaction.atomic(), connection.cursor() as cursor:
+    with lazy_atomic(), connection.cursor() as cursor:
         # A hold already released as stale is not released twice; what the call used is charged anyway.
         cursor.execute(f"DELETE FROM {t['reservation']} WHERE id = %s", [reservation.pk])
         released = reservation.tokens if cursor.rowcount else 0
@@ -446,7 +452,7 @@ def settle(
 
 def release(reservation: Reservation) -> int:
     """Give back a hold whose call was not served (nothing charged, no call counted); returns the tokens released."""
-    with transaction.atomic():
+    with lazy_atomic():
         if not Reservation.objects.filter(pk=reservation.pk).delete()[0]:
             return 0  # already released (stale, or its run's reservations released by the reaper)
         CategoryMonth.objects.filter(pk=reservation.month_id).update(reserved=F("reserved") - reservation.tokens)

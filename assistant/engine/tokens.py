@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import json
 
-from .types import Message, ModelRequest
+from .types import Message, ModelRequest, ToolSpec
+
+# A tool spec's size, by the spec (kept alive here, so that its id is not reused while cached): a run sends the same
+# specs with every call, and writing their schemas out as JSON each time cost more than the rest of the estimate.
+_SPEC_TOKENS: dict[int, tuple[ToolSpec, int]] = {}
+_SPEC_CACHE_SIZE = 4096
 
 
 def estimate_tokens(text: str) -> int:
@@ -25,9 +30,19 @@ def request_tokens(messages: tuple[Message, ...]) -> int:
 
 def prompt_tokens(request: ModelRequest) -> int:
     """The estimated prompt size of a request: its messages and its tool specs."""
-    return request_tokens(request.messages) + sum(
-        estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in request.tools
-    )
+    return request_tokens(request.messages) + sum(spec_tokens(t) for t in request.tools)
 
 
-__all__ = ["estimate_tokens", "prompt_tokens", "request_tokens"]
+def spec_tokens(spec: ToolSpec) -> int:
+    """The estimated size of one tool spec: its JSON schema and its description."""
+    cached = _SPEC_TOKENS.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    size = estimate_tokens(json.dumps(spec.parameters)) + estimate_tokens(spec.description)
+    if len(_SPEC_TOKENS) >= _SPEC_CACHE_SIZE:
+        _SPEC_TOKENS.clear()
+    _SPEC_TOKENS[id(spec)] = (spec, size)
+    return size
+
+
+__all__ = ["estimate_tokens", "prompt_tokens", "request_tokens", "spec_tokens"]

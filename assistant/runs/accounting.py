@@ -9,8 +9,9 @@ rather than letting runs spend unchecked.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -50,6 +51,20 @@ class Accounting(Protocol):
         """Give back whatever the run still holds (it ended, or its process died: its calls will never settle);
         returns the tokens released."""
         ...
+
+
+@runtime_checkable
+class Deferred(Protocol):
+    """A ledger that writes a call's settlement later (with the next reservation): the run's end takes what is left."""
+
+    def take_unsettled(self) -> Callable[[], None] | None:
+        """What is left to settle, to be called in the database's thread; None when nothing is."""
+        ...
+
+
+def take_unsettled(ledger: UsageLedger | None) -> Callable[[], None] | None:
+    """What ``ledger`` has left to settle, when it defers its settlements (``Deferred``)."""
+    return ledger.take_unsettled() if isinstance(ledger, Deferred) else None
 
 
 _registered: Accounting | None = None

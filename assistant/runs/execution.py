@@ -49,6 +49,7 @@ from assistant.orgs.services import policy_for
 from . import accounting, groups, leases
 from .models import Message, Run
 from .recorder import Recorder
+from .steps import AgentEnd
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +305,10 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         await watch.close()
         _tokens.pop(run_id, None)
         await recorder.close()
-        await sync_to_async(_finish)(run_id, status, error, rounds, recorder.answer, ctx)
+        unsettled = accounting.take_unsettled(prepared.ledger)  # written with the run's end, in the same trip
+        await sync_to_async(_finish)(
+            run_id, status, error, rounds, recorder.answer, ctx, unsettled, recorder.agent_ends
+        )
         await groups.announce_finished(run_id, status)
         for hook in _after_run:
             try:
@@ -317,7 +321,18 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
 FINISHED_FIELDS = ["status", "error", "rounds", "answer", "sources", "usage", "cost_eur", "finished"]
 
 
-def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str, ctx: RunContext) -> None:
+def _finish(
+    run_id: uuid.UUID,
+    status: str,
+    error: str,
+    rounds: int,
+    answer: str,
+    ctx: RunContext,
+    unsettled: Callable[[], None] | None = None,
+    agent_ends: list[AgentEnd] | None = None,
+) -> None:
+    if unsettled is not None:  # the last calls' settlements (``accounting.Deferred``)
+        unsettled()
     # What the run still holds (its intake's reservation, when it ended before its first call) goes back.
     accounting.accounting().release(run_id)
     with transaction.atomic():
@@ -338,6 +353,7 @@ def _finish(run_id: uuid.UUID, status: str, error: str, rounds: int, answer: str
         run.usage = ctx.usage.as_dict()
         run.cost_eur = ctx.usage.cost_eur
         run.finished = timezone.now()
+        run.agent_ends = agent_ends  # for its receivers, which then do not read its steps back
         run.save(update_fields=FINISHED_FIELDS)
         if answer.strip():
             Message.objects.create(conversation=run.conversation, role="assistant", content=answer, run=run)

@@ -23,7 +23,7 @@ from channels.layers import get_channel_layer
 
 from assistant.engine.events import TextDeltaEvent
 
-from .groups import run_group
+from .groups import end_group, run_group
 from .models import Run, Step
 from .steps import load_event, published_text
 
@@ -107,17 +107,20 @@ class RunFollower(Follower):
         super().__init__(run_id)
         self._layer = get_channel_layer()
         self._channel = ""
+        self._group = run_group(run_id)
 
-    async def open(self) -> RunFollower:
-        """Join the run's group."""
+    async def open(self, events: bool = True) -> RunFollower:
+        """Join the run's group; without ``events``, only the group that hears of its end (``finished``): what the
+        run publishes meanwhile is then not even delivered to this follower."""
         if self._layer is not None:
+            self._group = run_group(self.run_id) if events else end_group(self.run_id)
             self._channel = await self._layer.new_channel()
-            await self._layer.group_add(run_group(self.run_id), self._channel)
+            await self._layer.group_add(self._group, self._channel)
         return self
 
     async def close(self) -> None:
         if self._layer is not None and self._channel:
-            await self._layer.group_discard(run_group(self.run_id), self._channel)
+            await self._layer.group_discard(self._group, self._channel)
             self._channel = ""
 
     async def items(self) -> AsyncIterator[Item]:
@@ -151,7 +154,8 @@ class RunFollower(Follower):
             await asyncio.sleep(QUIET_SECONDS)
             return None
         try:
-            message: dict[str, Any] = await asyncio.wait_for(self._layer.receive(self._channel), QUIET_SECONDS)
+            async with asyncio.timeout(QUIET_SECONDS):  # no task of its own, as ``wait_for`` makes, per message
+                message: dict[str, Any] = await self._layer.receive(self._channel)
         except TimeoutError:
             return None
         return message

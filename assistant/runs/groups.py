@@ -2,6 +2,8 @@
 
 - ``run_<hex>`` (``run_group``): every event of one run as the recorder publishes it (``run.event``),
   then ``run.finished``; the live page and the API follow it (``follow``).
+- ``end_<hex>`` (``end_group``): ``run.finished`` only, for a follower that waits for the run's end without
+  reading its events (the API's response not streamed).
 - ``stop_<hex>`` (``stop_group``): Stop, from whichever process received it, to the process executing
   the run (``leases.Watch``).
 - ``conversation_<id>`` (``conversation_group``): a run started in the conversation
@@ -23,6 +25,10 @@ def run_group(run_id: uuid.UUID) -> str:
     return f"run_{run_id.hex}"
 
 
+def end_group(run_id: uuid.UUID) -> str:
+    return f"end_{run_id.hex}"
+
+
 def stop_group(run_id: uuid.UUID) -> str:
     return f"stop_{run_id.hex}"
 
@@ -42,7 +48,9 @@ async def announce_finished(run_id: uuid.UUID, status: str) -> None:
     """Tell whoever follows the run that it ended (its outcome is saved: they read it from the database)."""
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(run_group(run_id), {"type": "run.finished", "run": run_id.hex, "status": status})
+        message = {"type": "run.finished", "run": run_id.hex, "status": status}
+        await layer.group_send(run_group(run_id), message)
+        await layer.group_send(end_group(run_id), message)
 
 
 async def announce_deleted(conversation_id: int) -> None:

@@ -43,6 +43,7 @@ from assistant.engine.events import ErrorEvent, Source, sources_read, usage_from
 from assistant.engine.usage import RunUsage
 
 from . import accounting, groups
+from .commits import lazy_statement
 from .models import Lease, Message, Run, Step
 from .steps import events_of, save_event
 
@@ -62,13 +63,14 @@ def executor_name() -> str:
 def claim(run_id: uuid.UUID) -> bool:
     """Take a running run for this process; False when it has ended or another process has it.
 
-    One statement, its own transaction: the lease's row is inserted only if the run is running, and only if no
+    One statement, its own transaction (not waiting for the disk: ``commits.lazy_statement``): the lease's row is inserted only if the run is running, and only if no
     process holds it (the lease's primary key is the run: of two processes claiming at once, one inserts)."""
     close_old_connections()  # a worker's connection may have outlived the database's restart
     now = timezone.now()
     quote = connection.ops.quote_name
     fields = {f.name: f for f in Lease._meta.concrete_fields}
-    with connection.cursor() as cursor:
+    # Lazy: a lease lost with the database server's crash is a run lost with it too (``commits``).
+    with lazy_statement(), connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {quote(Lease._meta.db_table)} (run_id, executor, claimed, heartbeat)"
             f" SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {quote(Run._meta.db_table)}"

@@ -17,7 +17,7 @@ from django.db import models
 from assistant.engine.events import Event, Source
 from assistant.orgs.models import Organisation
 
-from .steps import load_event, load_step
+from .steps import AgentEnd, load_event, load_step
 
 
 class Conversation(models.Model):
@@ -41,6 +41,10 @@ class Run(models.Model):
     """One request to the assistant and everything it produced."""
 
     STATUSES = [("running", "running"), ("ok", "ok"), ("stopped", "stopped"), ("error", "error")]
+
+    agent_ends: list[AgentEnd] | None = None
+    """Not a field: the agents that ended in the run, as its execution saw them (``Recorder.agent_ends``), on the
+    instance its end saves, so that its receivers (``budgets.landings``) do not read them back; None elsewhere."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")

@@ -1,7 +1,8 @@
 """The recorder: a run's events saved as steps and published to its group as they happen.
 
-Every event but a text delta becomes a ``Step`` numbered by ``seq`` (written to the database at
-least every ``FLUSH_SECONDS``, in one transaction with the answer so far); text deltas are folded
+Every event but a text delta becomes a ``Step`` numbered by ``seq`` (written to the database within
+``FLUSH_SECONDS`` of happening, in one transaction with the answer so far: what happens meanwhile is written
+with it, so that a burst of events costs one write); text deltas are folded
 into ``Run.answer``, and each step records where it falls in that text (``Step.text_offset``: the
 answer's length when it happened), so that the page draws one timeline in the order things happened.
 Each is published at once to the run's group (``groups.run_group``), steps with their ``seq`` and
@@ -12,22 +13,23 @@ them, and to fill a gap from the database.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import time
 import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Field, Model
 from django.utils import timezone
 
-from assistant.engine.events import Event, TextDeltaEvent
+from assistant.engine.events import AgentFinished, AgentStarted, Event, TextDeltaEvent
 
+from .commits import lazy_atomic
 from .groups import run_group
 from .models import Run, Step
-from .steps import save_event
+from .steps import AgentEnd, save_event
 
 FLUSH_SECONDS = 0.1
 
@@ -44,10 +46,11 @@ class Recorder:
         self.run_id = run_id
         self.answer = ""
         self.seq = 0
-        self._pending: list[Step] = []
+        self._pending: list[_Row] = []
         self._dirty = False
         self._wake = asyncio.Event()
         self._closed = False
+        self._pause: asyncio.Future[None] | None = None
         self._layer = get_channel_layer()
         self._writer = asyncio.ensure_future(self._write_loop())
         self._text: list[str] = []  # deltas not published yet, from ``_text_offset`` in the answer
@@ -56,6 +59,9 @@ class Recorder:
         self._text_agent: str | None = None
         self._text_task: asyncio.Future[None] | None = None
         self._publishing = asyncio.Lock()  # messages leave in the order of the events
+        self.agent_ends: list[AgentEnd] = []
+        """The agents that ended, as ``steps.agent_ends`` reads them back from the saved steps."""
+        self._profiles: dict[str, str] = {}
 
     async def emit(self, event: Event) -> None:
         if isinstance(event, TextDeltaEvent):
@@ -67,21 +73,18 @@ class Recorder:
             self._text.append(event.text)
             self.answer += event.text
             self._dirty = True
+            self._wake.set()
             return
         await self._publish_text()
+        if isinstance(event, AgentStarted):
+            self._profiles[event.agent_id] = event.profile or ""
+        elif isinstance(event, AgentFinished):
+            profile = self._profiles.get(event.agent_id, "")
+            self.agent_ends.append(AgentEnd(self.run_id, event.model, profile, event.status, event.forced_landing))
         data = save_event(event)
         self.seq += 1
         offset = len(self.answer)
-        self._pending.append(
-            Step(
-                run_id=self.run_id,
-                seq=self.seq,
-                kind=event.kind,
-                agent_id=event.agent_id or "",
-                data=data,
-                text_offset=offset,
-            )
-        )
+        self._pending.append((self.seq, event.kind, event.agent_id or "", data, offset))
         self._wake.set()
         await self._publish({"seq": self.seq, "event": data, "t": time.monotonic(), "text_offset": offset})
 
@@ -105,11 +108,22 @@ class Recorder:
                 )
 
     async def _write_loop(self) -> None:
-        while not self._closed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), FLUSH_SECONDS)
+        """Write what is pending as soon as something is, then what comes during the next ``FLUSH_SECONDS`` in
+        one go (nothing is written, and nothing wakes, while nothing happens)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
             self._wake.clear()
             await self.flush()
+            if self._closed:
+                return
+            self._pause = loop.create_future()
+            timer = loop.call_later(FLUSH_SECONDS, _resolve, self._pause)
+            try:
+                await self._pause
+            finally:
+                timer.cancel()
+                self._pause = None
 
     async def flush(self) -> None:
         steps, self._pending = self._pending, []
@@ -121,25 +135,37 @@ class Recorder:
         await self._publish_text()
         self._closed = True
         self._wake.set()
+        if self._pause is not None:
+            _resolve(self._pause)
         await self._writer
         await self.flush()
 
 
-def _save(run_id: uuid.UUID, steps: list[Step], answer: str | None) -> None:
+_Row = tuple[int, str, str, dict[str, Any], int]
+"""A step not saved yet: its ``seq``, ``kind``, ``agent_id``, ``data`` and ``text_offset``."""
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _save(run_id: uuid.UUID, steps: list[_Row], answer: str | None) -> None:
     """The steps and the answer so far, in one transaction: two plain statements (``bulk_create`` and ``update``
     spent more compiling them than the database writing). Neither sends signals, as before."""
     step_table = connection.ops.quote_name(Step._meta.db_table)
     run_table = connection.ops.quote_name(Run._meta.db_table)
     run = _db(Step, "run", run_id)
-    with transaction.atomic(), connection.cursor() as cursor:
+    with lazy_atomic(), connection.cursor() as cursor:
         if steps:
             now = _db(Step, "created", timezone.now())
+            prep = _field(Step, "data").get_db_prep_value
             cursor.executemany(
                 f"INSERT INTO {step_table} (run_id, seq, kind, agent_id, data, text_offset, created)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 [
-                    (run, new.seq, new.kind, new.agent_id, _db(Step, "data", new.data), new.text_offset, now)
-                    for new in steps
+                    (run, seq, kind, agent, prep(data, connection), offset, now)
+                    for seq, kind, agent, data, offset in steps
                 ],
             )
         if answer is not None:
@@ -148,6 +174,11 @@ def _save(run_id: uuid.UUID, steps: list[Step], answer: str | None) -> None:
 
 def _db(model: type[Model], name: str, value: object) -> Any:
     """``value`` as the database takes it for the field ``name`` (JSON, times and UUIDs differ from one to another)."""
+    return _field(model, name).get_db_prep_value(value, connection)
+
+
+@functools.cache
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
     found = model._meta.get_field(name)
     assert isinstance(found, Field)
-    return found.get_db_prep_value(value, connection)
+    return found

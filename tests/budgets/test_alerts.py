@@ -133,6 +133,7 @@ def test_a_runs_calls_alert_once_per_threshold_and_see_a_raise_made_while_it_run
     async def call(tokens: int) -> None:
         held = await ledger.reserve("demo-small", tokens)
         await ledger.settle(held, "demo-small", UsagePart(prompt_tokens=tokens, completion_tokens=0), 0.0)
+        await ledger.drain()  # written now, not with the next reservation
 
     call(790)
     assert not BudgetAlert.objects.exists()

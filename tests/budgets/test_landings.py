@@ -25,6 +25,7 @@ from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Run
 from assistant.runs.recorder import Recorder
+from assistant.runs.steps import AgentEnd, agent_ends
 
 Agent = tuple[str, str, str, bool]
 """(model, profile, status, forced_landing)"""
@@ -34,7 +35,9 @@ BUDGET: Agent = ("demo-small", "", "interrupted", False)
 FORCED_ERROR: Agent = ("demo-small", "", "error", True)
 
 
-def saved_run(org: Organisation, agents: Sequence[Agent], created: datetime | None = None) -> Run:
+def saved_run(
+    org: Organisation, agents: Sequence[Agent], created: datetime | None = None, from_memory: bool = False
+) -> Run:
     """A run whose agents' steps go through the recorder, then that ends as an executed run does."""
     user = get_user_model().objects.filter(memberships__organisation=org).first()
     conversation = Conversation.objects.create(organisation=org, user=user, title="t")
@@ -72,10 +75,14 @@ def saved_run(org: Organisation, agents: Sequence[Agent], created: datetime | No
                 )
             )
         await recorder.close()
+        seen.extend(recorder.agent_ends)
 
+    seen: list[AgentEnd] = []
     async_to_sync(record)()
     run.refresh_from_db()
     run.status, run.finished = "ok", timezone.now()
+    if from_memory:
+        run.agent_ends = seen  # as the execution hands them to its end: its steps are not read back
     run.save()
     return run
 
@@ -266,3 +273,27 @@ def test_agents_that_failed_on_their_forced_landing_round_alert_too(
         saved_run(world.demo, [FORCED_ERROR])  # 5 of 20: 25 %
     alert = LandingAlert.objects.get()
     assert (alert.agents, alert.landed) == (20, 5)
+
+
+def test_the_agents_the_recorder_saw_are_those_its_steps_say(world: World) -> None:
+    """What the execution hands the run's end (``Recorder.agent_ends``) is what ``steps.agent_ends`` reads back."""
+    agents = [OK, ("demo-large", "verificateur", "interrupted", True), FORCED_ERROR]
+    run = saved_run(world.demo, agents, from_memory=True)
+    from_steps = list(agent_ends(run.steps.all()))
+    assert [(a.model, a.profile, a.status, a.forced_landing) for a in from_steps] == [
+        (m, p, s, f) for m, p, s, f in agents
+    ]
+    assert run.agent_ends == from_steps
+
+
+def test_a_run_that_says_its_agents_alerts_as_one_read_from_its_steps(
+    world: World, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    """The forced-landing alert comes the same when the run's end is handed its agents (``from_memory``)."""
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [BUDGET] * (MIN_AGENTS - 1))
+    assert not LandingAlert.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        saved_run(world.demo, [OK], from_memory=True)  # the 20th agent, said by the run's end: 19 of 20 landed
+    alert = LandingAlert.objects.get()
+    assert (alert.model, alert.agents, alert.landed) == ("demo-small", 20, 19)

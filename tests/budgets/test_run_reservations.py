@@ -7,6 +7,7 @@ reservations of its calls in flight. tests/scale kills a real worker with SIGKIL
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from budgets_support import World, signed_in, this_month
 from django.core.management import call_command
 from django.utils import timezone, translation
 
+from assistant.budgets import ledger as ledger_module
 from assistant.budgets import services
 from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import CategoryMonth, Reservation
@@ -70,6 +72,7 @@ async def test_the_first_call_takes_the_intake_hold_over_instead_of_reserving_tw
     assert isinstance(second, Reservation) and second.pk != held.pk
     await ledger.settle(first, "demo-large", UsagePart(300, 40), 0.01)
     await ledger.settle(second, "demo-small", None, 0.0)  # not served: released, nothing charged
+    await ledger.drain()
     row = await sync_to_async(this_month)(tworld.syntheses)
     assert (row.reserved, row.used, row.calls) == (0, 340, 1)
 
@@ -131,3 +134,21 @@ def test_a_question_too_long_for_the_main_model_s_window_is_refused_on_the_page_
     page = response.content.decode()
     assert "is too long for demo-large" in page and "128,000 tokens" in page
     assert not Run.objects.exists() and not Reservation.objects.exists()
+
+
+async def test_a_call_s_settlement_is_written_with_the_run_s_next_reservation(tworld: World) -> None:
+    """One trip to the database a call: its settlement waits for the next reservation, its hold counted meanwhile."""
+    run = await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, QUESTION)
+    ledger = CategoryLedger(tworld.syntheses.pk, run_id=run.pk)
+    first = await ledger.reserve("demo-large", 2_000)
+    await ledger.settle(first, "demo-large", UsagePart(300, 40), 0.01)
+    row = await sync_to_async(this_month)(tworld.syntheses)
+    assert (row.reserved, row.used, row.calls) == (2_000, 0, 0)  # not written yet: the hold still counts
+    second = await ledger.reserve("demo-small", 1_000)
+    row = await sync_to_async(this_month)(tworld.syntheses)
+    assert (row.reserved, row.used, row.calls) == (1_000, 340, 1)  # written with the next reservation
+    await ledger.settle(second, "demo-small", UsagePart(100, 10), 0.001)
+    await asyncio.sleep(ledger_module.SETTLE_SECONDS + 0.3)  # no reservation comes: written on its own
+    row = await sync_to_async(this_month)(tworld.syntheses)
+    assert (row.reserved, row.used, row.calls) == (0, 450, 2)
+    await ledger.drain()

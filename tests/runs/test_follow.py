@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
 from assistant.orgs.models import Organisation
-from assistant.runs import follow
+from assistant.runs import follow, groups
 from assistant.runs.follow import RunFollower
 from assistant.runs.groups import run_group
 from assistant.runs.models import Conversation, Run, Step
@@ -98,3 +98,21 @@ async def test_waiting_for_the_end_only_ends_with_the_run_and_reads_none_of_its_
     await Run.objects.filter(pk=run.pk).aupdate(status="ok")
     await asyncio.wait_for(lost.finished(), 5)
     await lost.close()
+
+
+async def test_a_follower_of_the_end_only_is_not_sent_the_events_and_hears_the_end() -> None:
+    """``open(events=False)``: the run's events are not even delivered to its channel; ``announce_finished`` ends it."""
+    layer = get_channel_layer()
+    assert layer is not None
+    run = await sync_to_async(_run)()
+    follower = await RunFollower(run.pk).open(events=False)
+    for seq in range(1, 4):
+        await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, "seq": seq, "event": ROUND})
+    await layer.send(follower._channel, {"type": "probe"})
+    assert (await asyncio.wait_for(layer.receive(follower._channel), 5))["type"] == "probe"  # nothing came before it
+    waiting = asyncio.ensure_future(follower.finished())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await groups.announce_finished(run.pk, "ok")
+    await asyncio.wait_for(waiting, 5)
+    await follower.close()
