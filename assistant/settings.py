@@ -114,6 +114,16 @@ if os.environ.get("DATABASE_URL"):
 
     # A plain dict like the one above (parse() returns a TypedDict, which a dict[str, Any] does not take).
     DATABASES["default"] = dict(dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60))
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # A pool (psycopg_pool): under ASGI each request's synchronous code runs in a thread of its own, whose
+        # connection a persistent setting (CONN_MAX_AGE) never serves again: without a pool, every request
+        # connected anew (about 4 ms). Django returns a request's connection to the pool when it ends.
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": int(os.environ.get("DB_POOL_MIN", "2")),
+            "max_size": int(os.environ.get("DB_POOL_MAX", "20")),
+            "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "10")),
+        }
 
 # A run publishes every text delta; a page's queue must hold a whole answer streamed at full speed
 # (the in-memory layer drops what overflows, which the page then has to read back from the database).

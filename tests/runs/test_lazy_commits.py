@@ -44,3 +44,14 @@ def test_a_lazy_transaction_is_still_atomic() -> None:
         Organisation.objects.create(name="Gone", slug="gone")
         raise RuntimeError("rolled back")
     assert not Organisation.objects.filter(slug="gone").exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_connections_come_from_a_pool() -> None:
+    """Each request's thread borrows a connection rather than connecting anew (settings: ``pool``)."""
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0
+    assert connection.pool is not None  # type: ignore[attr-defined]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    assert connection.pool.get_stats()["pool_size"] >= 1  # type: ignore[attr-defined]
