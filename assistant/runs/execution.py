@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from assistant.catalogue import snapshot
@@ -162,13 +162,18 @@ def stop_all(cause: StopCause) -> int:
 
 def _history(run: Run) -> tuple[EngineMessage, ...]:
     """The conversation up to this run's user message, as the main model reads it, in one query."""
-    # The turns before this one in the order their runs started (a queued message's text was saved before the
-    # answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of it. Then
-    # this run's own user message (exactly one).
+    # First the messages saved with no run (an API client's earlier messages and system prompt, saved with the
+    # conversation), then the turns before this one in the order their runs started (a queued message's text was saved
+    # before the answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of
+    # it. Then this run's own user message (exactly one).
     rows = (
         Message.objects.filter(conversation_id=run.conversation_id, queued=False)
-        .filter(Q(run__created__lt=run.created, run__replaced_by__isnull=True) | Q(run_id=run.pk, role="user"))
-        .order_by("run__created", "pk")
+        .filter(
+            Q(run__isnull=True)
+            | Q(run__created__lt=run.created, run__replaced_by__isnull=True)
+            | Q(run_id=run.pk, role="user")
+        )
+        .order_by(F("run__created").asc(nulls_first=True), "pk")
         .values_list("run_id", "role", "content")
     )
     out: list[EngineMessage] = []

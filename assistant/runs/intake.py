@@ -101,11 +101,14 @@ def first_call_tokens(
     api_key: ApiKey | None = None,
     *,
     policy: Policy | None = None,
+    earlier: Sequence[tuple[str, str]] = (),
 ) -> int:
-    """What the run's first model call will reserve: its request as the first round sends it (the conversation so
+    """What the run's first model call will reserve: its request as the first round sends it (``earlier``'s messages
+    for a new conversation, the conversation so
     far and the question, the system prompt, the tool specs) plus the output cap. Raises ``ContextTooLong`` when
     that request cannot fit the main model's window, even with the oldest turns left out."""
-    prior: list[EngineMessage] = []
+    # A new conversation's earlier messages (an API client's), as the run will read them first (``execution._history``).
+    prior = [EngineMessage(role="user" if r == "user" else "assistant", content=c) for r, c in earlier if c.strip()]
     if conversation is not None:
         # As the run will send it: its turns in order, without superseded ones or queued messages.
         sent = Message.objects.filter(conversation=conversation, queued=False, run__isnull=False)
@@ -151,7 +154,7 @@ def create_run(
     check(org, ask, api_key, policy=policy)
     books = accounting.accounting()
     admission = books.admit(org, ask.category, ask.text, ask.model)
-    tokens = first_call_tokens(org, conversation, ask, api_key, policy=policy)
+    tokens = first_call_tokens(org, conversation, ask, api_key, policy=policy, earlier=earlier)
     new = conversation is None
     try:
         with transaction.atomic():

@@ -117,3 +117,19 @@ def test_a_run_ends_with_one_query_for_a_queue_that_is_empty(org: Organisation) 
     with CaptureQueriesContext(connection) as sent:
         assert queue.next_queued(run.conversation_id) is None
     assert len(_work(sent)) == 1
+
+
+def test_an_api_client_s_earlier_messages_reach_the_main_model_first_and_are_reserved(org: Organisation) -> None:
+    """The messages saved with no run (an API client's conversation so far and system prompt) come first in what
+    the main model reads, in order, before the question; and the first call's reservation counts them."""
+    earlier = [
+        ("user", "Instructions for this conversation:\nAnswer briefly."),
+        ("user", "Hello"),
+        ("assistant", "Hi!"),
+    ]
+    run = _create(org, earlier=earlier)
+    history = execution._history(run)
+    assert [(m.role, m.content) for m in history] == [*earlier, ("user", ASK.text)]
+    bare = intake.first_call_tokens(org, None, ASK)
+    long = [("user", "word " * 2_000)]
+    assert intake.first_call_tokens(org, None, ASK, earlier=long) >= bare + 2_000
