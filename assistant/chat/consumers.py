@@ -215,7 +215,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if wait > 0:
             await asyncio.sleep(wait)
         loop = asyncio.get_running_loop()
-        now = self.last_push = loop.time()
+        now = loop.time()
         progress = now >= self.last_progress + PROGRESS_INTERVAL
         if progress and any(run.progress_pending for run in self.runs.values()):
             self.last_progress = now
@@ -224,6 +224,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 run.render_changes(self._followed_in(run_id), progress=progress) for run_id, run in self.runs.items()
             )
         if html:
+            self.last_push = now  # a push that sent nothing (progress left for later) holds the next one up by nothing
             await self.send(text_data=html)
         if not progress and self.progress_later is None and any(run.progress_pending for run in self.runs.values()):
             self.progress_later = loop.call_at(self.last_progress + PROGRESS_INTERVAL, self._push_progress)
