@@ -35,6 +35,7 @@ CLOSE_SIGN_IN = 4401  # not signed in
 CLOSE_NOT_FOUND = 4404  # not a conversation of this user: the same answer as for one that does not exist
 CLOSE_DELETED = 4410  # its owner deleted the conversation (in this tab or another one)
 PUSH_INTERVAL = 0.01  # seconds between two pushes to one page, at most 100 a second
+PROGRESS_INTERVAL = 0.1  # seconds between two pushes of agents' progress (rounds, actions, cost) to one page
 MAX_STATE_RUNS = 50  # runs a page may ask about in one message
 
 
@@ -50,6 +51,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.pushing: asyncio.Task[None] | None = None
         self.watching: asyncio.Future[None] | None = None
         self.last_push = 0.0
+        self.last_progress = 0.0
+        self.progress_later: asyncio.TimerHandle | None = None
         self.conversation_id = 0
         self.followed: tuple[str, str] | None = None  # (run hex, agent id) of the agent panel the page shows
         # Accept, then close with a code: a refused handshake looks like a network failure, which
@@ -76,6 +79,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.pushing is not None:
             self.pushing.cancel()
+        if self.progress_later is not None:
+            self.progress_later.cancel()
         if self.watching is not None:
             self.watching.cancel()
         for group in self.joined:
@@ -138,6 +143,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.runs.clear()
         if self.pushing is not None:
             self.pushing.cancel()
+        if self.progress_later is not None:
+            self.progress_later.cancel()
         for group in list(self.joined):
             await self._leave(group)
         await self.close(code=CLOSE_DELETED)
@@ -196,18 +203,35 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     def _schedule_push(self) -> None:
         # One push at a time, at most one per PUSH_INTERVAL: a burst of events (a fast model writes
         # hundreds of words a second) goes out as one fragment, rendered once. After a pause, the
-        # next event goes out at once.
+        # next event goes out on the loop's next turn. Agents' progress (their rounds, actions and
+        # cost) goes out at most once per PROGRESS_INTERVAL: with many runs streaming on one loop,
+        # rendering those lines at every step of every agent took most of its time, and delayed the
+        # answers' text behind them.
         if self.pushing is None or self.pushing.done():
             wait = self.last_push + PUSH_INTERVAL - asyncio.get_running_loop().time()
             self.pushing = asyncio.ensure_future(self._push(wait))
 
     async def _push(self, wait: float) -> None:
-        await asyncio.sleep(max(wait, 0))  # at least once round the loop: events already queued join in
-        self.last_push = asyncio.get_running_loop().time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        progress = now >= self.last_progress + PROGRESS_INTERVAL
+        if progress and any(run.progress_pending for run in self.runs.values()):
+            self.last_progress = now
         with translation.override(self.language):
-            html = "".join(run.render_changes(self._followed_in(run_id)) for run_id, run in self.runs.items())
+            html = "".join(
+                run.render_changes(self._followed_in(run_id), progress=progress) for run_id, run in self.runs.items()
+            )
         if html:
+            self.last_push = now  # a push that sent nothing (progress left for later) holds the next one up by nothing
             await self.send(text_data=html)
+        if not progress and self.progress_later is None and any(run.progress_pending for run in self.runs.values()):
+            self.progress_later = loop.call_at(self.last_progress + PROGRESS_INTERVAL, self._push_progress)
+
+    def _push_progress(self) -> None:
+        self.progress_later = None
+        self._schedule_push()
 
     async def _check_lease(self, run_id: str) -> None:
         """A running run of this conversation whose process died is failed now, and every page following it told."""

@@ -26,14 +26,23 @@ from django.utils.safestring import SafeString
 from assistant.orgs.models import Organisation
 from assistant.runs.follow import Follower, Item, steps_since
 from assistant.runs.models import Conversation, Message, Run, Step
+from assistant.runs.steps import UnreadableStep
 
-from .presenters import agent_of, base_names, run_view
+from .presenters import WorkBlock, agent_of, base_names, run_view
 from .rendering import StreamingMarkdown
 
 # The steps that change what the timeline shows, and those among them that change one agent's line only
 # (its rounds, its actions, and its cost with each of its usage events).
 VISIBLE_STEPS = frozenset({"agent_started", "round_started", "agent_action", "agent_finished", "tool_result"})
 AGENT_PROGRESS = frozenset({"round_started", "agent_action", "usage", "model_call_failed"})
+
+
+def _shows_an_action(step: Step) -> bool:
+    """Whether the main model's tool result draws a line in the timeline (a search, a read: ``timeline_of``)."""
+    try:
+        return getattr(step.event, "action", None) is not None
+    except UnreadableStep:
+        return True  # what it is, the timeline says
 
 
 def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:
@@ -121,8 +130,13 @@ class LiveRun:
                 self.dirty.add("work")
             elif item.kind in AGENT_PROGRESS and item.agent_id:
                 self.dirty.add(f"agent:{item.agent_id}")  # that agent's line only
-            elif item.kind in VISIBLE_STEPS and (item.agent_id or item.kind == "tool_result"):
-                self.dirty.add("work")  # a line appears, or the working line changes
+            elif item.kind == "agent_finished" and item.agent_id:
+                self.dirty.add(f"ended:{item.agent_id}")  # its line, and its block's working line once none works
+            elif item.kind == "tool_result" and not item.agent_id:
+                if _shows_an_action(item):
+                    self.dirty.add("work")  # the main model's search or read appears in the timeline
+            elif item.kind in VISIBLE_STEPS and item.agent_id:
+                self.dirty.add("work")  # a line appears
 
     def view(self) -> dict[str, Any]:
         view = run_view(self.run, self.steps, self.reports, self.names, self.pieces)
@@ -133,29 +147,53 @@ class LiveRun:
         view["emitted"] = self.emitted
         return view
 
-    def render_changes(self, follow_agent: str | None = None) -> str:
+    @property
+    def progress_pending(self) -> bool:
+        """Whether an agent's line changed (its rounds, actions or cost) and was not pushed yet."""
+        return any(d.startswith("agent:") for d in self.dirty)
+
+    def render_changes(self, follow_agent: str | None = None, *, progress: bool = True) -> str:
         """The fragments that changed since the last push (a new turn, the timeline or one agent's line, the
-        answer so far), and the panel of ``follow_agent`` (the agent the page follows) when that agent changed."""
+        answer so far), and the panel of ``follow_agent`` (the agent the page follows) when that agent changed.
+
+        ``progress=False`` leaves out the agents' lines whose progress only changed (and that agent's panel): they
+        stay to push, with the next push that takes them (``progress_pending``). A new line, the timeline, the
+        answer and a panel just opened go out at once."""
         if not self.dirty:
             return ""
+        changed = {d.removeprefix("agent:") for d in self.dirty if d.startswith("agent:")}
+        ended = {d.removeprefix("ended:") for d in self.dirty if d.startswith("ended:")}
+        if not progress and "work" not in self.dirty:
+            later = {f"agent:{agent}" for agent in changed}
+            if not self.dirty - later:
+                return ""
+            changed = set()
+        else:
+            later = set()
         view = self.view()
         parts: list[str] = []
         if "turn" in self.dirty:
             parts.append(
                 render_to_string("chat/_turn_append.html", {"item": {"question": self.question, "view": view}})
             )
-        changed = {d.removeprefix("agent:") for d in self.dirty if d.startswith("agent:")}
         if "work" in self.dirty:
             parts.append(render_to_string("chat/_timeline.html", {"view": view}))  # the answer so far with it
         else:
+            lines = changed | ended
+            for block in view["timeline"]:
+                if isinstance(block, WorkBlock) and not block.working and ended & {a.agent_id for a in block.agents}:
+                    parts.append(render_to_string("chat/_work.html", {"view": view, "block": block}))
+                    lines -= {a.agent_id for a in block.agents}  # in the block just pushed
             for agent in view["agents"]:
-                if agent.agent_id in changed:
+                if agent.agent_id in lines:
                     parts.append(render_to_string("chat/_agent.html", {"view": view, "agent": agent}))
             if "answer" in self.dirty:
                 parts.append(render_to_string("chat/_answer.html", {"view": view}))
+        changed |= ended
         if follow_agent is not None and (self.dirty & {"work", "panel"} or follow_agent in changed):
             parts.append(self.render_panel(view, follow_agent))
         self.dirty.clear()
+        self.dirty |= later
         self.emitted = None
         return "".join(parts)
 

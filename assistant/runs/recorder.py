@@ -69,7 +69,8 @@ class Recorder:
                 await self._publish_text()
             if not self._text:
                 self._text_offset, self._text_t, self._text_agent = len(self.answer), time.monotonic(), event.agent_id
-                asyncio.get_running_loop().call_soon(self._publish_text_soon)
+                # A task's first step runs on the loop's next turn: the deltas emitted until then go with it.
+                self._text_task = asyncio.ensure_future(self._publish_text())
             self._text.append(event.text)
             self.answer += event.text
             self._dirty = True
@@ -87,9 +88,6 @@ class Recorder:
         self._pending.append((self.seq, event.kind, event.agent_id or "", data, offset))
         self._wake.set()
         await self._publish({"seq": self.seq, "event": data, "t": time.monotonic(), "text_offset": offset})
-
-    def _publish_text_soon(self) -> None:
-        self._text_task = asyncio.ensure_future(self._publish_text())
 
     async def _publish_text(self) -> None:
         if not self._text:

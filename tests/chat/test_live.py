@@ -22,7 +22,7 @@ from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable
-from assistant.engine.events import AgentFinished, AgentStatus
+from assistant.engine.events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, ToolResultEvent
 from assistant.engine.models.function import FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import Organisation
@@ -381,6 +381,58 @@ def test_a_follower_skips_what_it_read_and_fills_gaps_from_the_database(demo_dat
     html = follower.render_changes()
     assert html.lstrip().startswith(f'<div class="delegation status-running" id="agent-{run.pk}-agent-1"')
     assert "-timeline" not in html and "-work" not in html
+
+
+def _published(seq: int, event: Any) -> dict[str, Any]:
+    return {"type": "run.event", "run": "x", "seq": seq, "event": save_event(event), "t": 1.0, "text_offset": 0}
+
+
+@pytest.mark.django_db
+def test_a_push_renders_what_changed_only_and_agents_progress_can_wait(demo_data: None) -> None:
+    """With many runs on one loop, rendering was most of its time: a push renders the fragments that changed, no more,
+    and agents' progress (rounds, actions, cost) may wait for the next push that takes it."""
+    run = _run()
+    _agent_steps(run, None)  # agent-1 working, steps 1-4 saved
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
+    assert follower is not None
+    block, timeline = f'id="run-{run.pk}-work-0"', f'id="run-{run.pk}-timeline"'
+    line_1, line_2 = f'id="agent-{run.pk}-agent-1"', f'id="agent-{run.pk}-agent-2"'
+    started = AgentStarted(
+        agent_id="agent-2",
+        instruction="Read the minutes",
+        model="demo-small",
+        model_label="Demo Small",
+        resources=("kb:comptes-rendus",),
+        max_rounds=5,
+    )
+    assert follower.apply(_published(5, started))
+    assert timeline in follower.render_changes()  # a new line: the timeline
+    # Progress: left for a later push, then pushed, that agent's line alone.
+    search = Action(tool="kb_search", kind="search", label="minutes", count=2, ok=True)
+    assert follower.apply(_published(6, AgentAction(agent_id="agent-2", action=search)))
+    assert follower.render_changes(progress=False) == "" and follower.progress_pending
+    html = follower.render_changes()
+    assert line_2 in html and line_1 not in html and block not in html and not follower.progress_pending
+    # The answer goes out at once, the progress that came with it waits.
+    assert follower.apply(_published(7, AgentAction(agent_id="agent-1", action=search)))
+    assert follower.apply(_message(7, "text_delta", text="Looking.", offset=0))
+    html = follower.render_changes(progress=False)
+    assert f'id="run-{run.pk}-answer"' in html and line_1 not in html and follower.progress_pending
+    assert line_1 in follower.render_changes()
+    # An agent ends while the other works: its line; once none works, their block (its working line gone).
+    ended = {"model": "demo-small", "status": "ok", "rounds": 2, "seconds": 1.5, "cost_eur": 0.001, "report": "Done."}
+    assert follower.apply(_published(8, AgentFinished(agent_id="agent-1", **ended)))
+    html = follower.render_changes(progress=False)  # an end does not wait
+    assert line_1 in html and line_2 not in html and block not in html and timeline not in html
+    assert follower.apply(_published(9, AgentFinished(agent_id="agent-2", **ended)))
+    html = follower.render_changes()
+    assert html.lstrip().startswith(f'<div class="work" {block}') and line_1 in html and line_2 in html
+    assert 'class="working"' not in html and timeline not in html
+    # The main model's tool result: nothing to draw for the delegation's, the timeline for a search of its own.
+    assert follower.apply(_published(10, ToolResultEvent(call_id="c1", name="delegate", ok=True)))
+    assert follower.render_changes() == ""
+    assert follower.apply(_published(11, ToolResultEvent(call_id="c2", name="kb_search", ok=True, action=search)))
+    assert timeline in follower.render_changes()
 
 
 @pytest.mark.django_db

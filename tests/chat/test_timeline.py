@@ -24,6 +24,7 @@ from django.test import AsyncClient, Client
 from django.utils import timezone, translation
 
 from assistant.asgi import application
+from assistant.chat import consumers
 from assistant.chat.presenters import TextPiece, WorkBlock, run_view
 from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
@@ -323,6 +324,37 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": event})
         frames = await _frames_until(communicator, r"0\.0022 €")
         assert body not in frames
+    finally:
+        await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "fast")
+async def test_an_agents_progress_right_after_another_reaches_the_page_with_the_next_progress_push(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Agents' progress goes out at most once per ``PROGRESS_INTERVAL``: what comes in between waits, and is not lost;
+    the answer's text does not wait."""
+    monkeypatch.setattr(consumers, "PROGRESS_INTERVAL", 1.0)  # a wait no slow machine mistakes for none
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    run = await sync_to_async(_run)(answer=FIRST)
+    await sync_to_async(_steps)(run)
+    await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
+    communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
+    try:
+        await _frames_until(communicator, f'id="run-{run.pk}-timeline"')
+        layer = get_channel_layer()
+        assert layer is not None
+        message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "text_offset": len(FIRST)}
+        action = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
+        await layer.group_send(run_group(run.pk), {**message, "seq": 9, "event": action})
+        await _frames_until(communicator, "Read: Invoice F-2024-031")
+        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": _usage(0.001)})  # within the interval
+        text = {"kind": "text_delta", "agent_id": None, "text": " Reading."}
+        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": text, "offset": len(FIRST)})
+        first = await _frames_until(communicator, "Reading.")
+        assert "0.0022 €" not in first  # the answer first, the progress with the next progress push
+        await _frames_until(communicator, r"0\.0022 €", timeout=4)
     finally:
         await communicator.disconnect()
 

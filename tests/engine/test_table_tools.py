@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from assistant.engine.tables import (
     QueryLimits,
     TableCatalogue,
     TableInfo,
+    _Query,
     check_statement,
     markdown_table,
     query_names,
@@ -141,3 +143,30 @@ async def test_stop_interrupts_a_running_query(backend: MemoryTables) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task_
     assert time.monotonic() - started < 5
+
+
+async def test_a_query_opens_its_connection_off_the_event_loop(
+    backend: MemoryTables, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a DuckDB connection takes about 10 ms: on the loop it would hold up every run and page meanwhile."""
+    (_, (_, data)) = next(iter(backend.data.items()))
+    opened_on: list[int] = []
+    connect = duckdb.connect
+
+    def watched_connect(*args: object, **kwargs: object) -> duckdb.DuckDBPyConnection:
+        opened_on.append(threading.get_ident())
+        return connect(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(duckdb, "connect", watched_connect)
+    result = await run_query("SELECT count(*) AS n FROM factures", {"factures": data}, QueryLimits())
+    assert result.rows == ((2,),)
+    assert opened_on and threading.get_ident() not in opened_on
+
+
+async def test_stop_before_the_connection_is_open_still_stops_the_query(backend: MemoryTables) -> None:
+    """Stop may come while the query's thread is still opening its connection: the statement is not run."""
+    (_, (_, data)) = next(iter(backend.data.items()))
+    query = _Query(QueryLimits())
+    query.interrupt()
+    with pytest.raises(ToolError, match="interrupted"):
+        await asyncio.to_thread(query.run, "SELECT count(*) FROM factures", {"factures": data})
