@@ -106,3 +106,11 @@ async def test_demo_agents_land_forced_and_come_back_interrupted_with_findings_w
     assert all(e.forced_landing for e in h.of(AgentFinished))
     assert say("agent_unfinished", "fr", reason=say("cause_rounds", "fr", used=2, limit=2)) in outcome.text
     assert "[doc-11]" in outcome.text
+
+
+def test_a_possessive_names_its_owner_and_leaves_no_gap_about_it() -> None:
+    """ "Bimbamjob's late payments": the demo searches for and reports about Bimbamjob, not "Bimbamjob's"."""
+    from assistant.engine.models.demo.words import keywords
+
+    assert keywords("What are Bimbamjob's late payments?") == ["Bimbamjob", "late", "payments"]
+    assert keywords("Que dit l'entreprise d'Orchidée ?") == ["dit", "l'entreprise", "d'Orchidée"]  # French: as before

@@ -16,10 +16,10 @@ _STOPWORDS = frozenset(
 
 
 def keywords(text: str, limit: int = 6) -> list[str]:
-    """The content words of a text, in order, without duplicates."""
+    """The content words of a text, in order, without duplicates (an English possessive's "'s" left off)."""
     seen: list[str] = []
     for word in re.findall(r"[\w][\w'-]*", text):
-        w = word.strip("'-")
+        w = word.strip("'-").removesuffix("'s")  # an English possessive names its owner: Bimbamjob's
         if len(w) < 3 or w.lower() in _STOPWORDS or w.lower() in (s.lower() for s in seen):
             continue
         seen.append(w)
