@@ -16,8 +16,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+DEMO_SERVER = """
+import sys
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+call_command("load_demo", verbosity=0)
+call_command("runserver", sys.argv[1], use_reloader=False)
+"""
+"""A server's ``script`` with the demo data alone, as ``make run`` loads it."""
+
+
+def sign_in(page: Any, url: str) -> None:
+    """Sign ``page`` in as the demo user through the login page of the server at ``url``."""
+    page.goto("/login/")
+    page.fill("input[name=username]", "demo")
+    page.fill("input[name=password]", "demo-password")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(f"{url}/")
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_server import ROOT, LiveServer, start_server
+from live_server import ROOT, LiveServer, sign_in, start_server
 
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -82,11 +82,7 @@ def signed_in(browser: Any, server: str) -> dict[str, Any]:
     """Sign in once through the login page; each test's context starts from these cookies."""
     context = browser.new_context(base_url=server)
     page = context.new_page()
-    page.goto("/login/")
-    page.fill("input[name=username]", "demo")
-    page.fill("input[name=password]", "demo-password")
-    page.click("main form button[type=submit]")
-    page.wait_for_url(f"{server}/")
+    sign_in(page, server)
     state: dict[str, Any] = context.storage_state()
     context.close()
     return state

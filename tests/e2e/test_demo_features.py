@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from live_server import start_server
+from live_server import DEMO_SERVER, sign_in, start_server
 from playwright.sync_api import Locator, Page, expect
 from test_french import assert_all_french
 
@@ -23,16 +23,6 @@ from assistant.engine.models.demo.feature_texts import FEATURE_TEXTS
 from assistant.engine.sandbox import detect
 
 pytestmark = pytest.mark.slow
-
-SERVER = """
-import sys
-import django
-django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
-call_command("load_demo", verbosity=0)
-call_command("runserver", sys.argv[1], use_reloader=False)
-"""
 
 QUESTIONS = {
     "code": {"en": "Totals per client of the invoices", "fr": "Total des factures par client"},
@@ -54,7 +44,7 @@ PLACEHOLDER = re.compile(r"\{\w+\}")
 def features_server(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("e2e-features")
     env = {"DJANGO_DEBUG": "1", "RUN_CODE_ENABLED": "1", "DEMO_WEB": "1"}
-    with start_server(SERVER, folder, pace="0.005", latency="0.2", env=env) as server:
+    with start_server(DEMO_SERVER, folder, pace="0.005", latency="0.2", env=env) as server:
         yield server.wait_until_up()
 
 
@@ -62,11 +52,7 @@ def features_server(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> I
 def features_signed_in(browser: Any, features_server: str) -> dict[str, Any]:
     context = browser.new_context(base_url=features_server)
     page = context.new_page()
-    page.goto("/login/")
-    page.fill("input[name=username]", "demo")
-    page.fill("input[name=password]", "demo-password")
-    page.click("main form button[type=submit]")
-    page.wait_for_url(f"{features_server}/")
+    sign_in(page, features_server)
     state: dict[str, Any] = context.storage_state()
     context.close()
     return state

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from live_server import start_server
+from live_server import DEMO_SERVER, sign_in, start_server
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.slow
@@ -111,11 +111,7 @@ def _sign_in(browser: Any, url: str, locale: str) -> Page:
     context = browser.new_context(base_url=url, viewport={"width": 1280, "height": 900}, locale=locale)
     context.set_default_timeout(20_000)
     page: Page = context.new_page()
-    page.goto("/login/")
-    page.fill("input[name=username]", "demo")
-    page.fill("input[name=password]", "demo-password")
-    page.click("main form button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    sign_in(page, url)
     return page
 
 
@@ -181,11 +177,7 @@ def test_axe_finds_nothing_serious_on_a_demo_web_page_and_the_settings(
 
     context = browser.new_context(base_url=demo_web_server, viewport={"width": 390, "height": 844}, color_scheme=scheme)
     page = context.new_page()
-    page.goto("/login/")
-    page.fill("input[name=username]", "demo")
-    page.fill("input[name=password]", "demo-password")
-    page.click("main form button[type=submit]")
-    page.wait_for_url(f"{demo_web_server}/")
+    sign_in(page, demo_web_server)
     for path in (f"/demo-web/?url={quote(PAGE_EN)}", "/settings/"):
         page.goto(path)
         violations = Axe().run(page).response["violations"]
@@ -199,16 +191,6 @@ def test_axe_finds_nothing_serious_on_a_demo_web_page_and_the_settings(
 
 
 # The offline demo model itself -------------------------------------------------------------------------------------
-
-DEMO_SERVER = """
-import sys
-import django
-django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
-call_command("load_demo", verbosity=0)
-call_command("runserver", sys.argv[1], use_reloader=False)
-"""
 
 DEMO_WORDS = {
     "en": {

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_server import ROOT, start_server
+from live_server import ROOT, sign_in, start_server
 from playwright.sync_api import Page, expect
 from test_browser import ask, last_run
 
@@ -179,11 +179,7 @@ def test_a_run_whose_server_died_shows_failed_after_the_page_reconnects(browser:
         context = browser.new_context(base_url=url, viewport={"width": 1280, "height": 800}, locale="en-GB")
         context.set_default_timeout(20_000)
         page = context.new_page()
-        page.goto("/login/")
-        page.fill("input[name=username]", "demo")
-        page.fill("input[name=password]", "demo-password")
-        page.click("main form button[type=submit]")
-        page.wait_for_url(f"{url}/")
+        sign_in(page, url)
         ask(page, "Bimbamjob: invoices, payments and relationship")
         run = last_run(page)
         expect(run.locator(".delegation[data-status=running]")).to_have_count(2)
