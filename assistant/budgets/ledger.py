@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-import weakref
 from collections.abc import Callable
 from datetime import datetime
 
@@ -136,17 +135,14 @@ class CategoryAccounting:
         admitted = services.admit(org, category, text, model)
         return Admission(admitted.slug, admitted) if admitted is not None else Admission("")
 
-    def __init__(self) -> None:
-        # The month row intake's reservation read, by the admitted category, for the run's ledger that follows.
-        self._places: weakref.WeakKeyDictionary[Category, services.Place] = weakref.WeakKeyDictionary()
-
-    def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> None:
+    def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> Admission:
         found = _admitted(organisation_id, admission)
-        if found is not None:
-            now = timezone.now()
-            place = services.place_of(found.pk, now, category=found)
-            services.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
-            self._places[found] = place
+        if found is None:
+            return admission
+        now = timezone.now()
+        place = services.place_of(found.pk, now, category=found)
+        services.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
+        return dataclasses.replace(admission, held=_Reserved(found, place))
 
     def ledger(
         self, organisation_id: int, category: str, run_id: uuid.UUID | None = None, admission: Admission | None = None
@@ -155,19 +151,27 @@ class CategoryAccounting:
             found = _admitted(organisation_id, admission)
             if found is None:
                 return None
-            place = self._places.pop(found, None)
-            # Its own copy: the thresholds a run has seen crossed are that run's (``Place.alerted``).
-            mine = dataclasses.replace(place, alerted=set()) if place is not None else None
-            return CategoryLedger(found.pk, run_id=run_id, place=mine)
+            held = admission.held
+            # Its own copy of intake's month row: the thresholds a run has seen crossed are that run's.
+            place = dataclasses.replace(held.place, alerted=set()) if isinstance(held, _Reserved) else None
+            return CategoryLedger(found.pk, run_id=run_id, place=place)
         return ledger_for(organisation_id, category, run_id)
 
     def release(self, run_id: uuid.UUID) -> int:
         return services.release_run(run_id)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Reserved:
+    """What intake's reservation read (``CategoryAccounting.reserve``): the category and its month row."""
+
+    category: Category
+    place: services.Place
+
+
 def _admitted(organisation_id: int, admission: Admission) -> Category | None:
     """The category ``admit`` read for ``admission`` (read again if it holds none)."""
-    held = admission.held
+    held = admission.held.category if isinstance(admission.held, _Reserved) else admission.held
     if isinstance(held, Category) and held.organisation_id == organisation_id and held.slug == admission.category:
         return held
     return _category(organisation_id, admission.category)

@@ -35,9 +35,10 @@ class Accounting(Protocol):
         first call."""
         ...
 
-    def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> None:
+    def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> Admission:
         """Hold the run's first call (``tokens``) on its category before the run starts, in intake's transaction;
-        raises ``RequestRefused`` when it does not fit. The run's ledger hands that hold to its first model call."""
+        raises ``RequestRefused`` when it does not fit. The run's ledger hands that hold to its first model call.
+        Returns the admission with what the reservation read, for the run's ledger (``ledger``)."""
         ...
 
     def ledger(

@@ -185,7 +185,7 @@ def create_run(
                 Run.objects.filter(pk=replaces.pk).update(replaced_by=run)
             if not new:  # a conversation saved just now is as recent as it gets
                 conversation.save(update_fields=["updated"])
-            books.reserve(org.pk, admission, run.pk, tokens)
+            admission = books.reserve(org.pk, admission, run.pk, tokens)
     except IntegrityError as e:
         if not new and Run.objects.filter(conversation=conversation, status="running").exists():
             raise Busy() from e
