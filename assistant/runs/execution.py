@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from assistant.catalogue import snapshot
@@ -160,22 +160,24 @@ def stop_all(cause: StopCause) -> int:
     return len(tokens)
 
 
-def _history(run: Run) -> tuple[EngineMessage, ...]:
-    """The conversation up to this run's user message, as the main model reads it, in one query."""
-    # First the messages saved with no run (an API client's earlier messages and system prompt, saved with the
-    # conversation), then the turns before this one in the order their runs started (a queued message's text was saved
-    # before the answer it waited for); superseded turns (edited or regenerated) and queued messages are not part of
-    # it. Then this run's own user message (exactly one).
-    rows = (
-        Message.objects.filter(conversation_id=run.conversation_id, queued=False)
-        .filter(
-            Q(run__isnull=True)
-            | Q(run__created__lt=run.created, run__replaced_by__isnull=True)
-            | Q(run_id=run.pk, role="user")
-        )
+def turns(conversation_id: int, run: Run | None = None) -> QuerySet[Message]:
+    """A conversation's messages as the main model reads them, in order: first those saved with no run (an API
+    client's earlier messages and system prompt, saved with the conversation), then each turn's in the order their
+    runs started (a queued message's text was saved before the answer it waited for); superseded turns (edited or
+    regenerated) and queued messages left out. With ``run``: the turns before it, then its own user message."""
+    current = Q(run__replaced_by__isnull=True)
+    if run is not None:
+        current = (current & Q(run__created__lt=run.created)) | Q(run_id=run.pk, role="user")
+    return (
+        Message.objects.filter(conversation_id=conversation_id, queued=False)
+        .filter(Q(run__isnull=True) | current)
         .order_by(F("run__created").asc(nulls_first=True), "pk")
-        .values_list("run_id", "role", "content")
     )
+
+
+def _history(run: Run) -> tuple[EngineMessage, ...]:
+    """The conversation up to this run's user message, as the main model reads it (``turns``), in one query."""
+    rows = turns(run.conversation_id, run).values_list("run_id", "role", "content")
     out: list[EngineMessage] = []
     request: list[str] = []
     for run_id, role, content in rows:

@@ -110,9 +110,7 @@ def first_call_tokens(
     # A new conversation's earlier messages (an API client's), as the run will read them first (``execution._history``).
     prior = [EngineMessage(role="user" if r == "user" else "assistant", content=c) for r, c in earlier if c.strip()]
     if conversation is not None:
-        # As the run will send it: its turns in order, without superseded ones or queued messages.
-        sent = Message.objects.filter(conversation=conversation, queued=False, run__isnull=False)
-        for m in sent.exclude(run__replaced_by__isnull=False).order_by("run__created", "pk"):
+        for m in execution.turns(conversation.pk):  # as the run will send it (``execution._history``)
             if m.content.strip():
                 prior.append(EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content))
     request = RunRequest(
