@@ -21,6 +21,7 @@ from django.core.management import call_command
 from django.core.signals import request_finished
 from django.test import RequestFactory, override_settings
 from django.test.client import ClientMixin
+from django.utils import translation
 
 _deselected: list[pytest.Item] = []
 
@@ -112,6 +113,20 @@ def _fresh_cache() -> Generator[None, None, None]:
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _default_language() -> Generator[None, None, None]:
+    """Every test starts in the site's language (``LANGUAGE_CODE``), whatever the test before it asked for.
+
+    Django's ``LocaleMiddleware`` activates the request's language and nothing deactivates it after the
+    response: a server's next request activates its own, and under ASGI each request's language lives in its
+    own task. The sync test ``Client`` runs the middleware in the test's thread, so a test whose last request
+    chose French (``/i18n/setlang/``, an ``Accept-Language``) left French active in that thread, and a later
+    test rendering a template without a request of its own was worded in French."""
+    translation.deactivate()
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(scope="session", autouse=True)
