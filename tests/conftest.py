@@ -19,8 +19,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.management import call_command
 from django.core.signals import request_finished
+from django.db import connections
 from django.test import RequestFactory, override_settings
 from django.test.client import ClientMixin
+from django.utils import translation
 
 _deselected: list[pytest.Item] = []
 
@@ -114,6 +116,20 @@ def _fresh_cache() -> Generator[None, None, None]:
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _default_language() -> Generator[None, None, None]:
+    """Every test starts in the site's language (``LANGUAGE_CODE``), whatever the test before it asked for.
+
+    Django's ``LocaleMiddleware`` activates the request's language and nothing deactivates it after the
+    response: a server's next request activates its own, and under ASGI each request's language lives in its
+    own task. The sync test ``Client`` runs the middleware in the test's thread, so a test whose last request
+    chose French (``/i18n/setlang/``, an ``Accept-Language``) left French active in that thread, and a later
+    test rendering a template without a request of its own was worded in French."""
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _stored_files(tmp_path_factory: pytest.TempPathFactory) -> Generator[None, None, None]:
     """Stored files (the demo data's table, uploads) go to a folder of the session, never into the checkout."""
@@ -127,6 +143,22 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     if on_postgresql():
         db = settings.DATABASES["default"]
         db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Generator[None, None, None]:
+    """pytest-django's test databases; before they are destroyed, the connection of asgiref's single thread
+    executor is closed.
+
+    That thread lives for the process: async code outside a request (a run, a follower) runs its
+    ``sync_to_async`` calls there, on a connection of its own that nothing closes after a call (Django closes a
+    request's connection when the request ends, in the request's thread). On PostgreSQL it is a connection
+    taken from the pool (``DB_POOL_*``); destroying the test database closes the main thread's connection and
+    the pool's idle ones, not the one that thread still holds, and ``DROP DATABASE`` then fails with
+    "database is being accessed by other users". Closing it returns it to the pool, which then closes it.
+    (SQLite's in-memory test database ignores the close: its connections are shared.)"""
+    yield
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=60)
 
 
 @pytest.fixture

@@ -291,6 +291,7 @@ def test_a_stopped_run_keeps_its_answer_and_says_why(client: Client) -> None:
     assert "Arrêté : le budget mensuel de la catégorie est atteint." in page
 
 
+@pytest.mark.django_db(transaction=True)  # a run executes outside any transaction: its claim closes a stale connection
 def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable(request: ModelRequest, info: Any) -> ModelResponse:
         raise ModelUnavailable("the provider could not be reached (connection refused)", unsent=True)
