@@ -19,7 +19,6 @@ import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.db import connection
 from django.db.models import Field, Model
 from django.utils import timezone
@@ -27,7 +26,7 @@ from django.utils import timezone
 from assistant.engine.events import AgentFinished, AgentStarted, Event, TextDeltaEvent
 
 from .commits import lazy_atomic
-from .groups import run_group
+from .groups import publish
 from .models import Run, Step
 from .steps import AgentEnd, save_event
 
@@ -51,7 +50,6 @@ class Recorder:
         self._wake = asyncio.Event()
         self._closed = False
         self._pause: asyncio.Future[None] | None = None
-        self._layer = get_channel_layer()
         self._writer = asyncio.ensure_future(self._write_loop())
         self._text: list[str] = []  # deltas not published yet, from ``_text_offset`` in the answer
         self._text_offset = 0
@@ -97,13 +95,10 @@ class Recorder:
         # ``offset`` places the text in the answer, for a listener that read part of it from the database.
         await self._publish({"seq": self.seq, "event": event, "t": self._text_t, "offset": self._text_offset})
 
-    async def _publish(self, message: dict[str, object]) -> None:
+    async def _publish(self, message: dict[str, Any]) -> None:
         # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.
-        if self._layer is not None:
-            async with self._publishing:
-                await self._layer.group_send(
-                    run_group(self.run_id), {"type": "run.event", "run": self.run_id.hex, **message}
-                )
+        async with self._publishing:
+            await publish(self.run_id, {"type": "run.event", "run": self.run_id.hex, **message})
 
     async def _write_loop(self) -> None:
         """Write what is pending as soon as something is, then what comes during the next ``FLUSH_SECONDS`` in

@@ -30,7 +30,7 @@ from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases
-from assistant.runs.groups import run_group
+from assistant.runs.groups import publish, run_group
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
 
@@ -310,18 +310,16 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         await communicator.send_to(json.dumps({"follow_agent": {"run": run.pk.hex, "agent": "agent-1"}}))
         frames = await _frames_until(communicator, body)
         assert "Search “factures: Bimbamjob”: 4 results" in frames
-        layer = get_channel_layer()
-        assert layer is not None
         event = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
         message = {"type": "run.event", "run": run.pk.hex, "seq": 9, "event": event, "t": 1.0, "text_offset": 36}
-        await layer.group_send(run_group(run.pk), message)
+        await publish(run.pk, message)
         frames = await _frames_until(communicator, "Read: Invoice F-2024-031.*" + body + "|" + body + ".*Read: Invoice")
         assert frames.count(body) == 1  # the line and the panel, pushed together
         # Closed: the agent's next step changes its line only.
         await communicator.send_to(json.dumps({"follow_agent": None}))
         await communicator.send_to("not json")  # ignored
         event = _usage(0.001)
-        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": event})
+        await publish(run.pk, {**message, "seq": 10, "event": event})
         frames = await _frames_until(communicator, r"0\.0022 €")
         assert body not in frames
     finally:
@@ -343,15 +341,13 @@ async def test_an_agents_progress_right_after_another_reaches_the_page_with_the_
     communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
     try:
         await _frames_until(communicator, f'id="run-{run.pk}-timeline"')
-        layer = get_channel_layer()
-        assert layer is not None
         message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "text_offset": len(FIRST)}
         action = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
-        await layer.group_send(run_group(run.pk), {**message, "seq": 9, "event": action})
+        await publish(run.pk, {**message, "seq": 9, "event": action})
         await _frames_until(communicator, "Read: Invoice F-2024-031")
-        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": _usage(0.001)})  # within the interval
+        await publish(run.pk, {**message, "seq": 10, "event": _usage(0.001)})  # within the interval
         text = {"kind": "text_delta", "agent_id": None, "text": " Reading."}
-        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": text, "offset": len(FIRST)})
+        await publish(run.pk, {**message, "seq": 10, "event": text, "offset": len(FIRST)})
         first = await _frames_until(communicator, "Reading.")
         assert "0.0022 €" not in first  # the answer first, the progress with the next progress push
         await _frames_until(communicator, r"0\.0022 €", timeout=4)
