@@ -24,12 +24,12 @@ from django.test import AsyncClient, Client
 from django.utils import timezone, translation
 
 from assistant.asgi import application
-from assistant.chat import consumers
+from assistant.chat import consumers, live
 from assistant.chat.presenters import TextPiece, WorkBlock, run_view
 from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
-from assistant.runs import leases
+from assistant.runs import leases, local
 from assistant.runs.groups import publish, run_group
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
@@ -353,6 +353,43 @@ async def test_an_agents_progress_right_after_another_reaches_the_page_with_the_
         await _frames_until(communicator, r"0\.0022 €", timeout=4)
     finally:
         await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "fast")
+@pytest.mark.parametrize("in_process", [True, False], ids=["in-memory layer", "shared layer"])
+async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_once(
+    monkeypatch: pytest.MonkeyPatch, in_process: bool
+) -> None:
+    """The page listens, then reads the run: text published between the two is held and applied after the read. With
+    a shared layer (runs executed elsewhere too) it also comes through the run's group, and is not shown twice."""
+    monkeypatch.setattr(local, "in_process", lambda: in_process)
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    run = await sync_to_async(_run)(answer=FIRST)
+    await sync_to_async(_steps)(run)
+    await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
+    loop = asyncio.get_running_loop()
+    load = live.LiveRun.load
+    message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": len(FIRST)}
+
+    def load_then_publish(run_id: str, conversation_id: int) -> live.LiveRun | None:
+        loaded = load(run_id, conversation_id)
+        text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
+        asyncio.run_coroutine_threadsafe(publish(run.pk, text), loop).result(5)  # before the page has what it read
+        return loaded
+
+    monkeypatch.setattr(live.LiveRun, "load", staticmethod(load_then_publish))
+    communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
+    try:
+        await _frames_until(communicator, "Meanwhile.")
+        after = {**message, "offset": len(FIRST + " Meanwhile."), "event": {"kind": "text_delta", "text": " After."}}
+        await publish(run.pk, after)
+        frames = await _frames_until(communicator, "After.")
+        answers = re.findall(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>', frames, re.S)
+        assert answers and all(a.count("Meanwhile.") == 1 for a in answers)
+    finally:
+        await communicator.disconnect()
+    assert run.pk.hex not in local._listeners
 
 
 @pytest.mark.django_db(transaction=True)
