@@ -26,10 +26,11 @@ from .models import Run
 
 async def publish(run_id: uuid.UUID, message: dict[str, Any]) -> None:
     """One of a run's messages (``run.event``, ``run.finished``) to whoever follows it: the listeners in this
-    process at once (``local``), then the run's group through the channel layer."""
+    process at once (``local``), then, unless every listener is in this process, the run's group through the channel
+    layer."""
     local.deliver(run_id.hex, message)
     layer = get_channel_layer()
-    if layer is not None:
+    if layer is not None and not local.in_process():
         await layer.group_send(run_group(run_id), message)
 
 
@@ -61,7 +62,7 @@ async def announce_finished(run_id: uuid.UUID, status: str) -> None:
     message = {"type": "run.finished", "run": run_id.hex, "status": status}
     await publish(run_id, message)
     layer = get_channel_layer()
-    if layer is not None:
+    if layer is not None and not local.in_process():
         await layer.group_send(end_group(run_id), message)
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -30,7 +29,7 @@ from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases, local
-from assistant.runs.groups import publish, run_group
+from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
 
@@ -102,10 +101,8 @@ def _steps(run: Run, offsets: bool = True, finished: bool = False) -> None:
 @pytest.mark.django_db(transaction=True)
 async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_answer(demo_data: None) -> None:
     run = await sync_to_async(_run)()
-    layer = get_channel_layer()
-    assert layer is not None
-    channel = await layer.new_channel()
-    await layer.group_add(run_group(run.pk), channel)
+    heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    local.listen(run.pk.hex, heard.put_nowait)
     recorder = Recorder(run.pk)
     await recorder.emit(TextDeltaEvent(text="I am handing "))
     await recorder.emit(TextDeltaEvent(text="the search."))
@@ -118,7 +115,8 @@ async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_ans
     assert steps == [("agent_started", 24), ("agent_action", 24), ("tool_result", 29)]
     published = []
     while len([m for m in published if m["event"]["kind"] != "text_delta"]) < 3:
-        published.append(await asyncio.wait_for(layer.receive(channel), 2))
+        published.append(await asyncio.wait_for(heard.get(), 2))
+    local.unlisten(run.pk.hex, heard.put_nowait)
     assert [m["text_offset"] for m in published if m["event"]["kind"] != "text_delta"] == [24, 24, 29]
     await run.arefresh_from_db()
     assert run.answer == "I am handing the search. Here"
