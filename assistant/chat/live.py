@@ -76,6 +76,7 @@ class LiveRun:
     dirty: set[str] = field(default_factory=set)
     emitted: float | None = None  # when the oldest text not pushed yet left the engine (monotonic)
     names: dict[str, str] | None = None  # the organisation's bases' names, read once (pushes read no database)
+    viewed: bool = False  # whether ``view`` ran since the page read the run (``markdown_start`` is the answer's)
 
     @classmethod
     def load(cls, run_id: str, conversation_id: int) -> LiveRun | None:
@@ -145,7 +146,18 @@ class LiveRun:
             self.markdown, self.markdown_start = StreamingMarkdown(), start
         view["answer_html"] = functools.partial(self.markdown.render, self.run.answer[start:])
         view["emitted"] = self.emitted
+        self.viewed = True
         return view
+
+    def answer_view(self) -> dict[str, Any]:
+        """What the answer so far renders from (``chat/_answer.html``), without the rest of the run's view: where it
+        starts is where the last ``view`` put it (only a new line or search, which the timeline shows, moves it)."""
+        return {
+            "run": self.run,
+            "answer_start": self.markdown_start,
+            "answer_html": functools.partial(self.markdown.render, self.run.answer[self.markdown_start :]),
+            "emitted": self.emitted,
+        }
 
     @property
     def progress_pending(self) -> bool:
@@ -170,6 +182,13 @@ class LiveRun:
             changed = set()
         else:
             later = set()
+        if self.dirty - later == {"answer"} and self.viewed:
+            # More text only: nothing the timeline shows changed, so where the answer starts has not either.
+            html = render_to_string("chat/_answer.html", {"view": self.answer_view()})
+            self.dirty.clear()
+            self.dirty |= later
+            self.emitted = None
+            return html
         view = self.view()
         parts: list[str] = []
         if "turn" in self.dirty:

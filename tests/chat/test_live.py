@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
+from django.template.loader import render_to_string
 from django.test import Client
 from django.utils import translation
 from django.utils.html import escape
@@ -437,6 +438,35 @@ def test_a_push_renders_what_changed_only_and_agents_progress_can_wait(demo_data
 
 
 @pytest.mark.django_db
+def test_more_text_alone_is_pushed_as_the_whole_view_renders_it(demo_data: None) -> None:
+    """A push of more text renders the answer without the rest of the run's view: the same fragment as from the whole
+    view, the answer starting where the last line or search put it."""
+    run = _run(answer="Handing over. ")
+    steps = _agent_steps(run, None)
+    Step.objects.filter(run=run).update(text_offset=len("Handing over. "))
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
+    assert follower is not None
+    follower.render_changes()  # the page's first push: the turn, the timeline, the answer
+    for text in ("Looking", " at it."):
+        at = len(follower.run.answer)
+        assert follower.apply(_message(len(steps), "text_delta", text=text, offset=at))
+        whole = render_to_string("chat/_answer.html", {"view": follower.view()})
+        pushed = follower.render_changes(progress=False)
+        assert pushed == whole and "Looking" in pushed and "Handing over" not in pushed and "data-emitted" in pushed
+    # A new line moves where the answer starts: the timeline again, then text after it.
+    started = AgentStarted(
+        agent_id="agent-2", instruction="Read", model="demo-small", model_label="Demo Small", resources=(), max_rounds=5
+    )
+    assert follower.apply({**_published(5, started), "text_offset": len(follower.run.answer)})
+    assert f'id="run-{run.pk}-timeline"' in follower.render_changes()
+    assert follower.apply(_message(5, "text_delta", text=" Done.", offset=len(follower.run.answer)))
+    whole = render_to_string("chat/_answer.html", {"view": follower.view()})
+    pushed = follower.render_changes()
+    assert pushed == whole
+    assert "Done." in pushed and "Looking" not in pushed
+
+
+@pytest.mark.django_db
 def test_a_follower_ignores_another_conversations_run(demo_data: None) -> None:
     run = _run()
     assert live.LiveRun.load(run.pk.hex, run.conversation_id + 1) is None
@@ -449,8 +479,6 @@ def test_page_and_push_render_the_same_run(demo_data: None) -> None:
     _agent_steps(run, "ok")
     follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
     assert follower is not None
-    from django.template.loader import render_to_string
-
     pushed = render_to_string("chat/_timeline.html", {"view": follower.view()})
     page = render_to_string("chat/_timeline.html", {"view": run_view(Run.objects.get(pk=run.pk))})
     assert pushed == page
