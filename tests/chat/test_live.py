@@ -467,6 +467,41 @@ def test_more_text_alone_is_pushed_as_the_whole_view_renders_it(demo_data: None)
 
 
 @pytest.mark.django_db
+def test_an_agents_line_is_rendered_once_per_state_and_reused_by_its_block_and_the_finished_run(
+    demo_data: None,
+) -> None:
+    """The block of agents an agent's end pushes, and the finished run, reuse the lines already rendered for the
+    state they show, and come out as rendered afresh."""
+    from django.test.signals import template_rendered
+
+    run = _run()
+    _agent_steps(run, None)
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
+    assert follower is not None
+    follower.render_changes()
+    rendered: list[str] = []
+
+    def count(sender: Any, template: Any, **kwargs: Any) -> None:
+        rendered.append(template.name)
+
+    template_rendered.connect(count)
+    try:
+        ended = {"model": "demo-small", "status": "ok", "rounds": 2, "seconds": 1.5, "cost_eur": 0.001, "report": "Ok."}
+        assert follower.apply(_published(5, AgentFinished(agent_id="agent-1", **ended)))
+        html = follower.render_changes()
+        assert f'id="run-{run.pk}-work-0"' in html and rendered.count("chat/_agent.html") == 1  # for the block
+        rendered.clear()
+        Run.objects.filter(pk=run.pk).update(status="ok")
+        follower.run = Run.objects.get(pk=run.pk)
+        final = follower.render_run()
+        assert "chat/_agent.html" not in rendered  # its line as the block showed it
+    finally:
+        template_rendered.disconnect(count)
+    afresh = render_to_string("chat/_run.html", {"view": run_view(follower.run, follower.steps)})
+    assert final == afresh
+
+
+@pytest.mark.django_db
 def test_a_follower_ignores_another_conversations_run(demo_data: None) -> None:
     run = _run()
     assert live.LiveRun.load(run.pk.hex, run.conversation_id + 1) is None
