@@ -28,7 +28,6 @@ from django.utils import translation
 
 from assistant.runs import leases, local
 from assistant.runs.groups import conversation_group, run_group
-from assistant.runs.models import Run
 
 from . import live
 
@@ -326,9 +325,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
 def _dead_run_of(run_id: uuid.UUID, conversation_id: int) -> bool:
     """Whether this running run of the conversation has a dead process, failed by this call (``leases.fail_if_dead``)."""
-    if not Run.objects.filter(pk=run_id, conversation_id=conversation_id, status="running").exists():
-        return False
-    return leases.fail_if_dead(run_id)
+    return leases.fail_if_dead(run_id, conversation_id=conversation_id)
 
 
 def run_group_of(run_hex: str) -> str:

@@ -246,7 +246,9 @@ def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: 
     gone.wait()
     restarted = _run()
     Lease.objects.create(run=restarted, executor=f"{socket.gethostname()}:{gone.pid}", heartbeat=now)
-    assert leases.fail_if_dead(restarted.pk, now)
+    assert not leases.fail_if_dead(restarted.pk, now, conversation_id=restarted.conversation_id + 1)  # not that page's
+    assert Run.objects.get(pk=restarted.pk).status == "running"
+    assert leases.fail_if_dead(restarted.pk, now, conversation_id=restarted.conversation_id)
     assert Run.objects.get(pk=restarted.pk).status == "error"
     # Scaled out, only the lease's age counts (a worker's process is not this machine's to look at).
     settings.RUNS_EXECUTOR = "celery"
