@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from assistant.engine.events import AgentFinished, AgentStarted, Event, TextDeltaEvent
 
+from . import local
 from .commits import lazy_atomic
 from .groups import publish
 from .models import Run, Step
@@ -69,6 +70,11 @@ class Recorder:
                 self._text_offset, self._text_t, self._text_agent = len(self.answer), time.monotonic(), event.agent_id
                 # A task's first step runs on the loop's next turn: the deltas emitted until then go with it.
                 self._text_task = asyncio.ensure_future(self._publish_text())
+                # This process's listeners get the first of them at once (and skip it in the whole): a page's push
+                # then starts a turn sooner. Through the channel layer they still go out together. Not while a
+                # message waits to leave: the text would pass it.
+                if not self._publishing.locked():
+                    local.deliver(self.run_id.hex, self._text_message(event.text))
             self._text.append(event.text)
             self.answer += event.text
             self._dirty = True
@@ -91,9 +97,16 @@ class Recorder:
         if not self._text:
             return
         text, self._text = "".join(self._text), []
+        message = self._text_message(text)
+        async with self._publishing:
+            await publish(self.run_id, message)
+
+    def _text_message(self, text: str) -> dict[str, Any]:
+        """The text from ``_text_offset`` in the answer (``offset`` places it, for a listener that read part of it
+        from the database or heard its start already), stamped with when its first delta was emitted."""
         event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
-        # ``offset`` places the text in the answer, for a listener that read part of it from the database.
-        await self._publish({"seq": self.seq, "event": event, "t": self._text_t, "offset": self._text_offset})
+        return {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": event, "t": self._text_t,
+                "offset": self._text_offset}  # fmt: skip
 
     async def _publish(self, message: dict[str, Any]) -> None:
         # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.

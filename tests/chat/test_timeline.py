@@ -29,6 +29,7 @@ from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases, local
+from assistant.runs.follow import Follower
 from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
@@ -96,6 +97,27 @@ def _steps(run: Run, offsets: bool = True, finished: bool = False) -> None:
 
 
 # The recorder: each step's offset ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_call(demo_data: None) -> None:
+    """The recorder hands the first delta of a burst to this process's listeners at once, the burst whole on the next
+    turn of the loop; a follower takes each word once."""
+    run = await sync_to_async(_run)()
+    heard: list[dict[str, Any]] = []
+    local.listen(run.pk.hex, heard.append)
+    recorder = Recorder(run.pk)
+    try:
+        await recorder.emit(TextDeltaEvent(text="Hello "))
+        assert [(m["offset"], m["event"]["text"]) for m in heard] == [(0, "Hello ")]  # no turn of the loop yet
+        await recorder.emit(TextDeltaEvent(text="world"))
+        assert len(heard) == 1
+        await recorder.close()
+    finally:
+        local.unlisten(run.pk.hex, heard.append)
+    assert [(m["offset"], m["event"]["text"]) for m in heard] == [(0, "Hello "), (0, "Hello world")]
+    follower = Follower(run.pk)
+    assert [item for m in heard for item in follower.apply(m) or []] == ["Hello ", "world"]
 
 
 @pytest.mark.django_db(transaction=True)
