@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -25,9 +26,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import translation
 
-from assistant.runs import leases
+from assistant.runs import leases, local
 from assistant.runs.groups import conversation_group, run_group
-from assistant.runs.models import Run
 
 from . import live
 
@@ -48,6 +48,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.runs: dict[str, live.LiveRun] = {}
         self.joined: set[str] = set()
+        self.listening: set[str] = set()  # runs whose messages this page hears in this process (``runs.local``)
+        # Per run, the messages heard while it is read or caught up from the database: applied after, in order.
+        self.held: dict[str, list[dict[str, Any]]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
         self.pushing: asyncio.Task[None] | None = None
         self.watching: asyncio.Future[None] | None = None
         self.last_push = 0.0
@@ -83,6 +87,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             self.progress_later.cancel()
         if self.watching is not None:
             self.watching.cancel()
+        for task in self.tasks:
+            task.cancel()
+        for run_id in list(self.listening):
+            self._unlisten(run_id)
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -91,8 +99,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # that runs database code, which is busy saving steps while runs stream. Live events touch
         # no database (a catch-up goes through database_sync_to_async, which closes them itself),
         # and a page receives hundreds a second from a fast model: they skip that hop.
-        if message["type"] == "run.event":
-            await self.run_event(message)
+        if message["type"] in {"run.event", "run.finished"}:
+            self._heard(message)
         else:
             await super().dispatch(message)
 
@@ -141,6 +149,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         for run in self.runs.values():
             run.dirty.clear()
         self.runs.clear()
+        for run_id in list(self.listening):
+            self._unlisten(run_id)
         if self.pushing is not None:
             self.pushing.cancel()
         if self.progress_later is not None:
@@ -149,20 +159,48 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._leave(group)
         await self.close(code=CLOSE_DELETED)
 
-    async def run_event(self, message: dict[str, Any]) -> None:
-        run = self.runs.get(message["run"])
+    def _heard(self, message: dict[str, Any]) -> None:
+        """One of a followed run's messages, in the publisher's call (``runs.local``) or from the channel layer:
+        an event is applied at once and its push scheduled; a gap is filled from the database first, and so is the
+        run's end, the messages heard meanwhile held and applied after, in order."""
+        run_id = message["run"]
+        held = self.held.get(run_id)
+        if held is not None:
+            held.append(message)
+            return
+        run = self.runs.get(run_id)
         if run is None:
             return
-        if not run.apply(message):
-            await run.catch_up(message)
+        if message["type"] == "run.finished":
+            self.held[run_id] = []
+            self._start(run_id, self._run_finished(run_id, run))
+        elif run.apply(message):
+            self._schedule_push()
+        else:
+            self.held[run_id] = []
+            self._start(run_id, self._catch_up(run, message))
+
+    def _start(self, run_id: str, work: Coroutine[Any, Any, None]) -> None:
+        """``work`` on a task of its own; what the run's messages it holds meanwhile say is applied after it."""
+
+        async def then_held() -> None:
+            try:
+                await work
+            finally:
+                for message in self.held.pop(run_id, []):
+                    self._heard(message)
+
+        task = asyncio.ensure_future(then_held())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _catch_up(self, run: live.LiveRun, message: dict[str, Any]) -> None:
+        await run.catch_up(message)
         self._schedule_push()
 
-    async def run_finished(self, message: dict[str, Any]) -> None:
-        run_id = message["run"]
-        run = self.runs.pop(run_id, None)
-        if run is None:
-            return
-        await self._leave(run_group_of(run_id))
+    async def _run_finished(self, run_id: str, run: live.LiveRun) -> None:
+        del self.runs[run_id]
+        await self._stop_listening(run_id)
         if self.pushing is not None:
             await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
         await database_sync_to_async(run.refresh_finished)()
@@ -179,21 +217,30 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         if run_id in self.runs:
             return
+        if run_id in self.listening:
+            return  # being read
         await self._check_lease(run_id)
-        # Join before reading: whatever happens after the read is then delivered.
-        await self._join(run_group_of(run_id))
-        run = await database_sync_to_async(live.LiveRun.load)(run_id, self.conversation_id)
-        if run is None:
-            await self._leave(run_group_of(run_id))
-            return
-        if run.finished:
-            await self._leave(run_group_of(run_id))
-            # The page may show it running, or not at all (it started and ended in another tab).
-            await self._send_finished(run_id, with_turn=True)
-            await self._send_finished(run_id, with_turn=False)
+        # Listen before reading: whatever happens after the read is then heard (held until it is read).
+        self.held[run_id] = []
+        await self._listen(run_id)
+        try:
+            run = await database_sync_to_async(live.LiveRun.load)(run_id, self.conversation_id)
+        except BaseException:
+            del self.held[run_id]
+            await self._stop_listening(run_id)
+            raise
+        if run is None or run.finished:
+            del self.held[run_id]
+            await self._stop_listening(run_id)
+            if run is not None:
+                # The page may show it running, or not at all (it started and ended in another tab).
+                await self._send_finished(run_id, with_turn=True)
+                await self._send_finished(run_id, with_turn=False)
             return
         self.runs[run_id] = run
         run.dirty |= {"turn", "work", "answer"}
+        for message in self.held.pop(run_id):
+            self._heard(message)
         self._schedule_push()
 
     async def _send_finished(self, run_id: str, *, with_turn: bool) -> None:
@@ -250,6 +297,23 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 with contextlib.suppress(Exception):  # the database away for a moment: the next round tries again
                     await self._check_lease(run_id)
 
+    async def _listen(self, run_id: str) -> None:
+        """Hear the run's messages: in this process's publisher's call, and from the channel layer unless every run
+        executes in this process (``runs.local``)."""
+        local.listen(run_id, self._heard)
+        self.listening.add(run_id)
+        if not local.in_process():
+            await self._join(run_group_of(run_id))
+
+    def _unlisten(self, run_id: str) -> None:
+        local.unlisten(run_id, self._heard)
+        self.listening.discard(run_id)
+
+    async def _stop_listening(self, run_id: str) -> None:
+        self._unlisten(run_id)
+        if run_group_of(run_id) in self.joined:
+            await self._leave(run_group_of(run_id))
+
     async def _join(self, group: str) -> None:
         await self.channel_layer.group_add(group, self.channel_name)
         self.joined.add(group)
@@ -261,9 +325,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
 def _dead_run_of(run_id: uuid.UUID, conversation_id: int) -> bool:
     """Whether this running run of the conversation has a dead process, failed by this call (``leases.fail_if_dead``)."""
-    if not Run.objects.filter(pk=run_id, conversation_id=conversation_id, status="running").exists():
-        return False
-    return leases.fail_if_dead(run_id)
+    return leases.fail_if_dead(run_id, conversation_id=conversation_id)
 
 
 def run_group_of(run_hex: str) -> str:

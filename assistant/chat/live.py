@@ -28,7 +28,7 @@ from assistant.runs.follow import Follower, Item, steps_since
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import UnreadableStep
 
-from .presenters import WorkBlock, agent_of, base_names, run_view
+from .presenters import AgentView, WorkBlock, agent_of, base_names, run_view
 from .rendering import StreamingMarkdown
 
 # The steps that change what the timeline shows, and those among them that change one agent's line only
@@ -76,6 +76,9 @@ class LiveRun:
     dirty: set[str] = field(default_factory=set)
     emitted: float | None = None  # when the oldest text not pushed yet left the engine (monotonic)
     names: dict[str, str] | None = None  # the organisation's bases' names, read once (pushes read no database)
+    viewed: bool = False  # whether ``view`` ran since the page read the run (``markdown_start`` is the answer's)
+    # Each agent's line as last rendered, with the state it shows (``_line_state``).
+    lines: dict[str, tuple[tuple[int, str], SafeString]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run_id: str, conversation_id: int) -> LiveRun | None:
@@ -145,7 +148,18 @@ class LiveRun:
             self.markdown, self.markdown_start = StreamingMarkdown(), start
         view["answer_html"] = functools.partial(self.markdown.render, self.run.answer[start:])
         view["emitted"] = self.emitted
+        self.viewed = True
         return view
+
+    def answer_view(self) -> dict[str, Any]:
+        """What the answer so far renders from (``chat/_answer.html``), without the rest of the run's view: where it
+        starts is where the last ``view`` put it (only a new line or search, which the timeline shows, moves it)."""
+        return {
+            "run": self.run,
+            "answer_start": self.markdown_start,
+            "answer_html": functools.partial(self.markdown.render, self.run.answer[self.markdown_start :]),
+            "emitted": self.emitted,
+        }
 
     @property
     def progress_pending(self) -> bool:
@@ -170,7 +184,15 @@ class LiveRun:
             changed = set()
         else:
             later = set()
+        if self.dirty - later == {"answer"} and self.viewed:
+            # More text only: nothing the timeline shows changed, so where the answer starts has not either.
+            html = render_to_string("chat/_answer.html", {"view": self.answer_view()})
+            self.dirty.clear()
+            self.dirty |= later
+            self.emitted = None
+            return html
         view = self.view()
+        self.reuse_lines(view, render=bool(self.dirty & {"turn", "work"}))
         parts: list[str] = []
         if "turn" in self.dirty:
             parts.append(
@@ -182,11 +204,13 @@ class LiveRun:
             lines = changed | ended
             for block in view["timeline"]:
                 if isinstance(block, WorkBlock) and not block.working and ended & {a.agent_id for a in block.agents}:
+                    for agent in block.agents:
+                        self.line(view, agent)
                     parts.append(render_to_string("chat/_work.html", {"view": view, "block": block}))
                     lines -= {a.agent_id for a in block.agents}  # in the block just pushed
             for agent in view["agents"]:
                 if agent.agent_id in lines:
-                    parts.append(render_to_string("chat/_agent.html", {"view": view, "agent": agent}))
+                    parts.append(self.line(view, agent))
             if "answer" in self.dirty:
                 parts.append(render_to_string("chat/_answer.html", {"view": view}))
         changed |= ended
@@ -196,6 +220,28 @@ class LiveRun:
         self.dirty |= later
         self.emitted = None
         return "".join(parts)
+
+    def _line_state(self, agent: AgentView) -> tuple[int, str]:
+        """What an agent's line shows follows from its own steps (``presenters.agents_of``), and from its run's end
+        when that came before the agent's (``presenters.run_view`` then changes its status)."""
+        return sum(1 for step in self.steps if step.agent_id == agent.agent_id), agent.status
+
+    def reuse_lines(self, view: dict[str, Any], *, render: bool = False) -> None:
+        """Give each agent whose line was rendered in its present state that line, for the blocks to reuse; with
+        ``render``, render the others' (a block or the timeline is about to show every line)."""
+        for agent in view["agents"]:
+            cached = self.lines.get(agent.agent_id)
+            if cached is not None and cached[0] == self._line_state(agent):
+                agent.line_html = cached[1]
+            elif render:
+                self.line(view, agent)
+
+    def line(self, view: dict[str, Any], agent: AgentView) -> SafeString:
+        """An agent's delegation line (``chat/_agent.html``), rendered once per state."""
+        if agent.line_html is None:
+            agent.line_html = SafeString(render_to_string("chat/_agent.html", {"view": view, "agent": agent}))
+            self.lines[agent.agent_id] = (self._line_state(agent), agent.line_html)
+        return agent.line_html
 
     def render_panel(self, view: dict[str, Any], agent_id: str) -> str:
         """The body of one agent's panel, as ``GET …/agents/<agent_id>/`` renders it ("" for no such agent)."""
@@ -214,6 +260,7 @@ class LiveRun:
         """The whole run, finished (with the panel of ``follow_agent``): what was rendered while it streamed is
         reused, not rendered again."""
         view = self.view()
+        self.reuse_lines(view, render=True)
         html = render_to_string("chat/_run.html", {"view": view})
         return html + (self.render_panel(view, follow_agent) if follow_agent is not None else "")
 

@@ -78,6 +78,8 @@ class AgentView:
     forced_landing: bool = False
     rounds_log: list[RoundView] = field(default_factory=list)
     """Each of its rounds with the actions of that round, in order (the agent panel)."""
+    line_html: SafeString | None = None
+    """Its delegation line as rendered already for this state (``chat.live``), which the work block then reuses."""
 
     @property
     def running(self) -> bool:

@@ -23,6 +23,7 @@ from channels.layers import get_channel_layer
 
 from assistant.engine.events import TextDeltaEvent
 
+from . import local
 from .groups import end_group, run_group
 from .models import Run, Step
 from .steps import load_event, published_text
@@ -108,17 +109,31 @@ class RunFollower(Follower):
         self._layer = get_channel_layer()
         self._channel = ""
         self._group = run_group(run_id)
+        self._events = True
+        self._heard: asyncio.Queue[dict[str, Any]] | None = None  # what it hears in this process (``local``)
 
     async def open(self, events: bool = True) -> RunFollower:
-        """Join the run's group; without ``events``, only the group that hears of its end (``finished``): what the
-        run publishes meanwhile is then not even delivered to this follower."""
-        if self._layer is not None:
+        """Listen to the run; without ``events``, only to its end (``finished``): what the run publishes meanwhile is
+        then not even delivered to this follower. Where every run executes in this process (``local.in_process``),
+        its messages are handed over in the publisher's call; elsewhere they come through the channel layer."""
+        self._events = events
+        if local.in_process():
+            self._heard = asyncio.Queue()
+            local.listen(self.run_id.hex, self._hear)
+        elif self._layer is not None:
             self._group = run_group(self.run_id) if events else end_group(self.run_id)
             self._channel = await self._layer.new_channel()
             await self._layer.group_add(self._group, self._channel)
         return self
 
+    def _hear(self, message: dict[str, Any]) -> None:
+        if self._heard is not None and (self._events or message.get("type") == "run.finished"):
+            self._heard.put_nowait(message)
+
     async def close(self) -> None:
+        if self._heard is not None:
+            local.unlisten(self.run_id.hex, self._hear)
+            self._heard = None
         if self._layer is not None and self._channel:
             await self._layer.group_discard(self._group, self._channel)
             self._channel = ""
@@ -150,6 +165,14 @@ class RunFollower(Follower):
                 return
 
     async def _next(self) -> dict[str, Any] | None:
+        if self._heard is not None:
+            if not self._heard.empty():
+                return self._heard.get_nowait()
+            try:
+                async with asyncio.timeout(QUIET_SECONDS):
+                    return await self._heard.get()
+            except TimeoutError:
+                return None
         if self._layer is None:
             await asyncio.sleep(QUIET_SECONDS)
             return None

@@ -1,7 +1,8 @@
 """The channel-layer groups a run's life goes through, and the messages announcing its start and its end.
 
 - ``run_<hex>`` (``run_group``): every event of one run as the recorder publishes it (``run.event``),
-  then ``run.finished``; the live page and the API follow it (``follow``).
+  then ``run.finished`` (``publish``, which hands them first to the listeners in this process: ``local``); the
+  live page and the API follow it (``follow``).
 - ``end_<hex>`` (``end_group``): ``run.finished`` only, for a follower that waits for the run's end without
   reading its events (the API's response not streamed).
 - ``stop_<hex>`` (``stop_group``): Stop, from whichever process received it, to the process executing
@@ -15,10 +16,22 @@ With no channel layer configured, nothing is sent (and nothing listens).
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from channels.layers import get_channel_layer
 
+from . import local
 from .models import Run
+
+
+async def publish(run_id: uuid.UUID, message: dict[str, Any]) -> None:
+    """One of a run's messages (``run.event``, ``run.finished``) to whoever follows it: the listeners in this
+    process at once (``local``), then, unless every listener is in this process, the run's group through the channel
+    layer."""
+    local.deliver(run_id.hex, message)
+    layer = get_channel_layer()
+    if layer is not None and not local.in_process():
+        await layer.group_send(run_group(run_id), message)
 
 
 def run_group(run_id: uuid.UUID) -> str:
@@ -46,10 +59,10 @@ async def announce_started(run: Run) -> None:
 
 async def announce_finished(run_id: uuid.UUID, status: str) -> None:
     """Tell whoever follows the run that it ended (its outcome is saved: they read it from the database)."""
+    message = {"type": "run.finished", "run": run_id.hex, "status": status}
+    await publish(run_id, message)
     layer = get_channel_layer()
-    if layer is not None:
-        message = {"type": "run.finished", "run": run_id.hex, "status": status}
-        await layer.group_send(run_group(run_id), message)
+    if layer is not None and not local.in_process():
         await layer.group_send(end_group(run_id), message)
 
 

@@ -227,29 +227,31 @@ def _executor_gone(executor: str) -> bool:
     return False
 
 
-def fail_if_dead(run_id: uuid.UUID, now: datetime | None = None) -> bool:
+def fail_if_dead(run_id: uuid.UUID, now: datetime | None = None, *, conversation_id: int | None = None) -> bool:
     """Answer from a running run's lease whether its process is alive; fail it now (as the reaper would) if not.
 
     Dead: its lease was not renewed for ``RUNS_LEASE_SECONDS``; in the embedded default, also at once when the
     process its lease names, on this machine, no longer exists (the web server that executed it stopped); or no
     process ever claimed it in time. True when this call failed the run (then tell its pages: ``announce_failed``).
+    With ``conversation_id``, only a run of that conversation is looked at (a page asks about its own runs only).
     """
     now = now or timezone.now()
-    row = Run.objects.filter(pk=run_id, status="running").values_list("created", "lease__heartbeat").first()
+    runs = Run.objects.filter(pk=run_id, status="running")
+    if conversation_id is not None:
+        runs = runs.filter(conversation_id=conversation_id)
+    row = runs.values_list("created", "lease__heartbeat", "lease__executor").first()  # one query
     if row is None:
         return False
-    created, heartbeat = row
+    created, heartbeat, executor = row
     lease_cutoff = now - timedelta(seconds=settings.RUNS_LEASE_SECONDS)
     if heartbeat is None:
         waits = settings.RUNS_QUEUE_SECONDS if settings.RUNS_EXECUTOR == "celery" else settings.RUNS_LEASE_SECONDS
         return created < now - timedelta(seconds=waits) and fail(run_id, NOT_TAKEN, now, None)
     if heartbeat < lease_cutoff:
         return fail(run_id, DIED, now, lease_cutoff)
-    if settings.RUNS_EXECUTOR != "celery":
-        executor = Lease.objects.filter(run_id=run_id).values_list("executor", flat=True).first() or ""
-        if _executor_gone(executor):
-            # Checked under the run's lock in ``fail``: a cutoff just after the last heartbeat makes it "expired".
-            return fail(run_id, DIED, now, heartbeat + timedelta(microseconds=1))
+    if settings.RUNS_EXECUTOR != "celery" and _executor_gone(executor or ""):
+        # Checked under the run's lock in ``fail``: a cutoff just after the last heartbeat makes it "expired".
+        return fail(run_id, DIED, now, heartbeat + timedelta(microseconds=1))
     return False
 
 

@@ -19,15 +19,15 @@ import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.db import connection
 from django.db.models import Field, Model
 from django.utils import timezone
 
 from assistant.engine.events import AgentFinished, AgentStarted, Event, TextDeltaEvent
 
+from . import local
 from .commits import lazy_atomic
-from .groups import run_group
+from .groups import publish
 from .models import Run, Step
 from .steps import AgentEnd, save_event
 
@@ -51,7 +51,6 @@ class Recorder:
         self._wake = asyncio.Event()
         self._closed = False
         self._pause: asyncio.Future[None] | None = None
-        self._layer = get_channel_layer()
         self._writer = asyncio.ensure_future(self._write_loop())
         self._text: list[str] = []  # deltas not published yet, from ``_text_offset`` in the answer
         self._text_offset = 0
@@ -71,6 +70,11 @@ class Recorder:
                 self._text_offset, self._text_t, self._text_agent = len(self.answer), time.monotonic(), event.agent_id
                 # A task's first step runs on the loop's next turn: the deltas emitted until then go with it.
                 self._text_task = asyncio.ensure_future(self._publish_text())
+                # This process's listeners get the first of them at once (and skip it in the whole): a page's push
+                # then starts a turn sooner. Through the channel layer they still go out together. Not while a
+                # message waits to leave: the text would pass it.
+                if not self._publishing.locked():
+                    local.deliver(self.run_id.hex, self._text_message(event.text))
             self._text.append(event.text)
             self.answer += event.text
             self._dirty = True
@@ -93,17 +97,21 @@ class Recorder:
         if not self._text:
             return
         text, self._text = "".join(self._text), []
-        event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
-        # ``offset`` places the text in the answer, for a listener that read part of it from the database.
-        await self._publish({"seq": self.seq, "event": event, "t": self._text_t, "offset": self._text_offset})
+        message = self._text_message(text)
+        async with self._publishing:
+            await publish(self.run_id, message)
 
-    async def _publish(self, message: dict[str, object]) -> None:
+    def _text_message(self, text: str) -> dict[str, Any]:
+        """The text from ``_text_offset`` in the answer (``offset`` places it, for a listener that read part of it
+        from the database or heard its start already), stamped with when its first delta was emitted."""
+        event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
+        return {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": event, "t": self._text_t,
+                "offset": self._text_offset}  # fmt: skip
+
+    async def _publish(self, message: dict[str, Any]) -> None:
         # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.
-        if self._layer is not None:
-            async with self._publishing:
-                await self._layer.group_send(
-                    run_group(self.run_id), {"type": "run.event", "run": self.run_id.hex, **message}
-                )
+        async with self._publishing:
+            await publish(self.run_id, {"type": "run.event", "run": self.run_id.hex, **message})
 
     async def _write_loop(self) -> None:
         """Write what is pending as soon as something is, then what comes during the next ``FLUSH_SECONDS`` in

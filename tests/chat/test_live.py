@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
+from django.template.loader import render_to_string
 from django.test import Client
 from django.utils import translation
 from django.utils.html import escape
@@ -437,6 +438,70 @@ def test_a_push_renders_what_changed_only_and_agents_progress_can_wait(demo_data
 
 
 @pytest.mark.django_db
+def test_more_text_alone_is_pushed_as_the_whole_view_renders_it(demo_data: None) -> None:
+    """A push of more text renders the answer without the rest of the run's view: the same fragment as from the whole
+    view, the answer starting where the last line or search put it."""
+    run = _run(answer="Handing over. ")
+    steps = _agent_steps(run, None)
+    Step.objects.filter(run=run).update(text_offset=len("Handing over. "))
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
+    assert follower is not None
+    follower.render_changes()  # the page's first push: the turn, the timeline, the answer
+    for text in ("Looking", " at it."):
+        at = len(follower.run.answer)
+        assert follower.apply(_message(len(steps), "text_delta", text=text, offset=at))
+        whole = render_to_string("chat/_answer.html", {"view": follower.view()})
+        pushed = follower.render_changes(progress=False)
+        assert pushed == whole and "Looking" in pushed and "Handing over" not in pushed and "data-emitted" in pushed
+    # A new line moves where the answer starts: the timeline again, then text after it.
+    started = AgentStarted(
+        agent_id="agent-2", instruction="Read", model="demo-small", model_label="Demo Small", resources=(), max_rounds=5
+    )
+    assert follower.apply({**_published(5, started), "text_offset": len(follower.run.answer)})
+    assert f'id="run-{run.pk}-timeline"' in follower.render_changes()
+    assert follower.apply(_message(5, "text_delta", text=" Done.", offset=len(follower.run.answer)))
+    whole = render_to_string("chat/_answer.html", {"view": follower.view()})
+    pushed = follower.render_changes()
+    assert pushed == whole
+    assert "Done." in pushed and "Looking" not in pushed
+
+
+@pytest.mark.django_db
+def test_an_agents_line_is_rendered_once_per_state_and_reused_by_its_block_and_the_finished_run(
+    demo_data: None,
+) -> None:
+    """The block of agents an agent's end pushes, and the finished run, reuse the lines already rendered for the
+    state they show, and come out as rendered afresh."""
+    from django.test.signals import template_rendered
+
+    run = _run()
+    _agent_steps(run, None)
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
+    assert follower is not None
+    follower.render_changes()
+    rendered: list[str] = []
+
+    def count(sender: Any, template: Any, **kwargs: Any) -> None:
+        rendered.append(template.name)
+
+    template_rendered.connect(count)
+    try:
+        ended = {"model": "demo-small", "status": "ok", "rounds": 2, "seconds": 1.5, "cost_eur": 0.001, "report": "Ok."}
+        assert follower.apply(_published(5, AgentFinished(agent_id="agent-1", **ended)))
+        html = follower.render_changes()
+        assert f'id="run-{run.pk}-work-0"' in html and rendered.count("chat/_agent.html") == 1  # for the block
+        rendered.clear()
+        Run.objects.filter(pk=run.pk).update(status="ok")
+        follower.run = Run.objects.get(pk=run.pk)
+        final = follower.render_run()
+        assert "chat/_agent.html" not in rendered  # its line as the block showed it
+    finally:
+        template_rendered.disconnect(count)
+    afresh = render_to_string("chat/_run.html", {"view": run_view(follower.run, follower.steps)})
+    assert final == afresh
+
+
+@pytest.mark.django_db
 def test_a_follower_ignores_another_conversations_run(demo_data: None) -> None:
     run = _run()
     assert live.LiveRun.load(run.pk.hex, run.conversation_id + 1) is None
@@ -449,8 +514,6 @@ def test_page_and_push_render_the_same_run(demo_data: None) -> None:
     _agent_steps(run, "ok")
     follower = live.LiveRun.load(run.pk.hex, run.conversation_id)
     assert follower is not None
-    from django.template.loader import render_to_string
-
     pushed = render_to_string("chat/_timeline.html", {"view": follower.view()})
     page = render_to_string("chat/_timeline.html", {"view": run_view(Run.objects.get(pk=run.pk))})
     assert pushed == page

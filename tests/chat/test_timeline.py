@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -24,13 +23,14 @@ from django.test import AsyncClient, Client
 from django.utils import timezone, translation
 
 from assistant.asgi import application
-from assistant.chat import consumers
+from assistant.chat import consumers, live
 from assistant.chat.presenters import TextPiece, WorkBlock, run_view
 from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
-from assistant.runs import leases
-from assistant.runs.groups import run_group
+from assistant.runs import leases, local
+from assistant.runs.follow import Follower
+from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
 
@@ -100,12 +100,31 @@ def _steps(run: Run, offsets: bool = True, finished: bool = False) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_call(demo_data: None) -> None:
+    """The recorder hands the first delta of a burst to this process's listeners at once, the burst whole on the next
+    turn of the loop; a follower takes each word once."""
+    run = await sync_to_async(_run)()
+    heard: list[dict[str, Any]] = []
+    local.listen(run.pk.hex, heard.append)
+    recorder = Recorder(run.pk)
+    try:
+        await recorder.emit(TextDeltaEvent(text="Hello "))
+        assert [(m["offset"], m["event"]["text"]) for m in heard] == [(0, "Hello ")]  # no turn of the loop yet
+        await recorder.emit(TextDeltaEvent(text="world"))
+        assert len(heard) == 1
+        await recorder.close()
+    finally:
+        local.unlisten(run.pk.hex, heard.append)
+    assert [(m["offset"], m["event"]["text"]) for m in heard] == [(0, "Hello "), (0, "Hello world")]
+    follower = Follower(run.pk)
+    assert [item for m in heard for item in follower.apply(m) or []] == ["Hello ", "world"]
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_answer(demo_data: None) -> None:
     run = await sync_to_async(_run)()
-    layer = get_channel_layer()
-    assert layer is not None
-    channel = await layer.new_channel()
-    await layer.group_add(run_group(run.pk), channel)
+    heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    local.listen(run.pk.hex, heard.put_nowait)
     recorder = Recorder(run.pk)
     await recorder.emit(TextDeltaEvent(text="I am handing "))
     await recorder.emit(TextDeltaEvent(text="the search."))
@@ -118,7 +137,8 @@ async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_ans
     assert steps == [("agent_started", 24), ("agent_action", 24), ("tool_result", 29)]
     published = []
     while len([m for m in published if m["event"]["kind"] != "text_delta"]) < 3:
-        published.append(await asyncio.wait_for(layer.receive(channel), 2))
+        published.append(await asyncio.wait_for(heard.get(), 2))
+    local.unlisten(run.pk.hex, heard.put_nowait)
     assert [m["text_offset"] for m in published if m["event"]["kind"] != "text_delta"] == [24, 24, 29]
     await run.arefresh_from_db()
     assert run.answer == "I am handing the search. Here"
@@ -248,7 +268,9 @@ def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: 
     gone.wait()
     restarted = _run()
     Lease.objects.create(run=restarted, executor=f"{socket.gethostname()}:{gone.pid}", heartbeat=now)
-    assert leases.fail_if_dead(restarted.pk, now)
+    assert not leases.fail_if_dead(restarted.pk, now, conversation_id=restarted.conversation_id + 1)  # not that page's
+    assert Run.objects.get(pk=restarted.pk).status == "running"
+    assert leases.fail_if_dead(restarted.pk, now, conversation_id=restarted.conversation_id)
     assert Run.objects.get(pk=restarted.pk).status == "error"
     # Scaled out, only the lease's age counts (a worker's process is not this machine's to look at).
     settings.RUNS_EXECUTOR = "celery"
@@ -310,18 +332,16 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         await communicator.send_to(json.dumps({"follow_agent": {"run": run.pk.hex, "agent": "agent-1"}}))
         frames = await _frames_until(communicator, body)
         assert "Search “factures: Bimbamjob”: 4 results" in frames
-        layer = get_channel_layer()
-        assert layer is not None
         event = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
         message = {"type": "run.event", "run": run.pk.hex, "seq": 9, "event": event, "t": 1.0, "text_offset": 36}
-        await layer.group_send(run_group(run.pk), message)
+        await publish(run.pk, message)
         frames = await _frames_until(communicator, "Read: Invoice F-2024-031.*" + body + "|" + body + ".*Read: Invoice")
         assert frames.count(body) == 1  # the line and the panel, pushed together
         # Closed: the agent's next step changes its line only.
         await communicator.send_to(json.dumps({"follow_agent": None}))
         await communicator.send_to("not json")  # ignored
         event = _usage(0.001)
-        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": event})
+        await publish(run.pk, {**message, "seq": 10, "event": event})
         frames = await _frames_until(communicator, r"0\.0022 €")
         assert body not in frames
     finally:
@@ -343,20 +363,55 @@ async def test_an_agents_progress_right_after_another_reaches_the_page_with_the_
     communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
     try:
         await _frames_until(communicator, f'id="run-{run.pk}-timeline"')
-        layer = get_channel_layer()
-        assert layer is not None
         message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "text_offset": len(FIRST)}
         action = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
-        await layer.group_send(run_group(run.pk), {**message, "seq": 9, "event": action})
+        await publish(run.pk, {**message, "seq": 9, "event": action})
         await _frames_until(communicator, "Read: Invoice F-2024-031")
-        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": _usage(0.001)})  # within the interval
+        await publish(run.pk, {**message, "seq": 10, "event": _usage(0.001)})  # within the interval
         text = {"kind": "text_delta", "agent_id": None, "text": " Reading."}
-        await layer.group_send(run_group(run.pk), {**message, "seq": 10, "event": text, "offset": len(FIRST)})
+        await publish(run.pk, {**message, "seq": 10, "event": text, "offset": len(FIRST)})
         first = await _frames_until(communicator, "Reading.")
         assert "0.0022 €" not in first  # the answer first, the progress with the next progress push
         await _frames_until(communicator, r"0\.0022 €", timeout=4)
     finally:
         await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "fast")
+@pytest.mark.parametrize("in_process", [True, False], ids=["in-memory layer", "shared layer"])
+async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_once(
+    monkeypatch: pytest.MonkeyPatch, in_process: bool
+) -> None:
+    """The page listens, then reads the run: text published between the two is held and applied after the read. With
+    a shared layer (runs executed elsewhere too) it also comes through the run's group, and is not shown twice."""
+    monkeypatch.setattr(local, "in_process", lambda: in_process)
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    run = await sync_to_async(_run)(answer=FIRST)
+    await sync_to_async(_steps)(run)
+    await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
+    loop = asyncio.get_running_loop()
+    load = live.LiveRun.load
+    message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": len(FIRST)}
+
+    def load_then_publish(run_id: str, conversation_id: int) -> live.LiveRun | None:
+        loaded = load(run_id, conversation_id)
+        text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
+        asyncio.run_coroutine_threadsafe(publish(run.pk, text), loop).result(5)  # before the page has what it read
+        return loaded
+
+    monkeypatch.setattr(live.LiveRun, "load", staticmethod(load_then_publish))
+    communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
+    try:
+        await _frames_until(communicator, "Meanwhile.")
+        after = {**message, "offset": len(FIRST + " Meanwhile."), "event": {"kind": "text_delta", "text": " After."}}
+        await publish(run.pk, after)
+        frames = await _frames_until(communicator, "After.")
+        answers = re.findall(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>', frames, re.S)
+        assert answers and all(a.count("Meanwhile.") == 1 for a in answers)
+    finally:
+        await communicator.disconnect()
+    assert run.pk.hex not in local._listeners
 
 
 @pytest.mark.django_db(transaction=True)

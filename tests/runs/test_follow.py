@@ -1,5 +1,6 @@
-"""Following a run through its channel-layer group (``runs.follow``, as the API does): in order, nothing
-twice, gaps filled from the database, the end of the run noticed even when its last message is lost."""
+"""Following a run as the API does (``runs.follow``): in order, nothing twice, gaps filled from the database, the end
+of the run noticed even when its last message is lost; its messages handed over in the publisher's call where every
+run executes in this process (``runs.local``), through the channel layer's group otherwise."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
 from assistant.orgs.models import Organisation
-from assistant.runs import follow, groups
+from assistant.runs import follow, groups, local
 from assistant.runs.follow import RunFollower
 from assistant.runs.groups import run_group
 from assistant.runs.models import Conversation, Run, Step
@@ -45,7 +46,8 @@ async def test_a_gap_is_filled_from_the_database_and_nothing_comes_twice() -> No
     task = asyncio.ensure_future(_collect(follower, items))
 
     async def publish(message: dict[str, Any]) -> None:
-        await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, **message})
+        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, **message})
+        await asyncio.sleep(0.02)  # the follower's turn, as between a run's events
 
     # Steps 1 and 2 and the first words reached the database, but their messages were lost.
     await Step.objects.abulk_create(
@@ -57,7 +59,7 @@ async def test_a_gap_is_filled_from_the_database_and_nothing_comes_twice() -> No
     await publish({"seq": 3, "event": STARTED})
     await publish({"seq": 3, "event": {"kind": "text_delta", "agent_id": None, "text": "lo world"}, "offset": 3})
     await Run.objects.filter(pk=run.pk).aupdate(status="ok", answer="Hello world")
-    await layer.group_send(run_group(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
+    await groups.publish(run.pk, {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
     await asyncio.wait_for(task, 5)
     await follower.close()
     assert items == [(1, "round_started"), (2, "tool_result"), "Hello ", (3, "agent_started"), "world"]
@@ -87,10 +89,10 @@ async def test_waiting_for_the_end_only_ends_with_the_run_and_reads_none_of_its_
     run = await sync_to_async(_run)()
     follower = await RunFollower(run.pk).open()
     waiting = asyncio.ensure_future(follower.finished())
-    await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
+    await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
     await asyncio.sleep(0.2)  # several silences while the run goes on: still waiting
     assert not waiting.done() and follower.seq == 0
-    await layer.group_send(run_group(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
+    await groups.publish(run.pk, {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
     await asyncio.wait_for(waiting, 5)
     await follower.close()
 
@@ -102,17 +104,54 @@ async def test_waiting_for_the_end_only_ends_with_the_run_and_reads_none_of_its_
 
 async def test_a_follower_of_the_end_only_is_not_sent_the_events_and_hears_the_end() -> None:
     """``open(events=False)``: the run's events are not even delivered to its channel; ``announce_finished`` ends it."""
-    layer = get_channel_layer()
-    assert layer is not None
     run = await sync_to_async(_run)()
     follower = await RunFollower(run.pk).open(events=False)
     for seq in range(1, 4):
-        await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, "seq": seq, "event": ROUND})
-    await layer.send(follower._channel, {"type": "probe"})
-    assert (await asyncio.wait_for(layer.receive(follower._channel), 5))["type"] == "probe"  # nothing came before it
+        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": seq, "event": ROUND})
+    assert follower._heard is not None and follower._heard.empty()  # nothing was handed over
     waiting = asyncio.ensure_future(follower.finished())
     await asyncio.sleep(0.05)
     assert not waiting.done()
     await groups.announce_finished(run.pk, "ok")
     await asyncio.wait_for(waiting, 5)
     await follower.close()
+
+
+async def test_in_this_process_a_message_is_handed_over_in_the_publishers_call() -> None:
+    """With the in-memory channel layer every run executes here: a follower hears a message before ``publish``
+    returns (no turn of the event loop), and nothing of it goes through the layer, nor to a follower that closed."""
+    assert local.in_process()
+    run = await sync_to_async(_run)()
+    follower = await RunFollower(run.pk).open()
+    other = await RunFollower(run.pk).open()
+    await other.close()
+    message = {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND}
+    await groups.publish(run.pk, message)
+    assert follower._heard is not None and follower._heard.qsize() == 1
+    assert follower._channel == ""  # no channel of the layer
+    assert other._heard is None
+    await groups.publish(run.pk, {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
+    await Run.objects.filter(pk=run.pk).aupdate(status="ok")
+    items: list[Any] = []
+    await asyncio.wait_for(_collect(follower, items), 5)
+    await follower.close()
+    assert items == [(1, "round_started")]
+    assert run.pk.hex not in local._listeners  # every listener gone
+
+
+async def test_with_a_shared_layer_a_follower_hears_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where runs may execute in another process (a shared layer), a follower joins the run's group."""
+    monkeypatch.setattr(local, "in_process", lambda: False)
+    layer = get_channel_layer()
+    assert layer is not None
+    run = await sync_to_async(_run)()
+    follower = await RunFollower(run.pk).open()
+    assert follower._heard is None and follower._channel
+    items: list[Any] = []
+    task = asyncio.ensure_future(_collect(follower, items))
+    await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
+    await Run.objects.filter(pk=run.pk).aupdate(status="ok")
+    await layer.group_send(run_group(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
+    await asyncio.wait_for(task, 5)
+    await follower.close()
+    assert items == [(1, "round_started")]
