@@ -16,9 +16,10 @@ from django.core.management import call_command
 from django.test import AsyncClient
 
 from assistant.asgi import application
+from assistant.chat import live
 from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
 from assistant.orgs.models import Membership, Organisation
-from assistant.runs import execution
+from assistant.runs import execution, groups, local
 from assistant.runs.models import Conversation, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
@@ -195,7 +196,7 @@ async def test_a_path_that_does_not_parse_is_closed_with_a_code_not_a_500() -> N
             await communicator.disconnect()
 
 
-async def test_another_organisations_run_cannot_be_followed_through_its_id() -> None:
+async def test_another_organisations_run_cannot_be_followed_through_its_id(monkeypatch: pytest.MonkeyPatch) -> None:
     await _demo()
     mine = await sync_to_async(_conversation_of)("demo")
     mallory = await sync_to_async(_member)("mallory", "other")
@@ -204,11 +205,25 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id() -> 
         conversation=theirs, organisation_id=theirs.organisation_id, user=mallory, model="demo-large"
     )
     _, session = await _signed_in()
+    # What that run publishes while the page reads it (the page listens first, so as to miss nothing) is dropped.
+    loop = asyncio.get_running_loop()
+    load = live.LiveRun.load
+    said = {"type": "run.event", "run": secret.pk.hex, "seq": 0, "t": 1.0, "offset": 0}
+    said["event"] = {"kind": "text_delta", "agent_id": None, "text": "Mallory's secret"}
+
+    def load_while_it_publishes(run_id: str, conversation_id: int) -> live.LiveRun | None:
+        asyncio.run_coroutine_threadsafe(groups.publish(secret.pk, said), loop).result(5)
+        return load(run_id, conversation_id)
+
+    monkeypatch.setattr(live.LiveRun, "load", staticmethod(load_while_it_publishes))
     communicator = await _socket(f"/ws/c/{mine.pk}/?running={secret.pk.hex},not-a-uuid", session)
     try:
         assert await communicator.receive_nothing(timeout=0.3)
+        await groups.publish(secret.pk, {**said, "offset": 16})  # and what it publishes after
+        assert await communicator.receive_nothing(timeout=0.3)
     finally:
         await communicator.disconnect()
+    assert secret.pk.hex not in local._listeners
 
 
 async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
