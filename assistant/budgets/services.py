@@ -461,8 +461,20 @@ def release(reservation: Reservation) -> int:
 
 def release_run(run_id: uuid.UUID) -> int:
     """Give back every hold of a run that no process executes any more (failed by the reaper, ``recover_runs``) or
-    that ended: its calls will never settle them. Returns the tokens released."""
-    return sum(release(r) for r in Reservation.objects.filter(run_id=run_id))
+    that ended: its calls will never settle them. Returns the tokens released.
+
+    One statement when it holds nothing (a run's end, usually): the holds are deleted and returned together, each
+    given back to its month only by the process that deleted it."""
+    t = _tables()
+    with lazy_atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {t['reservation']} WHERE run_id = %s RETURNING month_id, tokens",
+            [_db(Reservation, "run", run_id)],
+        )
+        released = cursor.fetchall()
+        for month_id, tokens in released:
+            cursor.execute(f"UPDATE {t['month']} SET reserved = reserved - %s WHERE id = %s", [tokens, month_id])
+    return sum(tokens for _month, tokens in released)
 
 
 def release_stale(row: CategoryMonth, now: datetime) -> int:
