@@ -132,15 +132,20 @@ class CategoryAccounting:
     its run's calls are charged to that category."""
 
     def admit(self, org: Organisation, category: str, text: str, model: str) -> Admission:
-        admitted = services.admit(org, category, text, model)
-        return Admission(admitted.slug, admitted) if admitted is not None else Admission("")
+        admitted = services.admit_at(org, category, text, model)
+        if admitted is None:
+            return Admission("")
+        found, place = admitted
+        return Admission(found.slug, _Reserved(found, place) if place is not None else found)
 
     def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> Admission:
         found = _admitted(organisation_id, admission)
         if found is None:
             return admission
         now = timezone.now()
-        place = services.place_of(found.pk, now, category=found)
+        # The month row the admission's check read (``services.place_of`` reads it when the month changed since).
+        read = admission.held.place if isinstance(admission.held, _Reserved) else None
+        place = services.place_of(found.pk, now, read, category=found)
         services.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
         return dataclasses.replace(admission, held=_Reserved(found, place))
 
@@ -163,7 +168,8 @@ class CategoryAccounting:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Reserved:
-    """What intake's reservation read (``CategoryAccounting.reserve``): the category and its month row."""
+    """What intake's admission or reservation read (``CategoryAccounting.admit``, ``reserve``): the category and its
+    month row."""
 
     category: Category
     place: services.Place

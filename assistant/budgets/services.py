@@ -172,19 +172,25 @@ def state_of(category: Category, now: datetime | None = None, month: date | None
     return _state(category, row or CategoryMonth(category=category, month=month), now)
 
 
-def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:
-    """Refuse a request, before any model call, when its category cannot take its first call.
+def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> Place | None:
+    """Refuse a request, before any model call, when its category cannot take its first call; else the category's
+    month row (``Place``), when it has one already.
 
-    One statement says whether it fits (``_room``); only a request that does not reads the month's full state.
+    One statement says whether it fits and which row is the month's (``_room``); only a request that does not reads
+    the month's full state.
     """
     now = now or timezone.now()
     tz = zone(category.organisation.time_zone)
-    if _room(category.pk, month_of(now, tz), now.astimezone(tz).date()) >= tokens:
-        return
+    month = month_of(now, tz)
+    room, row_id = _room(category.pk, month, now.astimezone(tz).date())
+    if room >= tokens:
+        thresholds = tuple(int(t) for t in category.alert_thresholds or ())
+        return None if row_id is None else Place(category.pk, tz, month, row_id, thresholds)
     state = state_of(category, now)
     if state.remaining < tokens:
         check_alerts(state)
         raise CategoryExhausted(state, tokens, now)
+    return None
 
 
 def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | None = None) -> Category | None:
@@ -193,12 +199,21 @@ def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | N
     The first call needs at least the message and the main model's output cap; intake then reserves what it
     really needs (``reserve_for_run``).
     """
+    admitted = admit_at(org, slug, text, model, now)
+    return None if admitted is None else admitted[0]
+
+
+def admit_at(
+    org: Organisation, slug: str, text: str, model: str, now: datetime | None = None
+) -> tuple[Category, Place | None] | None:
+    """``admit``, with the category's month row as its check read it (None when the month has none yet), for the
+    reservation that follows (``reserve_for_run``'s ``place``)."""
     category = classify(org, slug)
-    if category is not None:
-        catalogue = snapshot.catalogue()
-        cap = catalogue[model].output_cap if model in catalogue else 0
-        ensure_room(category, estimate_tokens(text) + cap, now)
-    return category
+    if category is None:
+        return None
+    catalogue = snapshot.catalogue()
+    cap = catalogue[model].output_cap if model in catalogue else 0
+    return category, ensure_room(category, estimate_tokens(text) + cap, now)
 
 
 @dataclass(slots=True)
@@ -371,23 +386,28 @@ def _grow(cursor: CursorWrapper, row_id: int, category_id: int, tokens: int, tod
     return bool(cursor.rowcount == 1)
 
 
-def _room(category_id: int, month: date, today: date) -> int:
-    """What the category's ``month`` has left (its budget of ``today`` less what is used and reserved), in one read."""
+def _room(category_id: int, month: date, today: date) -> tuple[int, int | None]:
+    """What the category's ``month`` has left (its budget of ``today`` less what is used and reserved), and its row's
+    id (None: the month has no row yet), in one read."""
     t = _tables()
+    month_value = _db(CategoryMonth, "month", month)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {_BUDGET_SQL.format(**t)} - COALESCE("
-            f"(SELECT used + reserved FROM {t['month']} WHERE category_id = %s AND month = %s), 0)",
+            f"(SELECT used + reserved FROM {t['month']} WHERE category_id = %s AND month = %s), 0),"
+            f" (SELECT id FROM {t['month']} WHERE category_id = %s AND month = %s)",
             [
                 category_id,
                 category_id,
                 _db(BudgetRaise, "ends_on", today),
                 category_id,
-                _db(CategoryMonth, "month", month),
+                month_value,
+                category_id,
+                month_value,
             ],
         )
-        (room,) = cursor.fetchone()
-    return int(room)
+        room, row_id = cursor.fetchone()
+    return int(room), row_id
 
 
 def _hold(

@@ -226,3 +226,17 @@ def test_a_run_ending_after_its_conversation_was_deleted_is_erased_reading_the_d
     assert Run.objects.get(pk=other.pk).answer == "Kept."
     assert Message.objects.filter(run=other, role="assistant").exists()
     assert not [q for q in sent if q["sql"].startswith("SELECT") and '"deleted" IS NOT NULL' in q["sql"]]
+
+
+def test_intake_reserves_on_the_month_row_its_admission_read(org: Organisation) -> None:
+    _create(org)  # the category's month has its row now
+    with CaptureQueriesContext(connection) as sent:
+        run = _create(
+            org,
+            intake.Ask(text="Encore ?", model="demo-small", level="rapide", resources=(), category="administration"),
+        )
+    month = CategoryMonth.objects.get(category__organisation=org, category__slug="administration")
+    assert Reservation.objects.get(run=run).month_id == month.pk
+    # Read by the admission's check, with what the month has left: not read again for the reservation.
+    read_again = [q["sql"] for q in sent if q["sql"].startswith('SELECT "budgets_categorymonth"')]
+    assert read_again == [], read_again
