@@ -272,6 +272,12 @@ def _reserve(
     return state
 
 
+def hold(category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None, place: Place) -> Reservation | None:
+    """Hold ``tokens`` on the month row ``place`` names if they fit, in the caller's transaction; None (nothing
+    written) when they do not: ``reserve`` then says why, or frees stale holds and tries again."""
+    return _hold(place.row_id, category_id, tokens, now, run_id, place.tz)
+
+
 def reserve(
     category_id: int,
     tokens: int,
