@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
+from django.apps import apps
 from django.db import connection
 from django.db.models import Field, QuerySet
 from pydantic import BaseModel, ValidationError
@@ -250,10 +251,10 @@ def count_month_agent_ends(
     models, statuses = list(models), list(status_in)
     if not models or not (statuses or or_forced_landing):
         return 0
-    from .models import Run, Step
-
+    # The models by name: ``models`` imports this module.
+    run_model, step_model = apps.get_model("runs", "Run"), apps.get_model("runs", "Step")
     quote = connection.ops.quote_name
-    steps, runs = quote(Step._meta.db_table), quote(Run._meta.db_table)
+    steps, runs = quote(step_model._meta.db_table), quote(run_model._meta.db_table)
     if connection.vendor == "postgresql":
         text = "{steps}.data ->> '{key}'"
         true = "{steps}.data -> '{key}' = 'true'::jsonb"
@@ -265,7 +266,7 @@ def count_month_agent_ends(
         which.append(f"{text.format(steps=steps, key='status')} IN ({', '.join(['%s'] * len(statuses))})")
     if or_forced_landing:
         which.append(true.format(steps=steps, key="forced_landing"))
-    created = Run._meta.get_field("created")
+    created = run_model._meta.get_field("created")
     assert isinstance(created, Field)
     with connection.cursor() as cursor:
         cursor.execute(
