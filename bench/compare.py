@@ -6,7 +6,7 @@ working tree, both as ``bench/benchmarks/whole_server.py`` starts one, on one sc
 server, and makes their runs take turns (``REV`` streamed, ours streamed, ``REV`` not, ours not),
 so that a neighbour's load weighs on both alike. It prints, for each, the medians of: the request
 to its first model call, the wall at zero latency, the wall at ``--latency`` a call and its
-overhead over the critical path, and the CPU per model request.
+overhead over the critical path, and the CPU per model request. With ``--pg``, both on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import statistics
 import subprocess
 import tarfile
@@ -38,15 +39,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=12, help="runs of each kind at zero latency")
     parser.add_argument("--slow-runs", type=int, default=4, help="runs of each kind at --latency")
     parser.add_argument("--latency", type=float, default=ws.LATENCY)
+    parser.add_argument(
+        "--pg",
+        nargs="?",
+        const=os.environ.get("BENCH_POSTGRES") or "postgres://postgres@127.0.0.1:5432",
+        default="",
+        help="both servers on PostgreSQL, each on a new database of this server (default: BENCH_POSTGRES, else "
+        "127.0.0.1:5432), dropped afterwards",
+    )
     args = parser.parse_args(argv)
     model = scripted.spawn()
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         old_root = Path(folder) / "old"
         export(args.rev, old_root)
         stack.callback(model.stop)
+        databases = [stack.enter_context(ws.fresh_database(args.pg, f"_{i}")) for i in (0, 1)] if args.pg else ["", ""]
         servers = {
-            args.rev: stack.enter_context(ws.server(model.base_url, root=old_root)),
-            "working tree": stack.enter_context(ws.server(model.base_url)),
+            args.rev: stack.enter_context(ws.server(model.base_url, databases[0], root=old_root)),
+            "working tree": stack.enter_context(ws.server(model.base_url, databases[1])),
         }
         drivers = {name: ws.Driver(srv) for name, srv in servers.items()}
         results: dict[tuple[str, str, float], list[ws.Run]] = {}

@@ -27,7 +27,7 @@ from ninja.security import HttpBearer
 from assistant.catalogue import snapshot
 from assistant.engine.cancel import STOP_CAUSES
 from assistant.engine.errors import RequestRefused
-from assistant.engine.events import StoppedEvent
+from assistant.engine.events import Event, StoppedEvent
 from assistant.engine.policy import Policy
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
@@ -52,7 +52,7 @@ from .schemas import (
     RunOut,
     errors_schema,
 )
-from .trace import TraceBuilder, trace_of
+from .trace import TraceBuilder, trace_of, trace_of_events
 
 log = logging.getLogger(__name__)
 
@@ -276,14 +276,17 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
 STOP_CODES = {code: cause for cause, code in STOP_CAUSES.items()}
 
 
-def _reason(run: Run) -> tuple[str, str]:
+def _reason(run: Run, events: list[Event] | None = None) -> tuple[str, str]:
     """Why the run stopped or failed, in English, and its ``reason_code``: the stop's cause (``user``, ``budget``,
-    ``cost_cap``, ``shutdown``), ``error`` for a failed run, empty when it ended ok."""
+    ``cost_cap``, ``shutdown``), ``error`` for a failed run, empty when it ended ok. ``events``: the run's steps'
+    events, when the caller has them (else its ``stopped`` step is read)."""
     if run.status == "error":
         return run.error, "error"
     if run.status != "stopped":
         return "", ""
-    stopped = next((e for e in events_of(run.steps.filter(kind="stopped")) if isinstance(e, StoppedEvent)), None)
+    if events is None:
+        events = events_of(run.steps.filter(kind="stopped"))
+    stopped = next((e for e in events if isinstance(e, StoppedEvent)), None)
     if stopped is None:
         return "", "user"
     code = STOP_CODES.get(stopped.cause.code, "user") if stopped.cause is not None else "user"
@@ -291,16 +294,23 @@ def _reason(run: Run) -> tuple[str, str]:
 
 
 def _completion(
-    run_id: uuid.UUID, warnings: list[RequestWarning], builder: TraceBuilder | None = None
+    run_id: uuid.UUID,
+    warnings: list[RequestWarning],
+    builder: TraceBuilder | None = None,
+    heard: execution.Heard | None = None,
 ) -> ChatCompletion:
     """The finished run as the response says it; ``builder``: the stream's, which has taken every step already
-    (the follower misses none), so that they are not read and parsed again."""
+    (the follower misses none), so that they are not read and parsed again; ``heard``: the run's events, when it
+    executed in this process to its end (``execution.Heard``), likewise."""
     run = Run.objects.get(pk=run_id)
+    events = heard.events if heard is not None and heard.complete else None
     if builder is not None:
         trace = builder.finish(run.usage, run.sources)
+    elif events is not None:
+        trace = trace_of_events(events, run.usage, run.sources)
     else:
         trace = trace_of(run.steps.all(), run.usage, run.sources)
-    reason, reason_code = _reason(run)
+    reason, reason_code = _reason(run, events)
     return ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
@@ -371,7 +381,9 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
     run, policy = await sync_to_async(_create)(key, body)
     # Before the run starts: nothing it publishes is missed. Not streamed, only its end is listened for.
     follower = await RunFollower(run.pk).open(events=body.stream)
-    execution.launch(run.pk, policy=policy)
+    # Not streamed, the response is built from the run's events as this process executes it, if it does.
+    heard = None if body.stream else execution.Heard()
+    execution.launch(run.pk, policy=policy, heard=heard)
     # What the request's warnings say is worked out after the run has started, off its way to its first call.
     if body.stream:
         response = StreamingHttpResponse(_stream(run, follower, key, body, policy), content_type="text/event-stream")
@@ -382,7 +394,7 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
         await follower.finished()
     finally:
         await follower.close()
-    return await sync_to_async(lambda: _completion(run.pk, _warnings(key, body, policy)))()
+    return await sync_to_async(lambda: _completion(run.pk, _warnings(key, body, policy), heard=heard))()
 
 
 # Runs -------------------------------------------------------------------------------------------------

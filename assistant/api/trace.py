@@ -200,7 +200,14 @@ def trace_of(
     steps: Iterable[StepWithEvent], usage: Mapping[str, Any] | None = None, sources: list[dict[str, Any]] | None = None
 ) -> Trace:
     """The trace of saved steps (unreadable ones left out, ``steps.events_of``)."""
+    return trace_of_events(events_of(steps), usage, sources)
+
+
+def trace_of_events(
+    events: Iterable[Event], usage: Mapping[str, Any] | None = None, sources: list[dict[str, Any]] | None = None
+) -> Trace:
+    """The trace of a run's steps' events, in order (those its recorder saved: ``runs.execution.Heard``)."""
     builder = TraceBuilder()
-    for event in events_of(steps):
+    for event in events:
         builder.add_event(event)
     return builder.finish(usage, sources)

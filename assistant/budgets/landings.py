@@ -23,8 +23,8 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Field, QuerySet
 from django.utils import translation
 from django.utils.translation import gettext as _
 
@@ -32,7 +32,7 @@ from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import admin_emails
 from assistant.runs.models import Run, Step
-from assistant.runs.steps import AgentEnd, agent_ends, count_agent_ends, with_events
+from assistant.runs.steps import AgentEnd, agent_ends, count_month_agent_ends, with_events
 
 from .models import LandingAlert
 from .months import month_bounds, month_of, previous_month, zone
@@ -256,13 +256,14 @@ def _check_run(run_id: Any, known: tuple[int, Any, str, int] | None = None, ends
     org_id, created, time_zone, threshold = found
     tz = zone(time_zone)
     month = month_of(created, tz)
-    mine -= set(LandingAlert.objects.filter(organisation_id=org_id, month=month).values_list("model", "profile"))
+    mine -= _alerted(org_id, month)
     if not mine:
         return
     start, end = month_bounds(month, tz)
-    steps = Step.objects.filter(run__organisation_id=org_id, run__created__gte=start, run__created__lt=end)
-    models = {model for model, _profile in mine}
-    landed_agents = count_agent_ends(steps, models=models, status_in=["interrupted"], or_forced_landing=True)
+    models = sorted({model for model, _profile in mine})
+    landed_agents = count_month_agent_ends(
+        org_id, start, end, models=models, status_in=["interrupted"], or_forced_landing=True
+    )
     if landed_agents < math.ceil(MIN_AGENTS * threshold / 100):
         return
     lines = {key: LandingLine(*key) for key in mine}
@@ -274,6 +275,20 @@ def _check_run(run_id: Any, known: tuple[int, Any, str, int] | None = None, ends
     due = [lines[key] for key in sorted(mine) if lines[key].alerts_at(threshold)]
     if due:
         _alert(Organisation.objects.get(pk=org_id), month, due)
+
+
+def _alerted(org_id: int, month: date) -> set[tuple[str, str]]:
+    """The lines of the organisation's month that have their alert already (``(model, profile)``), in one plain
+    statement: a run's end reads it."""
+    quote = connection.ops.quote_name
+    month_field = LandingAlert._meta.get_field("month")
+    assert isinstance(month_field, Field)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT model, profile FROM {quote(LandingAlert._meta.db_table)} WHERE organisation_id = %s AND month = %s",
+            [org_id, month_field.get_db_prep_value(month, connection)],
+        )
+        return {(str(model), str(profile)) for model, profile in cursor.fetchall()}
 
 
 def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:

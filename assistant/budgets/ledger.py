@@ -4,8 +4,8 @@ reserved against the run's category before it starts and settled to its real usa
 The run's first call was reserved at intake, before the run was saved (``CategoryAccounting.reserve``): the
 ledger's first ``reserve`` takes that hold over, resized to the call, rather than reserving twice.
 
-A call's settlement is written with the run's next reservation, in the same trip to the database's thread (an
-agent's next call, another agent's, the main model's), or after ``SETTLE_SECONDS`` when none comes, or with the
+A call's settlement is written with the run's next reservation, in the same trip to the database's thread and the
+same transaction (an agent's next call, another agent's, the main model's), or after ``SETTLE_SECONDS`` when none comes, or with the
 run's end (``take_unsettled``, which the execution writes with the run's outcome): one trip a call instead of two.
 Meanwhile the call's hold stays on the category, so the month counts the call at its hold, never at less than it
 used; only a process killed in that moment loses the settlement (its holds are then freed by the reaper): a call
@@ -26,6 +26,7 @@ from django.utils import timezone
 from assistant.engine.types import UsagePart
 from assistant.orgs.models import Organisation
 from assistant.runs.accounting import Admission
+from assistant.runs.commits import lazy_atomic
 
 from . import services
 from .models import Category, Reservation
@@ -57,6 +58,14 @@ class CategoryLedger:
         self._writing: set[asyncio.Future[None]] = set()  # settlements written after SETTLE_SECONDS, not done yet
 
     def _reserve(self, tokens: int, now: datetime, unsettled: list[_Settlement] | None = None) -> Reservation:
+        if unsettled and not self._first:
+            # The settlements and the hold in one transaction; a hold that does not fit is tried again after it on
+            # the full path (stale holds, the month's state), the settlements committed whatever it says.
+            with lazy_atomic():
+                self._settle(unsettled)
+                self._place = services.place_of(self.category_id, now, self._place)
+                held = services.hold(self.category_id, tokens, now, self.run_id, self._place)
+            return held or services.reserve(self.category_id, tokens, now, self.run_id, self._place)
         if unsettled:
             self._settle(unsettled)
         self._place = services.place_of(self.category_id, now, self._place)
@@ -132,15 +141,20 @@ class CategoryAccounting:
     its run's calls are charged to that category."""
 
     def admit(self, org: Organisation, category: str, text: str, model: str) -> Admission:
-        admitted = services.admit(org, category, text, model)
-        return Admission(admitted.slug, admitted) if admitted is not None else Admission("")
+        admitted = services.admit_at(org, category, text, model)
+        if admitted is None:
+            return Admission("")
+        found, place = admitted
+        return Admission(found.slug, _Reserved(found, place) if place is not None else found)
 
     def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> Admission:
         found = _admitted(organisation_id, admission)
         if found is None:
             return admission
         now = timezone.now()
-        place = services.place_of(found.pk, now, category=found)
+        # The month row the admission's check read (``services.place_of`` reads it when the month changed since).
+        read = admission.held.place if isinstance(admission.held, _Reserved) else None
+        place = services.place_of(found.pk, now, read, category=found)
         services.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
         return dataclasses.replace(admission, held=_Reserved(found, place))
 
@@ -163,7 +177,8 @@ class CategoryAccounting:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Reserved:
-    """What intake's reservation read (``CategoryAccounting.reserve``): the category and its month row."""
+    """What intake's admission or reservation read (``CategoryAccounting.admit``, ``reserve``): the category and its
+    month row."""
 
     category: Category
     place: services.Place

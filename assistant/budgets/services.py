@@ -172,19 +172,25 @@ def state_of(category: Category, now: datetime | None = None, month: date | None
     return _state(category, row or CategoryMonth(category=category, month=month), now)
 
 
-def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> None:
-    """Refuse a request, before any model call, when its category cannot take its first call.
+def ensure_room(category: Category, tokens: int, now: datetime | None = None) -> Place | None:
+    """Refuse a request, before any model call, when its category cannot take its first call; else the category's
+    month row (``Place``), when it has one already.
 
-    One statement says whether it fits (``_room``); only a request that does not reads the month's full state.
+    One statement says whether it fits and which row is the month's (``_room``); only a request that does not reads
+    the month's full state.
     """
     now = now or timezone.now()
     tz = zone(category.organisation.time_zone)
-    if _room(category.pk, month_of(now, tz), now.astimezone(tz).date()) >= tokens:
-        return
+    month = month_of(now, tz)
+    room, row_id = _room(category.pk, month, now.astimezone(tz).date())
+    if room >= tokens:
+        thresholds = tuple(int(t) for t in category.alert_thresholds or ())
+        return None if row_id is None else Place(category.pk, tz, month, row_id, thresholds)
     state = state_of(category, now)
     if state.remaining < tokens:
         check_alerts(state)
         raise CategoryExhausted(state, tokens, now)
+    return None
 
 
 def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | None = None) -> Category | None:
@@ -193,12 +199,21 @@ def admit(org: Organisation, slug: str, text: str, model: str, now: datetime | N
     The first call needs at least the message and the main model's output cap; intake then reserves what it
     really needs (``reserve_for_run``).
     """
+    admitted = admit_at(org, slug, text, model, now)
+    return None if admitted is None else admitted[0]
+
+
+def admit_at(
+    org: Organisation, slug: str, text: str, model: str, now: datetime | None = None
+) -> tuple[Category, Place | None] | None:
+    """``admit``, with the category's month row as its check read it (None when the month has none yet), for the
+    reservation that follows (``reserve_for_run``'s ``place``)."""
     category = classify(org, slug)
-    if category is not None:
-        catalogue = snapshot.catalogue()
-        cap = catalogue[model].output_cap if model in catalogue else 0
-        ensure_room(category, estimate_tokens(text) + cap, now)
-    return category
+    if category is None:
+        return None
+    catalogue = snapshot.catalogue()
+    cap = catalogue[model].output_cap if model in catalogue else 0
+    return category, ensure_room(category, estimate_tokens(text) + cap, now)
 
 
 @dataclass(slots=True)
@@ -255,6 +270,12 @@ def _reserve(
     state = _state(category, row, now)
     check_alerts(state)
     return state
+
+
+def hold(category_id: int, tokens: int, now: datetime, run_id: uuid.UUID | None, place: Place) -> Reservation | None:
+    """Hold ``tokens`` on the month row ``place`` names if they fit, in the caller's transaction; None (nothing
+    written) when they do not: ``reserve`` then says why, or frees stale holds and tries again."""
+    return _hold(place.row_id, category_id, tokens, now, run_id, place.tz)
 
 
 def reserve(
@@ -371,23 +392,28 @@ def _grow(cursor: CursorWrapper, row_id: int, category_id: int, tokens: int, tod
     return bool(cursor.rowcount == 1)
 
 
-def _room(category_id: int, month: date, today: date) -> int:
-    """What the category's ``month`` has left (its budget of ``today`` less what is used and reserved), in one read."""
+def _room(category_id: int, month: date, today: date) -> tuple[int, int | None]:
+    """What the category's ``month`` has left (its budget of ``today`` less what is used and reserved), and its row's
+    id (None: the month has no row yet), in one read."""
     t = _tables()
+    month_value = _db(CategoryMonth, "month", month)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {_BUDGET_SQL.format(**t)} - COALESCE("
-            f"(SELECT used + reserved FROM {t['month']} WHERE category_id = %s AND month = %s), 0)",
+            f"(SELECT used + reserved FROM {t['month']} WHERE category_id = %s AND month = %s), 0),"
+            f" (SELECT id FROM {t['month']} WHERE category_id = %s AND month = %s)",
             [
                 category_id,
                 category_id,
                 _db(BudgetRaise, "ends_on", today),
                 category_id,
-                _db(CategoryMonth, "month", month),
+                month_value,
+                category_id,
+                month_value,
             ],
         )
-        (room,) = cursor.fetchone()
-    return int(room)
+        room, row_id = cursor.fetchone()
+    return int(room), row_id
 
 
 def _hold(
@@ -461,8 +487,20 @@ def release(reservation: Reservation) -> int:
 
 def release_run(run_id: uuid.UUID) -> int:
     """Give back every hold of a run that no process executes any more (failed by the reaper, ``recover_runs``) or
-    that ended: its calls will never settle them. Returns the tokens released."""
-    return sum(release(r) for r in Reservation.objects.filter(run_id=run_id))
+    that ended: its calls will never settle them. Returns the tokens released.
+
+    One statement when it holds nothing (a run's end, usually): the holds are deleted and returned together, each
+    given back to its month only by the process that deleted it."""
+    t = _tables()
+    with lazy_atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {t['reservation']} WHERE run_id = %s RETURNING month_id, tokens",
+            [_db(Reservation, "run", run_id)],
+        )
+        released = cursor.fetchall()
+        for month_id, tokens in released:
+            cursor.execute(f"UPDATE {t['month']} SET reserved = reserved - %s WHERE id = %s", [tokens, month_id])
+    return sum(tokens for _month, tokens in released)
 
 
 def release_stale(row: CategoryMonth, now: datetime) -> int:

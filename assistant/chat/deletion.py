@@ -92,16 +92,30 @@ def _is_deleted(conversation_id: int) -> bool:
     return Conversation.objects.filter(pk=conversation_id, deleted__isnull=False).exists()
 
 
+def _run_deleted(run: Run) -> bool:
+    """Whether the run's conversation is deleted: as its saver read it (``Run.conversation_deleted``), else read."""
+    known = run.conversation_deleted
+    return _is_deleted(run.conversation_id) if known is None else known
+
+
 @receiver(post_save, sender=Run, dispatch_uid="chat.deletion.run_saved")
 def _run_saved(sender: type[Run], instance: Run, created: bool, **kwargs: Any) -> None:
     # A run stopped by a delete saves its answer and sources as it ends (or a reaper fails it): erase them.
-    if not created and not instance.is_running and _is_deleted(instance.conversation_id):
+    if not created and not instance.is_running and _run_deleted(instance):
         log.info("erasing run %s of a deleted conversation as it ends", instance.pk)
         erase_run(instance.pk)
 
 
 @receiver(post_save, sender=Message, dispatch_uid="chat.deletion.message_saved")
 def _message_saved(sender: type[Message], instance: Message, created: bool, **kwargs: Any) -> None:
-    # The assistant's message of a run that ended after its conversation was deleted.
-    if created and _is_deleted(instance.conversation_id):
+    # The assistant's message of a run that ended after its conversation was deleted. A message saved with its run,
+    # in the transaction that read whether the conversation was deleted, is told by the run.
+    if not created:
+        return
+    run = instance.run if Message.run.is_cached(instance) else None
+    if run is not None and run.conversation_id == instance.conversation_id:
+        deleted = _run_deleted(run)
+    else:
+        deleted = _is_deleted(instance.conversation_id)
+    if deleted:
         Message.objects.filter(pk=instance.pk).delete()

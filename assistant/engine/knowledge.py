@@ -154,6 +154,9 @@ class MemoryKnowledge:
             slug=kb, name=self.names.get(kb, kb), description="", document_count=len(self.bases[kb])
         )
 
+    async def existing(self, kbs: Sequence[str]) -> set[str]:
+        return {kb for kb in kbs if kb in self.bases}
+
     async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         index = self._indexes.get(kb)
         hits = index.search(query) if index is not None else []

@@ -61,9 +61,12 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     """Run one request to its end. Raises ``RequestRefused`` (before any model call) only: ``ContextTooLong`` when
     its first call cannot fit the main model's window, even with the oldest turns left out."""
     plan = plan_request(request, ctx.catalogue, ctx.policy)
-    for kb in plan.scope.searchable:
-        if ctx.toolbox.knowledge is None or await ctx.toolbox.knowledge.describe(kb) is None:
-            raise RequestRefused(Refusal(code="knowledge_base_not_found", resource=KB_PREFIX + kb))
+    if plan.scope.searchable:
+        knowledge = ctx.toolbox.knowledge
+        existing = set() if knowledge is None else await knowledge.existing(plan.scope.searchable)
+        for kb in plan.scope.searchable:
+            if kb not in existing:
+                raise RequestRefused(Refusal(code="knowledge_base_not_found", resource=KB_PREFIX + kb))
     if plan.scope.documents and ctx.toolbox.knowledge is not None:
         found = await ctx.toolbox.knowledge.read([doc_id for _kb, doc_id in plan.scope.documents])
         for kb, doc_id in plan.scope.documents:

@@ -51,6 +51,10 @@ class KnowledgeBackend(Protocol):
 
     async def describe(self, kb: str) -> KnowledgeBaseInfo | None: ...
 
+    async def existing(self, kbs: Sequence[str]) -> set[str]:
+        """Those of the knowledge bases ``kbs`` that exist (a run's start checks its bases with it, in one read)."""
+        ...
+
     async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         """Ranked hits and the total number of matches; with ``ids``, among those documents only."""
         ...

@@ -31,6 +31,10 @@ class OrgKnowledge:
             return None
         return KnowledgeBaseInfo(slug=row.slug, name=row.name, description=row.description, document_count=row.ready)
 
+    async def existing(self, kbs: Sequence[str]) -> set[str]:
+        rows = KnowledgeBase.objects.filter(organisation_id=self.organisation_id, slug__in=list(kbs))
+        return {slug async for slug in rows.values_list("slug", flat=True)}  # one query for a run's bases
+
     async def search(self, kb: str, query: str, limit: int, ids: Sequence[str] | None = None) -> tuple[list[Hit], int]:
         """Ranked full-text hits (FTS5 on SQLite, tsvector on PostgreSQL) and the number of matches;
         with ``ids`` (chosen documents), among those documents only."""

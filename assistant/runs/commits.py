@@ -25,9 +25,11 @@ from django.db import connection, transaction
 @contextmanager
 def lazy_atomic() -> Iterator[None]:
     """``transaction.atomic()`` whose commit does not wait for the disk on PostgreSQL (see the module). Inside another
-    transaction (intake's, whose run and messages must be on disk when it commits) it is a plain savepoint."""
+    transaction (intake's, whose run and messages must be on disk when it commits) it is part of that transaction, with
+    no savepoint of its own: an error in it fails the whole transaction."""
     outermost = not connection.in_atomic_block
-    with transaction.atomic():
+    # Inside another transaction no savepoint either (two statements saved): an error in it fails that transaction.
+    with transaction.atomic(savepoint=outermost):
         if outermost and connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit TO OFF")

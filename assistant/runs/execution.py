@@ -19,14 +19,15 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from assistant.catalogue import snapshot
@@ -34,7 +35,7 @@ from assistant.connectors import directory as connectors
 from assistant.engine.cancel import CancelToken, StopCause
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
-from assistant.engine.events import ErrorEvent
+from assistant.engine.events import ErrorEvent, Event
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import LEVELS, Policy, RunRequest
 from assistant.engine.runtime import RunContext
@@ -47,7 +48,7 @@ from assistant.knowledge.tools import tool_factories
 from assistant.orgs.services import policy_for
 
 from . import accounting, groups, leases
-from .models import Message, Run
+from .models import Conversation, Message, Run
 from .recorder import Recorder
 from .steps import AgentEnd
 
@@ -67,6 +68,8 @@ HANDED_MAX = 256
 # What the runs launched here start from (``launch``), taken by ``execute_run`` as they start: what intake handed
 # over, or the policy the run was checked with.
 _starting: dict[uuid.UUID, _Handed | Policy] = {}
+# What the callers that launched runs here hear of them (``launch``'s ``heard``), taken by ``execute_run``.
+_hearing: dict[uuid.UUID, Heard] = {}
 # Called with the conversation's id once a run has ended and its end is announced, wherever it executed
 # (``queue`` registers the start of the conversation's next queued message).
 _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
@@ -95,21 +98,38 @@ class _Handed:
     run: Run
     policy: Policy
     ledger: UsageLedger | None
+    history: tuple[EngineMessage, ...] | None = None
+    """The run's history as ``_history`` would read it, when intake knew it (a conversation it saved with the run)."""
 
 
-def hand_over(run: Run, policy: Policy, ledger: UsageLedger | None) -> None:
+def hand_over(
+    run: Run, policy: Policy, ledger: UsageLedger | None, history: tuple[EngineMessage, ...] | None = None
+) -> None:
     """Keep what intake read for ``run`` (saved), for its execution in this process (``_prepare``)."""
-    _handed[run.pk] = _Handed(run, policy, ledger)
+    _handed[run.pk] = _Handed(run, policy, ledger, history)
     while len(_handed) > HANDED_MAX:
         _handed.popitem(last=False)
 
 
-def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None, *, policy: Policy | None = None) -> asyncio.Task[None]:
+@dataclass(slots=True)
+class Heard:
+    """What a caller that launched a run hears of it when it executes in this process (``launch``): every event its
+    recorder saved as a step, in order, as the events themselves (``events``), and whether this process saved the
+    run's end after them (``complete``: then they are the run's steps, and need not be read back and parsed)."""
+
+    events: list[Event] = field(default_factory=list)
+    complete: bool = False
+
+
+def launch(
+    run_id: uuid.UUID, cost_cap_eur: float | None = None, *, policy: Policy | None = None, heard: Heard | None = None
+) -> asyncio.Task[None]:
     """Execute a run in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``).
 
     Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost. ``policy``: the one
     the run was checked with at intake, which a run executing in this process then does not read again (intake
-    hands it over, with the run and its ledger: ``hand_over``).
+    hands it over, with the run and its ledger: ``hand_over``). ``heard``: filled with the run's events when it
+    executes here (else left incomplete).
     """
     name = settings.RUNS_EXECUTOR
     executor = execute_run if name == "embedded" else _executors.get(name)
@@ -122,10 +142,12 @@ def launch(run_id: uuid.UUID, cost_cap_eur: float | None = None, *, policy: Poli
         _starting[run_id] = handed
     elif executor is execute_run and policy is not None:
         _starting[run_id] = policy
+    if executor is execute_run and heard is not None:
+        _hearing[run_id] = heard
     # A fresh context: the run must not inherit the request's (its thread executor ends with it).
     task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=contextvars.Context())
     _tasks[run_id] = task
-    task.add_done_callback(lambda _: _tasks.pop(run_id, None))
+    task.add_done_callback(lambda _: (_tasks.pop(run_id, None), _hearing.pop(run_id, None)))
     return task
 
 
@@ -233,20 +255,22 @@ class _Prepared:
 def _prepare(run_id: uuid.UUID, handed: _Handed | Policy | None = None) -> _Prepared | None:
     """Claim the run (None: it has ended or another process has it), then read what it starts from: what intake did
     not hand over (``handed``: the run, its policy and its ledger, or the policy alone)."""
-    if not leases.claim(run_id):
+    stop_requested = leases.claim_read(run_id)
+    if stop_requested is None:
         return None
+    known: tuple[EngineMessage, ...] | None = None
     if isinstance(handed, _Handed):
-        run, ledger, policy = handed.run, handed.ledger, handed.policy
+        run, ledger, policy, known = handed.run, handed.ledger, handed.policy, handed.history
         # Only Stop moves a running run's row before it starts (its status is what the claim checked).
-        run.stop_requested = bool(Run.objects.filter(pk=run_id).values_list("stop_requested", flat=True).first())
+        run.stop_requested = stop_requested
     else:
-        run = Run.objects.select_related("organisation", "api_key").get(pk=run_id)
+        run = Run.objects.select_related("organisation", "api_key", "conversation__user").get(pk=run_id)
         ledger = accounting.accounting().ledger(run.organisation_id, run.category, run_id)
         policy = handed or policy_for(run.organisation, run.api_key)  # reads the settings' rows
     tables = OrgKnowledge(run.organisation_id).catalogue()
     history: tuple[EngineMessage, ...] | Exception
     try:
-        history = _history(run)
+        history = known if known is not None else _history(run)
     except Exception as e:  # the run fails with it, as anything inside it does
         history = e
     return _Prepared(run, ledger, tables, policy, history)
@@ -259,6 +283,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     holds is left alone.
     """
     token = CancelToken()
+    heard = _hearing.pop(run_id, None)
     watch = leases.Watch(run_id, token)
     # Listening first, then reading the flag (in ``_prepare``): a Stop sent before or after is not missed. One trip
     # to the database's thread before the first model call, not one per read.
@@ -277,7 +302,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         token.cancel("user")
     elif _stopping is not None:  # claimed after the process began shutting down (``stop_all``)
         token.cancel(_stopping)
-    recorder = Recorder(run_id)
+    recorder = Recorder(run_id, heard.events if heard is not None else None)
     ctx = RunContext(
         catalogue=snapshot.catalogue(),
         models=snapshot.resolve,
@@ -313,9 +338,11 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         _tokens.pop(run_id, None)
         await recorder.close()
         unsettled = accounting.take_unsettled(prepared.ledger)  # written with the run's end, in the same trip
-        await sync_to_async(_finish)(
-            run_id, status, error, rounds, recorder.answer, ctx, unsettled, recorder.agent_ends
+        saved = await sync_to_async(_finish)(
+            run_id, status, error, rounds, recorder.answer, ctx, unsettled, recorder.agent_ends, run
         )
+        if heard is not None:
+            heard.complete = saved
         await groups.announce_finished(run_id, status)
         for hook in _after_run:
             try:
@@ -337,30 +364,67 @@ def _finish(
     ctx: RunContext,
     unsettled: Callable[[], None] | None = None,
     agent_ends: list[AgentEnd] | None = None,
-) -> None:
-    if unsettled is not None:  # the last calls' settlements (``accounting.Deferred``)
-        unsettled()
-    # What the run still holds (its intake's reservation, when it ended before its first call) goes back.
-    accounting.accounting().release(run_id)
+    run: Run | None = None,
+) -> bool:
+    """Save the run's end, in one transaction with the last calls' settlements (``unsettled``, from
+    ``accounting.Deferred``) and the release of what it still holds (its intake's reservation, when it ended before
+    its first call); ``run``: the run as it started (its organisation and conversation loaded), which its receivers
+    are handed rather than reading it again. A run failed meanwhile by a reaper that took this process for dead stays
+    as the reaper left it (the settlements and the release are written anyway): False."""
     with transaction.atomic():
-        # Its organisation and its conversation's owner with it (the receivers of its save and of its answer's
-        # read them: ``budgets.landings``, ``chat.search``); only the run's row is locked.
-        run = (
-            Run.objects.select_for_update(of=("self",))
-            .select_related("organisation", "conversation__user")
-            .get(pk=run_id)
-        )
-        if run.status != "running":
-            return  # failed meanwhile by a reaper that took this process for dead: that stands
-        run.status = status
-        run.error = error
-        run.rounds = rounds
-        run.answer = answer
-        run.set_sources(ctx.sources.values())
-        run.usage = ctx.usage.as_dict()
-        run.cost_eur = ctx.usage.cost_eur
-        run.finished = timezone.now()
+        if unsettled is not None:
+            unsettled()
+        accounting.accounting().release(run_id)
+        finished = timezone.now()
+        sources = [s.model_dump(mode="json") for s in ctx.sources.values()]
+        values = {
+            "status": status,
+            "error": error,
+            "rounds": rounds,
+            "answer": answer,
+            "sources": sources,
+            "usage": ctx.usage.as_dict(),
+            "cost_eur": ctx.usage.cost_eur,
+            "finished": finished,
+        }
+        deleted = _save_end(run_id, values)
+        if deleted is None:
+            return False  # failed meanwhile by a reaper: that stands
+        if run is None or run.pk != run_id:
+            run = Run.objects.select_related("organisation", "conversation__user").get(pk=run_id)
+        for name, value in values.items():
+            setattr(run, name, value)
         run.agent_ends = agent_ends  # for its receivers, which then do not read its steps back
-        run.save(update_fields=FINISHED_FIELDS)
+        run.conversation_deleted = deleted
+        # What ``Run.save`` sends after its UPDATE: the receivers (``budgets.landings``, ``chat.deletion``) run as
+        # they would, in this transaction.
+        post_save.send(
+            sender=Run,
+            instance=run,
+            created=False,
+            update_fields=frozenset(FINISHED_FIELDS),
+            raw=False,
+            using=connection.alias,
+        )
         if answer.strip():
             Message.objects.create(conversation=run.conversation, role="assistant", content=answer, run=run)
+    return True
+
+
+def _save_end(run_id: uuid.UUID, values: dict[str, Any]) -> bool | None:
+    """Write the run's end (``values`` of ``FINISHED_FIELDS``) if it is still running, in one statement that locks
+    its row: None when it is not; else whether its conversation has been deleted, as read by that statement (a
+    delete erases the run's row after it, so it waits for this transaction: ``chat.deletion``)."""
+    quote = connection.ops.quote_name
+    fields = [f for f in Run._meta.concrete_fields if f.name in FINISHED_FIELDS]
+    table, conversations = quote(Run._meta.db_table), quote(Conversation._meta.db_table)
+    columns = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+    params = [f.get_db_prep_save(values[f.name], connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET {columns} WHERE id = %s AND status = %s RETURNING (SELECT deleted IS NOT NULL"
+            f" FROM {conversations} WHERE {conversations}.id = {table}.conversation_id)",
+            [*params, Run._meta.pk.get_db_prep_value(run_id, connection), "running"],
+        )
+        found = cursor.fetchone()
+    return None if found is None else bool(found[0])

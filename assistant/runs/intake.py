@@ -94,6 +94,12 @@ class Busy(Exception):
     """The conversation already has a running run: only one runs at a time in a conversation."""
 
 
+def earlier_history(earlier: Sequence[tuple[str, str]]) -> list[EngineMessage]:
+    """A new conversation's earlier messages (an API client's, ``(role, content)``), as its run reads them first
+    (``execution._history``)."""
+    return [EngineMessage(role="user" if r == "user" else "assistant", content=c) for r, c in earlier if c.strip()]
+
+
 def first_call_tokens(
     org: Organisation,
     conversation: Conversation | None,
@@ -107,8 +113,7 @@ def first_call_tokens(
     for a new conversation, the conversation so
     far and the question, the system prompt, the tool specs) plus the output cap. Raises ``ContextTooLong`` when
     that request cannot fit the main model's window, even with the oldest turns left out."""
-    # A new conversation's earlier messages (an API client's), as the run will read them first (``execution._history``).
-    prior = [EngineMessage(role="user" if r == "user" else "assistant", content=c) for r, c in earlier if c.strip()]
+    prior = earlier_history(earlier)
     if conversation is not None:
         for m in execution.turns(conversation.pk):  # as the run will send it (``execution._history``)
             if m.content.strip():
@@ -158,8 +163,11 @@ def create_run(
         with transaction.atomic():
             if conversation is None:
                 conversation = Conversation.objects.create(organisation=org, user=user, title=ask.text[:80])
-                for role, content in earlier:
-                    Message.objects.create(conversation=conversation, role=role, content=content)
+                # In one statement: a conversation saved just now cannot be deleted yet, and the user's message
+                # below indexes it for the search (what each message's receivers would do).
+                Message.objects.bulk_create(
+                    [Message(conversation=conversation, role=role, content=content) for role, content in earlier]
+                )
             elif earlier:
                 raise ValueError("earlier messages go into a new conversation only")
             run = Run.objects.create(
@@ -173,6 +181,8 @@ def create_run(
                 api_key=api_key,
                 language=ask.language,
             )
+            if new:  # for the receivers of its messages (``chat.deletion``): it was saved just now
+                run.conversation_deleted = False
             if queued is not None:
                 Message.objects.filter(pk=queued.pk).update(queued=False, run=run, queue_error="")
             else:
@@ -188,7 +198,10 @@ def create_run(
         if not new and Run.objects.filter(conversation=conversation, status="running").exists():
             raise Busy() from e
         raise
-    execution.hand_over(run, policy, books.ledger(org.pk, admission.category, run.pk, admission))
+    run.conversation_deleted = None  # true only in that transaction
+    # A conversation saved with the run holds only what intake saved: the run's history, as ``_history`` reads it.
+    history = (*earlier_history(earlier), EngineMessage.user(ask.text)) if new else None
+    execution.hand_over(run, policy, books.ledger(org.pk, admission.category, run.pk, admission), history)
     return run
 
 

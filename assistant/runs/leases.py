@@ -61,30 +61,42 @@ def executor_name() -> str:
 
 
 def claim(run_id: uuid.UUID) -> bool:
-    """Take a running run for this process; False when it has ended or another process has it.
+    """Take a running run for this process; False when it has ended or another process has it (``claim_read``)."""
+    return claim_read(run_id) is not None
 
-    One statement, its own transaction (not waiting for the disk: ``commits.lazy_statement``): the lease's row is inserted only if the run is running, and only if no
-    process holds it (the lease's primary key is the run: of two processes claiming at once, one inserts)."""
+
+def claim_read(run_id: uuid.UUID) -> bool | None:
+    """Take a running run for this process: None when it has ended or another process has it, else its
+    ``stop_requested`` flag as it stood when it was claimed (Stop can come before the run starts).
+
+    One statement, its own transaction (not waiting for the disk: ``commits.lazy_statement``): the lease's row is
+    inserted only if the run is running, and only if no process holds it (the lease's primary key is the run: of two
+    processes claiming at once, one inserts)."""
     close_old_connections()  # a worker's connection may have outlived the database's restart
     now = timezone.now()
     quote = connection.ops.quote_name
     fields = {f.name: f for f in Lease._meta.concrete_fields}
+    runs = quote(Run._meta.db_table)
+    run_pk = Run._meta.pk.get_db_prep_value(run_id, connection)
     # Lazy: a lease lost with the database server's crash is a run lost with it too (``commits``).
     with lazy_statement(), connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {quote(Lease._meta.db_table)} (run_id, executor, claimed, heartbeat)"
-            f" SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {quote(Run._meta.db_table)}"
-            " WHERE id = %s AND status = %s) ON CONFLICT (run_id) DO NOTHING",
+            f" SELECT %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM {runs}"
+            " WHERE id = %s AND status = %s) ON CONFLICT (run_id) DO NOTHING"
+            f" RETURNING (SELECT stop_requested FROM {runs} WHERE id = %s)",
             [
                 fields["run"].get_db_prep_value(run_id, connection),
                 executor_name(),
                 fields["claimed"].get_db_prep_value(now, connection),
                 fields["heartbeat"].get_db_prep_value(now, connection),
-                Run._meta.pk.get_db_prep_value(run_id, connection),
+                run_pk,
                 "running",
+                run_pk,
             ],
         )
-        return bool(cursor.rowcount == 1)
+        found = cursor.fetchone()
+    return None if found is None else bool(found[0])
 
 
 async def broadcast_stop(run_id: uuid.UUID, cause: StopCause = "user") -> None:

@@ -42,8 +42,10 @@ class Recorder:
     provider's buffered chunk) goes out as one message instead of hundreds.
     """
 
-    def __init__(self, run_id: uuid.UUID) -> None:
+    def __init__(self, run_id: uuid.UUID, heard: list[Event] | None = None) -> None:
         self.run_id = run_id
+        self.heard = heard
+        """Where each event saved as a step is also kept, in order, for an in-process caller (``execution.Heard``)."""
         self.answer = ""
         self.seq = 0
         self._pending: list[_Row] = []
@@ -87,6 +89,8 @@ class Recorder:
             profile = self._profiles.get(event.agent_id, "")
             self.agent_ends.append(AgentEnd(self.run_id, event.model, profile, event.status, event.forced_landing))
         data = save_event(event)
+        if self.heard is not None:
+            self.heard.append(event)
         self.seq += 1
         offset = len(self.answer)
         self._pending.append((self.seq, event.kind, event.agent_id or "", data, offset))

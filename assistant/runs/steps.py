@@ -19,9 +19,12 @@ import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args, get_origin
 
-from django.db.models import Q, QuerySet
+from django.apps import apps
+from django.db import connection
+from django.db.models import Field, QuerySet
 from pydantic import BaseModel, ValidationError
 
 from assistant.engine.cancel import STOP_CAUSES, STOP_MESSAGES
@@ -232,12 +235,53 @@ def agent_ends(steps: QuerySet[Any]) -> Iterator[AgentEnd]:
             )
 
 
-def count_agent_ends(
-    steps: QuerySet[Any], *, models: Iterable[str], status_in: Iterable[str] = (), or_forced_landing: bool = False
+def count_month_agent_ends(
+    organisation_id: int,
+    start: datetime,
+    end: datetime,
+    *,
+    models: Iterable[str],
+    status_in: Iterable[str] = (),
+    or_forced_landing: bool = False,
 ) -> int:
-    """How many agents ended among ``steps`` (a query of ``Step``) with one of ``models`` and a status in
-    ``status_in`` (or, with ``or_forced_landing``, on their forced landing round), counted by the database."""
-    which = Q(data__status__in=list(status_in))
+    """How many agents ended in the organisation's runs created from ``start`` to ``end`` (excluded) with one of
+    ``models`` and a status in ``status_in`` (or, with ``or_forced_landing``, on their forced landing round), counted
+    by the database in one plain statement (SQLite and PostgreSQL): a run's end counts them (``budgets.landings``),
+    and the ORM spent more compiling that count than the database running it."""
+    models, statuses = list(models), list(status_in)
+    if not models or not (statuses or or_forced_landing):
+        return 0
+    # The models by name: ``models`` imports this module.
+    run_model, step_model = apps.get_model("runs", "Run"), apps.get_model("runs", "Step")
+    quote = connection.ops.quote_name
+    steps, runs = quote(step_model._meta.db_table), quote(run_model._meta.db_table)
+    if connection.vendor == "postgresql":
+        text = "{steps}.data ->> '{key}'"
+        true = "{steps}.data -> '{key}' = 'true'::jsonb"
+    else:  # SQLite's JSON1: a JSON string's text; ``true`` is its own type
+        text = "json_extract({steps}.data, '$.{key}')"
+        true = "json_type({steps}.data, '$.{key}') = 'true'"
+    which = []
+    if statuses:
+        which.append(f"{text.format(steps=steps, key='status')} IN ({', '.join(['%s'] * len(statuses))})")
     if or_forced_landing:
-        which |= Q(data__forced_landing=True)
-    return steps.filter(kind="agent_finished", data__model__in=list(models)).filter(which).count()
+        which.append(true.format(steps=steps, key="forced_landing"))
+    created = run_model._meta.get_field("created")
+    assert isinstance(created, Field)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {steps} JOIN {runs} ON {steps}.run_id = {runs}.id"
+            f" WHERE {runs}.organisation_id = %s AND {runs}.created >= %s AND {runs}.created < %s"
+            f" AND {steps}.kind = %s AND {text.format(steps=steps, key='model')} IN ({', '.join(['%s'] * len(models))})"
+            f" AND ({' OR '.join(which)})",
+            [
+                organisation_id,
+                created.get_db_prep_value(start, connection),
+                created.get_db_prep_value(end, connection),
+                "agent_finished",
+                *models,
+                *statuses,
+            ],
+        )
+        (count,) = cursor.fetchone()
+    return int(count)

@@ -494,13 +494,14 @@ def _postgres() -> str:
 
 
 @contextmanager
-def fresh_database(url: str) -> Iterator[str]:
-    """A new, empty database on the PostgreSQL server ``url`` names, dropped afterwards: its URL."""
+def fresh_database(url: str, tag: str = "") -> Iterator[str]:
+    """A new, empty database on the PostgreSQL server ``url`` names, dropped afterwards: its URL (``tag``: to tell
+    apart two made in the same second by one process)."""
     import urllib.parse
 
     import psycopg
 
-    name = f"bench_whole_{os.getpid()}_{int(time.time())}"
+    name = f"bench_whole_{os.getpid()}_{int(time.time())}{tag}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     parts = urllib.parse.urlsplit(url)

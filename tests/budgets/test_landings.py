@@ -23,9 +23,9 @@ from assistant.budgets.models import LandingAlert
 from assistant.budgets.months import month_bounds, month_of, previous_month, zone
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
-from assistant.runs.models import Conversation, Run
+from assistant.runs.models import Conversation, Run, Step
 from assistant.runs.recorder import Recorder
-from assistant.runs.steps import AgentEnd, agent_ends
+from assistant.runs.steps import AgentEnd, agent_ends, count_month_agent_ends
 
 Agent = tuple[str, str, str, bool]
 """(model, profile, status, forced_landing)"""
@@ -297,3 +297,44 @@ def test_a_run_that_says_its_agents_alerts_as_one_read_from_its_steps(
         saved_run(world.demo, [OK], from_memory=True)  # the 20th agent, said by the run's end: 19 of 20 landed
     alert = LandingAlert.objects.get()
     assert (alert.model, alert.agents, alert.landed) == ("demo-small", 20, 19)
+
+
+def _counts_as_the_events_say(world: World) -> None:
+    """The run's end counts a month's landed agents in one plain statement (``count_month_agent_ends``): the same
+    count as the agents' events say, per model, status and forced landing, the month's bounds and the organisation
+    kept."""
+    before = last_month(world.demo)
+    saved_run(world.demo, [BUDGET, BUDGET, OK], created=before)  # last month: not counted
+    saved_run(world.demo, [OK, BUDGET, FORCED_ERROR, ("demo-small", "verifier", "interrupted", True)])
+    saved_run(world.demo, [("demo-large", "", "interrupted", False), ("demo-large", "", "ok", True), OK])
+    other = Organisation.objects.create(name="Other", slug="other-landings")
+    get_user_model().objects.get(username="demo").memberships.create(organisation=other)
+    saved_run(other, [BUDGET, BUDGET])  # another organisation's: not counted
+    tz = zone(world.demo.time_zone)
+    start, end = month_bounds(month_of(timezone.now(), tz), tz)
+    ends = [a for a in _month_rows(world.demo.pk, tz, month_of(timezone.now(), tz))]
+    assert len(ends) == 7
+
+    def expected(models: set[str], statuses: set[str], forced: bool) -> int:
+        rows = list(agent_ends(Step.objects.filter(run__organisation=world.demo, run__created__gte=start)))
+        return sum(1 for a in rows if a.model in models and (a.status in statuses or (forced and a.forced_landing)))
+
+    for models in ({"demo-small"}, {"demo-large"}, {"demo-small", "demo-large"}, {"nothing"}):
+        for statuses, forced in (({"interrupted"}, True), ({"interrupted"}, False), (set(), True), ({"ok"}, False)):
+            counted = count_month_agent_ends(
+                world.demo.pk, start, end, models=sorted(models), status_in=sorted(statuses), or_forced_landing=forced
+            )
+            assert counted == expected(models, statuses, forced), (models, statuses, forced)
+    assert count_month_agent_ends(world.demo.pk, start, end, models=["demo-small"]) == 0  # no status asked
+
+
+def test_the_run_s_end_counts_the_month_s_landed_agents_as_their_events_say(world: World) -> None:
+    _counts_as_the_events_say(world)
+
+
+@pytest.mark.postgres
+def test_the_run_s_end_counts_the_month_s_landed_agents_as_their_events_say_on_postgresql(world: World) -> None:
+    from django.db import connection
+
+    assert connection.vendor == "postgresql"
+    _counts_as_the_events_say(world)

@@ -152,3 +152,37 @@ async def test_a_call_s_settlement_is_written_with_the_run_s_next_reservation(tw
     row = await sync_to_async(this_month)(tworld.syntheses)
     assert (row.reserved, row.used, row.calls) == (0, 450, 2)
     await ledger.drain()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settlement_and_the_next_reservation_are_one_transaction(tworld: World) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    run = intake.create_run(tworld.member, tworld.demo, None, QUESTION)
+    ledger = CategoryLedger(tworld.syntheses.pk, run_id=run.pk)
+    now = timezone.now()
+    first = ledger._reserve(2_000, now)  # takes intake's hold over
+    with CaptureQueriesContext(connection) as sent:
+        second = ledger._reserve(1_000, now, [(first, 340, 0.01, now)])
+    began = [q["sql"] for q in sent if q["sql"].upper().startswith("BEGIN")]  # SQLite's (PostgreSQL's are not sent)
+    assert len(began) <= 1, began
+    row = this_month(tworld.syntheses)
+    assert (row.reserved, row.used, row.calls) == (1_000, 340, 1)
+    assert list(Reservation.objects.filter(run=run).values_list("pk", flat=True)) == [second.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settlement_stands_when_the_next_reservation_does_not_fit(tworld: World) -> None:
+    from assistant.engine.errors import BudgetExceeded
+
+    run = intake.create_run(tworld.member, tworld.demo, None, QUESTION)
+    ledger = CategoryLedger(tworld.syntheses.pk, run_id=run.pk)
+    now = timezone.now()
+    first = ledger._reserve(2_000, now)
+    budget = tworld.syntheses.monthly_tokens
+    with pytest.raises(BudgetExceeded):
+        ledger._reserve(budget + 1, now, [(first, 340, 0.01, now)])
+    row = this_month(tworld.syntheses)
+    assert (row.reserved, row.used, row.calls) == (0, 340, 1)  # what the call used is charged, nothing held
+    assert not Reservation.objects.filter(run=run).exists()

@@ -87,6 +87,8 @@ async def test_org_knowledge_never_returns_another_organisations_documents(aworl
     other_ids = [f"doc-{d.pk}" for d in aworld.other_docs]
     assert await mine.read(other_ids) == {}
     assert await mine.describe("secrets") is None
+    assert await mine.existing(["secrets", "factures", "nothing"]) == {"factures"}  # a run's start checks its bases
+    assert "secrets" in await theirs.existing(["secrets"])
     hits, count = await mine.search("secrets", "Zanzibar payroll", 10)
     assert (hits, count) == ([], 0)
     # The same slug in both organisations: each sees only its own documents.

@@ -3,6 +3,9 @@ its end. Statement counts guard against round trips coming back (never timings: 
 
 from __future__ import annotations
 
+import types
+from typing import Any
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -10,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from assistant.budgets.ledger import CategoryLedger
+from assistant.budgets.models import CategoryMonth, Reservation
 from assistant.engine.errors import RequestRefused
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
@@ -67,8 +71,9 @@ def test_intake_reads_the_category_once_and_hands_what_it_read_to_the_execution(
     assert prepared is not None and prepared.run.stop_requested
     assert prepared.history == execution._history(Run.objects.get(pk=run.pk))
     assert prepared.policy == policy_for(org) and prepared.ledger is handed.ledger
-    # The claim, the Stop flag, the tables, the history: nothing intake read is read again.
-    assert len(_work(sent)) == 4, _work(sent)
+    # The claim (which reads the Stop flag) and the tables: nothing intake read is read again, nor the history of
+    # the conversation it saved with the run.
+    assert len(_work(sent)) == 2, _work(sent)
     # Its first call takes intake's hold over without reading the category or its month again.
     with CaptureQueriesContext(connection) as sent:
         handed.ledger._reserve(2_000, timezone.now())
@@ -133,3 +138,105 @@ def test_an_api_client_s_earlier_messages_reach_the_main_model_first_and_are_res
     bare = intake.first_call_tokens(org, None, ASK)
     long = [("user", "word " * 2_000)]
     assert intake.first_call_tokens(org, None, ASK, earlier=long) >= bare + 2_000
+
+
+def test_the_claim_reads_the_stop_flag_as_it_claims(org: Organisation) -> None:
+    run = _create(org)
+    stopped = _create(org, intake.Ask(text="Encore ?", model="demo-small", level="rapide", resources=()))
+    Run.objects.filter(pk=stopped.pk).update(stop_requested=True)
+    assert leases.claim_read(run.pk) is False
+    assert leases.claim_read(stopped.pk) is True
+    assert leases.claim_read(run.pk) is None  # held: not claimed twice
+    Lease.objects.all().delete()
+    Run.objects.filter(pk=run.pk).update(status="ok")
+    assert leases.claim_read(run.pk) is None  # ended: not claimed
+
+
+def test_intake_hands_a_new_conversation_s_history_over_as_the_run_would_read_it(org: Organisation) -> None:
+    earlier = [("user", "Instructions for this conversation:\nAnswer briefly."), ("assistant", "  "), ("user", "Hi")]
+    run = _create(org, earlier=earlier)
+    handed = execution._handed[run.pk]
+    assert handed.history is not None
+    assert handed.history == execution._history(Run.objects.get(pk=run.pk))
+    # In a conversation that has turns already (edited, regenerated, queued...), the run reads its history.
+    Run.objects.filter(pk=run.pk).update(status="ok")
+    later = intake.create_run(run.user, org, run.conversation, ASK)
+    assert execution._handed[later.pk].history is None
+
+
+def _context() -> Any:
+    """What ``_finish`` reads of a run's context: its sources and usage (none)."""
+    from assistant.engine.usage import RunUsage
+
+    return types.SimpleNamespace(sources={}, usage=RunUsage())
+
+
+def test_a_run_s_end_is_one_transaction_with_its_last_settlements_and_its_release(org: Organisation) -> None:
+    run = _create(org)
+    assert leases.claim(run.pk)
+    month = CategoryMonth.objects.get(category__organisation=org, category__slug="administration")
+    held, hold = month.reserved, Reservation.objects.get(run=run).tokens  # intake's: the run made no call
+    settled: list[bool] = []
+
+    def unsettled() -> None:
+        settled.append(connection.in_atomic_block)
+
+    with CaptureQueriesContext(connection) as sent:
+        assert execution._finish(run.pk, "ok", "", 1, "The answer.", _context(), unsettled, [], run)
+    assert settled == [True]  # written in the end's transaction
+    began = [q["sql"] for q in sent if q["sql"].upper().startswith("BEGIN")]  # SQLite's (PostgreSQL's are not sent)
+    assert len(began) <= 1, began
+    month.refresh_from_db()
+    assert month.reserved == held - hold and not Reservation.objects.filter(run=run).exists()  # given back
+    saved = Run.objects.get(pk=run.pk)
+    assert (saved.status, saved.rounds, saved.answer) == ("ok", 1, "The answer.") and saved.finished is not None
+    assert Message.objects.filter(run=run, role="assistant").values_list("content", flat=True).get() == "The answer."
+
+
+def test_a_run_failed_meanwhile_by_a_reaper_keeps_its_failure_and_still_settles(org: Organisation) -> None:
+    run = _create(org)
+    Run.objects.filter(pk=run.pk).update(status="error", error="died")
+    settled: list[bool] = []
+    assert not execution._finish(run.pk, "ok", "", 1, "Late.", _context(), lambda: settled.append(True), [], run)
+    saved = Run.objects.get(pk=run.pk)
+    assert (saved.status, saved.error, saved.answer) == ("error", "died", "")
+    assert settled == [True] and not Reservation.objects.filter(run=run).exists()
+    assert not Message.objects.filter(run=run, role="assistant").exists()
+
+
+def test_a_run_ending_after_its_conversation_was_deleted_is_erased_reading_the_deletion_once(
+    org: Organisation,
+) -> None:
+    from assistant.chat import deletion
+
+    run = _create(org)
+    deletion.erase(run.conversation_id)
+    with CaptureQueriesContext(connection) as sent:
+        assert execution._finish(run.pk, "stopped", "", 1, "A late answer", _context(), None, [], run)
+    saved = Run.objects.get(pk=run.pk)
+    assert saved.status == "stopped" and saved.answer == ""  # erased as it was saved
+    assert not Message.objects.filter(conversation_id=run.conversation_id).exists()
+    # Read with the run's end (its UPDATE), not again by the receivers of the run's and its message's saves.
+    asked = [q["sql"] for q in sent if q["sql"].startswith("SELECT") and '"deleted" IS NOT NULL' in q["sql"]]
+    assert asked == [], asked
+    # A run that ends in a conversation not deleted keeps its answer, and the deletion is not read either.
+    other = _create(org, intake.Ask(text="Encore ?", model="demo-small", level="rapide", resources=()))
+    with CaptureQueriesContext(connection) as sent:
+        assert execution._finish(other.pk, "ok", "", 1, "Kept.", _context(), None, [], other)
+    assert Run.objects.get(pk=other.pk).answer == "Kept."
+    assert Message.objects.filter(run=other, role="assistant").exists()
+    assert not [q for q in sent if q["sql"].startswith("SELECT") and '"deleted" IS NOT NULL' in q["sql"]]
+
+
+def test_intake_reserves_on_the_month_row_its_admission_read(org: Organisation) -> None:
+    _create(org)  # the category's month has its row now
+    with CaptureQueriesContext(connection) as sent:
+        run = _create(
+            org,
+            intake.Ask(text="Encore ?", model="demo-small", level="rapide", resources=(), category="administration"),
+        )
+    month = CategoryMonth.objects.get(category__organisation=org, category__slug="administration")
+    assert Reservation.objects.get(run=run).month_id == month.pk
+    # Read by the admission's check, with what the month has left: not read again for the reservation.
+    read_again = [q["sql"] for q in sent if q["sql"].startswith('SELECT "budgets_categorymonth"')]
+    assert read_again == [], read_again

@@ -1,0 +1,70 @@
+"""A response not streamed is built from the run's events as this process executed it (``runs.execution.Heard``),
+not from its steps read back: the same response as from the steps, which are read only for a run executed
+elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
+from django.core.management import call_command
+
+from assistant.api import api as api_module
+from assistant.asgi import application
+from assistant.orgs import keys
+from assistant.orgs.models import Organisation
+from assistant.runs import execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer() -> Iterator[None]:
+    # The in-memory layer's queues belong to the event loop that made them: one per test.
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+QUESTION = "Bimbamjob: invoicing 2024, payment follow-up, commercial relationship. Conclude on the risk."
+
+
+async def test_a_response_not_streamed_is_built_from_the_events_heard_as_the_steps_would_build_it(
+    fast_demo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    org = await Organisation.objects.aget(slug="demo")
+    _, secret = await sync_to_async(keys.create_key)(org, "heard")
+    read_back: list[Any] = []
+    trace_of = api_module.trace_of
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        read_back.append(args)
+        return trace_of(*args, **kwargs)
+
+    monkeypatch.setattr(api_module, "trace_of", counted)
+    transport = httpx2.ASGITransport(app=application)
+    async with httpx2.AsyncClient(
+        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {secret}"}, timeout=30
+    ) as client:
+        body = {
+            "model": "demo-large",
+            "messages": [{"role": "user", "content": QUESTION}],
+            "tools_enabled": ["kb:factures", "kb:comptes-rendus", "agents"],
+            "reasoning_level": "approfondi",
+        }
+        response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    heard = response.json()
+    assert heard["status"] == "ok" and [s for s in heard["steps"] if s["type"] == "run_agent"]
+    assert read_back == []  # executed here: its steps were not read back
+    # Built from the steps, the same response.
+    from_steps = (await sync_to_async(api_module._completion)(execution.uuid.UUID(heard["run_id"]), [])).model_dump(
+        mode="json"
+    )
+    assert len(read_back) == 1
+    assert from_steps == heard
