@@ -60,11 +60,6 @@ def executor_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def claim(run_id: uuid.UUID) -> bool:
-    """Take a running run for this process; False when it has ended or another process has it (``claim_read``)."""
-    return claim_read(run_id) is not None
-
-
 def claim_read(run_id: uuid.UUID) -> bool | None:
     """Take a running run for this process: None when it has ended or another process has it, else its
     ``stop_requested`` flag as it stood when it was claimed (Stop can come before the run starts).

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_server import ROOT, sign_in, start_server
+from live_server import DEMO_SERVER, ROOT, sign_in, start_server
 from playwright.sync_api import Page, expect
 from test_browser import ask, last_run
 
@@ -158,23 +158,12 @@ def test_the_agent_panel_follows_one_agent_live_and_closes_with_escape(page: Pag
     assert page.request.get(re.sub(r"/agents/[^/]+/$", "/agents/agent-99/", href)).status == 404
 
 
-RESTARTABLE = """
-import sys
-import django
-django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
-call_command("load_demo", verbosity=0)
-call_command("runserver", sys.argv[1], use_reloader=False)
-"""
-
-
 def test_a_run_whose_server_died_shows_failed_after_the_page_reconnects(browser: Any, tmp_path: Path) -> None:
     """The server is killed mid-run, then started again on the same database (without ``recover_runs``): the page
     reconnects, asks for its run's state, and the run's lease says its process is gone."""
     env = {"DJANGO_DEBUG": "1", "MEDIA_ROOT": str(tmp_path / "media"), "RUNS_HEARTBEAT_SECONDS": "0.5"}
     slow = {"pace": "0.05", "latency": "1.5"}
-    with start_server(RESTARTABLE, tmp_path, env=env, **slow) as first:
+    with start_server(DEMO_SERVER, tmp_path, env=env, **slow) as first:
         url = first.wait_until_up()
         context = browser.new_context(base_url=url, viewport={"width": 1280, "height": 800}, locale="en-GB")
         context.set_default_timeout(20_000)
@@ -198,7 +187,7 @@ def test_a_run_whose_server_died_shows_failed_after_the_page_reconnects(browser:
         "The server cannot be reached: the run was not stopped. Try again in a moment."
     )
     shutil.copy(tmp_path / "server.log", tmp_path / "first-server.log")
-    with start_server(RESTARTABLE, tmp_path, env=env, port=port, **slow) as second:
+    with start_server(DEMO_SERVER, tmp_path, env=env, port=port, **slow) as second:
         second.wait_until_up()
         expect(run).to_have_attribute("data-status", "error", timeout=40_000)
         expect(run.locator(".status.error")).to_contain_text("The process writing this answer stopped unexpectedly")

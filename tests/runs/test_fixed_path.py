@@ -44,13 +44,13 @@ def _create(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> Run:
 def test_a_run_is_claimed_once_in_one_statement(org: Organisation) -> None:
     run = _create(org)
     with CaptureQueriesContext(connection) as sent:
-        assert leases.claim(run.pk)
+        assert leases.claim_read(run.pk) is not None
     assert len(_work(sent)) == 1
     assert Lease.objects.get(run=run).executor == leases.executor_name()
-    assert not leases.claim(run.pk)  # held: another delivery of the run is not executed
+    assert leases.claim_read(run.pk) is None  # held: another delivery of the run is not executed
     ended = _create(org, intake.Ask(text="Encore ?", model="demo-small", level="rapide", resources=()))
     Run.objects.filter(pk=ended.pk).update(status="ok")
-    assert not leases.claim(ended.pk)
+    assert leases.claim_read(ended.pk) is None
     assert not Lease.objects.filter(run=ended).exists()
 
 
@@ -173,7 +173,7 @@ def _context() -> Any:
 
 def test_a_run_s_end_is_one_transaction_with_its_last_settlements_and_its_release(org: Organisation) -> None:
     run = _create(org)
-    assert leases.claim(run.pk)
+    assert leases.claim_read(run.pk) is not None
     month = CategoryMonth.objects.get(category__organisation=org, category__slug="administration")
     held, hold = month.reserved, Reservation.objects.get(run=run).tokens  # intake's: the run made no call
     settled: list[bool] = []
