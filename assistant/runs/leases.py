@@ -1,6 +1,6 @@
 """Claiming a run, renewing its lease, Stop from any process, and failing runs whose executor died.
 
-The process that executes a run first claims it (``claim``: one ``Lease`` row per run, so a run a
+The process that executes a run first claims it (``claim_read``: one ``Lease`` row per run, so a run a
 queue delivers twice is executed once), then, while the run goes on, ``Watch`` does three things:
 
 - it reads the shared ``Run.stop_requested`` flag every ``STOP_POLL_SECONDS``;
