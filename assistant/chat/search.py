@@ -1,7 +1,8 @@
 """Searching one's conversations, full text over their titles and messages, as the knowledge search does it
 (``knowledge.fulltext``): an FTS5 table over ``chat_conversationtext`` on SQLite (external content, kept in sync by
-triggers, accents folded, ranked by ``bm25()`` with the title above the text), a weighted ``tsvector`` with a GIN
-index on PostgreSQL (``simple`` configuration, ``ts_rank``, ``ts_headline``). Every query word matches as a prefix.
+triggers, accents folded, ranked by ``bm25()`` with the title above the text), a weighted ``tsvector`` stored in a
+generated column with a GIN index on PostgreSQL (``PG_VECTOR``; ``simple`` configuration, ``ts_rank``,
+``ts_headline``). Every query word matches as a prefix.
 
 ``ConversationText`` is kept in step by ``index`` (a message saved, a conversation renamed: the receivers below)
 and loses a deleted conversation's row (``unindex``, from ``deletion.erase``). Results are the owner's only.
@@ -19,7 +20,7 @@ from django.dispatch import receiver
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from assistant.knowledge.fulltext import CONFIG, Fts5Table, gin_index, query_terms, weighted_vector
+from assistant.knowledge.fulltext import CONFIG, Fts5Table, PgVector, gin_index, headline_options, query_terms, tsquery
 from assistant.runs.models import Conversation, Message
 
 from .models import ConversationText
@@ -40,11 +41,11 @@ def drop_sqlite(conn: BaseDatabaseWrapper) -> None:
     FTS.drop(conn)
 
 
-def pg_vector() -> Any:
-    return weighted_vector("title", "body")
+PG_VECTOR = PgVector("chat_conversationtext", title="title", text="body", index=INDEX_NAME)
 
 
 def pg_index() -> Any:
+    """Migration 0005's expression index (0006 replaces it by ``PG_VECTOR``)."""
     return gin_index("title", "body", INDEX_NAME)
 
 
@@ -108,30 +109,25 @@ def _search_sqlite(organisation_id: int, user_id: int, query: str, limit: int) -
 
 
 def _search_postgresql(organisation_id: int, user_id: int, query: str, limit: int) -> list[Result]:
-    from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
-
     terms = query_terms(query, fold=False)
     if not terms:
         return []
-    tsquery = SearchQuery(" | ".join(f"'{t}':*" for t in terms), search_type="raw", config=CONFIG)
-    vector = pg_vector()
-    rows = (
-        ConversationText.objects.filter(
-            conversation__organisation_id=organisation_id,
-            conversation__user_id=user_id,
-            conversation__deleted__isnull=True,
+    options = headline_options(connection, StartSel=OPEN, StopSel=CLOSE, MaxWords=20, MinWords=8)
+    v = PG_VECTOR.column
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT top.conversation_id, top.title, ts_headline(%s, t.body, to_tsquery(%s, %s), %s)
+            FROM (
+                SELECT t.conversation_id, c.title, ts_rank(t.{v}, q) AS rank
+                FROM chat_conversationtext t JOIN chat_conversation c ON c.id = t.conversation_id,
+                    to_tsquery(%s, %s) q
+                WHERE t.{v} @@ q AND c.organisation_id = %s AND c.user_id = %s AND c.deleted IS NULL
+                ORDER BY rank DESC, t.conversation_id DESC LIMIT %s
+            ) top JOIN chat_conversationtext t ON t.conversation_id = top.conversation_id
+            ORDER BY top.rank DESC, top.conversation_id DESC""",
+            [CONFIG, CONFIG, tsquery(terms), options, CONFIG, tsquery(terms), organisation_id, user_id, limit],
         )
-        .annotate(document=vector)
-        .filter(document=tsquery)
-        .annotate(
-            rank=SearchRank(vector, tsquery),
-            snippet=SearchHeadline(
-                "body", tsquery, config=CONFIG, start_sel=OPEN, stop_sel=CLOSE, max_words=20, min_words=8
-            ),
-        )
-        .order_by("-rank", "-conversation_id")
-        .values_list("conversation_id", "conversation__title", "snippet")[:limit]
-    )
+        rows = cursor.fetchall()
     return [Result(pk, title, _snippet(snippet)) for pk, title, snippet in rows]
 
 

@@ -7,7 +7,7 @@ import pytest
 import test_turns
 from django.db import connection
 
-from assistant.chat.search import INDEX_NAME
+from assistant.chat.search import INDEX_NAME, PG_VECTOR
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -17,11 +17,17 @@ def _postgresql() -> None:
     assert connection.vendor == "postgresql", "these tests need DATABASE_URL=postgres://…"
 
 
-def test_the_migration_made_the_gin_index() -> None:
+def test_the_migration_made_the_stored_vector_and_its_gin_index() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [INDEX_NAME])
         row = cursor.fetchone()
-    assert row is not None and "gin" in row[0].lower() and "to_tsvector" in row[0]
+        cursor.execute(
+            "SELECT is_generated FROM information_schema.columns WHERE table_name = %s AND column_name = %s",
+            [PG_VECTOR.table, PG_VECTOR.column],
+        )
+        generated = cursor.fetchone()
+    assert row is not None and "gin" in row[0].lower() and f"({PG_VECTOR.column})" in row[0]
+    assert generated == ("ALWAYS",)
 
 
 def test_search_on_postgresql(demo_data: None) -> None:

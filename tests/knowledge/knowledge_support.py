@@ -145,16 +145,17 @@ def fts_rowids(word: str) -> set[int]:
     """
     from django.db import connection
 
-    from assistant.knowledge.fulltext import CONFIG, FTS_TABLE, pg_vector
+    from assistant.knowledge.fulltext import CONFIG, FTS_TABLE, PG_VECTOR
 
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [f'"{word}"'])
             return {int(row[0]) for row in cursor.fetchall()}
-    from django.contrib.postgres.search import SearchQuery
-
-    matching = Document.objects.annotate(document=pg_vector()).filter(document=SearchQuery(word, config=CONFIG))
-    return set(matching.values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {PG_VECTOR.table} WHERE {PG_VECTOR.column} @@ plainto_tsquery(%s, %s)", [CONFIG, word]
+        )
+        return {int(row[0]) for row in cursor.fetchall()}
 
 
 def check_base_deletion(a: Org, b: Org) -> None:
