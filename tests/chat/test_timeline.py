@@ -29,6 +29,7 @@ from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases, local
+from assistant.runs import recorder as recorder_module
 from assistant.runs.follow import Follower
 from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
@@ -118,6 +119,36 @@ async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_cal
     assert [(m["offset"], m["event"]["text"]) for m in heard] == [(0, "Hello "), (0, "Hello world")]
     follower = Follower(run.pk)
     assert [item for m in heard for item in follower.apply(m) or []] == ["Hello ", "world"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_what_the_engine_asks_of_the_database_right_after_an_event_goes_before_the_events_write(
+    demo_data: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder writes a burst in one go, after what the engine does next (its search, its next hold) has reached
+    the database's thread; the run's end (``close``) writes what is left without waiting."""
+    run = await sync_to_async(_run)()
+    order: list[str] = []
+    saved = recorder_module._save
+
+    def save(*args: Any) -> None:
+        order.append("write")
+        saved(*args)
+
+    monkeypatch.setattr(recorder_module, "_save", save)
+    recorder = Recorder(run.pk)
+    await recorder.emit(AgentStarted(**{k: v for k, v in STARTED.items() if k != "kind"}))
+    await recorder.emit(AgentAction(agent_id="agent-1", action=Action(**SEARCH)))
+    await asyncio.sleep(0.001)  # the engine reads the model's answer, then does what it says:
+    await sync_to_async(lambda: order.append("search"))()  # its next step, in the database's thread
+    while "write" not in order:
+        await asyncio.sleep(0.005)
+    assert order == ["search", "write"]  # and one write for both events
+    assert await Step.objects.filter(run=run).acount() == 2
+    await recorder.emit(AgentAction(agent_id="agent-1", action=Action(**READ)))
+    await recorder.close()
+    assert order == ["search", "write", "write"]
+    assert await Step.objects.filter(run=run).acount() == 3
 
 
 @pytest.mark.django_db(transaction=True)
