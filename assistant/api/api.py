@@ -300,10 +300,10 @@ def _completion(
     heard: execution.Heard | None = None,
 ) -> ChatCompletion:
     """The finished run as the response says it; ``builder``: the stream's, which has taken every step already
-    (the follower misses none), so that they are not read and parsed again; ``heard``: the run's events, when it
-    executed in this process to its end (``execution.Heard``), likewise."""
-    run = Run.objects.get(pk=run_id)
+    (the follower misses none), so that they are not read and parsed again; ``heard``: the run's events and its end,
+    when it executed in this process to its end (``execution.Heard``): then nothing is read from the database."""
     events = heard.events if heard is not None and heard.complete else None
+    run = heard.run if heard is not None and heard.run is not None else Run.objects.get(pk=run_id)
     if builder is not None:
         trace = builder.finish(run.usage, run.sources)
     elif events is not None:
@@ -330,7 +330,12 @@ def _sse(data: dict[str, Any]) -> str:
 
 
 async def _stream(
-    run: Run, follower: RunFollower, key: ApiKey, body: ChatCompletionRequest, policy: Policy
+    run: Run,
+    follower: RunFollower,
+    key: ApiKey,
+    body: ChatCompletionRequest,
+    policy: Policy,
+    heard: execution.Heard | None = None,
 ) -> AsyncIterator[str]:
     """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
     warnings = await sync_to_async(_warnings)(key, body, policy)  # while the run starts (the follower holds it)
@@ -360,7 +365,10 @@ async def _stream(
                 yield _sse({**base, "choices": [], "event": data})
     finally:
         await follower.close()
-    done = await sync_to_async(_completion)(run.pk, warnings, builder)
+    if heard is not None and heard.complete:
+        done = _completion(run.pk, warnings, builder, heard)  # nothing to read
+    else:
+        done = await sync_to_async(_completion)(run.pk, warnings, builder, heard)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
         mode="json",
@@ -381,12 +389,14 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
     run, policy = await sync_to_async(_create)(key, body)
     # Before the run starts: nothing it publishes is missed. Not streamed, only its end is listened for.
     follower = await RunFollower(run.pk).open(events=body.stream)
-    # Not streamed, the response is built from the run's events as this process executes it, if it does.
-    heard = None if body.stream else execution.Heard()
+    # The response is built from the run's events and its end as this process executes it, if it does.
+    heard = execution.Heard()
     execution.launch(run.pk, policy=policy, heard=heard)
     # What the request's warnings say is worked out after the run has started, off its way to its first call.
     if body.stream:
-        response = StreamingHttpResponse(_stream(run, follower, key, body, policy), content_type="text/event-stream")
+        response = StreamingHttpResponse(
+            _stream(run, follower, key, body, policy, heard), content_type="text/event-stream"
+        )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -394,6 +404,8 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
         await follower.finished()
     finally:
         await follower.close()
+    if heard.complete:  # nothing to read: built here, not behind the database's thread
+        return _completion(run.pk, _warnings(key, body, policy), heard=heard)
     return await sync_to_async(lambda: _completion(run.pk, _warnings(key, body, policy), heard=heard))()
 
 

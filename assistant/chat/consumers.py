@@ -173,7 +173,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         if message["type"] == "run.finished":
             self.held[run_id] = []
-            self._start(run_id, self._run_finished(run_id, run))
+            self._start(run_id, self._run_finished(run_id, run, message))
         elif run.apply(message):
             self._schedule_push()
         else:
@@ -198,12 +198,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await run.catch_up(message)
         self._schedule_push()
 
-    async def _run_finished(self, run_id: str, run: live.LiveRun) -> None:
+    async def _run_finished(self, run_id: str, run: live.LiveRun, finished: dict[str, Any] | None = None) -> None:
         del self.runs[run_id]
         await self._stop_listening(run_id)
         if self.pushing is not None:
             await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
-        await database_sync_to_async(run.refresh_finished)()
+        await database_sync_to_async(run.refresh_finished)(finished)
         with translation.override(self.language):
             html = run.render_run(self._followed_in(run_id))
         await self.send(text_data=html)

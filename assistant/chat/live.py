@@ -250,10 +250,12 @@ class LiveRun:
             return ""
         return render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent})
 
-    def refresh_finished(self) -> None:
-        """Once the run has ended: its saved outcome (status, sources, usage) and any step not seen."""
-        steps, _ = steps_since(self.run.pk, self.seq)
-        self.merge(steps, "")
+    def refresh_finished(self, finished: dict[str, Any] | None = None) -> None:
+        """Once the run has ended (``finished``: the message that said so): its saved outcome (status, sources, usage)
+        and any step not seen, unless that message says none was missed (``Follower.has_all``)."""
+        if not self.follower.has_all(finished):
+            steps, _ = steps_since(self.run.pk, self.seq)
+            self.merge(steps, "")
         self.run = Run.objects.get(pk=self.run.pk)
 
     def render_run(self, follow_agent: str | None = None) -> str:

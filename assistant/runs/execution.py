@@ -114,11 +114,16 @@ def hand_over(
 @dataclass(slots=True)
 class Heard:
     """What a caller that launched a run hears of it when it executes in this process (``launch``): every event its
-    recorder saved as a step, in order, as the events themselves (``events``), and whether this process saved the
-    run's end after them (``complete``: then they are the run's steps, and need not be read back and parsed)."""
+    recorder saved as a step, in order, as the events themselves (``events``), and the run as this process saved its
+    end after them (``run``; then ``complete``: the events are the run's steps, and neither they nor the run need be
+    read back)."""
 
     events: list[Event] = field(default_factory=list)
-    complete: bool = False
+    run: Run | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.run is not None
 
 
 def launch(
@@ -341,9 +346,9 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         saved = await sync_to_async(_finish)(
             run_id, status, error, rounds, recorder.answer, ctx, unsettled, recorder.agent_ends, run
         )
-        if heard is not None:
-            heard.complete = saved
-        await groups.announce_finished(run_id, status)
+        if heard is not None and saved:
+            heard.run = run  # as ``_finish`` saved it
+        await groups.announce_finished(run_id, status, seq=recorder.seq, answer_length=len(recorder.answer))
         for hook in _after_run:
             try:
                 await hook(run.conversation_id)

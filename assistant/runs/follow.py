@@ -86,6 +86,15 @@ class Follower:
             items.append(text)
         return items
 
+    def has_all(self, finished: dict[str, Any] | None) -> bool:
+        """Whether this follower has every step and all the text of a run whose end ``finished`` announced, as that
+        message says (a run's recorder announces its last ``seq`` and its answer's length; others do not)."""
+        return (
+            finished is not None
+            and finished.get("seq") == self.seq
+            and finished.get("answer_length") == len(self.answer)
+        )
+
     async def catch_up(self, message: dict[str, Any] | None = None) -> list[Item]:
         """Read the database until what precedes ``message`` is there, then apply it; without a message, once."""
         items: list[Item] = []
@@ -143,8 +152,9 @@ class RunFollower(Follower):
         while True:
             message = await self._next()
             if message is None or message.get("type") == "run.finished":
-                for item in await self.catch_up():
-                    yield item
+                if not self.has_all(message):
+                    for item in await self.catch_up():
+                        yield item
                 if message is not None or not await self._running():
                     return
                 continue

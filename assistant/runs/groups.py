@@ -57,9 +57,15 @@ async def announce_started(run: Run) -> None:
         await layer.group_send(conversation_group(run.conversation_id), {"type": "conversation.run", "run": run.pk.hex})
 
 
-async def announce_finished(run_id: uuid.UUID, status: str) -> None:
-    """Tell whoever follows the run that it ended (its outcome is saved: they read it from the database)."""
-    message = {"type": "run.finished", "run": run_id.hex, "status": status}
+async def announce_finished(
+    run_id: uuid.UUID, status: str, *, seq: int | None = None, answer_length: int | None = None
+) -> None:
+    """Tell whoever follows the run that it ended (its outcome is saved: they read it from the database); ``seq`` and
+    ``answer_length``: its last step and the length of its answer, when the one announcing it knows them (its
+    recorder), so that a follower that has heard them all need not read the database for what it missed."""
+    message: dict[str, Any] = {"type": "run.finished", "run": run_id.hex, "status": status}
+    if seq is not None and answer_length is not None:
+        message |= {"seq": seq, "answer_length": answer_length}
     await publish(run_id, message)
     layer = get_channel_layer()
     if layer is not None and not local.in_process():

@@ -68,3 +68,44 @@ async def test_a_response_not_streamed_is_built_from_the_events_heard_as_the_ste
     )
     assert len(read_back) == 1
     assert from_steps == heard
+
+
+async def test_a_streams_last_chunk_is_built_from_the_run_as_this_process_saved_its_end(
+    fast_demo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streamed, the last chunk is built from the run's end as this process saved it, in the event loop, not handed to
+    the database's thread (a database read there would fail the stream): the same figures as the run read back."""
+    import json
+
+    handed: list[str] = []
+    real = api_module.sync_to_async
+
+    def recording(func: Any, *args: Any, **kwargs: Any) -> Any:
+        handed.append(getattr(func, "__name__", ""))
+        return real(func, *args, **kwargs)
+
+    monkeypatch.setattr(api_module, "sync_to_async", recording)
+
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    org = await Organisation.objects.aget(slug="demo")
+    _, secret = await sync_to_async(keys.create_key)(org, "heard-stream")
+    transport = httpx2.ASGITransport(app=application)
+    async with httpx2.AsyncClient(
+        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {secret}"}, timeout=30
+    ) as client:
+        body = {
+            "model": "demo-large",
+            "messages": [{"role": "user", "content": QUESTION}],
+            "tools_enabled": ["kb:factures", "agents"],
+            "reasoning_level": "approfondi",
+            "stream": True,
+        }
+        response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    last = chunks[-1]
+    assert last["status"] == "ok" and response.text.rstrip().endswith("data: [DONE]")
+    assert "_create" in handed and "_completion" not in handed
+    from_db = await sync_to_async(api_module._completion)(execution.uuid.UUID(last["run_id"]), [])
+    expected = from_db.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "status", "reason"})
+    assert {k: last[k] for k in expected} == expected

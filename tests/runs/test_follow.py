@@ -155,3 +155,37 @@ async def test_with_a_shared_layer_a_follower_hears_the_group(monkeypatch: pytes
     await asyncio.wait_for(task, 5)
     await follower.close()
     assert items == [(1, "round_started")]
+
+
+@pytest.mark.parametrize("heard_all", [True, False])
+async def test_an_end_that_says_what_the_run_saved_spares_the_read_of_what_was_heard(
+    heard_all: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder's end names its last step and its answer's length: a follower that heard them all reads nothing
+    back; one that missed a step (a message lost) reads it from the database."""
+    run = await sync_to_async(_run)()
+    reads: list[int] = []
+    steps_since = follow.steps_since
+
+    def counted(run_id: Any, seq: int) -> Any:
+        reads.append(seq)
+        return steps_since(run_id, seq)
+
+    monkeypatch.setattr(follow, "steps_since", counted)
+    follower = await RunFollower(run.pk).open()
+    items: list[Any] = []
+    task = asyncio.ensure_future(_collect(follower, items))
+    await Step.objects.abulk_create(
+        [Step(run=run, seq=1, kind="round_started", data=ROUND), Step(run=run, seq=2, kind="tool_result", data=RESULT)]
+    )
+    await Run.objects.filter(pk=run.pk).aupdate(answer="Hi", status="ok")
+    await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
+    if heard_all:  # else the last step's message and the text's were lost
+        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 2, "event": RESULT})
+        text = {"kind": "text_delta", "agent_id": None, "text": "Hi"}
+        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 2, "event": text, "offset": 0})
+    await groups.announce_finished(run.pk, "ok", seq=2, answer_length=2)
+    await asyncio.wait_for(task, 5)
+    await follower.close()
+    assert items == [(1, "round_started"), (2, "tool_result"), "Hi"]
+    assert reads == ([] if heard_all else [1])
