@@ -338,7 +338,7 @@ async def _stream(
     heard: execution.Heard | None = None,
 ) -> AsyncIterator[str]:
     """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
-    warnings = await sync_to_async(_warnings)(key, body, policy)  # while the run starts (the follower holds it)
+    warnings = _warnings(key, body, policy)  # the catalogue's snapshot, in memory: no database read in the loop
     base = {
         "id": f"chatcmpl-{run.pk.hex}",
         "object": "chat.completion.chunk",
