@@ -422,14 +422,31 @@ def _hold(
     """One conditional UPDATE holds ``tokens`` if they fit in the budget of ``now``'s day (read by the statement
     itself: the monthly tokens and the raises still running), then the hold's row; None when they do not fit."""
     t = _tables()
+    today = now.astimezone(tz).date()
+    values = [tokens, _db(Reservation, "created", now), _db(Reservation, "run", run_id)]
     with lazy_atomic(), connection.cursor() as cursor:
-        if not _grow(cursor, row_id, category_id, tokens, now.astimezone(tz).date()):
-            return None
-        cursor.execute(
-            f"INSERT INTO {t['reservation']} (month_id, tokens, created, run_id) VALUES (%s, %s, %s, %s) RETURNING id",
-            [row_id, tokens, _db(Reservation, "created", now), _db(Reservation, "run", run_id)],
-        )
-        (pk,) = cursor.fetchone()
+        if connection.vendor == "postgresql":
+            # One statement, one trip: the hold's row is inserted only if the month's UPDATE held the tokens.
+            cursor.execute(
+                f"WITH grown AS (UPDATE {t['month']} SET reserved = reserved + %s WHERE id = %s AND"
+                f" used + reserved + %s <= {_BUDGET_SQL.format(**t)} RETURNING id)"
+                f" INSERT INTO {t['reservation']} (month_id, tokens, created, run_id)"
+                " SELECT id, %s, %s, %s FROM grown RETURNING id",
+                [tokens, row_id, tokens, category_id, category_id, _db(BudgetRaise, "ends_on", today), *values],
+            )
+            found = cursor.fetchone()
+            if found is None:
+                return None
+            (pk,) = found
+        else:
+            if not _grow(cursor, row_id, category_id, tokens, today):
+                return None
+            cursor.execute(
+                f"INSERT INTO {t['reservation']} (month_id, tokens, created, run_id) VALUES (%s, %s, %s, %s)"
+                " RETURNING id",
+                [row_id, *values],
+            )
+            (pk,) = cursor.fetchone()
     return Reservation(pk=pk, month_id=row_id, tokens=tokens, created=now, run_id=run_id)
 
 
@@ -447,13 +464,22 @@ def settle(
     fast = place is not None and place.row_id == month_id
     with lazy_atomic(), connection.cursor() as cursor:
         # A hold already released as stale is not released twice; what the call used is charged anyway.
-        cursor.execute(f"DELETE FROM {t['reservation']} WHERE id = %s", [reservation.pk])
-        released = reservation.tokens if cursor.rowcount else 0
-        charge = (
-            f"UPDATE {t['month']} SET reserved = reserved - %s, used = used + %s, cost_eur = cost_eur + %s,"
-            " calls = calls + 1 WHERE id = %s"
-        )
-        params: list[Any] = [released, spent, cost_eur, month_id]
+        if connection.vendor == "postgresql":
+            # One statement, one trip: the hold deleted, its tokens given back if it was still there, the use charged.
+            charge = (
+                f"WITH released AS (DELETE FROM {t['reservation']} WHERE id = %s RETURNING id)"
+                f" UPDATE {t['month']} SET reserved = reserved - CASE WHEN EXISTS (SELECT 1 FROM released)"
+                " THEN %s ELSE 0 END, used = used + %s, cost_eur = cost_eur + %s, calls = calls + 1 WHERE id = %s"
+            )
+            params: list[Any] = [reservation.pk, reservation.tokens, spent, cost_eur, month_id]
+        else:
+            cursor.execute(f"DELETE FROM {t['reservation']} WHERE id = %s", [reservation.pk])
+            released = reservation.tokens if cursor.rowcount else 0
+            charge = (
+                f"UPDATE {t['month']} SET reserved = reserved - %s, used = used + %s, cost_eur = cost_eur + %s,"
+                " calls = calls + 1 WHERE id = %s"
+            )
+            params = [released, spent, cost_eur, month_id]
         if place is not None and fast:
             charge += " RETURNING used, " + _BUDGET_SQL.format(**t)
             params += [
