@@ -60,3 +60,34 @@ async def test_scaled_out_a_run_goes_to_the_workers_executor(demo_data: None, un
     # No model was called here: the one step says why the run failed.
     assert [s.kind async for s in run.steps.all()] == ["error"]
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("reaped", [False, True])
+async def test_a_runs_end_names_its_last_step_and_answer_only_when_its_own_end_was_saved(
+    demo_data: None, fast_demo: None, reaped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end a run announces names its last step and its answer's length (a follower that has them reads nothing
+    back); not when a reaper failed the run meanwhile: the reaper's step comes after them."""
+    from assistant.runs import local
+    from assistant.runs.models import Step
+
+    if reaped:
+        finish = execution._finish
+        monkeypatch.setattr(execution, "_finish", lambda *args: finish(*args) and False)
+    user = await get_user_model().objects.aget(username="demo")
+    org = await Organisation.objects.aget(slug="demo")
+    run = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    heard: list[dict[str, Any]] = []
+    local.listen(run.pk.hex, heard.append)
+    try:
+        await execution.launch(run.pk)
+    finally:
+        local.unlisten(run.pk.hex, heard.append)
+    (end,) = [m for m in heard if m["type"] == "run.finished"]
+    saved = await Run.objects.aget(pk=run.pk)
+    if reaped:
+        assert "seq" not in end and "answer_length" not in end
+    else:
+        assert end["seq"] == await Step.objects.filter(run=run).acount() > 0
+        assert end["answer_length"] == len(saved.answer) > 0
