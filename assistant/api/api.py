@@ -325,6 +325,19 @@ def _completion(
     )
 
 
+async def _completed(
+    run_id: uuid.UUID,
+    warnings: list[RequestWarning],
+    builder: TraceBuilder | None = None,
+    heard: execution.Heard | None = None,
+) -> ChatCompletion:
+    """``_completion``: here, in the event loop, when the run executed in this process to its end (nothing to read),
+    else in the database's thread."""
+    if heard is not None and heard.complete:
+        return _completion(run_id, warnings, builder, heard)
+    return await sync_to_async(_completion)(run_id, warnings, builder, heard)
+
+
 def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
@@ -365,10 +378,7 @@ async def _stream(
                 yield _sse({**base, "choices": [], "event": data})
     finally:
         await follower.close()
-    if heard is not None and heard.complete:
-        done = _completion(run.pk, warnings, builder, heard)  # nothing to read
-    else:
-        done = await sync_to_async(_completion)(run.pk, warnings, builder, heard)
+    done = await _completed(run.pk, warnings, builder, heard)
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
         mode="json",
@@ -404,9 +414,7 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
         await follower.finished()
     finally:
         await follower.close()
-    if heard.complete:  # nothing to read: built here, not behind the database's thread
-        return _completion(run.pk, _warnings(key, body, policy), heard=heard)
-    return await sync_to_async(lambda: _completion(run.pk, _warnings(key, body, policy), heard=heard))()
+    return await _completed(run.pk, _warnings(key, body, policy), heard=heard)
 
 
 # Runs -------------------------------------------------------------------------------------------------

@@ -134,6 +134,19 @@ class PgVector:
             cursor.execute(f"DROP INDEX IF EXISTS {self.index}")
             cursor.execute(f"ALTER TABLE {self.table} DROP COLUMN IF EXISTS {self.column}")
 
+    def replace(self, schema_editor: Any, model: Any, expression_index: Any) -> None:
+        """Migrate forwards on PostgreSQL (nothing elsewhere): ``expression_index`` (a GIN index on the vector's
+        expression, of ``model``) dropped, this column and its index made."""
+        if schema_editor.connection.vendor == "postgresql":
+            schema_editor.remove_index(model, expression_index)
+            self.create(schema_editor.connection)
+
+    def restore(self, schema_editor: Any, model: Any, expression_index: Any) -> None:
+        """``replace`` undone."""
+        if schema_editor.connection.vendor == "postgresql":
+            self.drop(schema_editor.connection)
+            schema_editor.add_index(model, expression_index)
+
 
 def tsquery(terms: list[str]) -> str:
     """The text of a ``to_tsquery``: any of the words, each as a prefix (the words are letters and digits only:

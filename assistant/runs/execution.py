@@ -348,10 +348,10 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         )
         if heard is not None and saved:
             heard.run = run  # as ``_finish`` saved it
-        if saved:  # its steps are the recorder's
-            await groups.announce_finished(run_id, status, seq=recorder.seq, answer_length=len(recorder.answer))
-        else:  # failed meanwhile by a reaper, which added its step: a follower reads what it missed
-            await groups.announce_finished(run_id, status)
+        # Its last step and answer's length, when its steps are the recorder's (a reaper that failed it meanwhile added
+        # its own step: a follower then reads what it missed).
+        end = {"seq": recorder.seq, "answer_length": len(recorder.answer)} if saved else {}
+        await groups.announce_finished(run_id, status, **end)
         for hook in _after_run:
             try:
                 await hook(run.conversation_id)

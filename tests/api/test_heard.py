@@ -33,12 +33,25 @@ def fresh_channel_layer() -> Iterator[None]:
 QUESTION = "Bimbamjob: invoicing 2024, payment follow-up, commercial relationship. Conclude on the risk."
 
 
+async def _ask(key_name: str, **body: Any) -> httpx2.Response:
+    """The question to the API, with a new key of the demo organisation, as a client sends it (``body``: what it adds)."""
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    org = await Organisation.objects.aget(slug="demo")
+    _, secret = await sync_to_async(keys.create_key)(org, key_name)
+    async with httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=application),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=30,
+    ) as client:
+        question = [{"role": "user", "content": QUESTION}]
+        sent = {"model": "demo-large", "messages": question, "reasoning_level": "approfondi", **body}
+        return await client.post("/v1/chat/completions", json=sent)
+
+
 async def test_a_response_not_streamed_is_built_from_the_events_heard_as_the_steps_would_build_it(
     fast_demo: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await sync_to_async(call_command)("load_demo", verbosity=0)
-    org = await Organisation.objects.aget(slug="demo")
-    _, secret = await sync_to_async(keys.create_key)(org, "heard")
     read_back: list[Any] = []
     trace_of = api_module.trace_of
 
@@ -47,17 +60,7 @@ async def test_a_response_not_streamed_is_built_from_the_events_heard_as_the_ste
         return trace_of(*args, **kwargs)
 
     monkeypatch.setattr(api_module, "trace_of", counted)
-    transport = httpx2.ASGITransport(app=application)
-    async with httpx2.AsyncClient(
-        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {secret}"}, timeout=30
-    ) as client:
-        body = {
-            "model": "demo-large",
-            "messages": [{"role": "user", "content": QUESTION}],
-            "tools_enabled": ["kb:factures", "kb:comptes-rendus", "agents"],
-            "reasoning_level": "approfondi",
-        }
-        response = await client.post("/v1/chat/completions", json=body)
+    response = await _ask("heard", tools_enabled=["kb:factures", "kb:comptes-rendus", "agents"])
     assert response.status_code == 200
     heard = response.json()
     assert heard["status"] == "ok" and [s for s in heard["steps"] if s["type"] == "run_agent"]
@@ -85,22 +88,7 @@ async def test_a_streams_last_chunk_is_built_from_the_run_as_this_process_saved_
         return real(func, *args, **kwargs)
 
     monkeypatch.setattr(api_module, "sync_to_async", recording)
-
-    await sync_to_async(call_command)("load_demo", verbosity=0)
-    org = await Organisation.objects.aget(slug="demo")
-    _, secret = await sync_to_async(keys.create_key)(org, "heard-stream")
-    transport = httpx2.ASGITransport(app=application)
-    async with httpx2.AsyncClient(
-        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {secret}"}, timeout=30
-    ) as client:
-        body = {
-            "model": "demo-large",
-            "messages": [{"role": "user", "content": QUESTION}],
-            "tools_enabled": ["kb:factures", "agents"],
-            "reasoning_level": "approfondi",
-            "stream": True,
-        }
-        response = await client.post("/v1/chat/completions", json=body)
+    response = await _ask("heard-stream", tools_enabled=["kb:factures", "agents"], stream=True)
     assert response.status_code == 200
     chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
     last = chunks[-1]

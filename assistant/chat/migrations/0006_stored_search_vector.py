@@ -7,15 +7,11 @@ from assistant.chat import search
 
 
 def forwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.remove_index(apps.get_model("chat", "ConversationText"), search.pg_index())
-        search.PG_VECTOR.create(schema_editor.connection)
+    search.PG_VECTOR.replace(schema_editor, apps.get_model("chat", "ConversationText"), search.pg_index())
 
 
 def backwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        search.PG_VECTOR.drop(schema_editor.connection)
-        schema_editor.add_index(apps.get_model("chat", "ConversationText"), search.pg_index())
+    search.PG_VECTOR.restore(schema_editor, apps.get_model("chat", "ConversationText"), search.pg_index())
 
 
 class Migration(migrations.Migration):

@@ -8,15 +8,11 @@ from assistant.knowledge import fulltext
 
 
 def forwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.remove_index(apps.get_model("knowledge", "Document"), fulltext.pg_index())
-        fulltext.PG_VECTOR.create(schema_editor.connection)
+    fulltext.PG_VECTOR.replace(schema_editor, apps.get_model("knowledge", "Document"), fulltext.pg_index())
 
 
 def backwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        fulltext.PG_VECTOR.drop(schema_editor.connection)
-        schema_editor.add_index(apps.get_model("knowledge", "Document"), fulltext.pg_index())
+    fulltext.PG_VECTOR.restore(schema_editor, apps.get_model("knowledge", "Document"), fulltext.pg_index())
 
 
 class Migration(migrations.Migration):
