@@ -33,3 +33,15 @@ class Live:
     def close(self) -> None:
         while self._open:
             self._open.pop().close()
+
+
+def asgi_client(secret: str) -> httpx2.AsyncClient:
+    """A plain HTTP client on the application itself (no server), with the key ``secret``."""
+    from assistant.asgi import application
+
+    return httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=application),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=30,
+    )

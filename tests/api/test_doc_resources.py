@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx2
 import pytest
+from api_support import asgi_client
 from asgiref.sync import sync_to_async
 
-from assistant.asgi import application
 from assistant.catalogue import snapshot
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
@@ -76,12 +76,7 @@ async def client(models: Models) -> AsyncIterator[httpx2.AsyncClient]:
     """A plain HTTP client with a key of the demo organisation (the API answers errors in OpenAI's shape)."""
     org = await Organisation.objects.aget(slug="demo")
     _, secret = await sync_to_async(keys.create_key)(org, "chosen documents")
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {secret}"},
-        timeout=30,
-    ) as client:
+    async with asgi_client(secret) as client:
         yield client
 
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx2
 import pytest
+from api_support import asgi_client
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from django.core.management import call_command
 
 from assistant.api import api as api_module
-from assistant.asgi import application
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs import execution
@@ -38,12 +38,7 @@ async def _ask(key_name: str, **body: Any) -> httpx2.Response:
     await sync_to_async(call_command)("load_demo", verbosity=0)
     org = await Organisation.objects.aget(slug="demo")
     _, secret = await sync_to_async(keys.create_key)(org, key_name)
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=application),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {secret}"},
-        timeout=30,
-    ) as client:
+    async with asgi_client(secret) as client:
         question = [{"role": "user", "content": QUESTION}]
         sent = {"model": "demo-large", "messages": question, "reasoning_level": "approfondi", **body}
         return await client.post("/v1/chat/completions", json=sent)
