@@ -3,10 +3,11 @@
 The process that executes a run first claims it (``claim_read``: one ``Lease`` row per run, so a run a
 queue delivers twice is executed once), then, while the run goes on, ``Watch`` does three things:
 
-- it reads the shared ``Run.stop_requested`` flag every ``STOP_POLL_SECONDS``;
+- it reads the shared ``Run.stop_requested`` flag every ``STOP_POLL_SECONDS`` (the flags of every run the process
+  executes in one query: ``_Poller``);
 - it listens on the run's channel-layer group ``stop_<hex>``, where ``broadcast_stop`` sends Stop
   from whichever process received it (a web server, the API): the run hears it at once;
-- it renews the lease every ``RUNS_HEARTBEAT_SECONDS``.
+- it renews the lease every ``RUNS_HEARTBEAT_SECONDS`` (with the others', in one statement).
 
 Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
 listened. A lease not renewed for ``RUNS_LEASE_SECONDS`` means its process died (a worker killed, a
@@ -28,6 +29,7 @@ import os
 import socket
 import time
 import uuid
+import weakref
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -110,21 +112,35 @@ class Watch:
         self._layer = get_channel_layer()
         self._channel = ""
         self._tasks: list[asyncio.Future[None]] = []
+        self._poller: _Poller | None = None
 
     async def start(self, *, flag_read: bool = False) -> None:
-        """Listen, then poll. Joined first: a Stop sent before is in the flag, which the first poll reads at once;
-        ``flag_read`` when the caller reads the flag itself after this (the first poll then waits its turn)."""
+        """Listen, then poll. Joined first: a Stop sent before is in the flag, which is read at once; ``flag_read``
+        when the caller reads the flag itself after this (the first poll then waits its turn)."""
         if self._layer is not None:
             self._channel = await self._layer.new_channel()
             await self._layer.group_add(groups.stop_group(self.run_id), self._channel)
             self._tasks.append(asyncio.ensure_future(self._listen()))
-        self._tasks.append(asyncio.ensure_future(self._poll(wait_first=flag_read)))
+        if not flag_read:
+            self.heard(await sync_to_async(_flags)([self.run_id]))
+        self._poller = _Poller.of_this_loop()
+        self._poller.add(self)
 
     async def close(self) -> None:
+        if self._poller is not None:
+            await self._poller.remove(self)
+            self._poller = None
         for task in self._tasks:
             await _end(task)
         if self._layer is not None:
             await self._layer.group_discard(groups.stop_group(self.run_id), self._channel)
+
+    def heard(self, flags: dict[uuid.UUID, tuple[str, bool]]) -> None:
+        """What a read of the flags says of this run: stopped on request, or no longer running (failed by a reaper
+        that thought this process dead), or gone."""
+        status, stop_requested = flags.get(self.run_id, ("", False))
+        if status != "running" or stop_requested:
+            self.token.cancel("user")
 
     async def _listen(self) -> None:
         assert self._layer is not None
@@ -140,23 +156,66 @@ class Watch:
                 cause = message.get("cause")
                 self.token.cancel(cause if cause in STOP_MESSAGES else "user")
 
-    async def _poll(self, wait_first: bool = False) -> None:
+
+class _Poller:
+    """The flags and leases of every run this event loop executes, read and renewed together: one query each
+    ``STOP_POLL_SECONDS`` whatever the number of runs (with 50 runs at once, one query a run was 100 trips a second
+    to the database's thread, competing with the runs' own), and one renewal each ``RUNS_HEARTBEAT_SECONDS``.
+
+    A run that joins waits for the next poll (it read its flag as it was claimed, or as its watch started); its
+    lease was written as it was claimed, and is renewed with the others' within a heartbeat."""
+
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Poller] = weakref.WeakKeyDictionary()
+
+    def __init__(self) -> None:
+        self.watches: dict[uuid.UUID, Watch] = {}
+        self.task: asyncio.Future[None] | None = None
+
+    @classmethod
+    def of_this_loop(cls) -> _Poller:
+        loop = asyncio.get_running_loop()
+        poller = cls._by_loop.get(loop)
+        if poller is None:
+            poller = cls._by_loop[loop] = cls()
+        return poller
+
+    def add(self, watch: Watch) -> None:
+        self.watches[watch.run_id] = watch
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._poll())
+
+    async def remove(self, watch: Watch) -> None:
+        if self.watches.get(watch.run_id) is watch:
+            del self.watches[watch.run_id]
+        if not self.watches and self.task is not None:
+            task, self.task = self.task, None
+            await _end(task)
+
+    async def _poll(self) -> None:
         renewed = time.monotonic()
-        if wait_first:
-            await asyncio.sleep(STOP_POLL_SECONDS)
         while True:
+            await asyncio.sleep(STOP_POLL_SECONDS)
+            watches = list(self.watches.values())
+            renew = time.monotonic() - renewed >= settings.RUNS_HEARTBEAT_SECONDS
             try:
-                row = await Run.objects.filter(pk=self.run_id).values_list("status", "stop_requested").afirst()
-                # Stopped on request, or no longer running: failed by a reaper that thought this process dead.
-                if row is None or row[0] != "running" or row[1]:
-                    self.token.cancel("user")
-                if time.monotonic() - renewed >= settings.RUNS_HEARTBEAT_SECONDS:
-                    await Lease.objects.filter(run_id=self.run_id).aupdate(heartbeat=timezone.now())
-                    renewed = time.monotonic()
+                flags = await sync_to_async(_flags)([w.run_id for w in watches], renew=renew)
             except Exception:
                 # The database away for a moment: try again; a lease left unrenewed too long fails the run.
-                log.exception("could not renew the lease of run %s", self.run_id)
-            await asyncio.sleep(STOP_POLL_SECONDS)
+                log.exception("could not read the flags or renew the leases of %d runs", len(watches))
+                continue
+            if renew:
+                renewed = time.monotonic()
+            for watch in watches:
+                watch.heard(flags)
+
+
+def _flags(run_ids: list[uuid.UUID], *, renew: bool = False) -> dict[uuid.UUID, tuple[str, bool]]:
+    """Each run's status and ``stop_requested`` flag (a run not there is left out); with ``renew``, their leases'
+    heartbeats set to now first."""
+    if renew:
+        Lease.objects.filter(run_id__in=run_ids).update(heartbeat=timezone.now())
+    rows = Run.objects.filter(pk__in=run_ids).values_list("pk", "status", "stop_requested")
+    return {pk: (status, stop_requested) for pk, status, stop_requested in rows}
 
 
 async def _end(task: asyncio.Future[None]) -> None:
