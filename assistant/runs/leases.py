@@ -209,6 +209,16 @@ class _Poller:
                 watch.heard(flags)
 
 
+def executes_here(run_id: uuid.UUID) -> bool:
+    """Whether this event loop executes the run (its watch is open): its process lives, then, and renews its lease;
+    nothing in the database says more."""
+    try:
+        poller = _Poller._by_loop.get(asyncio.get_running_loop())
+    except RuntimeError:
+        return False
+    return poller is not None and run_id in poller.watches
+
+
 def _flags(run_ids: list[uuid.UUID], *, renew: bool = False) -> dict[uuid.UUID, tuple[str, bool]]:
     """Each run's status and ``stop_requested`` flag (a run not there is left out); with ``renew``, their leases'
     heartbeats set to now first."""

@@ -25,6 +25,7 @@ from django.utils import timezone, translation
 from assistant.asgi import application
 from assistant.chat import consumers, live
 from assistant.chat.presenters import TextPiece, WorkBlock, run_view
+from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
@@ -484,6 +485,39 @@ async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: 
         await _frames_until(communicator, rf'<article class="answer" id="run-{run.pk}" data-status="error"', 10)
     finally:
         await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_channel_layer", "fast")
+async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its watch is open in this event loop: the process lives. A run of another process is still looked up."""
+    settings.RUNS_HEARTBEAT_SECONDS = 0.5
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    here = await sync_to_async(_run)(answer=FIRST)
+    elsewhere = await sync_to_async(_run)(answer=FIRST)
+    await Lease.objects.acreate(run=here, executor=leases.executor_name(), heartbeat=timezone.now())
+    await Lease.objects.acreate(run=elsewhere, executor="elsewhere:1", heartbeat=timezone.now())
+    looked_up: list[uuid.UUID] = []
+    real = consumers._dead_run_of
+
+    def counted(run_id: uuid.UUID, conversation_id: int) -> bool:
+        looked_up.append(run_id)
+        return real(run_id, conversation_id)
+
+    monkeypatch.setattr(consumers, "_dead_run_of", counted)
+    watch = leases.Watch(here.pk, CancelToken())
+    await watch.start(flag_read=True)
+    pages = [await _socket(f"/ws/c/{run.conversation_id}/") for run in (here, elsewhere)]
+    try:
+        await asyncio.sleep(1.2)  # as it is followed, then two heartbeats (a page checks every 0.5 s at most)
+    finally:
+        for page in pages:
+            await page.disconnect()
+        await watch.close()
+    assert here.pk not in looked_up
+    assert looked_up.count(elsewhere.pk) >= 3
 
 
 @pytest.mark.django_db
