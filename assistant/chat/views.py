@@ -130,9 +130,9 @@ def _page(
     }
 
 
-def _conversation(request: AuthenticatedHttpRequest, pk: int) -> Conversation:
+def _conversation(request: AuthenticatedHttpRequest, pk: int, org: Organisation | None = None) -> Conversation:
     # Another user's or organisation's conversation, or a deleted one, does not exist for this user.
-    org = organisation_of(request.user)
+    org = org or organisation_of(request.user)
     return get_object_or_404(Conversation, pk=pk, organisation=org, user=request.user, deleted__isnull=True)
 
 
@@ -188,9 +188,9 @@ def _too_long(ask: intake.Ask) -> str | None:
 
 
 def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Message | None, HttpResponse | None]:
-    conv = _conversation(request, pk) if pk is not None else None
-    ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     org = organisation_of(request.user)
+    conv = _conversation(request, pk, org) if pk is not None else None
+    ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     status = REFUSED
     try:
         error = _too_long(ask)

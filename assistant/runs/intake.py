@@ -238,15 +238,17 @@ def enqueue(conversation: Conversation, ask: Ask) -> Message:
 
 def submit(user: User, org: Organisation, conversation: Conversation | None, ask: Ask) -> Run | Message:
     """A new message from the page: a running run, or, while the conversation has one (or messages wait before
-    it), a queued message. The check runs first either way, so a queued message is one that can be sent."""
-    check(org, ask)
+    it), a queued message. Checked either way, once (``create_run`` checks before it saves), so a queued message is
+    one that can be sent; the organisation's policy is read once for both."""
+    policy = policy_for(org)
     if conversation is not None and (
         Message.objects.filter(conversation=conversation, queued=True, queue_error="").exists()
         or Run.objects.filter(conversation=conversation, status="running").exists()
     ):
+        check(org, ask, policy=policy)
         return enqueue(conversation, ask)
     try:
-        return create_run(user, org, conversation, ask)
-    except Busy:
+        return create_run(user, org, conversation, ask, policy=policy)
+    except Busy:  # raised after its check: the message can be sent
         assert conversation is not None
         return enqueue(conversation, ask)

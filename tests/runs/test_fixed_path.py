@@ -81,6 +81,37 @@ def test_intake_reads_the_category_once_and_hands_what_it_read_to_the_execution(
     assert not read_again, read_again
 
 
+def test_a_page_s_message_is_checked_once_with_the_policy_read_once(
+    org: Organisation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``intake.submit``, a run or a queued message: one check, one read of the policy (the real ones, counted)."""
+    calls: list[str] = []
+    real_check, real_policy = intake.check, intake.policy_for
+
+    def check(*args: Any, **kwargs: Any) -> None:
+        calls.append("check")
+        real_check(*args, **kwargs)
+
+    def policy(*args: Any, **kwargs: Any) -> Any:
+        calls.append("policy")
+        return real_policy(*args, **kwargs)
+
+    monkeypatch.setattr(intake, "check", check)
+    monkeypatch.setattr(intake, "policy_for", policy)
+    user = get_user_model().objects.get(username="demo")
+    run = intake.submit(user, org, None, ASK)  # type: ignore[arg-type]
+    assert isinstance(run, Run) and calls == ["policy", "check"]
+    calls.clear()
+    queued = intake.submit(user, org, run.conversation, ASK)  # type: ignore[arg-type]  # the run still running
+    assert isinstance(queued, Message) and queued.queued and calls == ["policy", "check"]
+    calls.clear()
+    with pytest.raises(RequestRefused):
+        intake.submit(
+            user, org, run.conversation, intake.Ask(text=" ", model="demo-small", level="rapide", resources=())
+        )  # type: ignore[arg-type]
+    assert calls == ["policy", "check"]
+
+
 def test_a_run_with_nothing_handed_reads_it_all(org: Organisation) -> None:
     run = _create(org)
     execution._handed.clear()
