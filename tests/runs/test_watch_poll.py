@@ -50,9 +50,9 @@ def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 async def _until(condition: Any, seconds: float = 10.0) -> None:
-    """A guard against hanging, not a measure."""
+    """A guard against hanging, not a measure; ``condition`` may be a coroutine function (a read of the database)."""
     deadline = asyncio.get_running_loop().time() + seconds
-    while not condition():
+    while not (await condition() if asyncio.iscoroutinefunction(condition) else condition()):
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.02)
 
@@ -99,13 +99,10 @@ async def test_the_leases_of_the_watched_runs_are_renewed_together(
         await watch.start(flag_read=True)
     try:
 
-        async def renewed() -> int:
-            return await Lease.objects.filter(run_id__in=[r.pk for r in runs], heartbeat__gt=old).acount()
+        async def renewed() -> bool:
+            return await Lease.objects.filter(run_id__in=[r.pk for r in runs], heartbeat__gt=old).acount() == 3
 
-        deadline = asyncio.get_running_loop().time() + 5
-        while await renewed() < 3:
-            assert asyncio.get_running_loop().time() < deadline, "the leases were not renewed"
-            await asyncio.sleep(0.05)
+        await _until(renewed)
     finally:
         for watch in watches:
             await watch.close()
