@@ -67,10 +67,9 @@ def background_db_work_done(**_: object) -> None:
     close of its event loop stops awaiting its call, but the call goes on there: a run launched by an
     async view that the sync test ``Client`` called (the request's loop closes at once and cancels
     it while its lease claim is under way), a task left when pytest-asyncio closes a test's loop.
-    SQLite's shared-cache in-memory test database does not wait for locks: a write still going on
-    in that thread makes the main thread's next statement (often the next test's setup) fail at once
-    with "database table is locked". So the main thread waits for that thread between requests and
-    between tests.
+    A write still going on in that thread would hold SQLite's lock while the main thread's next statement
+    (often the next test's flush or setup) runs, or land in the next test's data. So the main thread
+    waits for that thread between requests and between tests.
     """
     if threading.current_thread() is not threading.main_thread():
         return  # that thread itself (an AsyncClient's request), or another one: nothing to wait for here
@@ -138,11 +137,18 @@ def _stored_files(tmp_path_factory: pytest.TempPathFactory) -> Generator[None, N
 
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
-    # Developers share one PostgreSQL: each pytest process gets its own test database.
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    db = settings.DATABASES["default"]
     if on_postgresql():
-        db = settings.DATABASES["default"]
+        # Developers share one PostgreSQL: each pytest process gets its own test database.
         db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+    else:
+        # A file, as `make run` has, not Django's default shared-cache in-memory database: there a write of one
+        # thread (the extraction pool, asgiref's thread) fails at once with "database table is locked" while
+        # another holds the table, where a file waits (WAL, the busy timeout of settings.py) as a server does.
+        db.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
 
 
 @pytest.fixture(scope="session")
@@ -156,7 +162,7 @@ def django_db_setup(django_db_setup: None) -> Generator[None, None, None]:
     taken from the pool (``DB_POOL_*``); destroying the test database closes the main thread's connection and
     the pool's idle ones, not the one that thread still holds, and ``DROP DATABASE`` then fails with
     "database is being accessed by other users". Closing it returns it to the pool, which then closes it.
-    (SQLite's in-memory test database ignores the close: its connections are shared.)"""
+    (On SQLite the close just closes that thread's connection to the test database's file.)"""
     yield
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=60)
 

@@ -1,7 +1,10 @@
 // The agent panel, the run's state on each (re)connect, and Stop while the server is out of reach.
-// - A delegation line's "Follow this agent" link loads the panel (htmx) into #agent-panel-slot; the page then
+// - A delegation line's "Follow this agent" link loads the panel (htmx.ajax) into #agent-panel-slot; the page then
 //   asks the websocket to follow that agent, whose panel body the server pushes with each change. Close or
-//   Escape closes it and gives the focus back to the line.
+//   Escape closes it and gives the focus back to the line. The click is heard on the document, not by an
+//   hx-get on the link: a running agent's line is swapped whole by each progress push, and a click landing on
+//   a line just replaced (not yet processed by htmx, or already detached) would otherwise follow the link to a
+//   bare page, or do nothing.
 // - Each time the websocket opens, the page sends the runs it shows as running: the server answers from each
 //   run's lease whether it still lives (a dead one comes back failed, without its spinners and Stop).
 // - Stop is an HTTP post: when the server cannot be reached, the Stop form says so in place.
@@ -61,7 +64,17 @@
   }
 
   document.addEventListener("click", function (event) {
-    if (event.target.closest && event.target.closest(".agent-panel-close")) closePanel();
+    if (!event.target.closest) return;
+    if (event.target.closest(".agent-panel-close")) {
+      closePanel();
+      return;
+    }
+    var link = event.target.closest("a.follow-agent");
+    var s = slot();
+    if (!link || !s || !window.htmx || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    event.preventDefault();
+    // The slot is the request's source: always in the page, where the link may already have been replaced.
+    window.htmx.ajax("GET", link.getAttribute("href"), { source: s, target: s, swap: "innerHTML" });
   });
   document.addEventListener("keydown", function (event) {
     if (event.key === "Escape" && panel()) {

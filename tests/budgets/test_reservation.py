@@ -2,8 +2,8 @@
 
 The contention is real: 20 threads or 20 processes, each with its own connection, against a file
 copy of the test database configured as the server runs SQLite (WAL, busy timeout); the same runs
-against PostgreSQL in ``test_postgres``. (SQLite's shared in-memory test database locks whole
-tables between connections, which no server configuration does, hence the copy.)
+against PostgreSQL in ``test_postgres``. (A copy, so that the processes never touch the test database
+the other tests use.)
 """
 
 from __future__ import annotations
