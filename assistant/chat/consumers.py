@@ -203,6 +203,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self._stop_listening(run_id)
         if self.pushing is not None:
             await asyncio.shield(self.pushing)  # what it renders must not arrive after the final state
+        with translation.override(self.language):
+            text = run.render_text()
+        if text:  # its last words now: the database's thread may be busy with other runs' steps
+            await self.send(text_data=text)
         await database_sync_to_async(run.refresh_finished)(finished)
         with translation.override(self.language):
             html = run.render_run(self._followed_in(run_id))

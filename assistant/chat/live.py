@@ -186,11 +186,7 @@ class LiveRun:
             later = set()
         if self.dirty - later == {"answer"} and self.viewed:
             # More text only: nothing the timeline shows changed, so where the answer starts has not either.
-            html = render_to_string("chat/_answer.html", {"view": self.answer_view()})
-            self.dirty.clear()
-            self.dirty |= later
-            self.emitted = None
-            return html
+            return self._render_answer()
         view = self.view()
         self.reuse_lines(view, render=bool(self.dirty & {"turn", "work"}))
         parts: list[str] = []
@@ -220,6 +216,23 @@ class LiveRun:
         self.dirty |= later
         self.emitted = None
         return "".join(parts)
+
+    def render_text(self) -> str:
+        """The answer's text not pushed yet, alone, when nothing else but agents' progress changed ("" otherwise):
+        a run's last words go out at once, before its end is read from the database and the whole run rendered."""
+        if (
+            not self.viewed
+            or "answer" not in self.dirty
+            or any(d != "answer" and not d.startswith("agent:") for d in self.dirty)
+        ):
+            return ""
+        return self._render_answer()
+
+    def _render_answer(self) -> str:
+        html = render_to_string("chat/_answer.html", {"view": self.answer_view()})
+        self.dirty.discard("answer")
+        self.emitted = None
+        return html
 
     def _line_state(self, agent: AgentView) -> tuple[int, str]:
         """What an agent's line shows follows from its own steps (``presenters.agents_of``), and from its run's end

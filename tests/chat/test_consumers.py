@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -266,6 +267,46 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
     )
     assert first < lines < answer
     assert "returned in 3 rounds" in frames[-1] and "Cost: " in frames[-1]
+
+
+async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_database(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last text of a run comes with its end, within one push interval (made long here): it goes out at once,
+    not after the run's outcome is read through the database's thread (held here until the text has arrived)."""
+    settings.DEMO_PACE, settings.DEMO_LATENCY = 0.008, 0.05
+    monkeypatch.setattr("assistant.chat.consumers.PUSH_INTERVAL", 1.0)
+    reading = threading.Event()
+    release = threading.Event()
+    refresh = live.LiveRun.refresh_finished
+
+    def held_refresh(self: live.LiveRun, finished: dict[str, Any] | None = None) -> None:
+        reading.set()
+        release.wait(timeout=20)
+        refresh(self, finished)
+
+    monkeypatch.setattr(live.LiveRun, "refresh_finished", held_refresh)
+    await _demo()
+    client, session = await _signed_in()
+    conversation = await sync_to_async(_conversation_of)("demo")
+    communicator = await _socket(f"/ws/c/{conversation.pk}/?lang=en", session)
+    try:
+        await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
+        run = await Run.objects.aget(conversation=conversation)
+        # Nothing through the database's thread until released: the held read occupies it.
+        assert await asyncio.to_thread(reading.wait, 20)
+        before: list[str] = []
+        while not await communicator.receive_nothing(timeout=1):  # what the page has while its end is being read
+            before.append(await communicator.receive_from())
+        release.set()
+        frames = await _until_finished(communicator, run)
+        await execution.wait_for(run.pk)
+        await run.arefresh_from_db()
+    finally:
+        release.set()
+        await communicator.disconnect()
+    assert _letters(run.answer)[-80:] in _letters("".join(before))  # up to the last word
+    assert 'data-emitted="' not in frames[-1]  # no text of its own left for the finished run to bring
 
 
 async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) -> None:
