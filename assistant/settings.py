@@ -267,6 +267,9 @@ KB_TABLE_TEXT_CHARS = int(os.environ.get("KB_TABLE_TEXT_CHARS", "200000"))
 DATA_QUERY_MAX_ROWS = int(os.environ.get("DATA_QUERY_MAX_ROWS", "50"))
 DATA_QUERY_SECONDS = float(os.environ.get("DATA_QUERY_SECONDS", "10"))
 DATA_QUERY_MEMORY_MB = int(os.environ.get("DATA_QUERY_MEMORY_MB", "256"))
+# At most this many data_query statements at once in one process's event loop, the others wait their turn (their
+# time limit starts with it). DuckDB takes a core per query: by default one core is left to the loop.
+DATA_QUERY_CONCURRENT = int(os.environ.get("DATA_QUERY_CONCURRENT", str(max(1, (os.cpu_count() or 2) - 1))))
 # Web tools: web_search through a SearxNG-compatible JSON endpoint (absent when unset); web_fetch comes
 # with it, or alone with WEB_FETCH_ENABLED. Private, loopback and link-local addresses are refused
 # except for the hosts listed in WEB_FETCH_ALLOWED_HOSTS (comma-separated).

@@ -10,7 +10,8 @@ into it from their Parquet files; then external access is switched off and the c
 so the statement can read no file, attach no database, copy nothing out and load no extension. The
 statement must be one ``SELECT`` (or ``WITH … SELECT``), as DuckDB's own parser says. It runs off the
 event loop under a memory limit and a time limit (a timer interrupts it), and its result comes back
-as a small Markdown table with its row count, cut at a row limit.
+as a small Markdown table with its row count, cut at a row limit. At most ``QueryLimits.concurrent``
+queries run at once in an event loop's process, the others wait their turn: the loop keeps a core.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import re
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -102,6 +104,10 @@ class QueryLimits:
     seconds: float = 10.0
     memory_mb: int = 256
     max_cell_chars: int = 200
+    concurrent: int = 1
+    """Queries at once in one event loop (the others wait, their time limit not started): DuckDB releases the
+    GIL, so each query takes a core of its own, and 50 runs querying at once left the loop that serves their
+    pages a fraction of one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,8 +322,27 @@ def _local_files(sources: Mapping[str, str | bytes]) -> Iterator[dict[str, str]]
         yield paths
 
 
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _turn(limits: QueryLimits) -> asyncio.Semaphore:
+    """The queries' turns in the running loop (``QueryLimits.concurrent`` at once, as its first query says: one
+    setting, ``DATA_QUERY_CONCURRENT``, for the whole process)."""
+    loop = asyncio.get_running_loop()
+    turn = _turns.get(loop)
+    if turn is None:
+        turn = _turns[loop] = asyncio.Semaphore(max(1, limits.concurrent))
+    return turn
+
+
 async def run_query(statement: str, sources: Mapping[str, str | bytes], limits: QueryLimits) -> QueryResult:
-    """Run ``statement`` over ``sources`` (query name -> Parquet) off the event loop; Stop interrupts it."""
+    """Run ``statement`` over ``sources`` (query name -> Parquet) off the event loop, in its turn (Stop while it
+    waits ends the wait; while it runs, interrupts it)."""
+    async with _turn(limits):
+        return await _run_query(statement, sources, limits)
+
+
+async def _run_query(statement: str, sources: Mapping[str, str | bytes], limits: QueryLimits) -> QueryResult:
     query = _Query(limits)
     future = asyncio.ensure_future(asyncio.to_thread(query.run, statement, sources))
     try:

@@ -44,6 +44,7 @@ def query_limits() -> QueryLimits:
         max_rows=settings.DATA_QUERY_MAX_ROWS,
         seconds=settings.DATA_QUERY_SECONDS,
         memory_mb=settings.DATA_QUERY_MEMORY_MB,
+        concurrent=settings.DATA_QUERY_CONCURRENT,
     )
 
 
