@@ -32,6 +32,11 @@ class ScheduledTask(models.Model):
     )
     schedule = models.CharField(max_length=100, help_text="minute hour day-of-month month day-of-week")
     enabled = models.BooleanField(default=True)
+    language = models.CharField(
+        max_length=10,
+        blank=True,
+        help_text="Its owner's interface language when it was last saved: its runs' language, as a chat message's is",
+    )
     # Beat's entry (django-celery-beat), kept in step with the schedule by ``services.save_task``.
     periodic_task = models.OneToOneField(
         PeriodicTask, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

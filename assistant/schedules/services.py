@@ -50,7 +50,12 @@ def unavailable_resources(organisation_id: int, resources: list[str] | tuple[str
 def ask_of(task: ScheduledTask) -> intake.Ask:
     level: Level | None = task.level if task.level in LEVELS else None
     return intake.Ask(
-        text=task.prompt, model=task.model, level=level, resources=tuple(task.resources), category=task.category
+        text=task.prompt,
+        model=task.model,
+        level=level,
+        resources=tuple(task.resources),
+        category=task.category,
+        language=task.language,
     )
 
 

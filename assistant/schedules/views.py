@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect
 from django.shortcuts import render as django_render
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -76,7 +76,9 @@ def task_edit(request: AuthenticatedHttpRequest, pk: int | None = None) -> HttpR
     task = _task(request, pk) if pk is not None else ScheduledTask(organisation=org, owner=request.user)
     form = ScheduledTaskForm(request.POST or None, instance=task, organisation=org)
     if request.method == "POST" and form.is_valid():
-        task = services.save_task(form.save(commit=False))
+        task = form.save(commit=False)
+        task.language = translation.get_language() or ""  # the page's, as a chat message takes it
+        task = services.save_task(task)
         messages.success(request, _("The scheduled task is saved."))
         return redirect("schedule", pk=task.pk)
     return render(

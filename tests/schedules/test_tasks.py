@@ -136,6 +136,27 @@ async def test_run_now_executes_it_with_its_cost_cap_in_a_new_conversation(fast_
     assert await Execution.objects.filter(task=task, run=run).aexists()
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_a_task_runs_in_the_language_of_the_page_it_was_saved_from(fast_demo: None) -> None:
+    """As a chat message takes its page's language (the demo model's answer when the question's is unsure, the
+    model's instructions), a task keeps the one it was saved in for each of its runs."""
+    from django.core.management import call_command
+
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    await sync_to_async(lambda: _client().post("/tasks/new", FORM, HTTP_ACCEPT_LANGUAGE="fr"))()
+    task = await ScheduledTask.objects.aget()
+    assert task.language == "fr"
+    client = AsyncClient()
+    assert await client.alogin(username="demo", password="demo-password")
+    await client.post(f"/tasks/{task.pk}/run", headers={"Accept-Language": "en"})  # who runs it now does not matter
+    run = await Run.objects.aget()
+    await execution.wait_for(run.pk)
+    assert run.language == "fr"
+    await sync_to_async(lambda: _client().post(f"/tasks/{task.pk}/", FORM, HTTP_ACCEPT_LANGUAGE="en"))()
+    await task.arefresh_from_db()
+    assert task.language == "en"  # saved again from an English page
+
+
 def test_the_pages_take_only_the_methods_they_answer(demo_data: None) -> None:
     client = _client()
     client.post("/tasks/new", FORM)
