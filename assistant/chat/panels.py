@@ -1,7 +1,8 @@
 """The agent panel: one agent of a run, followed live from its delegation line.
 
 ``GET /c/<id>/runs/<run>/agents/<agent_id>/`` renders the panel from the saved steps, for the
-conversation's owner only (404 for anyone else, as for an agent that does not exist). The page then
+conversation's owner only (404 for anyone else, as for an agent that does not exist); asked for without
+htmx (a new tab, no scripts), the same agent as a page of its own (``chat/agent_page.html``). The page then
 sends ``{"follow_agent": {"run": …, "agent": …}}`` over the conversation's websocket, and the consumer
 pushes the panel's body (``chat/_agent_panel_body.html``) each time that agent's state changes.
 """
@@ -33,4 +34,6 @@ def agent_panel(request: AuthenticatedHttpRequest, pk: int, run_id: uuid.UUID, a
     agent = agent_of(view, agent_id)
     if agent is None:
         raise Http404("No such agent.")
-    return render(request, "chat/_agent_panel.html", {"view": view, "agent": agent})
+    # The page's link loads the panel (htmx); opened in a new tab, or without scripts, it is a page of its own.
+    template = "chat/_agent_panel.html" if request.headers.get("HX-Request") == "true" else "chat/agent_page.html"
+    return render(request, template, {"view": view, "agent": agent})

@@ -259,15 +259,21 @@ def test_the_agent_panel_is_its_owners_only(demo_data: None) -> None:
     path = f"/c/{run.conversation_id}/runs/{run.pk}/agents/agent-1/"
     owner = Client()
     assert owner.login(username="demo", password="demo-password")
-    response = owner.get(path)
+    response = owner.get(path, headers={"HX-Request": "true"})  # the page's link (htmx)
     assert response.status_code == 200
     html = response.content.decode()
     assert '<aside id="agent-panel" class="agent-panel" aria-labelledby="agent-panel-title"' in html
     assert INSTRUCTION in html and "Search “factures: Bimbamjob”: 4 results" in html and "Round 2" in html
     assert f'data-opener="follow-{run.pk}-agent-1"' in html
     assert 'data-status="running"' in html and "Waiting for the model…" in html
-    french = owner.get(path, headers={"accept-language": "fr"})
+    french = owner.get(path, headers={"accept-language": "fr", "HX-Request": "true"})
     assert "Consigne" in french.content.decode() and "Tour 2" in french.content.decode()
+    # Opened in a new tab (or without scripts): a page of its own, with the way back to its conversation.
+    page = owner.get(path).content.decode()
+    assert "<html" in page and '<aside id="agent-panel"' not in page and "Round 2" in page
+    assert f'href="/c/{run.conversation_id}/#run-{run.pk}">Back to the conversation</a>' in page
+    french = owner.get(path, headers={"accept-language": "fr"}).content.decode()
+    assert "Retour à la conversation" in french and "Tour 2" in french
     assert owner.get(path.replace("agent-1", "agent-9")).status_code == 404
     assert owner.get(path.replace(str(run.pk), str(uuid.uuid4()))).status_code == 404
     assert owner.get(path.replace(f"/c/{run.conversation_id}/", f"/c/{run.conversation_id + 1}/")).status_code == 404

@@ -161,6 +161,15 @@ def test_the_agent_panel_follows_one_agent_live_and_closes_with_escape(page: Pag
     href = page.locator(f"#{opener}").get_attribute("href")
     assert href is not None
     assert page.request.get(re.sub(r"/agents/[^/]+/$", "/agents/agent-99/", href)).status == 404
+    # Opened in a new tab: a page of its own, styled, with the way back to its conversation.
+    tab = page.context.new_page()
+    tab.goto(href)
+    expect(tab.locator("main h1")).to_have_text("Agent (demo-small)")
+    expect(tab.locator(".agent-page .agent-panel-body")).to_have_attribute("data-status", "ok")
+    assert tab.locator("header.top .brand").count() == 1
+    tab.get_by_role("link", name="Back to the conversation").click()
+    expect(tab.locator(f"#{opener}")).to_be_visible()
+    tab.close()
 
 
 def test_a_run_whose_server_died_shows_failed_after_the_page_reconnects(browser: Any, tmp_path: Path) -> None:
