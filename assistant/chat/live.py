@@ -220,13 +220,8 @@ class LiveRun:
     def render_text(self) -> str:
         """The answer's text not pushed yet, alone, when nothing else but agents' progress changed ("" otherwise):
         a run's last words go out at once, before its end is read from the database and the whole run rendered."""
-        if (
-            not self.viewed
-            or "answer" not in self.dirty
-            or any(d != "answer" and not d.startswith("agent:") for d in self.dirty)
-        ):
-            return ""
-        return self._render_answer()
+        progress = {d for d in self.dirty if d.startswith("agent:")}
+        return self._render_answer() if self.viewed and self.dirty - progress == {"answer"} else ""
 
     def _render_answer(self) -> str:
         html = render_to_string("chat/_answer.html", {"view": self.answer_view()})
