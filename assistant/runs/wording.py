@@ -125,6 +125,14 @@ def refusal_text(refusal: Refusal) -> str:
     match refusal.code:
         case "empty_message":
             return _("Write a message first.")
+        case "message_too_long":
+            return _(
+                "A message has at most %(max)s characters; this one has %(count)s. Shorten it, or attach the text "
+                "as a document of a knowledge base."
+            ) % {
+                "max": formats.number_format(refusal.limit or 0, force_grouping=True),
+                "count": formats.number_format(refusal.used or 0, force_grouping=True),
+            }
         case "model_not_found":
             return _("The model '%(model)s' does not exist or is not allowed here. Allowed models: %(allowed)s.") % {
                 "model": refusal.model,
