@@ -123,7 +123,7 @@ def test_a_question_over_the_message_limit_is_refused_as_the_page_refuses_it(liv
         )
     e = caught.value
     assert e.code == "string_above_max_length" and e.param == "messages[1].content"
-    assert e.message == (
+    assert isinstance(e.body, dict) and e.body["message"] == (
         "Invalid 'messages[1].content': string too long. Expected a string with maximum length 32000, "
         f"but got a string with length {len(question)} instead."
     )
