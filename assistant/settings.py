@@ -299,6 +299,9 @@ RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
 RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))
 RUN_CODE_WALL_SECONDS = float(os.environ.get("RUN_CODE_WALL_SECONDS", "20"))
 RUN_CODE_MEMORY_MB = int(os.environ.get("RUN_CODE_MEMORY_MB", "512"))
+# At most this many scripts at once in one process (the others wait their turn, their limits not started): a
+# process's scripts take at most RUN_CODE_CONCURRENT x RUN_CODE_MEMORY_MB. By default the cores less one.
+RUN_CODE_CONCURRENT = int(os.environ.get("RUN_CODE_CONCURRENT", str(max(1, (os.cpu_count() or 2) - 1))))
 
 # Budget alerts are emailed to organisation admins. Without EMAIL_BACKEND, a development server prints
 # them on the console and production sends them over SMTP (EMAIL_HOST, EMAIL_PORT…).

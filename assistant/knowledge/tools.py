@@ -36,6 +36,7 @@ def sandbox() -> Sandbox | None:
         cpu_seconds=settings.RUN_CODE_CPU_SECONDS,
         wall_seconds=settings.RUN_CODE_WALL_SECONDS,
         memory_mb=settings.RUN_CODE_MEMORY_MB,
+        concurrent=settings.RUN_CODE_CONCURRENT,
     )
     return Sandbox(limits, isolation)
 
