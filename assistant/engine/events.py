@@ -68,6 +68,9 @@ class Action(_Value):
     ok: bool = True
     demo_web: bool = False
     """A search or a read of the demo web (offline, fictional pages), not of the internet."""
+    where: Annotated[str, KEEP] = ""
+    """The knowledge base a search looked in (its slug, which the page words by the base's name); the query
+    alone is ``label``."""
 
 
 class _Event(_Value):

@@ -252,7 +252,7 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
     )
     assert "(working…)" in joined
     assert "An agent is working; waiting for its answer to continue" in joined
-    assert "Search “factures:" in joined  # an agent's action, while it works
+    assert "Searched “" in joined and "factures:" not in joined  # an agent's action, by its base's name
     # Text arrives in order, never twice: each pushed piece of text is, from where it starts, the saved answer.
     answers = _pushed_text(joined, run)
     assert len(answers) > 1

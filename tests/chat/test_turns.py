@@ -322,6 +322,8 @@ async def test_export_has_answers_delegations_with_whole_reports_sources_and_cos
     assert sorted(d["report"] for d in turn["delegations"]) == sorted(reports) and all(reports)  # start vs end order
     md = (await client.get(f"/c/{run.conversation_id}/export.md")).content.decode()
     assert run.answer in md and all(r in md for r in reports) and run.sources[0]["title"] in md
+    # A person's export names the bases and words the searches, never the resources' codes.
+    assert "kb:" not in md and "Invoices" in md and "Searched “" in md and "factures:" not in md
     assert (await client.get(f"/c/{run.conversation_id}/export.exe")).status_code == 404
 
 

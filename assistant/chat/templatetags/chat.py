@@ -32,7 +32,7 @@ def eur(value: float) -> str:
 
 @register.filter
 def action_text(action: Action) -> str:
-    """One action in the reader's words: a search with its query and count, a read with its titles, a query
+    """One action in the reader's words: a search with its query, its base (by name, ``named_action``) and count, a read with its titles, a query
     (``data_query``) with its SQL and row count; a search or a fetch of the demo web says so."""
     # A filter rather than an included template: the agents' block is rendered at each of their steps.
     if action.kind == "search" and action.demo_web:
@@ -40,6 +40,11 @@ def action_text(action: Action) -> str:
         return ngettext(
             "Search of the demo web “%(query)s”: %(n)s result", "Search of the demo web “%(query)s”: %(n)s results", n
         ) % {"query": action.label, "n": n}
+    if action.kind == "search" and action.where:
+        n = action.count or 0
+        return ngettext(
+            "Searched “%(query)s” in %(base)s: %(n)s result", "Searched “%(query)s” in %(base)s: %(n)s results", n
+        ) % {"query": action.label, "base": action.where, "n": n}
     if action.kind == "search":
         n = action.count or 0
         return ngettext("Search “%(query)s”: %(n)s result", "Search “%(query)s”: %(n)s results", n) % {
