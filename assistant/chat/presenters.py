@@ -278,8 +278,10 @@ def timeline_of(
 
 
 def base_names(organisation_id: int) -> dict[str, str]:
-    """The organisation's knowledge bases, slug to name: how the page words the resources ``kb:<slug>``."""
-    return dict(KnowledgeBase.objects.filter(organisation_id=organisation_id).values_list("slug", "name"))
+    """The organisation's knowledge bases, slug to name in the reader's language: how the page words the
+    resources ``kb:<slug>``."""
+    bases = KnowledgeBase.objects.filter(organisation_id=organisation_id).only("slug", "name", "translations")
+    return {kb.slug: kb.shown_name for kb in bases}
 
 
 def run_view(
