@@ -360,6 +360,7 @@ def test_the_document_page_marks_the_passages_the_run_read(demo_data: None) -> N
     assert f'href="/documents/{doc.pk}/?run={run.pk}"' in page
     html = client.get(f"/documents/{doc.pk}/", {"run": str(run.pk)}).content.decode()
     assert '<mark class="read">beta</mark>' in html and '<mark class="read">delta</mark>' in html
+    assert f'href="/c/{conv.pk}/#turn-{run.pk}"' in html  # the way back to the answer that opened it
     assert "Memo &lt;b&gt;" in html and "Knowledge base: Invoices" in html
     assert "<mark" not in client.get(f"/documents/{doc.pk}/").content.decode().split("document-text")[1]
     assert client.get(f"/documents/{doc.pk}/", {"run": str(uuid.uuid4())}).status_code == 200

@@ -70,6 +70,13 @@ def action_text(action: Action) -> str:
 
 
 @register.filter
+def script(action: Action) -> SafeString:
+    """A ``run_code`` step's whole script, highlighted as the answers' Python blocks are."""
+    fence = "~~~~" if "~~~" in action.detail else "~~~"
+    return render_markdown(f"{fence}python\n{action.detail}\n{fence}\n")
+
+
+@register.filter
 def document_pk(source_id: str) -> int | None:
     """The database id of a knowledge-base document's source id (``doc-12`` → 12); None for anything else."""
     head, _, tail = str(source_id).partition("-")
