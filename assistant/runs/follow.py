@@ -194,4 +194,4 @@ class RunFollower(Follower):
         return message
 
     async def _running(self) -> bool:
-        return await Run.objects.filter(pk=self.run_id, status="running").aexists()
+        return await Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).aexists()
