@@ -57,7 +57,9 @@ def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:
 def running_runs(conversation_id: int) -> list[str]:
     return [
         r.hex
-        for r in Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).values_list("pk", flat=True)
+        for r in Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).values_list(
+            "pk", flat=True
+        )
     ]
 
 

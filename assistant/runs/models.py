@@ -97,7 +97,9 @@ class Run(models.Model):
         constraints = [
             # One running run per conversation: a second message waits in the queue (``intake.submit``).
             models.UniqueConstraint(
-                fields=["conversation"], condition=models.Q(status=RunStatus.RUNNING), name="one_running_run_per_conversation"
+                fields=["conversation"],
+                condition=models.Q(status=RunStatus.RUNNING),
+                name="one_running_run_per_conversation",
             )
         ]
 
