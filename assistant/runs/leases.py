@@ -46,6 +46,7 @@ from assistant.engine.usage import RunUsage
 
 from . import accounting, groups
 from .commits import lazy_statement
+from .messages import RunStop, group_send
 from .models import Lease, Message, Run, Step
 from .steps import events_of, save_event
 
@@ -100,7 +101,8 @@ async def broadcast_stop(run_id: uuid.UUID, cause: StopCause = "user") -> None:
     """Tell the process executing the run, wherever it is, to stop it now."""
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(groups.stop_group(run_id), {"type": "run.stop", "cause": cause})
+        stop: RunStop = {"type": "run.stop", "cause": cause}
+        await group_send(layer, groups.stop_group(run_id), stop)
 
 
 class Watch:
