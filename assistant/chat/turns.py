@@ -81,7 +81,7 @@ def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str 
 async def _replaced(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> HttpResponseBase:
     run, refused = await sync_to_async(_replace)(request, pk, run_id, text)
     if refused is not None:
-        return refused  # type: ignore[no-any-return]
+        return refused  # type: ignore[no-any-return]  # sync_to_async loses _replace's return type
     assert run is not None
     await groups.announce_started(run)
     execution.launch(run.pk)

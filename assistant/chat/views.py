@@ -95,7 +95,7 @@ def _turns(conversation: Conversation) -> list[dict[str, Any]]:
     questions = {m.run_id: m for m in conversation.messages.filter(role="user", queued=False) if m.run_id}
     items = []
     for m in questions.values():
-        run = runs_by_id.get(m.run_id)  # type: ignore[arg-type]
+        run = runs_by_id.get(m.run_id)  # type: ignore[arg-type]  # m.run_id is not None (filtered above); the stubs type it Optional
         if run is None or run.superseded:
             continue
         versions = [
