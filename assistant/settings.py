@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
+    "assistant.demo",  # the offline demo: its provider, its web and load_demo (registered in its AppConfig.ready)
     "assistant.budgets",
     "django_celery_beat",
     "assistant.workers",
@@ -281,7 +282,7 @@ WEB_FETCH_ALLOWED_HOSTS = [
 WEB_TIMEOUT_SECONDS = float(os.environ.get("WEB_TIMEOUT_SECONDS", "15"))
 WEB_FETCH_MAX_MB = float(os.environ.get("WEB_FETCH_MAX_MB", "5"))
 # The demo web (`make run` sets DEMO_WEB=1; off otherwise): web_search and web_fetch read the fictional pages
-# the project ships (assistant/engine/demoweb), offline, instead of the internet, whatever WEB_SEARCH_URL says.
+# the project ships (assistant/demo/web), offline, instead of the internet, whatever WEB_SEARCH_URL says.
 DEMO_WEB = env_bool("DEMO_WEB", False)
 
 # Connectors (MCP servers an admin registers as mcp:<name>): their addresses pass the same guard as

@@ -216,6 +216,8 @@ class ModelCallFailed(_Event):
     billed: bool
     status: int | None = None
     """The provider's HTTP status, when it answered with one."""
+    retry_after: float | None = None
+    """The seconds the provider asked to wait, when it refused the call for too many requests and said so."""
     message: Text = ""
     """The provider's message (it may quote the request): erased with its conversation."""
     started_at: float = 0.0

@@ -20,6 +20,7 @@ from .errors import (
     CostCapReached,
     ModelError,
     ModelTimeout,
+    RateLimited,
 )
 from .events import Event, ModelCallFailed, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
@@ -255,6 +256,7 @@ class RunContext:
                 error_kind=error_kind(error),
                 billed=billed,
                 status=error.status,
+                retry_after=error.retry_after if isinstance(error, RateLimited) else None,
                 message=str(error)[:500],
                 **_timing(state),
             )

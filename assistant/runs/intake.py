@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ParamSpec
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
@@ -67,6 +68,10 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy:
     ``policy``: the organisation's (``policy_for``), when the caller has it already."""
     if not ask.text.strip():
         raise RequestRefused(Refusal(code="empty_message"))
+    if len(ask.text) > settings.CHAT_MAX_MESSAGE_CHARS:  # first: nothing else is worth checking for it
+        raise RequestRefused(
+            Refusal(code="message_too_long", used=len(ask.text), limit=settings.CHAT_MAX_MESSAGE_CHARS)
+        )
     if ask.level is not None and ask.level not in LEVELS:
         raise RequestRefused(Refusal(code="unknown_level", level=ask.level))
     request = RunRequest(
