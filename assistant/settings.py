@@ -1,4 +1,4 @@
-"""Django settings. Everything configurable comes from the environment (see README)."""
+"""Django settings. Everything configurable comes from the environment (see docs/CONFIGURATION.md)."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ if os.environ.get("DATABASE_URL"):
 # (the in-memory layer drops what overflows, which the page then has to read back from the database).
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5_000}}}
 
-# Scale-out (README, "Scaling out"). REDIS_URL (e.g. redis://127.0.0.1:6379/0) switches the channel layer to
+# Scale-out (docs/SCALING.md). REDIS_URL (e.g. redis://127.0.0.1:6379/0) switches the channel layer to
 # Redis, so that every web server and worker reaches every page, and is Celery's broker unless
 # CELERY_BROKER_URL names another. RUNS_EXECUTOR=celery sends runs to Celery workers instead of executing
 # them in the web server's event loop; each worker executes up to RUNS_WORKER_CONCURRENCY runs at once.
@@ -214,7 +214,7 @@ CONTENT_SECURITY_POLICY = {
         "object-src": ["'none'"],
     }
 }
-# Behind TLS (README, "Deploying behind TLS"): DJANGO_SECURE_SSL_REDIRECT sends plain HTTP to HTTPS,
+# Behind TLS (docs/OPERATIONS.md): DJANGO_SECURE_SSL_REDIRECT sends plain HTTP to HTTPS,
 # DJANGO_HSTS_SECONDS makes browsers use HTTPS only for that long (0: no Strict-Transport-Security), and
 # behind a proxy that ends TLS, DJANGO_SECURE_PROXY_SSL_HEADER names the header it sets for HTTPS requests
 # (e.g. "X-Forwarded-Proto"; the proxy must drop that header from clients' requests).
@@ -300,7 +300,7 @@ CONNECTOR_ALLOWED_HOSTS = [
 ]
 CONNECTOR_TIMEOUT_SECONDS = float(os.environ.get("CONNECTOR_TIMEOUT_SECONDS", "20"))
 CONNECTOR_MAX_CHARS = int(os.environ.get("CONNECTOR_MAX_CHARS", "20000"))
-# run_code: Python in a sandboxed child process (see README); off unless enabled.
+# run_code: Python in a sandboxed child process (see docs/TOOLS.md); off unless enabled.
 RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
 RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))
 RUN_CODE_WALL_SECONDS = float(os.environ.get("RUN_CODE_WALL_SECONDS", "20"))
@@ -317,7 +317,7 @@ EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "assistant@localhost")
 
-# Accounts and keys (README, "Accounts and keys"; docs/SECURITY.md) ---------------------------------------
+# Accounts and keys (docs/CONFIGURATION.md; docs/SECURITY.md) ---------------------------------------
 # Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins of one account, or from one
 # address, that account or address is refused for SIGNIN_LOCKOUT_MINUTES (counted from the last failure).
 # SIGNIN_LOCKOUT_PARAMETERS lists what is counted apart, comma-separated, "+" joining a combination:

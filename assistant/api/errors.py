@@ -1,7 +1,7 @@
 """Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's statuses.
 
 ``CODES`` is every ``code`` the API answers with, its status and when: ``ApiError`` takes only
-those, and a test checks README's error table against it.
+those, and a test checks docs/API.md's error table against it.
 
 A refused request (``RequestRefused``, from the one request check ``runs.intake.check``) becomes one with
 ``refusal_error``: its status, a stable ``code`` and its ``param`` by the refusal's code (``REFUSALS``), the
@@ -30,7 +30,7 @@ TYPES = {
     500: "server_error",
 }
 
-# code -> (status, when): the README's error table says the same.
+# code -> (status, when): docs/API.md's error table says the same.
 CODES: Final[dict[str, tuple[int, str]]] = {
     "invalid_json": (400, "the body is not a JSON object"),
     "invalid_body": (

@@ -213,12 +213,15 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Me
 
 
 def _queued_response(request: AuthenticatedHttpRequest, message: Message) -> HttpResponseBase:
-    """The composer again, empty with the same settings, and the message added to the queue shown under the turns."""
+    """The composer again, empty with the same settings, and the message added to the queue above it."""
     if not request.htmx:  # type: ignore[attr-defined]
         return redirect("conversation", pk=message.conversation_id)
     org = organisation_of(request.user)
     context = {"conversation": message.conversation, "composer": _composer(org, message.choices), "message": message}
-    return render(request, "chat/_queued_sent.html", context)
+    response = render(request, "chat/_queued_sent.html", context)
+    # Queued is sent: the page forgets the draft it kept, or a reload would bring the text back to be sent twice.
+    response["HX-Trigger"] = "sent"
+    return response
 
 
 def _sent(request: AuthenticatedHttpRequest, run: Run) -> HttpResponse:

@@ -17,35 +17,26 @@ bubblewrap, seccomp or user namespaces are missing, ``run_code`` is not offered 
 - ``hook``: an audit hook that refuses writes, reads elsewhere, sockets and processes with a message
   for the agent. A script can switch it off; the layers above do not depend on it.
 
-The knowledge bases of the caller's scope, and only those, are exported as text files into a fresh
-temporary directory that is the script's working directory, and removed afterwards.
+``sandbox_probe.detect`` says what this machine gives; ``run_code.py`` is the tool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from . import seccomp
-from .errors import ToolError
-from .events import Action, Source
-from .scope import Scope
-from .tools import Document, Tool, ToolFactory, ToolOutcome
-from .types import ToolSpec
 
 UID_BASE = 2_000_000_000  # the per-run users: UID_BASE .. UID_BASE + UID_COUNT - 1, owned by no account
 UID_COUNT = 1_000_000
@@ -54,16 +45,7 @@ LAYERS = frozenset({"namespaces", "seccomp", "uid", "nproc", "landlock", "hook"}
 _MARK = "\x00sandbox "
 _CHILD_SOURCE = Path(__file__).with_name("sandbox_child.py")
 _SYSTEM_DIRS = ["/usr/lib", "/lib", "/lib64", "/usr/lib64", "/usr/share/zoneinfo"]
-_SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom"]
-_RUNTIME_PROBE = (
-    "import json, sys, sysconfig; print(json.dumps([sys.path, sysconfig.get_config_var('MULTIARCH') or '']))"
-)
-
-
-class KnowledgeExport(Protocol):
-    """The documents of a knowledge base, for ``run_code``'s read-only export."""
-
-    async def documents(self, kb: str) -> list[Document]: ...
+SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,85 +96,6 @@ class CodeResult:
     limit: str | None = None
     landlock_abi: int = 0
     read: tuple[str, ...] = ()
-
-
-def _world_executable(path: str) -> bool:
-    """Whether a user with no privilege can execute ``path`` (every parent directory searchable)."""
-    real = Path(os.path.realpath(path))
-    try:
-        if not real.stat().st_mode & 0o001:
-            return False
-        return all(p.stat().st_mode & 0o001 for p in real.parents)
-    except OSError:
-        return False
-
-
-def _run(cmd: list[str], user: int | None, **kwargs: Any) -> subprocess.CompletedProcess[str] | None:
-    if user is not None:
-        kwargs.update(user=user, group=user, extra_groups=[])
-    try:
-        return subprocess.run(
-            cmd, capture_output=True, text=True, timeout=20, check=False, env={"PATH": "/usr/bin:/bin"}, **kwargs
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _runtime(python: str, user: int | None) -> tuple[str, ...] | None:
-    """What the interpreter needs to see: itself, its library, the system libraries, the loader's files."""
-    done = _run([python, "-I", "-S", "-c", _RUNTIME_PROBE], user)
-    if done is None or done.returncode != 0:
-        return None
-    path, multiarch = json.loads(done.stdout)
-    paths = [os.path.realpath(python), *(p for p in path if os.path.exists(p))]
-    for d in [
-        "/usr/lib64",
-        "/usr/share/zoneinfo",
-        *([f"/usr/lib/{multiarch}", f"/lib/{multiarch}"] if multiarch else []),
-    ]:
-        paths.append(d)
-    paths += [os.path.realpath("/lib64") if not os.path.islink("/lib64") else "/lib64", *_SYSTEM_FILES]
-    return tuple(dict.fromkeys(paths))
-
-
-@functools.cache
-def detect(python: str | None = None) -> Isolation | None:
-    """What isolation this machine gives, or None where no child can be started (not Linux, no Python)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    root = os.geteuid() == 0
-    probe_user = UID_BASE if root else None
-    candidates = [python] if python else [getattr(sys, "_base_executable", sys.executable), "/usr/bin/python3"]
-    candidates = [c for c in dict.fromkeys(candidates) if c and os.path.exists(c)]
-    found: tuple[str, tuple[str, ...]] | None = None
-    for py in candidates:
-        if root and not _world_executable(py):
-            continue
-        runtime = _runtime(py, probe_user)
-        if runtime is not None:
-            found = (os.path.realpath(py), runtime)
-            break
-    if found is None:
-        return None
-    missing: list[str] = []
-    bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
-    if bwrap is None:
-        missing.append("bubblewrap (bwrap) is not installed")
-    try:
-        seccomp.build(outer=True)
-        seccomp.build(outer=False)
-        has_seccomp = True
-    except seccomp.SeccompUnavailable as e:
-        missing.append(f"seccomp: {e}")
-        has_seccomp = False
-    isolation = Isolation(found[0], bwrap, has_seccomp, root, found[1], tuple(missing))
-    if bwrap is not None:
-        problem = Sandbox(CodeLimits(), isolation).probe()
-        if problem:
-            isolation = Isolation(
-                found[0], None, has_seccomp, root, found[1], (*missing, f"bubblewrap cannot start a sandbox: {problem}")
-            )
-    return isolation
 
 
 class Sandbox:
@@ -267,7 +170,7 @@ class Sandbox:
             "audit_hook": "hook" in self.layers,
             "seccomp": seccomp.build(outer=False).hex() if self._seccomp else "",
             "system_dirs": _SYSTEM_DIRS,
-            "system_files": _SYSTEM_FILES,
+            "system_files": SYSTEM_FILES,
         }
         return [self.isolation.python, "-I", "-S", "-B", "-c", _CHILD_SOURCE.read_text(), json.dumps(cfg)]
 
@@ -403,135 +306,4 @@ def _parse(exit_code: int | None, stdout: str, stderr: str, limit: str | None) -
     return CodeResult(exit_code, stdout, err, tuple(refusals), limit, abi, tuple(read))
 
 
-_SAFE = re.compile(r"[^\w.-]+")
-
-
-def _safe_name(name: str) -> str:
-    cleaned = _SAFE.sub("_", name).strip("._") or "_"
-    return cleaned[:120]
-
-
-@dataclass(slots=True)
-class _Export:
-    files: dict[str, Document] = field(default_factory=dict)
-    truncated: bool = False
-
-
-class RunCode(Tool):
-    """``run_code(code)``: Python over a read-only copy of the scope's knowledge bases; no network, no writes."""
-
-    def __init__(self, sandbox: Sandbox, scope: Scope, knowledge: KnowledgeExport | None) -> None:
-        self.sandbox = sandbox
-        self.scope = scope
-        self.knowledge = knowledge
-
-    @property
-    def spec(self) -> ToolSpec:
-        kbs = ", ".join(self.scope.knowledge_bases)
-        files = (
-            f"The working directory holds the documents of your knowledge bases ({kbs}) as read-only text files "
-            "<kb>/<document id>.txt, listed in index.json (id, kb, title, path). "
-            if kbs
-            else "No knowledge base is available to the script. "
-        )
-        limits = self.sandbox.limits
-        return ToolSpec(
-            name="run_code",
-            description=(
-                "Run a Python 3 script (standard library only) and get what it prints. "
-                + files
-                + "The script has no network and cannot write, delete or create any file; "
-                f"limits: {limits.cpu_seconds} s of CPU, {limits.wall_seconds:g} s in all, {limits.memory_mb} MB of memory. "
-                "Use it to count, filter, compute or cross-check what the documents say; print the results."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string", "description": "A complete Python 3 script; print() the results."}
-                },
-                "required": ["code"],
-            },
-        )
-
-    async def _export(self, root: Path) -> _Export:
-        export = _Export()
-        budget = self.sandbox.limits.max_export_mb * 1024 * 1024
-        index: list[dict[str, str]] = []
-        for kb in self.scope.knowledge_bases:
-            docs = await self.knowledge.documents(kb) if self.knowledge is not None else []
-            kb_dir = root / _safe_name(kb)
-            kb_dir.mkdir(exist_ok=True)
-            for doc in docs:
-                if doc.kb != kb:  # a backend bug must not widen the scope
-                    continue
-                data = doc.text.encode("utf-8")
-                if len(data) > budget:
-                    export.truncated = True
-                    break
-                budget -= len(data)
-                rel = f"{kb_dir.name}/{_safe_name(doc.id)}.txt"
-                (root / rel).write_bytes(data)
-                export.files[rel] = doc
-                index.append({"id": doc.id, "kb": kb, "title": doc.title, "path": rel})
-        (root / "index.json").write_text(json.dumps(index, ensure_ascii=False, indent=1), encoding="utf-8")
-        return export
-
-    async def run(self, args: dict[str, Any]) -> ToolOutcome:
-        code = args.get("code")
-        if not isinstance(code, str) or not code.strip():
-            raise ToolError("run_code needs 'code', a Python 3 script as a string.")
-        with self.sandbox.workdir() as root:
-            export = await self._export(root)
-            self.sandbox.seal(root)
-            result = await self.sandbox.run(code, root)
-        first_line = code.strip().splitlines()[0][:80]
-        if result.refusals:
-            output = _tail(result.stdout, 2_000)
-            raise ToolError(result.refusals[0] + (f" Output before the refusal: {output}" if output else ""))
-        limit = self.sandbox.limits
-        notes = {
-            "cpu": f"Stopped: the CPU-time limit ({limit.cpu_seconds} s) was reached.",
-            "wall": f"Stopped: the time limit ({limit.wall_seconds:g} s) was reached.",
-            "memory": f"The memory limit ({limit.memory_mb} MB) was reached.",
-            "output": "Stopped: the script printed too much; print a summary instead.",
-        }
-        payload: dict[str, object] = {
-            "exit_code": result.exit_code,
-            "stdout": _head(result.stdout, limit.max_output_chars),
-        }
-        if result.stderr.strip():
-            payload["stderr"] = _tail(result.stderr, 4_000)
-        if result.limit:
-            payload["limit"] = notes[result.limit]
-        if export.truncated:
-            payload["note"] = f"The export stopped at {limit.max_export_mb} MB: some documents are missing."
-        sources = tuple(
-            Source(id=doc.id, title=doc.title, where=doc.kb)
-            for rel, doc in export.files.items()
-            if rel in set(result.read)
-        )
-        ok = result.exit_code == 0 and result.limit is None
-        action = Action(tool="run_code", kind="code", label=first_line, count=len(sources) or None, ok=ok)
-        return ToolOutcome(json.dumps(payload, ensure_ascii=False), action, sources)
-
-
-def _head(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "… (output cut)"
-
-
-def _tail(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "…" + text[-limit:]
-
-
-def code_tools(sandbox: Sandbox | None, knowledge: KnowledgeExport | None) -> ToolFactory:
-    """A factory giving ``run_code`` to scopes with ``code`` (none when no sandbox can run here)."""
-
-    def build(scope: Scope) -> list[Tool]:
-        if not scope.code or sandbox is None:
-            return []
-        return [RunCode(sandbox, scope, knowledge)]
-
-    return build
-
-
-__all__ = ["CodeLimits", "CodeResult", "Isolation", "KnowledgeExport", "RunCode", "Sandbox", "code_tools", "detect"]
+__all__ = ["LAYERS", "REFUSED", "UID_BASE", "UID_COUNT", "CodeLimits", "CodeResult", "Isolation", "Sandbox"]

@@ -9,8 +9,11 @@ from __future__ import annotations
 from django.conf import settings
 
 from assistant.engine.demoweb import demo_web_tools
-from assistant.engine.sandbox import CodeLimits, KnowledgeExport, Sandbox, code_tools, detect
-from assistant.engine.tables import QueryLimits, TableBackend, TableCatalogue, table_tools
+from assistant.engine.query import QueryLimits
+from assistant.engine.run_code import KnowledgeExport, code_tools
+from assistant.engine.sandbox import CodeLimits, Sandbox
+from assistant.engine.sandbox_probe import detect
+from assistant.engine.tables import TableBackend, TableCatalogue, table_tools
 from assistant.engine.tools import ToolFactory
 from assistant.engine.web import web_tools
 from assistant.orgs.web import web_config

@@ -1,7 +1,7 @@
 """The Celery app: ``celery -A assistant.workers.celery worker`` executes runs, ``… beat`` fires the
 scheduled tasks whose schedule is in the database (django-celery-beat).
 
-Configured from the Django settings (README, "Scaling out"): the broker is ``REDIS_URL`` (or
+Configured from the Django settings (docs/SCALING.md): the broker is ``REDIS_URL`` (or
 ``CELERY_BROKER_URL``); each worker is one process whose ``RUNS_WORKER_CONCURRENCY`` task threads hand
 their runs to one event loop (``runner``), where they execute concurrently.
 """

@@ -27,7 +27,9 @@ from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import first_request
 from assistant.engine.models.demo import DEMO_MODELS, DemoModel, Language, procedure, say, triggers
 from assistant.engine.policy import AgentProfile, Level, Policy, RunRequest
-from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox, code_tools, detect
+from assistant.engine.run_code import code_tools
+from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox
+from assistant.engine.sandbox_probe import detect
 from assistant.engine.tools import MAX_CHARS_PER_DOCUMENT, Document, ToolFactory
 from assistant.engine.types import Message, ModelResponse
 from assistant.engine.web import WebConfig, web_tools

@@ -16,18 +16,9 @@ from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, script
 
 from assistant.engine.errors import ToolError
 from assistant.engine.events import AgentAction, ToolResultEvent
-from assistant.engine.tables import (
-    Column,
-    QueryLimits,
-    TableCatalogue,
-    TableInfo,
-    _Query,
-    check_statement,
-    markdown_table,
-    query_names,
-    run_query,
-    table_tools,
-)
+from assistant.engine.query import QueryLimits, _Query, run_query
+from assistant.engine.sql import check_statement, markdown_table
+from assistant.engine.tables import Column, TableCatalogue, TableInfo, query_names, table_tools
 
 
 class MemoryTables:
