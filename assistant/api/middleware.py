@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -129,7 +129,12 @@ def request_limits(get_response: Callable[[HttpRequest], Any]) -> Callable[[Http
     if iscoroutinefunction(get_response):
 
         async def async_middleware(request: HttpRequest) -> HttpResponseBase:
-            refused = _refusal(request)
+            if request.content_type == "multipart/form-data":
+                # Files (up to KB_MAX_UPLOAD_FILES of KB_MAX_UPLOAD_MB): parsed in the request's thread, not in the
+                # event loop's, which serves every other request meanwhile.
+                refused = await sync_to_async(_refusal)(request)
+            else:
+                refused = _refusal(request)
             if refused is not None:
                 return refused
             response: HttpResponseBase = await get_response(request)

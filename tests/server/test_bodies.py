@@ -48,7 +48,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("bodies")
     env = {"KB_MAX_UPLOAD_MB": "1", "KB_MAX_UPLOAD_FILES": "2"}
     with start_server(DEMO_SERVER, folder, pace="0", latency="0", env=env) as server:
-        server.wait_until_up()
+        server.wait_until_up(timeout=180)  # migrate and load_demo first, on a shared machine
         yield Served(server.url, server.port, folder)
 
 
