@@ -270,7 +270,7 @@ def test_each_agent_status_is_shown_with_its_cause_in_the_readers_language(
     client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
     assert f'<dd class="status">{escape(shown_fr)}</dd>' in page
-    assert "<dd>Invoices</dd>" in page and "<dd>kb:factures</dd>" not in page  # the base by its name
+    assert "<dd>Factures</dd>" in page and "<dd>kb:factures</dd>" not in page  # the base by its name, in French
 
 
 def test_only_the_first_2000_characters_of_a_report_are_shown(client: Client) -> None:
