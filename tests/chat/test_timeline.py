@@ -434,8 +434,8 @@ async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_onc
     load = live.LiveRun.load
     message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": len(FIRST)}
 
-    def load_then_publish(run_id: str, conversation_id: int) -> live.LiveRun | None:
-        loaded = load(run_id, conversation_id)
+    def load_then_publish(run_id: str, conversation_id: int, language: str | None = None) -> live.LiveRun | None:
+        loaded = load(run_id, conversation_id, language)
         text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
         asyncio.run_coroutine_threadsafe(publish(run.pk, text), loop).result(5)  # before the page has what it read
         return loaded
