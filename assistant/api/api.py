@@ -25,9 +25,8 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.catalogue import snapshot
-from assistant.engine.cancel import STOP_CAUSES
 from assistant.engine.errors import RequestRefused
-from assistant.engine.events import Event, StoppedEvent
+from assistant.engine.events import ErrorEvent, Event, StoppedEvent
 from assistant.engine.policy import Policy
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
@@ -272,25 +271,22 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
     return run, policy
 
 
-# A stopped run's cause as the API's ``reason_code`` names it (``engine.cancel``'s stop causes).
-STOP_CODES = {code: cause for cause, code in STOP_CAUSES.items()}
-
-
 def _reason(run: Run, events: list[Event] | None = None) -> tuple[str, str]:
-    """Why the run stopped or failed, in English, and its ``reason_code``: the stop's cause (``user``, ``budget``,
-    ``cost_cap``, ``shutdown``), ``error`` for a failed run, empty when it ended ok. ``events``: the run's steps'
-    events, when the caller has them (else its ``stopped`` step is read)."""
-    if run.status == "error":
-        return run.error, "error"
-    if run.status != "stopped":
+    """Why the run stopped or failed, in English, and its ``reason_code``: the cause's code (``engine.causes``: the
+    one vocabulary of the run's and its agents' causes), empty when it ended ok. ``events``: the run's steps'
+    events, when the caller has them (else its ``stopped`` or ``error`` step is read)."""
+    if run.status not in ("stopped", "error"):
         return "", ""
     if events is None:
-        events = events_of(run.steps.filter(kind="stopped"))
+        events = events_of(run.steps.filter(kind=run.status))
+    if run.status == "error":
+        failed = next((e for e in reversed(events) if isinstance(e, ErrorEvent)), None)
+        cause = failed.cause if failed is not None else None
+        return run.error, cause.code if cause is not None else "unexpected"
     stopped = next((e for e in events if isinstance(e, StoppedEvent)), None)
     if stopped is None:
-        return "", "user"
-    code = STOP_CODES.get(stopped.cause.code, "user") if stopped.cause is not None else "user"
-    return stopped.message, code
+        return "", "stopped_by_user"
+    return stopped.message, stopped.cause.code if stopped.cause is not None else "stopped_by_user"
 
 
 def _completion(

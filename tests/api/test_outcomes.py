@@ -70,11 +70,11 @@ async def test_a_failed_run_ends_with_stop_and_says_it_failed(client: openai.Asy
     ChatCompletion.model_validate(completion.model_dump())  # OpenAI's types, strictly
     assert completion.choices[0].finish_reason == "stop"
     data = completion.model_dump()
-    assert data["status"] == "error" and data["reason"] == REASON and data["reason_code"] == "error"
+    assert data["status"] == "error" and data["reason"] == REASON and data["reason_code"] == "model_error"
 
     run = await _run_says(client, data["run_id"])
     assert run["status"] == "error" and run["reason"] == REASON and run["finished"]
-    assert run["reason_code"] == "error"
+    assert run["reason_code"] == "model_error"
     assert (await Run.objects.aget(pk=data["run_id"])).status == "error"
 
 
@@ -90,7 +90,7 @@ async def test_a_failed_run_streamed_ends_with_stop_and_its_last_chunk_says_it_f
         chunks.append(chunk.model_extra or {})
     assert finishes == ["stop"]
     final = chunks[-1]
-    assert final["status"] == "error" and final["reason"] == REASON and final["reason_code"] == "error"
+    assert final["status"] == "error" and final["reason"] == REASON and final["reason_code"] == "model_error"
 
     run = await _run_says(client, final["run_id"])
     assert run["status"] == "error" and run["reason"] == REASON
