@@ -10,6 +10,7 @@ ends at once (``RunContext.call_model``); agents check the token before each tur
 from __future__ import annotations
 
 import asyncio
+import time
 
 from .causes import Cause
 
@@ -22,6 +23,8 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.cause: Cause | None = None
+        self.cancelled_at: float | None = None
+        """When it was cancelled (``time.monotonic()``): the Stop-to-end latency is measured from it."""
 
     @property
     def cancelled(self) -> bool:
@@ -37,6 +40,7 @@ class CancelToken:
             raise ValueError(f"{cause.code!r} is not a cause a run is stopped with")
         if not self._event.is_set():
             self.cause = cause
+            self.cancelled_at = time.monotonic()
             self._event.set()
 
     async def wait(self) -> None:
