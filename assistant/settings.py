@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
+    "assistant.demo",  # the offline demo: its provider, its web and load_demo (registered in its AppConfig.ready)
     "assistant.budgets",
     "django_celery_beat",
     "assistant.workers",
@@ -281,7 +282,7 @@ WEB_FETCH_ALLOWED_HOSTS = [
 WEB_TIMEOUT_SECONDS = float(os.environ.get("WEB_TIMEOUT_SECONDS", "15"))
 WEB_FETCH_MAX_MB = float(os.environ.get("WEB_FETCH_MAX_MB", "5"))
 # The demo web (`make run` sets DEMO_WEB=1; off otherwise): web_search and web_fetch read the fictional pages
-# the project ships (assistant/engine/demoweb), offline, instead of the internet, whatever WEB_SEARCH_URL says.
+# the project ships (assistant/demo/web), offline, instead of the internet, whatever WEB_SEARCH_URL says.
 DEMO_WEB = env_bool("DEMO_WEB", False)
 
 # Connectors (MCP servers an admin registers as mcp:<name>): their addresses pass the same guard as
@@ -298,6 +299,9 @@ RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
 RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))
 RUN_CODE_WALL_SECONDS = float(os.environ.get("RUN_CODE_WALL_SECONDS", "20"))
 RUN_CODE_MEMORY_MB = int(os.environ.get("RUN_CODE_MEMORY_MB", "512"))
+# At most this many scripts at once in one process (the others wait their turn, their limits not started): a
+# process's scripts take at most RUN_CODE_CONCURRENT x RUN_CODE_MEMORY_MB. By default the cores less one.
+RUN_CODE_CONCURRENT = int(os.environ.get("RUN_CODE_CONCURRENT", str(max(1, (os.cpu_count() or 2) - 1))))
 
 # Budget alerts are emailed to organisation admins. Without EMAIL_BACKEND, a development server prints
 # them on the console and production sends them over SMTP (EMAIL_HOST, EMAIL_PORT…).

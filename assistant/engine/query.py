@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import tempfile
 import threading
-import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ToolError
 from .sql import first_line, quote_ident, sql_literal
+from .turns import turn
 
 RESULT = "__data_query_result"  # the result's temporary table: no table of a base starts with "_"
+NOWHERE = "/data_query"  # DuckDB's home, extension and secret directories: a path of no server (nothing is read there)
+_PATH = re.compile(r"(?<![\w.)\]])/[\w.@+~-]+(?:/[\w.@+~-]*)+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +61,7 @@ class _Query:
         self.timed_out = False
         self.interrupted = False
         self.con: Any = None
+        self.paths: dict[str, str] = {}  # query name -> the local file it is read from
         self._lock = threading.Lock()  # the connection opened, or closed, while ``interrupt`` looks at it
 
     def _connect(self) -> None:
@@ -71,6 +75,10 @@ class _Query:
                 "allow_community_extensions": False,
                 "allow_unsigned_extensions": False,
                 "temp_directory": "",  # nothing spills to disk: past the memory limit the query fails
+                # DuckDB's own directories, which its settings and errors show, name none of the server's.
+                "home_directory": NOWHERE,
+                "extension_directory": NOWHERE + "/extensions",
+                "secret_directory": NOWHERE + "/secrets",
                 "memory_limit": f"{self.limits.memory_mb}MB",
                 "threads": 1,
             },
@@ -92,6 +100,17 @@ class _Query:
 
             raise duckdb.InterruptException("interrupted between statements")
 
+    def _said(self, error: BaseException) -> str:
+        """DuckDB's first line about ``error``, for the model: a table's file named by the table, any other path of
+        the server (its home, its user's name in it, a temporary file) left out."""
+        text = first_line(error)
+        for name, path in self.paths.items():
+            text = text.replace(path, name)
+        home = os.path.expanduser("~")
+        if home not in ("", "/"):
+            text = text.replace(home, "~")
+        return _PATH.sub("<path>", text)
+
     def run(self, statement: str, sources: Mapping[str, str | bytes]) -> QueryResult:
         import duckdb
 
@@ -101,6 +120,7 @@ class _Query:
         try:
             self._connect()
             with _local_files(sources) as paths:
+                self.paths = paths
                 for name, path in paths.items():
                     self._check()
                     self.con.execute(
@@ -130,7 +150,7 @@ class _Query:
         except duckdb.PermissionException as e:
             raise ToolError(
                 "data_query reads only the tables of your knowledge bases: it cannot read files, reach the network, "
-                f"attach databases or load extensions ({first_line(e)})."
+                f"attach databases or load extensions ({self._said(e)})."
             ) from e
         except duckdb.OutOfMemoryException as e:
             raise ToolError(
@@ -138,7 +158,7 @@ class _Query:
                 "or select fewer columns."
             ) from e
         except duckdb.Error as e:
-            raise ToolError(f"The query failed: {first_line(e)}") from e
+            raise ToolError(f"The query failed: {self._said(e)}") from e
         finally:
             timer.cancel()
             with self._lock, contextlib.suppress(Exception):
@@ -162,23 +182,10 @@ def _local_files(sources: Mapping[str, str | bytes]) -> Iterator[dict[str, str]]
         yield paths
 
 
-_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-def _turn(limits: QueryLimits) -> asyncio.Semaphore:
-    """The queries' turns in the running loop (``QueryLimits.concurrent`` at once, as its first query says: one
-    setting, ``DATA_QUERY_CONCURRENT``, for the whole process)."""
-    loop = asyncio.get_running_loop()
-    turn = _turns.get(loop)
-    if turn is None:
-        turn = _turns[loop] = asyncio.Semaphore(max(1, limits.concurrent))
-    return turn
-
-
 async def run_query(statement: str, sources: Mapping[str, str | bytes], limits: QueryLimits) -> QueryResult:
     """Run ``statement`` over ``sources`` (query name -> Parquet) off the event loop, in its turn (Stop while it
     waits ends the wait; while it runs, interrupts it)."""
-    async with _turn(limits):
+    async with turn("data_query", limits.concurrent):
         return await _run_query(statement, sources, limits)
 
 

@@ -104,7 +104,7 @@ class RunCode(Tool):
         code = args.get("code")
         if not isinstance(code, str) or not code.strip():
             raise ToolError("run_code needs 'code', a Python 3 script as a string.")
-        with self.sandbox.workdir() as root:
+        async with self.sandbox.slot() as root:
             export = await self._export(root)
             self.sandbox.seal(root)
             result = await self.sandbox.run(code, root)

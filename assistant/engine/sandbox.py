@@ -31,18 +31,19 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inotify_simple import INotify, flags
+
 from . import seccomp
+from .turns import turn
 
 UID_BASE = 2_000_000_000  # the per-run users: UID_BASE .. UID_BASE + UID_COUNT - 1, owned by no account
 UID_COUNT = 1_000_000
-REFUSED = "run_code refused: "
 LAYERS = frozenset({"namespaces", "seccomp", "uid", "nproc", "landlock", "hook"})
-_MARK = "\x00sandbox "
 _CHILD_SOURCE = Path(__file__).with_name("sandbox_child.py")
 _SYSTEM_DIRS = ["/usr/lib", "/lib", "/lib64", "/usr/lib64", "/usr/share/zoneinfo"]
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom"]
@@ -57,6 +58,10 @@ class CodeLimits:
     memory_mb: int = 512
     max_output_chars: int = 20_000
     max_export_mb: int = 50
+    concurrent: int = 1
+    """Scripts at once in one event loop's process (``slot``; setting ``RUN_CODE_CONCURRENT``): the others wait their
+    turn, their time limits not started. Each may take ``memory_mb``: a process's scripts take at most
+    ``concurrent × memory_mb``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +123,14 @@ class Sandbox:
     def _seccomp(self) -> bool:
         return "seccomp" in self.layers and self.isolation.seccomp
 
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[Path]:
+        """A turn among ``limits.concurrent`` (waited for in order; cancelling the wait ends it) and, once it comes,
+        a fresh ``workdir`` for the script."""
+        async with turn("run_code", self.limits.concurrent):
+            with self.workdir() as root:
+                yield root
+
     @contextlib.contextmanager
     def workdir(self) -> Iterator[Path]:
         """A fresh directory for an export (and, when root, the run's own user), removed afterwards."""
@@ -160,9 +173,10 @@ class Sandbox:
                 os.chown(d, 0, uid)
             os.chmod(d, 0o550 if uid is not None else 0o500)
 
-    def _child(self, root: Path) -> list[str]:
+    def _child(self, root: Path, channel: int) -> list[str]:
         cfg = {
             "root": str(root),
+            "channel": channel,
             "cpu_seconds": self.limits.cpu_seconds,
             "memory_bytes": self.limits.memory_mb * 1024 * 1024,
             "no_processes": "nproc" in self.layers,
@@ -174,8 +188,9 @@ class Sandbox:
         }
         return [self.isolation.python, "-I", "-S", "-B", "-c", _CHILD_SOURCE.read_text(), json.dumps(cfg)]
 
-    def command(self, root: Path, seccomp_fd: int | None = None) -> list[str]:
-        child = self._child(root)
+    def command(self, root: Path, channel: int, seccomp_fd: int | None = None) -> list[str]:
+        """The child's command line; ``channel`` is the write end of the pipe its bootstrap tells the tool on."""
+        child = self._child(root, channel)
         if not self._namespaces:
             return child
         assert self.isolation.bwrap is not None
@@ -192,72 +207,102 @@ class Sandbox:
             cmd += ["--seccomp", str(seccomp_fd)]
         return [*cmd, "--", *child]
 
-    def _spawn(self, root: Path) -> tuple[list[str], dict[str, Any], int | None]:
+    def _spawn(self, root: Path, channel: int) -> tuple[list[str], dict[str, Any], int | None]:
         """The command, the process options and the seccomp pipe to close once the child has started."""
         uid = self._uids.get(root)
         kwargs: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         fd = seccomp.pipe_with(seccomp.build(outer=True)) if self._namespaces and self._seccomp else None
         kwargs.update(
             cwd=str(root), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
-            pass_fds=(fd,) if fd is not None else (),
+            pass_fds=(channel,) if fd is None else (channel, fd),
         )  # fmt: skip
-        return self.command(root, fd), kwargs, fd
+        return self.command(root, channel, fd), kwargs, fd
 
     def probe(self) -> str:
         """Run an empty script with every layer; "" when it ran, else what went wrong."""
         with self.workdir() as root:
             self.seal(root)
-            cmd, kwargs, fd = self._spawn(root)
+            told, channel = os.pipe()
             try:
-                done = subprocess.run(
-                    cmd, input="print('ok')", capture_output=True, text=True, timeout=20, check=False, **kwargs
-                )
-            except (OSError, subprocess.SubprocessError) as e:
-                return str(e)
+                cmd, kwargs, fd = self._spawn(root, channel)
+                try:
+                    done = subprocess.run(
+                        cmd, input="print('ok')", capture_output=True, text=True, timeout=20, check=False, **kwargs
+                    )
+                except (OSError, subprocess.SubprocessError) as e:
+                    return str(e)
+                finally:
+                    if fd is not None:
+                        os.close(fd)
             finally:
-                if fd is not None:
-                    os.close(fd)
+                os.close(channel)
+                os.close(told)
         if done.returncode == 0 and done.stdout == "ok\n":
             return ""
         lines: list[str] = str(done.stderr).strip().splitlines()
         return (lines[-1] if lines else f"exit status {done.returncode}")[:200]
 
     async def run(self, code: str, root: Path) -> CodeResult:
-        """Run ``code`` with ``root`` (already sealed) as its working directory."""
-        cmd, kwargs, fd = self._spawn(root)
+        """Run ``code`` with ``root`` (already sealed) as its working directory.
+
+        What the script prints is its output and nothing else: the bootstrap's notes (Landlock's ABI, the hook's
+        refusals, a memory error) come on a pipe of their own, and the files the script opened are what the
+        kernel saw (inotify on the export), so no line a script prints can pass for a refusal or add a source.
+        Cancelling the call kills the child (its whole process group) and waits for it."""
+        told, channel = os.pipe()
+        opened = _Opened(root)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                **kwargs,
-            )
-        finally:
-            if fd is not None:
-                os.close(fd)
+            cmd, kwargs, fd = self._spawn(root, channel)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *cmd,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    **kwargs,
+                )
+            finally:
+                os.close(channel)
+                if fd is not None:
+                    os.close(fd)
+        except BaseException:
+            os.close(told)
+            opened.close()
+            raise
+        loop = asyncio.get_running_loop()
+        notes_stream = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(notes_stream), os.fdopen(told, "rb", buffering=0)
+        )
         cap = self.limits.max_output_chars * 4
         over: list[str] = []
 
-        async def drain(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
+        def too_much() -> None:
+            over.append("output")
+            _kill(proc)
+
+        async def drain(stream: asyncio.StreamReader | None, sink: bytearray, most: int, when_over: Any = None) -> None:
             assert stream is not None
             while chunk := await stream.read(65536):
-                if over:
+                if len(sink) > most or (when_over is not None and over):
                     continue  # read to the end (the child is being killed), keep nothing more
                 sink += chunk
-                if len(sink) > cap:
-                    over.append("output")
-                    _kill(proc)
+                if len(sink) > most and when_over is not None:
+                    when_over()
 
-        out, err = bytearray(), bytearray()
+        out, err, notes = bytearray(), bytearray(), bytearray()
         limit: str | None = None
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            proc.stdin.write(code.encode("utf-8", "replace"))
-            await proc.stdin.drain()
-            proc.stdin.close()
-        readers = asyncio.gather(drain(proc.stdout, out), drain(proc.stderr, err))
+        readers = asyncio.gather(
+            drain(proc.stdout, out, cap, too_much),
+            drain(proc.stderr, err, cap, too_much),
+            drain(notes_stream, notes, _NOTES),
+        )
         try:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(code.encode("utf-8", "replace"))
+                await proc.stdin.drain()
+                proc.stdin.close()
             await asyncio.wait_for(asyncio.shield(readers), self.limits.wall_seconds)
             await asyncio.wait_for(proc.wait(), 2)
         except TimeoutError:
@@ -269,14 +314,31 @@ class Sandbox:
             if proc.returncode is None:
                 _kill(proc)
                 await proc.wait()
+            if not readers.done():
+                readers.cancel()
+                with contextlib.suppress(BaseException):
+                    await readers
+            transport.close()
+            read = opened.close()
         code_ = proc.returncode
         if self._namespaces and code_ is not None and code_ > 128:
             code_ = 128 - code_  # bubblewrap reports a child killed by signal N as 128 + N
+        told_ = _notes(bytes(notes))
         if limit is None and over:
             limit = "output"
         elif limit is None and code_ in (-signal.SIGXCPU, -signal.SIGKILL):
             limit = "cpu"
-        return _parse(code_, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), limit)
+        elif limit is None and told_.memory:
+            limit = "memory"
+        return CodeResult(
+            code_,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            told_.refusals,
+            limit,
+            told_.landlock_abi,
+            tuple(sorted(read)),
+        )
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -286,24 +348,61 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
 
 
-def _parse(exit_code: int | None, stdout: str, stderr: str, limit: str | None) -> CodeResult:
+_NOTES = 64 * 1024  # the bootstrap's notes kept, at most (a script refused in a loop writes one per refusal)
+
+
+@dataclass(frozen=True, slots=True)
+class _Notes:
+    refusals: tuple[str, ...] = ()
+    landlock_abi: int = 0
+    memory: bool = False
+
+
+def _notes(data: bytes) -> _Notes:
+    """The bootstrap's notes, one JSON object a line; a line that is not one is left out."""
     refusals: list[str] = []
-    read: list[str] = []
-    abi = 0
-    kept: list[str] = []
-    for line in stderr.splitlines():
-        if line.startswith(_MARK + "landlock="):
-            abi = int(line[len(_MARK + "landlock=") :] or 0)
-        elif line.startswith(_MARK + "read "):
-            read.append(line[len(_MARK + "read ") :])
-        else:
-            if line.startswith(REFUSED):
-                refusals.append(line[len(REFUSED) :])
-            kept.append(line)
-    err = "\n".join(kept)
-    if limit is None and "MemoryError" in err:
-        limit = "memory"
-    return CodeResult(exit_code, stdout, err, tuple(refusals), limit, abi, tuple(read))
+    abi, memory = 0, False
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            note = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(note, dict):
+            continue
+        if note.get("kind") == "refused" and isinstance(note.get("message"), str):
+            refusals.append(note["message"])
+        elif note.get("kind") == "landlock" and isinstance(note.get("abi"), int):
+            abi = note["abi"]
+        elif note.get("kind") == "memory":
+            memory = True
+    return _Notes(tuple(refusals), abi, memory)
 
 
-__all__ = ["LAYERS", "REFUSED", "UID_BASE", "UID_COUNT", "CodeLimits", "CodeResult", "Isolation", "Sandbox"]
+class _Opened:
+    """The export's files a child opens, as the kernel reports them (inotify ``IN_OPEN`` on each directory)."""
+
+    def __init__(self, root: Path) -> None:
+        self._inotify = INotify(nonblocking=True)
+        self._dirs: dict[int, str] = {}
+        self.read: set[str] = set()
+        for d in [root, *(p for p in sorted(root.iterdir()) if p.is_dir())]:
+            rel = "" if d == root else d.name + "/"
+            self._dirs[self._inotify.add_watch(str(d), flags.OPEN)] = rel
+        asyncio.get_running_loop().add_reader(self._inotify.fileno(), self._collect)
+
+    def _collect(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            for event in self._inotify.read(timeout=0):
+                if event.name and not event.mask & flags.ISDIR and event.wd in self._dirs:
+                    self.read.add(self._dirs[event.wd] + event.name)
+
+    def close(self) -> set[str]:
+        """Stop watching; the files opened (relative to the export's root)."""
+        if not self._inotify.closed:
+            self._collect()
+            asyncio.get_running_loop().remove_reader(self._inotify.fileno())
+            self._inotify.close()
+        return self.read
+
+
+__all__ = ["LAYERS", "UID_BASE", "UID_COUNT", "CodeLimits", "CodeResult", "Isolation", "Sandbox"]

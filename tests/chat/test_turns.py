@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
 
 from assistant.chat import search
-from assistant.engine.models.demo import say
+from assistant.demo.model import say
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation

@@ -106,9 +106,9 @@ async def test_stop_lets_a_call_in_flight_finish_within_its_timeout(crm: CrmServ
     import asyncio
     import time
 
+    from assistant.demo.model import DEMO_MODELS
     from assistant.engine.catalogue import Catalogue
     from assistant.engine.loop import run_chat
-    from assistant.engine.models.demo import DEMO_MODELS
     from assistant.engine.models.function import CallInfo, FunctionModel
     from assistant.engine.policy import RunRequest
     from assistant.engine.runtime import RunContext

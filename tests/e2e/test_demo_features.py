@@ -20,7 +20,7 @@ from playwright.sync_api import Locator, Page, expect
 from test_browser import choose
 from test_french import assert_all_french
 
-from assistant.engine.models.demo.feature_texts import FEATURE_TEXTS
+from assistant.demo.model.feature_texts import FEATURE_TEXTS
 from assistant.engine.sandbox_probe import detect
 
 pytestmark = pytest.mark.slow
