@@ -528,7 +528,12 @@ def test_every_form_is_refused_in_place(page: Page, path: str, form: str, fill: 
 # Screenshots for the README: `UPDATE_SCREENSHOTS=1` writes them to docs/screenshots/ ------------
 
 
+QUESTION = {"en": "Bimbamjob: invoices, payments and relationship", "fr": "Bimbamjob : factures, paiements et relation"}
+
+
 def test_screenshots_of_the_chat_on_desktop_phone_and_dark(tab: Any) -> None:
+    """1400 and 390 px, light and dark, English and French: four agents at work (desktop), the "+" menu over an
+    answer (dark), the delegation lines and the composer (phone)."""
     import os
     from pathlib import Path
 
@@ -538,22 +543,31 @@ def test_screenshots_of_the_chat_on_desktop_phone_and_dark(tab: Any) -> None:
     if not os.environ.get("UPDATE_SCREENSHOTS"):
         folder = ARTIFACTS
     folder.mkdir(parents=True, exist_ok=True)
-    for name, viewport, scheme in (
-        ("chat-1400", DESKTOP, "light"),
-        ("chat-390", PHONE, "light"),
-        ("chat-dark", DESKTOP, "dark"),
+    kbs = ("contrats", "factures", "comptes-rendus", "rapports")
+    for name, viewport, scheme, language in (
+        ("chat-1400", DESKTOP, "light", "en"),
+        ("chat-390", PHONE, "light", "fr"),
+        ("chat-dark", DESKTOP, "dark", "fr"),
+        ("chat-390-dark", PHONE, "dark", "en"),
     ):
         page = tab(viewport, color_scheme=scheme)
         page.goto("/")
-        ask(page, "Bimbamjob: invoices, payments and relationship")
+        _in(page, language)
+        ask(page, QUESTION[language], kbs=kbs)
+        page.wait_for_url(re.compile(r"/c/\d+/$"))
         run = last_run(page)
+        if scheme == "light":  # the agents at work: each line, its latest action, the composer pinned below
+            _until(page, "document.querySelectorAll('.delegation[data-status=running] .actions.live li').length === 4")
+            if viewport == PHONE:
+                run.locator(".delegation").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+            page.screenshot(path=str(folder / f"{name}.png"))
         expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
-        if viewport == PHONE:  # the top of the conversation, the sidebar behind its button
-            page.evaluate("window.scrollTo(0, 0)")
-        else:
-            run.locator(".delegation summary").first.click()
-            run.locator(".delegation summary").first.scroll_into_view_if_needed()
-        page.screenshot(path=str(folder / f"{name}.png"))
+        if scheme == "dark":  # an answer, then the "+" menu of resources open over it
+            page.click("#composer details.add-menu summary")
+            page.screenshot(path=str(folder / f"{name}.png"))
+        if language == "fr":  # the next tests' language
+            page.click("header button[lang=en]")
+            expect(page.locator("html")).to_have_attribute("lang", "en")
 
 
 OTHER_PAGES = [

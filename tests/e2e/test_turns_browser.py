@@ -35,7 +35,7 @@ TEXTS = {
         "stop": "Arrêter",
         "queued": "En attente",
         "left": "caractères restants",
-        "limit": "au plus 32,000 caractères",
+        "limit": re.compile(r"au plus 32\D?000 caractères"),  # French digits grouping (32 000)
         "copy": "Copier",
         "copied": "Copié",
         "edit": "Modifier",
