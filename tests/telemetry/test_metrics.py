@@ -8,10 +8,10 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from conftest import DELEGATING, Exported
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
+from telemetry_support import DELEGATING, Exported
 
 from assistant.engine.errors import RequestRefused
 from assistant.orgs.models import Organisation

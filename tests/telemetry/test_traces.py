@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from conftest import QUESTION, Exported, ask
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import ReadableSpan
+from telemetry_support import QUESTION, Exported, ask
 
 from assistant.engine.events import AgentAction, AgentStarted, ModelCallFailed, ToolCallEvent, UsageEvent
 from assistant.runs.models import Run
