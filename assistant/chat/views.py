@@ -67,7 +67,12 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
     # The "+" menu's resources, group by group; the chips show the ticked ones.
     resources = [
         *(
-            {"group": _("Knowledge bases"), "value": f"kb:{kb.slug}", "label": kb.shown_name, "title": kb.shown_description}
+            {
+                "group": _("Knowledge bases"),
+                "value": f"kb:{kb.slug}",
+                "label": kb.shown_name,
+                "title": kb.shown_description,
+            }
             for kb in kbs
         ),
         *(
