@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
+from test_browser import choose
 
 pytestmark = pytest.mark.slow
 
@@ -159,9 +160,7 @@ def test_every_page_has_its_h1_skip_links_lead_to_the_conversation_and_composer_
     page.keyboard.press("Tab")
     assert page.evaluate("document.getElementById('composer').contains(document.activeElement)")
     # A search of the main model, in the timeline: the query alone and the base by its name, in the reader's words.
-    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
-        box.set_checked(False)
-    page.check("#composer input[value='kb:factures']")
+    choose(page, ("kb:factures",))
     page.fill("#composer textarea[name=text]", "Bimbamjob invoices" if language == "en" else "Factures de Bimbamjob")
     page.click("#composer button[type=submit]")
     run = page.locator("article.answer").last
