@@ -233,6 +233,26 @@ def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_messag
     expect(chip).to_be_hidden()
     expect(model_note).to_be_hidden()
     assert not page.locator("#composer input[value=agents]").is_checked()
+    # Chosen documents: found by title in the "+" menu, ticked, shown as a chip, kept through another search.
+    page.click("#composer details.add-menu summary")
+    page.fill("#composer .find-documents", "Bimbamjob")
+    found = page.locator("#composer .documents-found input[name=resources]")
+    expect(found.first).to_be_visible()
+    value = found.first.get_attribute("value") or ""
+    assert value.startswith("doc:")
+    found.first.check()
+    chosen = page.locator(f"#composer .chosen-documents input[value='{value}']")
+    expect(chosen).to_be_checked()
+    page.fill("#composer .find-documents", "zzzz")
+    expect(page.locator("#composer .documents-found .hint")).to_be_visible()
+    expect(chosen).to_be_checked()
+    page.keyboard.press("Escape")
+    doc_chip = page.locator(f"#composer .chip[data-value='{value}']")
+    expect(doc_chip).to_be_visible()
+    expect(doc_chip).to_have_attribute("aria-label", re.compile(r"^(Remove|Retirer) "))
+    doc_chip.click()
+    expect(doc_chip).to_be_hidden()
+    expect(chosen).not_to_be_checked()
     if lang == "fr":
         page.click("header button[lang=en]")  # the next tests' language
         expect(page.locator("html")).to_have_attribute("lang", "en")
