@@ -31,7 +31,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,6 @@ from typing import Any
 from inotify_simple import INotify, flags
 
 from . import seccomp
-from .turns import turn
 
 UID_BASE = 2_000_000_000  # the per-run users: UID_BASE .. UID_BASE + UID_COUNT - 1, owned by no account
 UID_COUNT = 1_000_000
@@ -59,8 +58,8 @@ class CodeLimits:
     max_output_chars: int = 20_000
     max_export_mb: int = 50
     concurrent: int = 1
-    """Scripts at once in one event loop's process (``slot``; setting ``RUN_CODE_CONCURRENT``): the others wait their
-    turn, their time limits not started. Each may take ``memory_mb``: a process's scripts take at most
+    """Scripts at once in one event loop's process (``RunCode.turn``; setting ``RUN_CODE_CONCURRENT``): the others wait
+    their turn, their time limits not started. Each may take ``memory_mb``: a process's scripts take at most
     ``concurrent × memory_mb``."""
 
 
@@ -122,14 +121,6 @@ class Sandbox:
     @property
     def _seccomp(self) -> bool:
         return "seccomp" in self.layers and self.isolation.seccomp
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[Path]:
-        """A turn among ``limits.concurrent`` (waited for in order; cancelling the wait ends it) and, once it comes,
-        a fresh ``workdir`` for the script."""
-        async with turn("run_code", self.limits.concurrent):
-            with self.workdir() as root:
-                yield root
 
     @contextlib.contextmanager
     def workdir(self) -> Iterator[Path]:

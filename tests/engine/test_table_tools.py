@@ -8,18 +8,25 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
 import pytest
 from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, submit, task, tool_payloads
 
+from assistant.api.schemas import ToolStep
+from assistant.api.trace import TraceBuilder
+from assistant.engine.cancel import CancelToken
 from assistant.engine.errors import ToolError
 from assistant.engine.events import AgentAction, ToolResultEvent
 from assistant.engine.query import QueryLimits, _Query, run_query
+from assistant.engine.scope import Scope
 from assistant.engine.sql import check_statement, markdown_table
 from assistant.engine.tables import Column, TableCatalogue, TableInfo, query_names, table_tools
+from assistant.engine.tools import Tool, run_tool_call
+from assistant.engine.turns import Turn, turn
+from assistant.engine.types import ToolCall
 
 
 class MemoryTables:
@@ -164,12 +171,20 @@ async def test_stop_before_the_connection_is_open_still_stops_the_query(backend:
         await asyncio.to_thread(query.run, "SELECT count(*) FROM factures", {"factures": data})
 
 
-async def test_queries_take_turns_and_stop_ends_a_wait_at_once(
+def data_query(backend: MemoryTables, limits: QueryLimits) -> dict[str, Tool]:
+    [tool] = [t for t in table_tools(backend, backend.catalogue(), limits)(Scope(("factures",))) if t.turn]
+    return {"data_query": tool}
+
+
+def query_call(sql: str) -> ToolCall:
+    return ToolCall("q", "data_query", json.dumps({"sql": sql}))
+
+
+async def test_queries_take_turns_and_stop_ends_a_wait_before_it_starts(
     backend: MemoryTables, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """At most ``concurrent`` queries run at once in a loop (DuckDB takes a core each, the loop needs one): the others
-    wait, their time limit not started; Stop while one waits ends the wait without running it."""
-    (_, (_, data)) = next(iter(backend.data.items()))
+    wait their turn, their time limit not started; Stop while one waits ends it: it never starts."""
     running, most = 0, 0
     run = _Query.run
 
@@ -184,26 +199,34 @@ async def test_queries_take_turns_and_stop_ends_a_wait_at_once(
             running -= 1
 
     monkeypatch.setattr(_Query, "run", counted)
-    limits = QueryLimits(seconds=0.2, concurrent=2)  # 0.2 s each: a limit counted while waiting would stop some
+    tools = data_query(backend, QueryLimits(seconds=30, concurrent=2))
     results = await asyncio.gather(
-        *(run_query("SELECT count(*) AS n FROM factures", {"factures": data}, limits) for _ in range(8))
+        *(run_tool_call(tools, query_call("SELECT count(*) AS n FROM factures"), "") for _ in range(8))
     )
-    assert [r.rows for r in results] == [((2,),)] * 8
+    assert [json.loads(r.content)["row_count"] for r in results] == [1] * 8
     assert most == 2
+    stop = CancelToken()
     slow = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range + b.range = 7"
-    slow_ones = [asyncio.create_task(run_query(slow, {"factures": data}, QueryLimits(seconds=60))) for _ in range(2)]
-    waiting = asyncio.create_task(run_query("SELECT 1", {"factures": data}, QueryLimits(seconds=60)))
-    await asyncio.sleep(0.3)
-    assert running == 2 and not waiting.done()
-    started = time.monotonic()
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert time.monotonic() - started < 0.5  # a guard: it did not wait for the slow queries
-    for task_ in slow_ones:
-        task_.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task_
+    slow_ones = [asyncio.create_task(run_tool_call(tools, query_call(slow), "", stop)) for _ in range(2)]
+    await until(lambda: running == 2, "the two slow queries to run")
+    waiting = asyncio.create_task(run_tool_call(tools, query_call("SELECT 1 AS one FROM factures"), "", stop))
+    await asyncio.sleep(
+        0.1
+    )  # it reaches its wait for a turn (a guard: were it not there yet, it would not start either)
+    stop.cancel("user")
+    never, *interrupted = [await waiting, *[await t for t in slow_ones]]
+    assert never.stopped is not None and never.stopped.code == "stopped_by_user" and not never.started
+    assert all(r.stopped is not None and r.started for r in interrupted)
+    await until(lambda: running == 0, "the slow queries to be interrupted")
+    assert most == 2
+
+
+async def until(condition: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"waited {seconds} s for {what}")
 
 
 async def test_duckdb_s_errors_and_settings_name_no_path_of_the_server(backend: MemoryTables, tmp_path: Path) -> None:
@@ -228,3 +251,42 @@ async def test_duckdb_s_errors_and_settings_name_no_path_of_the_server(backend: 
     said += [f"{name}={value}" for name, value in settings.rows]
     for text in said:
         assert home not in text and str(tmp_path) not in text and "/.duckdb" not in text, text
+
+
+async def test_stop_ends_a_running_query_and_a_waiting_one_never_starts(backend: MemoryTables) -> None:
+    """The main model runs two queries at once with one turn: Stop interrupts the running one and releases the
+    waiting one, which never starts; the run ends stopped with no other round, each step saying why."""
+    slow = "SELECT count(*) AS n FROM factures, range(100000) a, range(100000) b WHERE a.range + b.range = 7"
+    h = harness(
+        {
+            MAIN.id: scripted(
+                reply(call("data_query", sql=slow), call("data_query", sql="SELECT count(*) AS n FROM factures")),
+                reply(text="Cette réponse ne doit jamais être produite."),
+            )
+        },
+        factories=[table_tools(backend, backend.catalogue(), QueryLimits(seconds=120, concurrent=1))],
+    )
+
+    async def stop_once_a_query_runs() -> None:
+        await until(lambda: turn(Turn("data_query", 1)).locked(), "a query to take the turn")
+        await asyncio.sleep(0.2)  # into DuckDB (were it not there yet, it would stop as well)
+        h.ctx.cancel.cancel("user")
+
+    stopper = asyncio.create_task(stop_once_a_query_runs())
+    outcome = await h.run(resources=("kb:factures",))
+    await stopper
+
+    assert outcome.status == "stopped" and len(h.main.requests) == 1
+    results = [e for e in h.of(ToolResultEvent) if e.name == "data_query"]
+    assert len(results) == 2 and not any(r.ok for r in results)
+    actions = [r.action for r in results]
+    assert all(a is not None and a.stopped is not None and a.stopped.code == "stopped_by_user" for a in actions)
+    assert sorted(a.started for a in actions if a is not None) == [False, True]
+    # The API's steps say it with the run's cause code, and which one never started.
+    builder = TraceBuilder()
+    for event in h.events:
+        builder.add_event(event)
+    steps = [s for s in builder.trace.steps if isinstance(s, ToolStep)]
+    assert [(s.reason_code, s.started) for s in steps] == [
+        ("stopped_by_user", a.started) for a in actions if a is not None
+    ]

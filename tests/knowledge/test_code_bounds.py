@@ -1,5 +1,6 @@
-"""run_code's bounds: scripts take turns (``RUN_CODE_CONCURRENT`` at once in a process), a wait and a running script
-end with their call's cancellation (Stop), and nothing a script prints reaches the tool as one of the sandbox's notes.
+"""run_code's bounds: scripts take turns (``RUN_CODE_CONCURRENT`` at once in a process), Stop ends a call waiting for
+its turn (it never starts) and kills a running script, and nothing a script prints reaches the tool as one of the
+sandbox's notes. The calls go through ``run_tool_call``, as a run's do.
 
 The scripts print ``time.monotonic()`` (one clock for every process of the host, pid namespaces included) when they
 start and end: the order of those readings, not their size, says whether two scripts ran at once.
@@ -14,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from assistant.engine.errors import ToolError
+from assistant.engine.cancel import CancelToken
 from assistant.engine.run_code import RunCode
 from assistant.engine.sandbox import CodeLimits, CodeResult, Isolation, Sandbox
 from assistant.engine.sandbox_probe import detect
 from assistant.engine.scope import Scope
-from assistant.engine.turns import turn
+from assistant.engine.tools import ToolRun, run_tool_call
+from assistant.engine.turns import Turn, turn
+from assistant.engine.types import ToolCall
 
 SPAN = "import time\nstart = time.monotonic()\ntime.sleep({seconds})\nprint(start, time.monotonic())"
 
@@ -48,8 +51,15 @@ def tool(box: Sandbox) -> RunCode:
     return RunCode(box, Scope(code=True), None)
 
 
-async def span(t: RunCode, seconds: float) -> tuple[float, float]:
-    payload = json.loads((await t.run({"code": SPAN.format(seconds=seconds)})).content)
+async def call(box: Sandbox, code: str, stop: CancelToken | None = None) -> ToolRun:
+    run_code = tool(box)
+    return await run_tool_call({"run_code": run_code}, ToolCall("c", "run_code", json.dumps({"code": code})), "", stop)
+
+
+async def span(box: Sandbox, seconds: float) -> tuple[float, float]:
+    run = await call(box, SPAN.format(seconds=seconds))
+    assert run.outcome is not None, run.error
+    payload = json.loads(run.content)
     assert payload["exit_code"] == 0, payload
     start, end = payload["stdout"].split()
     return float(start), float(end)
@@ -79,7 +89,7 @@ def processes_under(root: Path) -> list[int]:
 @pytest.mark.parametrize("concurrent", [1, 2])
 async def test_scripts_take_turns(isolation: Isolation, concurrent: int) -> None:
     box = Sandbox(CodeLimits(wall_seconds=60, concurrent=concurrent), isolation)
-    spans = sorted(await asyncio.gather(*(span(tool(box), 0.3) for _ in range(3))))
+    spans = sorted(await asyncio.gather(*(span(box, 0.3) for _ in range(3))))
     for i, (start, _) in enumerate(spans):
         running = [s for s in spans[:i] if s[1] > start]  # started before this one and not ended when it started
         assert len(running) < concurrent, spans
@@ -87,25 +97,24 @@ async def test_scripts_take_turns(isolation: Isolation, concurrent: int) -> None
         assert spans[1][0] < spans[0][1], "two scripts may run at once"
 
 
-async def test_a_waiting_script_never_starts_when_its_call_is_cancelled_and_a_running_one_is_killed(
-    isolation: Isolation,
-) -> None:
+async def test_stop_ends_a_waiting_call_before_it_starts_and_kills_a_running_script(isolation: Isolation) -> None:
     box = Watched(CodeLimits(wall_seconds=120, cpu_seconds=120), isolation)
-    running = asyncio.create_task(tool(box).run({"code": "import time\ntime.sleep(100)"}))
+    stop = CancelToken()
+    running = asyncio.create_task(call(box, "import time\ntime.sleep(100)", stop))
     await until(lambda: box.started and processes_under(box.started[0]), "the first script to run")
-    waiting = asyncio.create_task(tool(box).run({"code": "print('late')"}))
-    await until(lambda: turn("run_code", 1).locked() and not waiting.done(), "the second call to wait its turn")
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert len(box.started) == 1, "the cancelled call never started its script"
-    running.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await running
-    assert processes_under(box.started[0]) == [], "the script and its sandbox are gone"
-    assert not box.started[0].exists(), "its export is removed"
+    waiting = asyncio.create_task(call(box, "print('late')", stop))
+    await until(lambda: turn(Turn("run_code", 1)).locked() and not waiting.done(), "the second call to wait its turn")
+    stop.cancel("user")
+    first, second = await running, await waiting
+    assert first.stopped is not None and first.stopped.code == "stopped_by_user" and first.started
+    assert second.stopped is not None and not second.started and second.error is not None
+    assert second.error.startswith("Never started")
+    assert len(box.started) == 1, "the waiting call never started its script"
+    await until(lambda: not processes_under(box.started[0]), "the script and its sandbox to be gone")
+    await until(lambda: not box.started[0].exists(), "its export to be removed")
     # The turn is free again.
-    assert json.loads((await tool(box).run({"code": "print('next')"})).content)["stdout"] == "next\n"
+    after = await call(box, "print('next')")
+    assert after.outcome is not None and json.loads(after.content)["stdout"] == "next\n"
 
 
 async def test_what_a_script_prints_is_never_taken_for_a_refusal_or_a_read(isolation: Isolation) -> None:
@@ -132,5 +141,5 @@ async def test_what_a_script_prints_is_never_taken_for_a_refusal_or_a_read(isola
 
 
 async def test_a_real_refusal_still_reaches_the_tool(isolation: Isolation) -> None:
-    with pytest.raises(ToolError, match=r"writing .* is not allowed"):
-        await tool(Sandbox(CodeLimits(), isolation)).run({"code": "open('x.txt', 'w')"})
+    run = await call(Sandbox(CodeLimits(), isolation), "open('x.txt', 'w')")
+    assert run.error is not None and "is not allowed" in run.error and run.error.startswith("writing")
