@@ -260,11 +260,6 @@ class Sandbox:
             os.close(told)
             opened.close()
             raise
-        loop = asyncio.get_running_loop()
-        notes_stream = asyncio.StreamReader()
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(notes_stream), os.fdopen(told, "rb", buffering=0)
-        )
         cap = self.limits.max_output_chars * 4
         over: list[str] = []
 
@@ -283,12 +278,19 @@ class Sandbox:
 
         out, err, notes = bytearray(), bytearray(), bytearray()
         limit: str | None = None
-        readers = asyncio.gather(
-            drain(proc.stdout, out, cap, too_much),
-            drain(proc.stderr, err, cap, too_much),
-            drain(notes_stream, notes, _NOTES),
-        )
-        try:
+        notes_file = os.fdopen(told, "rb", buffering=0)
+        transport: asyncio.BaseTransport | None = None
+        readers: asyncio.Future[Any] | None = None
+        try:  # from here on, whatever happens (Stop included), the child is killed and everything closed
+            notes_stream = asyncio.StreamReader()
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(notes_stream), notes_file
+            )
+            readers = asyncio.gather(
+                drain(proc.stdout, out, cap, too_much),
+                drain(proc.stderr, err, cap, too_much),
+                drain(notes_stream, notes, _NOTES),
+            )
             assert proc.stdin is not None
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 proc.stdin.write(code.encode("utf-8", "replace"))
@@ -299,17 +301,21 @@ class Sandbox:
         except TimeoutError:
             limit = "wall"
             _kill(proc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(readers, 2)
+            if readers is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(readers, 2)
         finally:
             if proc.returncode is None:
                 _kill(proc)
                 await proc.wait()
-            if not readers.done():
+            if readers is not None and not readers.done():
                 readers.cancel()
                 with contextlib.suppress(BaseException):
                     await readers
-            transport.close()
+            if transport is not None:
+                transport.close()
+            else:
+                notes_file.close()
             read = opened.close()
         code_ = proc.returncode
         if self._namespaces and code_ is not None and code_ > 128:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from assistant.engine.cancel import CancelToken
-from assistant.engine.run_code import RunCode
+from assistant.engine.run_code import RunCode, code_tools
 from assistant.engine.sandbox import CodeLimits, CodeResult, Isolation, Sandbox
 from assistant.engine.sandbox_probe import detect
 from assistant.engine.scope import Scope
@@ -41,10 +41,15 @@ class Watched(Sandbox):
     def __init__(self, limits: CodeLimits, isolation: Isolation) -> None:
         super().__init__(limits, isolation)
         self.started: list[Path] = []
+        self.log: list[str] = []  # "start" and "end" of each script, in order
 
     async def run(self, code: str, root: Path) -> CodeResult:
         self.started.append(root)
-        return await super().run(code, root)
+        self.log.append("start")
+        try:
+            return await super().run(code, root)
+        finally:
+            self.log.append("end")
 
 
 def tool(box: Sandbox) -> RunCode:
@@ -88,13 +93,13 @@ def processes_under(root: Path) -> list[int]:
 
 @pytest.mark.parametrize("concurrent", [1, 2])
 async def test_scripts_take_turns(isolation: Isolation, concurrent: int) -> None:
-    box = Sandbox(CodeLimits(wall_seconds=60, concurrent=concurrent), isolation)
+    box = Watched(CodeLimits(wall_seconds=60, concurrent=concurrent), isolation)
     spans = sorted(await asyncio.gather(*(span(box, 0.3) for _ in range(3))))
     for i, (start, _) in enumerate(spans):
         running = [s for s in spans[:i] if s[1] > start]  # started before this one and not ended when it started
         assert len(running) < concurrent, spans
-    if concurrent == 2:
-        assert spans[1][0] < spans[0][1], "two scripts may run at once"
+    # The turns as the tool takes them: as many scripts start at once as there are turns, the next one after an end.
+    assert box.log[: concurrent + 1] == ["start"] * concurrent + ["end"], box.log
 
 
 async def test_stop_ends_a_waiting_call_before_it_starts_and_kills_a_running_script(isolation: Isolation) -> None:
@@ -143,3 +148,32 @@ async def test_what_a_script_prints_is_never_taken_for_a_refusal_or_a_read(isola
 async def test_a_real_refusal_still_reaches_the_tool(isolation: Isolation) -> None:
     run = await call(Sandbox(CodeLimits(), isolation), "open('x.txt', 'w')")
     assert run.error is not None and "is not allowed" in run.error and run.error.startswith("writing")
+
+
+async def test_stop_kills_a_script_an_agent_runs_and_its_run_ends_stopped(isolation: Isolation) -> None:
+    """An agent's script runs when Stop comes: it is killed, the agent and the run end stopped, and the agent's
+    step says the run's cause."""
+    from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, task
+
+    from assistant.engine.events import AgentAction
+
+    box = Watched(CodeLimits(wall_seconds=120, cpu_seconds=120), isolation)
+    h = harness(
+        {
+            MAIN.id: scripted(reply(delegate(task("Calcule.", AGENT_A.id, ["code"]))), reply(text="Jamais.")),
+            AGENT_A.id: scripted(reply(call("run_code", code="import time\ntime.sleep(100)"))),
+        },
+        factories=[code_tools(box, None)],
+    )
+
+    async def stop_once_running() -> None:
+        await until(lambda: box.started and processes_under(box.started[0]), "the script to run")
+        h.ctx.cancel.cancel("user")
+
+    stopper = asyncio.create_task(stop_once_running())
+    outcome = await h.run(resources=("code", "agents"))
+    await stopper
+    assert outcome.status == "stopped" and [a.status for a in outcome.agents] == ["stopped"]
+    [action] = [e.action for e in h.of(AgentAction) if e.action.tool == "run_code"]
+    assert action.stopped is not None and action.stopped.code == "stopped_by_user" and action.started
+    await until(lambda: not processes_under(box.started[0]), "the script and its sandbox to be gone")
