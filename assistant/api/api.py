@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
+from django.db.migrations.recorder import MigrationRecorder
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import translation
 from ninja import NinjaAPI
@@ -25,6 +26,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.catalogue import snapshot
+from assistant.catalogue.models import CatalogueEntry
 from assistant.engine.cancel import STOP_CAUSES
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent, StoppedEvent
@@ -40,6 +42,7 @@ from assistant.runs.steps import events_of
 
 from . import limits
 from .errors import CODES, ApiError, error_body, error_response, refusal_error, run_failure
+from .middleware import request_id
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -104,7 +107,7 @@ api = NinjaAPI(
 
 
 def _key(request: HttpRequest) -> ApiKey:
-    return cast(ApiKey, request.auth)  # type: ignore[attr-defined]
+    return cast(ApiKey, request.auth)  # type: ignore[attr-defined]  # django-ninja sets request.auth after authentication; HttpRequest's stubs do not have it
 
 
 # Errors in OpenAI's shape ---------------------------------------------------------------------------
@@ -166,18 +169,32 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 @api.exception_handler(Exception)
 def _fault(request: HttpRequest, exc: Exception) -> HttpResponse:
     # A fault of the server, not of the request: logged with its traceback, answered without it.
-    log.exception("API request failed: %s %s", request.method, request.path)
+    log.exception("API request failed: %s %s (request %s)", request.method, request.path, request_id(request))
     return error_response(ApiError(500, "server_error", "The server failed to answer this request; it is logged."))
 
 
 # Models ---------------------------------------------------------------------------------------------
 
 
+def _created(model_ids: list[str]) -> dict[str, int]:
+    """When each model was added to this server's catalogue (Unix seconds): its entry's ``created``; a shipped
+    model with no entry (an offline demo model) has been in it since the catalogue was made (its first migration)."""
+    found = dict(CatalogueEntry.objects.filter(model_id__in=model_ids).values_list("model_id", "created"))
+    if len(found) < len(model_ids):
+        first = MigrationRecorder.Migration.objects.filter(app="catalogue").order_by("applied").first()
+        since = first.applied if first is not None else None
+        found.update({i: since for i in model_ids if i not in found and since is not None})
+    return {i: int(when.timestamp()) for i, when in found.items()}
+
+
 def _models(key: ApiKey) -> list[ModelOut]:
     catalogue = snapshot.catalogue()
+    allowed = policy_for(key.organisation, key).allowed_ids(catalogue)
+    created = _created(list(allowed))
     return [
         ModelOut(
             id=m.id,
+            created=created.get(m.id, 0),
             owned_by=m.provider,
             name=m.label,
             input_price_eur=m.input_price,
@@ -187,7 +204,7 @@ def _models(key: ApiKey) -> list[ModelOut]:
             output_cap=m.output_cap,
             reasoning_efforts=list(m.reasoning_efforts),
         )
-        for m in (catalogue[i] for i in policy_for(key.organisation, key).allowed_ids(catalogue))
+        for m in (catalogue[i] for i in allowed)
     ]
 
 
@@ -321,7 +338,7 @@ def _completion(
         model=run.model,
         choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder.ended))],
         run_id=str(run.pk),
-        status=run.status,  # type: ignore[arg-type]
+        status=run.status,  # type: ignore[arg-type]  # run.status is a Run.Status value, which the stubs type as str, not the API's Literal
         reason=reason,
         reason_code=reason_code,
         warnings=warnings,
@@ -422,6 +439,7 @@ async def _stream(
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
     key = _key(request)
     run, policy = await sync_to_async(_create)(key, body)
+    log.info("run %s for request %s", run.pk, request_id(request))
     # Before the run starts: nothing it publishes is missed. Not streamed, only its end is listened for.
     follower = await RunFollower(run.pk).open(events=body.stream)
     # The response is built from the run's events and its end as this process executes it, if it does.
@@ -473,7 +491,7 @@ def _run_out(run: Run) -> RunOut:
         reasoning_level=run.level or None,
         tools_enabled=list(run.resources),
         category=run.category,
-        status=run.status,  # type: ignore[arg-type]
+        status=run.status,  # type: ignore[arg-type]  # run.status is a Run.Status value, which the stubs type as str, not the API's Literal
         stop_requested=run.stop_requested,
         answer=run.answer,
         reason=reason,

@@ -384,7 +384,7 @@ class RunOut(Trace):
 class ModelOut(BaseModel):
     id: str
     object: Literal["model"] = "model"
-    created: int = 0
+    created: int = Field(default=0, description="When the model was added to this server's catalogue (Unix seconds).")
     owned_by: str
     name: str
     input_price_eur: float = Field(description="EUR per million input tokens.")

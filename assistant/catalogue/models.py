@@ -76,6 +76,7 @@ class CatalogueEntry(models.Model):
         "Off, the demo models are offered only on a server with no real model, and stay out of real work.",
     )
     position = models.PositiveSmallIntegerField(default=0, help_text="Order in the model picker.")
+    created = models.DateTimeField(auto_now_add=True, help_text="When it was added to this catalogue.")
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -335,6 +337,9 @@ class ToolRun:
     """The cause of the stop that ended the call (its run's), when it was stopped before it returned."""
     started: bool = True
     """False: the call was stopped while it waited for its turn; its work never started."""
+    started_at: float = 0.0
+    """When it started, in seconds since the epoch (``run_tool_call`` times it)."""
+    seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -344,8 +349,14 @@ class ToolRun:
 async def run_tool_call(
     tools: dict[str, Tool], call: ToolCall, unavailable: str, stop: CancelToken | None = None
 ) -> ToolRun:
-    """Run one call. Business errors (bad arguments, scope) go back to the model; others propagate. Stop (``stop``
-    cancelled) ends the call at once, stopped (see the module)."""
+    """Run one call, timed. Business errors (bad arguments, scope) go back to the model; others propagate. Stop
+    (``stop`` cancelled) ends the call at once, stopped (see the module)."""
+    started_at = time.time()
+    run = await _run_tool_call(tools, call, unavailable, stop)
+    return dataclasses.replace(run, started_at=started_at, seconds=max(0.0, time.time() - started_at))
+
+
+async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str, stop: CancelToken | None) -> ToolRun:
     tool = tools.get(call.name)
     if tool is None:
         return _error(call, f"Tool '{call.name}' is not available. {unavailable}")

@@ -164,7 +164,7 @@ def delete(request: AuthenticatedHttpRequest, slug: str, pk: int) -> HttpRespons
     _require_admin(request, org)
     title = doc.title
     delete_document(doc)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, "knowledge/_documents.html", _base_context(request, kb))
     messages.success(request, _("“%(title)s” was deleted.") % {"title": title})
     return redirect("kb_base", slug=kb.slug)

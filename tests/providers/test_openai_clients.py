@@ -5,6 +5,7 @@ is an answer."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -20,6 +21,7 @@ from wire import Reply, Turn, Usage, WireServer, error_reply, sse_reply
 from assistant.api.errors import run_failure
 from assistant.asgi import application
 from assistant.catalogue import snapshot
+from assistant.catalogue.models import CatalogueEntry
 from assistant.engine.causes import Cause
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
@@ -199,3 +201,27 @@ async def test_a_question_over_the_message_limit_is_refused_before_anything_else
     assert e.code == "string_above_max_length" and e.param == "messages[2].content"
     assert "maximum length 100, but got a string with length 101" in e.message
     assert provider.requests == [] and not await Run.objects.aexists()
+
+
+async def test_every_response_carries_a_request_id_that_the_logs_name(
+    client: openai.AsyncOpenAI, provider: WireServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider.script(answer("Two invoices are unpaid."))
+    caplog.set_level(logging.INFO)
+    raw = await client.chat.completions.with_raw_response.create(model=MODEL, messages=QUESTION)
+    rid = raw.headers["x-request-id"]
+    assert re.fullmatch(r"req_[0-9a-f]{32}", rid)
+    run_id = (raw.parse().model_extra or {})["run_id"]
+    assert f"run {run_id} for request {rid}" in caplog.text
+    assert f"POST /v1/chat/completions 200 request {rid}" in caplog.text
+    with pytest.raises(openai.NotFoundError) as raised:
+        await client.models.retrieve("no-such-model")
+    other = raised.value.response.headers["x-request-id"]
+    assert other != rid and raised.value.request_id == other  # the SDK's own attribute reads it
+
+
+async def test_models_say_when_they_were_added_to_the_catalogue(client: openai.AsyncOpenAI) -> None:
+    models = {m.id: m for m in (await client.models.list()).data}
+    entry = await CatalogueEntry.objects.aget(model_id=MODEL)
+    assert models[MODEL].created == int(entry.created.timestamp())
+    assert all(m.created > 1_700_000_000 for m in models.values())
