@@ -209,6 +209,11 @@ class Sandbox:
         )  # fmt: skip
         return self.command(root, channel, fd), kwargs, fd
 
+    def _sweep(self, root: Path) -> None:
+        uid = self._uids.get(root)
+        if uid is not None:
+            _sweep_user(uid)
+
     def probe(self) -> str:
         """Run an empty script with every layer; "" when it ran, else what went wrong."""
         with self.workdir() as root:
@@ -259,6 +264,7 @@ class Sandbox:
         except BaseException:
             os.close(told)
             opened.close()
+            self._sweep(root)
             raise
         cap = self.limits.max_output_chars * 4
         over: list[str] = []
@@ -308,6 +314,7 @@ class Sandbox:
             if proc.returncode is None:
                 _kill(proc)
                 await proc.wait()
+            self._sweep(root)
             if readers is not None and not readers.done():
                 readers.cancel()
                 with contextlib.suppress(BaseException):
@@ -336,6 +343,21 @@ class Sandbox:
             told_.landlock_abi,
             tuple(sorted(read)),
         )
+
+
+def _sweep_user(uid: int) -> None:
+    """Kill every process of the run's own user: a child whose bubblewrap was killed while it set the sandbox up
+    (before its child was bound to die with it) would otherwise outlive the call."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as f:
+                uids = next((line.split()[1:] for line in f if line.startswith("Uid:")), [])
+            if str(uid) in uids:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,9 @@ async def until(condition: object, what: str, seconds: float = 30) -> None:
         if callable(condition) and condition():
             return
         await asyncio.sleep(0.02)
-    raise AssertionError(f"waited {seconds} s for {what}")
+    table = subprocess.run(["ps", "-eo", "pid,ppid,pgid,uid,stat,etime,args"], capture_output=True, text=True).stdout
+    sandboxes = [line[:300] for line in table.splitlines() if "run_code" in line]
+    raise AssertionError(f"waited {seconds} s for {what}; the sandboxes' processes: {sandboxes}")
 
 
 def processes_under(root: Path) -> list[int]:
