@@ -73,7 +73,9 @@ def _action(action: Action | None) -> ActionOut | None:
 
 def _stopped_code(action: Action | None) -> str | None:
     """Why a call stopped with its run, as the run's cause code (None: it was not stopped)."""
-    return action.stopped.code if action is not None and action.stopped is not None else None
+    if action is None or action.stopped is None:
+        return None
+    return (action.stopped.because or action.stopped).code
 
 
 def _sources(items: Iterable[Source]) -> list[SourceOut]:

@@ -69,7 +69,7 @@ class Action(_Value):
     demo_web: bool = False
     """A search or a read of the demo web (offline, fictional pages), not of the internet."""
     stopped: Cause | None = None
-    """The call was stopped with its run, before it returned: the cause of that stop (the run's)."""
+    """The call was stopped with its run, before it returned: ``run_stopped``, the run's cause in ``because``."""
     started: bool = True
     """False: the call was stopped while it waited for its turn (``Tool.turn``); it never started."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import time
 from abc import ABC, abstractmethod
@@ -353,7 +352,16 @@ async def run_tool_call(
     (``stop`` cancelled) ends the call at once, stopped (see the module)."""
     started_at = time.time()
     run = await _run_tool_call(tools, call, unavailable, stop)
-    return dataclasses.replace(run, started_at=started_at, seconds=max(0.0, time.time() - started_at))
+    return ToolRun(
+        run.call,
+        run.content,
+        run.outcome,
+        run.error,
+        started_at=started_at,
+        seconds=max(0.0, time.time() - started_at),
+        stopped=run.stopped,
+        started=run.started,
+    )
 
 
 async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str, stop: CancelToken | None) -> ToolRun:
@@ -425,10 +433,14 @@ def _dropped(work: asyncio.Future[ToolOutcome]) -> None:
 
 
 def _stopped(call: ToolCall, stop: CancelToken, *, started: bool) -> ToolRun:
-    """A call ended by Stop: its action says so (with the stop's cause and whether it had started), for the pages
-    and the API to word; the model reads the English."""
-    cause = stop.stop_cause
-    message = f"{'Stopped' if started else 'Never started'}: the run was {stop.message}."
+    """A call ended by Stop: its action says so (``run_stopped``, with the run's cause, and whether it had started),
+    for the pages and the API to word; the model reads the English."""
+    cause = Cause(code="run_stopped", because=stop.stop_cause)
+    message = (
+        cause.english()[0].upper() + cause.english()[1:]
+        if started
+        else f"Never started: the run stopped ({stop.stop_cause.english()})"
+    ) + "."
     try:
         shown = " ".join(json.dumps(call.parsed_arguments(), ensure_ascii=False).split())
     except ValueError:

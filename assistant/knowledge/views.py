@@ -58,6 +58,7 @@ def _base_context(request: AuthenticatedHttpRequest, kb: KnowledgeBase, error: s
         "error": error,
         "accept": ",".join(SUPPORTED),
         "max_mb": settings.KB_MAX_UPLOAD_MB,
+        "max_files": settings.KB_MAX_UPLOAD_FILES,
     }
 
 

@@ -4,12 +4,13 @@ call time, and what a tool not picked or gone becomes."""
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from mcp_server import CrmServer
+from waiting import until
 
+from assistant.engine.causes import Cause
 from assistant.engine.connectors import (
     ConnectorConfig,
     ConnectorError,
@@ -24,6 +25,10 @@ from assistant.engine.connectors import (
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
 from assistant.engine.tools import Toolbox
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 SEARCH = PickedTool(
     "search_customers", "Find customers.", {"type": "object", "properties": {"query": {"type": "string"}}}
@@ -139,16 +144,9 @@ async def test_stop_cancels_a_call_in_flight_and_closes_its_session(crm: CrmServ
         emit=emit,
     )
 
-    async def until(condition: Any, what: str) -> None:
-        for _ in range(1500):
-            if condition():
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"waited 30 s for {what}")
-
     async def stop_once_called() -> None:
         await until(lambda: crm.calls, "the call to reach the server")
-        ctx.cancel.cancel("user")
+        ctx.cancel.cancel()
 
     stopper = asyncio.ensure_future(stop_once_called())
     outcome = await run_chat(
@@ -159,6 +157,6 @@ async def test_stop_cancels_a_call_in_flight_and_closes_its_session(crm: CrmServ
     assert crm.calls == [("search_customers", {"query": "acme"})]
     [result] = [e for e in events if isinstance(e, ToolResultEvent)]
     assert result.action is not None and result.action.stopped is not None and result.action.started
-    assert result.action.stopped.code == "stopped_by_user" and not result.ok
+    assert result.action.stopped == STOPPED_WITH_RUN and not result.ok
     await until(lambda: "notifications/cancelled" in crm.messages, "the server to hear the cancellation")
     await until(lambda: "DELETE" in crm.messages, "the session to be closed")

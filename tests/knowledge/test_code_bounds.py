@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from assistant.engine.cancel import CancelToken
+from assistant.engine.causes import Cause
 from assistant.engine.run_code import RunCode, code_tools
 from assistant.engine.sandbox import CodeLimits, CodeResult, Isolation, Sandbox
 from assistant.engine.sandbox_probe import detect
@@ -24,6 +25,10 @@ from assistant.engine.scope import Scope
 from assistant.engine.tools import ToolRun, run_tool_call
 from assistant.engine.turns import Turn, turn
 from assistant.engine.types import ToolCall
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 SPAN = "import time\nstart = time.monotonic()\ntime.sleep({seconds})\nprint(start, time.monotonic())"
 
@@ -71,16 +76,6 @@ async def span(box: Sandbox, seconds: float) -> tuple[float, float]:
     return float(start), float(end)
 
 
-async def until(condition: object, what: str, seconds: float = 30) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if callable(condition) and condition():
-            return
-        await asyncio.sleep(0.02)
-    table = subprocess.run(["ps", "-eo", "pid,ppid,pgid,uid,stat,etime,args"], capture_output=True, text=True).stdout
-    sandboxes = [line[:300] for line in table.splitlines() if "run_code" in line]
-    raise AssertionError(f"waited {seconds} s for {what}; the sandboxes' processes: {sandboxes}")
-
-
 def processes_under(root: Path) -> list[int]:
     """The processes of this host whose command line names ``root`` (the child and its bubblewrap)."""
     found = []
@@ -112,9 +107,9 @@ async def test_stop_ends_a_waiting_call_before_it_starts_and_kills_a_running_scr
     await until(lambda: box.started and processes_under(box.started[0]), "the first script to run")
     waiting = asyncio.create_task(call(box, "print('late')", stop))
     await until(lambda: turn(Turn("run_code", 1)).locked() and not waiting.done(), "the second call to wait its turn")
-    stop.cancel("user")
+    stop.cancel()
     first, second = await running, await waiting
-    assert first.stopped is not None and first.stopped.code == "stopped_by_user" and first.started
+    assert first.stopped == STOPPED_WITH_RUN and first.started
     assert second.stopped is not None and not second.started and second.error is not None
     assert second.error.startswith("Never started")
     assert len(box.started) == 1, "the waiting call never started its script"
@@ -171,12 +166,12 @@ async def test_stop_kills_a_script_an_agent_runs_and_its_run_ends_stopped(isolat
 
     async def stop_once_running() -> None:
         await until(lambda: box.started and processes_under(box.started[0]), "the script to run")
-        h.ctx.cancel.cancel("user")
+        h.ctx.cancel.cancel()
 
     stopper = asyncio.create_task(stop_once_running())
     outcome = await h.run(resources=("code", "agents"))
     await stopper
     assert outcome.status == "stopped" and [a.status for a in outcome.agents] == ["stopped"]
     [action] = [e.action for e in h.of(AgentAction) if e.action.tool == "run_code"]
-    assert action.stopped is not None and action.stopped.code == "stopped_by_user" and action.started
+    assert action.stopped == STOPPED_WITH_RUN and action.started
     await until(lambda: not processes_under(box.started[0]), "the script and its sandbox to be gone")

@@ -14,10 +14,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from assistant.engine.causes import Cause
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.netguard import AddressGuard, BlockedAddress, allowed_ports, is_public_address
 from assistant.engine.scope import Scope
 from assistant.engine.web import WebConfig, WebFetch, WebSearch, web_tools
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 ARTICLE = b"""<!doctype html><html><head><title>Wind report</title></head><body>
 <nav>Home | Products | Contact</nav>
@@ -404,7 +409,7 @@ async def test_stop_aborts_a_page_read_in_flight(server: str) -> None:
     async def stop_once_requested() -> None:
         for _ in range(1500):
             if Handler.hits["/slow"] > before:
-                h.ctx.cancel.cancel("user")
+                h.ctx.cancel.cancel()
                 return
             await asyncio.sleep(0.02)
         raise AssertionError("the page was never requested")
@@ -415,5 +420,5 @@ async def test_stop_aborts_a_page_read_in_flight(server: str) -> None:
     assert outcome.status == "stopped" and len(h.main.requests) == 1
     [result] = h.of(ToolResultEvent)
     assert result.name == "web_fetch" and not result.ok and result.action is not None
-    assert result.action.stopped is not None and result.action.stopped.code == "stopped_by_user"
+    assert result.action.stopped == STOPPED_WITH_RUN
     assert result.action.started and not result.sources
