@@ -73,6 +73,10 @@ class Action(_Value):
     where: Annotated[str, KEEP] = ""
     """The knowledge base a search looked in (its slug, which the page words by the base's name); the query
     alone is ``label``."""
+    stopped: Cause | None = None
+    """The call was stopped with its run, before it returned: ``run_stopped``, the run's cause in ``because``."""
+    started: bool = True
+    """False: the call was stopped while it waited for its turn (``Tool.turn``); it never started."""
 
 
 class Attempt(_Value):
