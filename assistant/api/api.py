@@ -231,6 +231,25 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _warnings(key: ApiKey, body: ChatCompletionRequest, policy: Policy) -> list[RequestWarning]:
     """What of the request the run will not do: said in the response, never dropped silently; ``policy``: the
     key's, as the request was checked with."""
+    return _agents_warnings(body, policy) + _sampling_warnings(body)
+
+
+def _sampling_warnings(body: ChatCompletionRequest) -> list[RequestWarning]:
+    """The sampling parameters the main model does not take (``Model.dropped``): not sent to it."""
+    sampling = body.sampling()
+    if sampling is None:
+        return []
+    return [
+        RequestWarning(
+            code="parameter_not_sent",
+            message=f"{body.model} does not take `{name}`: it was not sent to the model.",
+            param=name,
+        )
+        for name in snapshot.resolve(body.model).dropped(sampling)
+    ]
+
+
+def _agents_warnings(body: ChatCompletionRequest, policy: Policy) -> list[RequestWarning]:
     if "agents" not in body.tools_enabled:
         return []
     catalogue = snapshot.catalogue()
@@ -271,6 +290,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
         resources=tuple(body.tools_enabled),
         category=body.category,
         language=translation.get_language() or "",  # Accept-Language (LocaleMiddleware), else the site's
+        sampling=body.sampling(),
     )
     earlier: list[tuple[str, str]] = []
     for m in body.messages[:-1]:
@@ -309,11 +329,13 @@ def _reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> tuple[str, str
     return ended.message, code
 
 
-def _finish_reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> FinishReason:
-    """OpenAI's ``finish_reason``: ``length`` when a limit cut the answer, else ``stop``."""
+def _finish_reason(run: Run, builder: TraceBuilder) -> FinishReason:
+    """OpenAI's ``finish_reason``: ``length`` when a limit cut the answer (the output cap, ``max_tokens``, a budget,
+    a cost cap), else ``stop``."""
+    ended = builder.ended
     if run.status == "stopped" and isinstance(ended, StoppedEvent) and ended.cause is not None:
         return "length" if ended.cause.code in LIMIT_STOPS else "stop"
-    return "stop"
+    return "length" if run.status == "ok" and builder.cut else "stop"
 
 
 def _completion(
@@ -336,7 +358,7 @@ def _completion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
         model=run.model,
-        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder.ended))],
+        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder))],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
         reason=reason,

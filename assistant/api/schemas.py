@@ -12,9 +12,10 @@ import re
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from assistant.engine.policy import LEVELS, Level
+from assistant.engine.types import Sampling
 
 RESOURCE = re.compile(r"^(kb:[\w-]+|doc:[\w-]+/[\w-]+|mcp:[\w-]+|web|code|agents)$")
 # C0 and C1 controls but tab, line feed and carriage return; lone UTF-16 surrogates (no text can hold one).
@@ -75,6 +76,28 @@ class InputMessage(BaseModel):
         return self.content or ""
 
 
+class JsonSchemaFormat(BaseModel):
+    """``response_format.json_schema``, as OpenAI takes it."""
+
+    name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """The answer's format: `text`, `json_object` (a JSON object) or `json_schema` (one that fits the schema)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("`json_schema` is required with the type json_schema")
+        return self
+
+
 class ChatCompletionRequest(BaseModel):
     """A request: OpenAI's fields (those without an equivalent here are accepted and ignored) and three extensions."""
 
@@ -114,6 +137,21 @@ class ChatCompletionRequest(BaseModel):
     category: str = Field(
         default="", max_length=100, description="The task category's slug; empty for the organisation's default."
     )
+    # OpenAI's sampling and format: the main model's calls only (agents keep their own settings); one its model or
+    # provider does not take is not sent, and the response's ``warnings`` says so.
+    max_tokens: int | None = Field(default=None, ge=1, description="Caps each main-model call's output.")
+    max_completion_tokens: int | None = Field(default=None, ge=1, description="As `max_tokens` (it wins).")
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    stop: str | list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, description="Up to 4.")
+    seed: int | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    user: str | None = Field(default=None, max_length=256)
+    response_format: ResponseFormat | None = Field(
+        default=None, description="Sent on every main-model call; shapes the answer (not the agents')."
+    )
+    n: int | None = Field(default=None, ge=1, le=1, description="One choice per request: only 1.")
 
     @field_validator("messages", mode="before")
     @classmethod
@@ -148,6 +186,29 @@ class ChatCompletionRequest(BaseModel):
                 )
         return list(dict.fromkeys(value))
 
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return value
+
+    def sampling(self) -> Sampling | None:
+        """What the request sets for the main model's calls, or None."""
+        fmt = self.response_format
+        sampling = Sampling(
+            max_tokens=self.max_completion_tokens or self.max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            stop=(self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ()),
+            seed=self.seed,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            user=self.user,
+            response_format=fmt.model_dump(by_alias=True, exclude_none=True) if fmt and fmt.type != "text" else None,
+        )
+        return sampling if sampling.as_json() else None
+
     @field_validator("category")
     @classmethod
     def _category(cls, value: str) -> str:
@@ -159,7 +220,7 @@ class ChatCompletionRequest(BaseModel):
 class RequestWarning(BaseModel):
     """Something of the request the run does not do, and why (the run goes on without it)."""
 
-    code: Literal["agents_off_at_level", "agents_without_cheaper_model"]
+    code: Literal["agents_off_at_level", "agents_without_cheaper_model", "parameter_not_sent"]
     message: str
     param: str | None = None
 

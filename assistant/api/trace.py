@@ -18,6 +18,7 @@ from assistant.engine.events import (
     AgentStarted,
     ErrorEvent,
     Event,
+    FinalEvent,
     ModelCallFailed,
     RoundStarted,
     Source,
@@ -85,6 +86,8 @@ class TraceBuilder:
         self._sources: dict[str, SourceOut] = {}
         self.ended: ErrorEvent | StoppedEvent | None = None
         """How the run ended, when it failed or stopped (its last ``error`` or ``stopped`` step)."""
+        self.cut = False
+        """The answer's last call stopped at its output cap (``FinalEvent.cut``)."""
         self.main_failure: ModelCallFailed | None = None
         """The main model's last failed call (what a failed run's error says of the provider)."""
 
@@ -101,6 +104,8 @@ class TraceBuilder:
             self._failed(e)
         elif isinstance(e, ErrorEvent | StoppedEvent) and agent_id is None:
             self.ended = e
+        elif isinstance(e, FinalEvent) and agent_id is None:
+            self.cut = e.cut
         elif isinstance(e, RoundStarted):
             if agent_id is not None:
                 self._agent_rounds[agent_id] = e.round
