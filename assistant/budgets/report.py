@@ -28,7 +28,8 @@ from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landed_per_run, landing_lines
 from .models import BudgetAlert, LandingAlert
 from .months import month_bounds, previous_month, zone
-from .services import CategoryState, categories_of, state_of
+from .services import categories_of
+from .state import CategoryState, state_of
 
 # The cost-per-call chart covers the month and the two before it, so that a drift shows against its past.
 DRIFT_MONTHS = 3

@@ -81,11 +81,11 @@ def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str 
 async def _replaced(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> HttpResponseBase:
     run, refused = await sync_to_async(_replace)(request, pk, run_id, text)
     if refused is not None:
-        return refused  # type: ignore[no-any-return]
+        return refused  # type: ignore[no-any-return]  # sync_to_async loses _replace's return type
     assert run is not None
     await groups.announce_started(run)
     execution.launch(run.pk)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return HttpResponseClientRedirect(reverse("conversation", args=[pk]))
     return redirect("conversation", pk=pk)
 
@@ -111,7 +111,7 @@ def queued_remove(request: AuthenticatedHttpRequest, pk: int, message_id: int) -
     conv = _conversation(request, pk)
     Message.objects.filter(conversation=conv, pk=message_id, queued=True).delete()
     conversation_search.index(conv.pk)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return HttpResponse("")
     return redirect("conversation", pk=conv.pk)
 
@@ -124,7 +124,7 @@ def search(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = organisation_of(request.user)
     results = conversation_search.search(org.pk, request.user.pk, query) if query else []
     context = {"query": query, "results": results}
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, "chat/_search_results.html", context)
     return render(request, "chat/search.html", context)
 

@@ -95,7 +95,7 @@ def _turns(conversation: Conversation) -> list[dict[str, Any]]:
     questions = {m.run_id: m for m in conversation.messages.filter(role="user", queued=False) if m.run_id}
     items = []
     for m in questions.values():
-        run = runs_by_id.get(m.run_id)  # type: ignore[arg-type]
+        run = runs_by_id.get(m.run_id)  # type: ignore[arg-type]  # m.run_id is not None (filtered above); the stubs type it Optional
         if run is None or run.superseded:
             continue
         versions = [
@@ -195,14 +195,14 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Me
             503,
         )
     context = _page(request, conv, values, error)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return None, render(request, "chat/_composer.html", context, status=status)
     return None, render(request, "chat/page.html", context, status=status)
 
 
 def _queued_response(request: AuthenticatedHttpRequest, message: Message) -> HttpResponseBase:
     """The composer again, empty with the same settings, and the message added to the queue above it."""
-    if not request.htmx:  # type: ignore[attr-defined]
+    if not request.htmx:
         return redirect("conversation", pk=message.conversation_id)
     org = organisation_of(request.user)
     context = {"conversation": message.conversation, "composer": _composer(org, message.choices), "message": message}
@@ -236,7 +236,7 @@ async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> Http
     assert run is not None
     await groups.announce_started(run)
     execution.launch(run.pk)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         if pk is not None:
             response = await sync_to_async(_sent)(request, run)
         else:
@@ -255,7 +255,7 @@ async def stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID) -> HttpResp
     if run is None:
         return HttpResponse("Not found", status=404)
     await execution.request_stop(run.pk)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         # The button becomes "Stopping…"; the stopped run itself arrives through the websocket.
         await run.arefresh_from_db()
         return await sync_to_async(render)(request, "chat/_stop.html", {"view": {"run": run}})
@@ -284,7 +284,7 @@ def rename(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
         conv.title = title
         conv.save(update_fields=["title"])  # the sidebar keeps its order: renaming is not activity
     status = REFUSED if error else 200
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         # The heading again, and the sidebar's link swapped out of band.
         context = {"conversation": conv, "rename_error": error, "rename_value": title, "renamed": not error}
         return render(request, "chat/_head.html", context, status=status)
@@ -300,10 +300,10 @@ async def delete(request: AuthenticatedHttpRequest, pk: int) -> HttpResponseBase
     """GET: the confirmation page (without JavaScript). POST: stop its runs, erase it, back to the home page."""
     conv = await sync_to_async(_conversation)(request, pk)
     if request.method == "GET":
-        running = await Run.objects.filter(conversation=conv, status="running").aexists()
+        running = await Run.objects.filter(conversation=conv, status=Run.Status.RUNNING).aexists()
         context = {"conversation": conv, "running": running}
         return await sync_to_async(render)(request, "chat/delete.html", context)
     await deletion.delete_conversation(conv)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return HttpResponseClientRedirect(reverse("home"))
     return redirect("home")

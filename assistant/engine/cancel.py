@@ -10,6 +10,7 @@ agents check the token before each turn and before launching tools.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Literal, TypeAlias
 
 from .causes import Cause, CauseCode
@@ -37,6 +38,8 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.cause: StopCause | None = None
+        self.cancelled_at: float | None = None
+        """When it was cancelled (``time.monotonic()``): the Stop-to-end latency is measured from it."""
 
     @property
     def cancelled(self) -> bool:
@@ -54,6 +57,7 @@ class CancelToken:
     def cancel(self, cause: StopCause = "user") -> None:
         if not self._event.is_set():
             self.cause = cause
+            self.cancelled_at = time.monotonic()
             self._event.set()
 
     async def wait(self) -> None:

@@ -277,7 +277,8 @@ class Delegation:
                 max_seconds=seconds,
                 call_timeout=ctx.policy.agent_call_timeout,
             )
-            started.append((i, asyncio.ensure_future(self._run_one(f"agent-{ctx.agents_started}", task, budget))))
+            agent = self._run_one(f"agent-{ctx.agents_started}", task, budget, call.id)
+            started.append((i, asyncio.ensure_future(agent)))
         outcomes: list[AgentOutcome] = []
         for i, future in started:
             outcome = await future
@@ -286,9 +287,9 @@ class Delegation:
             results[i] = {"task": i + 1, **outcome.for_main_model()}
         return json.dumps({"agents": results}, ensure_ascii=False), outcomes
 
-    async def _run_one(self, agent_id: str, task: AgentTask, budget: AgentBudget) -> AgentOutcome:
+    async def _run_one(self, agent_id: str, task: AgentTask, budget: AgentBudget, call_id: str) -> AgentOutcome:
         try:
             # The level's effort, translated for the agent's own model (not the main model's translation).
-            return await run_agent(self.ctx, agent_id, task, budget, self.plan.level_effort)
+            return await run_agent(self.ctx, agent_id, task, budget, self.plan.level_effort, call_id)
         finally:
             self.ctx.active_agents -= 1

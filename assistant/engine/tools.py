@@ -6,7 +6,9 @@ the loop sends it back as the tool's result and the run goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -310,6 +312,9 @@ class ToolRun:
     content: str
     outcome: ToolOutcome | None
     error: str | None
+    started_at: float = 0.0
+    """When it started, in seconds since the epoch (``run_tool_call`` times it)."""
+    seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -317,7 +322,13 @@ class ToolRun:
 
 
 async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
-    """Run one call. Business errors (bad arguments, scope) go back to the model; others propagate."""
+    """Run one call, timed. Business errors (bad arguments, scope) go back to the model; others propagate."""
+    started_at = time.time()
+    run = await _run_tool_call(tools, call, unavailable)
+    return dataclasses.replace(run, started_at=started_at, seconds=max(0.0, time.time() - started_at))
+
+
+async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
     tool = tools.get(call.name)
     if tool is None:
         return _error(call, f"Tool '{call.name}' is not available. {unavailable}")

@@ -1,6 +1,6 @@
 """Transactions of a run's course whose commit need not wait for the disk.
 
-A run commits at every model call: its budget hold (``budgets.services``: reserved before the call, settled
+A run commits at every model call: its budget hold (``budgets.reservations``: reserved before the call, settled
 after it) and its recorder's steps (``recorder``). On PostgreSQL each commit waits for the write-ahead log to
 reach the disk (``synchronous_commit = on``, a few milliseconds), a dozen times along a run's critical path.
 ``lazy_atomic`` is ``transaction.atomic`` with ``SET LOCAL synchronous_commit TO OFF``: the commit returns once

@@ -33,6 +33,7 @@ from django.utils import timezone
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.cancel import CancelToken, StopCause
+from assistant.engine.catalogue import Catalogue
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent, Event
@@ -47,6 +48,8 @@ from assistant.engine.usage import CostCap, Ledgers, UsageLedger
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.tools import tool_factories
 from assistant.orgs.services import policy_for
+from assistant.telemetry import setup
+from assistant.telemetry.spans import RunFacts, RunTrace
 
 from . import accounting, groups, leases
 from .models import Conversation, Message, Run
@@ -150,8 +153,11 @@ def launch(
         _starting[run_id] = policy
     if executor is execute_run and heard is not None:
         _hearing[run_id] = heard
-    # A fresh context: the run must not inherit the request's (its thread executor ends with it).
-    task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=contextvars.Context())
+    # A fresh context: the run must not inherit the request's (its thread executor ends with it); only its trace
+    # context goes with it, so that the run's span is the child of the caller's.
+    fresh = contextvars.Context()
+    setup.carry_into(fresh)
+    task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=fresh)
     _tasks[run_id] = task
     task.add_done_callback(lambda _: (_tasks.pop(run_id, None), _hearing.pop(run_id, None)))
     return task
@@ -166,7 +172,7 @@ async def wait_for(run_id: uuid.UUID) -> None:
 
 async def request_stop(run_id: uuid.UUID) -> bool:
     """Stop a run: at once if it executes here, through the shared flag wherever it executes."""
-    updated = await Run.objects.filter(pk=run_id, status="running").aupdate(stop_requested=True)
+    updated = await Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).aupdate(stop_requested=True)
     token = _tokens.get(run_id)
     if token is not None:
         token.cancel("user")
@@ -308,9 +314,10 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         token.cancel("user")
     elif _stopping is not None:  # claimed after the process began shutting down (``stop_all``)
         token.cancel(_stopping)
-    recorder = Recorder(run_id, heard.events if heard is not None else None)
+    catalogue = snapshot.catalogue()
+    recorder = Recorder(run_id, heard.events if heard is not None else None, _trace(run, prepared, catalogue, token))
     ctx = RunContext(
-        catalogue=snapshot.catalogue(),
+        catalogue=catalogue,
         models=snapshot.resolve,
         toolbox=toolbox_for(run.organisation_id, prepared.tables),
         policy=prepared.policy,
@@ -364,6 +371,25 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
                 await hook(run.conversation_id)
             except Exception:
                 log.exception("a hook after run %s failed", run_id)
+
+
+def _trace(run: Run, prepared: _Prepared, catalogue: Catalogue, token: CancelToken) -> RunTrace | None:
+    """The run's spans, when this process exports telemetry (``telemetry.setup``): built from its events."""
+    telemetry = setup.current()
+    if telemetry is None:
+        return None
+    history = prepared.history
+    question = history[-1].content if telemetry.content.captures and not isinstance(history, Exception) else ""
+    facts = RunFacts(
+        run_id=str(run.pk),
+        conversation_id=str(run.conversation_id),
+        organisation=run.organisation.slug,
+        category=run.category,
+        level=run.level,
+        model=run.model,
+        question=question,
+    )
+    return RunTrace(telemetry, facts, catalogue, lambda: token.cancelled_at)
 
 
 # What a run's end writes.
@@ -439,7 +465,7 @@ def _save_end(run_id: uuid.UUID, values: dict[str, Any]) -> bool | None:
         cursor.execute(
             f"UPDATE {table} SET {columns} WHERE id = %s AND status = %s RETURNING (SELECT deleted IS NOT NULL"
             f" FROM {conversations} WHERE {conversations}.id = {table}.conversation_id)",
-            [*params, Run._meta.pk.get_db_prep_value(run_id, connection), "running"],
+            [*params, Run._meta.pk.get_db_prep_value(run_id, connection), Run.Status.RUNNING.value],
         )
         found = cursor.fetchone()
     return None if found is None else bool(found[0])

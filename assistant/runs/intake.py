@@ -10,8 +10,10 @@ for its reader (``wording.refusal_text``), the API with its stable code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ParamSpec
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -33,6 +35,7 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import available_resources
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
+from assistant.telemetry import setup as telemetry
 
 from . import accounting, execution
 from .models import Conversation, Message, Run
@@ -144,6 +147,24 @@ def first_call_tokens(
     return prompt_tokens(first) + (first.max_output_tokens or catalogue[ask.model].output_cap)
 
 
+P = ParamSpec("P")
+
+
+def _counted(create: Callable[P, Run]) -> Callable[P, Run]:
+    """Count the refusals met as a run is created, by code (``assistant.refusals``: the category budget's among them)."""
+
+    @functools.wraps(create)
+    def counted(*args: P.args, **kwargs: P.kwargs) -> Run:
+        try:
+            return create(*args, **kwargs)
+        except RequestRefused as e:
+            telemetry.count_refusal(e.refusal.code)
+            raise
+
+    return counted
+
+
+@_counted
 def create_run(
     user: User,
     org: Organisation,
@@ -208,7 +229,7 @@ def create_run(
                 conversation.save(update_fields=["updated"])
             admission = books.reserve(org.pk, admission, run.pk, tokens)
     except IntegrityError as e:
-        if not new and Run.objects.filter(conversation=conversation, status="running").exists():
+        if not new and Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
             raise Busy() from e
         raise
     run.conversation_deleted = None  # true only in that transaction
@@ -256,7 +277,7 @@ def submit(user: User, org: Organisation, conversation: Conversation | None, ask
     policy = policy_for(org)
     if conversation is not None and (
         Message.objects.filter(conversation=conversation, queued=True, queue_error="").exists()
-        or Run.objects.filter(conversation=conversation, status="running").exists()
+        or Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists()
     ):
         check(org, ask, policy=policy)
         return enqueue(conversation, ask)

@@ -16,7 +16,7 @@ import asyncio
 import functools
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -28,8 +28,19 @@ from assistant.engine.events import AgentFinished, AgentStarted, Event, TextDelt
 from . import local
 from .commits import lazy_atomic
 from .groups import publish
+from .messages import RunEvent
 from .models import Run, Step
 from .steps import AgentEnd, save_event
+
+
+class Listener(Protocol):
+    """Hears each event a recorder is given, text deltas included, as it is given, then the recorder's close
+    (``telemetry.spans.RunTrace``: a run's spans)."""
+
+    def on_event(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...
+
 
 FLUSH_SECONDS = 0.1
 WRITE_DELAY = 0.02  # from an event to its write: see ``Recorder._write_loop``
@@ -43,8 +54,9 @@ class Recorder:
     provider's buffered chunk) goes out as one message instead of hundreds.
     """
 
-    def __init__(self, run_id: uuid.UUID, heard: list[Event] | None = None) -> None:
+    def __init__(self, run_id: uuid.UUID, heard: list[Event] | None = None, listener: Listener | None = None) -> None:
         self.run_id = run_id
+        self.listener = listener
         self.heard = heard
         """Where each event saved as a step is also kept, in order, for an in-process caller (``execution.Heard``)."""
         self.answer = ""
@@ -66,6 +78,8 @@ class Recorder:
         self._profiles: dict[str, str] = {}
 
     async def emit(self, event: Event) -> None:
+        if self.listener is not None:
+            self.listener.on_event(event)
         if isinstance(event, TextDeltaEvent):
             if self._text and event.agent_id != self._text_agent:
                 await self._publish_text()
@@ -96,7 +110,9 @@ class Recorder:
         offset = len(self.answer)
         self._pending.append((self.seq, event.kind, event.agent_id or "", data, offset))
         self._wake.set()
-        await self._publish({"seq": self.seq, "event": data, "t": time.monotonic(), "text_offset": offset})
+        message: RunEvent = {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": data,
+                             "t": time.monotonic(), "text_offset": offset}  # fmt: skip
+        await self._publish(message)
 
     async def _publish_text(self) -> None:
         if not self._text:
@@ -106,17 +122,17 @@ class Recorder:
         async with self._publishing:
             await publish(self.run_id, message)
 
-    def _text_message(self, text: str) -> dict[str, Any]:
+    def _text_message(self, text: str) -> RunEvent:
         """The text from ``_text_offset`` in the answer (``offset`` places it, for a listener that read part of it
         from the database or heard its start already), stamped with when its first delta was emitted."""
         event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
         return {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": event, "t": self._text_t,
                 "offset": self._text_offset}  # fmt: skip
 
-    async def _publish(self, message: dict[str, Any]) -> None:
+    async def _publish(self, message: RunEvent) -> None:
         # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.
         async with self._publishing:
-            await publish(self.run_id, {"type": "run.event", "run": self.run_id.hex, **message})
+            await publish(self.run_id, message)
 
     async def _write_loop(self) -> None:
         """Write what is pending ``WRITE_DELAY`` after something is, with what came meanwhile, then nothing for the
@@ -155,6 +171,8 @@ class Recorder:
             await sync_to_async(_save, thread_sensitive=True)(self.run_id, steps, answer if dirty else None)
 
     async def close(self) -> None:
+        if self.listener is not None:  # every event is in: the run has ended
+            self.listener.close()
         await self._publish_text()
         self._closed = True
         self._wake.set()

@@ -21,7 +21,7 @@ from conftest import Process
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from assistant.budgets import services
+from assistant.budgets import state
 from assistant.budgets.models import Category, CategoryMonth, Reservation
 from assistant.orgs.models import Organisation
 from assistant.runs import leases
@@ -60,7 +60,7 @@ async def _until(predicate: Any, timeout: float = 60, pause: float = 0.02) -> No
 def _in_flight() -> int:
     org = Organisation.objects.get(slug="demo")
     category = Category.objects.get(organisation=org, slug="syntheses")
-    return services.state_of(category).reserved
+    return state.state_of(category).reserved
 
 
 async def test_a_worker_killed_mid_call_leaves_no_reservation_behind(workers: list[Process], demo: None) -> None:
