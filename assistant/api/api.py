@@ -44,6 +44,7 @@ from . import limits
 from .errors import CODES, ApiError, error_body, error_response, refusal_error, run_failure
 from .middleware import request_id
 from .schemas import (
+    STREAM_SCHEMAS,
     ChatCompletion,
     ChatCompletionRequest,
     Choice,
@@ -53,6 +54,7 @@ from .schemas import (
     ModelOut,
     OutputMessage,
     RequestWarning,
+    RunErrorOut,
     RunOut,
     errors_schema,
 )
@@ -97,7 +99,29 @@ class KeyAuth(HttpBearer):
         return await sync_to_async(_authenticate)(request, token)
 
 
-api = NinjaAPI(
+class DocumentedApi(NinjaAPI):
+    """The API whose OpenAPI document also describes what no operation returns as JSON: the streamed chunks
+    (``text/event-stream``, ``ChatCompletionChunk``) and a stream's error event (``RunErrorOut``)."""
+
+    def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None) -> Any:
+        document = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        components = document.setdefault("components", {}).setdefault("schemas", {})
+        for model in STREAM_SCHEMAS:
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, nested in schema.pop("$defs", {}).items():
+                components.setdefault(name, nested)
+            components[model.__name__] = schema
+        for path, item in document["paths"].items():
+            operation = item.get("post") if path.endswith("/chat/completions") else None
+            if operation is None:
+                continue
+            stream = {"schema": {"$ref": "#/components/schemas/ChatCompletionChunk"}}
+            ok = operation["responses"][200]  # django-ninja keys the statuses as numbers
+            ok.setdefault("content", {})["text/event-stream"] = stream
+        return document
+
+
+api = DocumentedApi(
     title="Assistant API",
     version="1",
     description="OpenAI-compatible chat completions whose main model delegates to budgeted sub-agents.",
@@ -454,7 +478,13 @@ async def _stream(
 
 @api.post(
     "/chat/completions",
-    response={200: ChatCompletion, **errors_schema(400, 401, 403, 404, 413, 429)},
+    response={
+        200: ChatCompletion,
+        **errors_schema(400, 401, 403, 404, 413, 429),
+        500: RunErrorOut,
+        502: RunErrorOut,
+        504: RunErrorOut,
+    },
     summary="Create a chat completion (a run)",
     description=STREAM_DESCRIPTION,
 )

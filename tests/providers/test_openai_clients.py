@@ -5,6 +5,7 @@ is an answer."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -315,3 +316,75 @@ async def test_langchain_structured_output_gets_its_object(secret: str, provider
     assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Invoices"
     await http.aclose()
     await snapshot.aclose_providers()
+
+
+# Live per-agent figures ----------------------------------------------------------------------------------------------
+
+
+async def test_a_running_agents_cost_and_tokens_show_live_in_the_run_and_the_stream(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    task = {"instruction": "Find the unpaid invoices of Bimbamjob.", "model": MODEL, "resources": ["kb:factures"]}
+    provider.script(
+        sse_reply("openai", "gpt-4.1", Turn(calls=(("agents", json.dumps({"tasks": [task]})),))),
+        sse_reply(
+            "openai", MODEL, Turn(calls=(("kb_search", '{"query": "unpaid", "kb": "factures"}'),), usage=Usage(900, 40))
+        ),
+        sse_reply("openai", MODEL, Turn("Still reading"), hang_after=1),  # the agent's next call hangs
+    )
+    events: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        stream = await client.chat.completions.create(
+            model="gpt-4.1",
+            messages=QUESTION,
+            stream=True,
+            extra_body={"tools_enabled": ["kb:factures", "agents"], "reasoning_level": "approfondi"},
+        )
+        async for chunk in stream:
+            extra = chunk.model_extra or {}
+            if "event" in extra:
+                events.append(extra["event"])
+            elif "run_id" in extra and not events:
+                events.append({"type": "start", "run_id": extra["run_id"]})
+
+    following = asyncio.create_task(follow())
+    await asyncio.to_thread(provider.hanging.wait, 30)
+    run = await Run.objects.filter(status="running").aget()
+    live = (await client.get(f"/runs/{run.pk}", cast_to=httpx2.Response)).json()
+    agent = next(s["agent"] for s in live["steps"] if s["type"] == "run_agent")
+    assert agent["status"] == "running" and agent["cost_eur"] > 0
+    assert agent["usage"]["prompt_tokens"] == 900 and agent["usage"]["completion_tokens"] == 40
+    await client.post(f"/runs/{run.pk}/cancel", cast_to=httpx2.Response)
+    await asyncio.wait_for(following, 30)
+    kinds = [e["type"] for e in events]
+    assert kinds.index("agent_usage") < kinds.index("agent_finished")
+    spent = next(e for e in events if e["type"] == "agent_usage")
+    assert spent["agent_id"] == agent["id"] and spent["cost_eur"] == agent["cost_eur"]
+    assert spent["usage"]["prompt_tokens"] == 900
+
+
+# The OpenAPI document ------------------------------------------------------------------------------------------------
+
+
+async def test_the_openapi_document_describes_the_stream_and_the_failed_runs(client: openai.AsyncOpenAI) -> None:
+    document = (await client.get("/openapi.json", cast_to=httpx2.Response)).json()
+    schemas = document["components"]["schemas"]
+    responses = document["paths"]["/v1/chat/completions"]["post"]["responses"]
+    chunk = responses["200"]["content"]["text/event-stream"]["schema"]["$ref"]
+    assert chunk == "#/components/schemas/ChatCompletionChunk"
+    for status in ("500", "502", "504"):
+        assert responses[status]["content"]["application/json"]["schema"]["$ref"].endswith("/RunErrorOut")
+    assert {"run_id", "steps", "usage", "answer"} <= set(schemas["RunErrorBody"]["properties"])
+    assert {"choices", "event", "run_id", "usage", "status"} <= set(schemas["ChatCompletionChunk"]["properties"])
+    assert "agent_usage" in schemas["StreamEvent"]["properties"]["type"]["enum"]
+
+    def refs(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from [value] if key == "$ref" else refs(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from refs(value)
+
+    assert {r.rsplit("/", 1)[1] for r in refs(document)} <= set(schemas)  # every reference resolves
