@@ -11,6 +11,7 @@ The OpenAPI document is generated from ``schemas`` at ``/v1/openapi.json`` (brow
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -425,6 +426,15 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+async def _client_gone(run: Run, body: ChatCompletionRequest) -> None:
+    """The client closed its connection before the run ended: the run stops as Stop does (nothing more is asked of
+    the provider, what was served is billed), unless the request set ``background``."""
+    if body.background:
+        return
+    if await execution.request_stop(run.pk):
+        log.info("run %s stopped: its client closed the connection", run.pk)
+
+
 async def _stream(
     run: Run,
     follower: RunFollower,
@@ -433,7 +443,8 @@ async def _stream(
     policy: Policy,
     heard: execution.Heard | None = None,
 ) -> AsyncIterator[str]:
-    """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
+    """The run as OpenAI chunks: its events, the answer's deltas, the end; a client that closes the stream stops
+    the run (``_client_gone``)."""
     warnings = _warnings(key, body, policy)  # the catalogue's snapshot, in memory: no database read in the loop
     base = {
         "id": f"chatcmpl-{run.pk.hex}",
@@ -459,6 +470,9 @@ async def _stream(
             if event is not None:
                 data = {k: v for k, v in event.model_dump(mode="json").items() if v is not None}
                 yield _sse({**base, "choices": [], "event": data})
+    except asyncio.CancelledError:  # the client closed the stream (Django cancels the response on its disconnect)
+        await _client_gone(run, body)
+        raise
     finally:
         await follower.close()
     done, failure = await _completed(run.pk, warnings, builder, heard)
@@ -507,6 +521,9 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
         return response
     try:
         await follower.finished()
+    except asyncio.CancelledError:  # the client went away (Django cancels the view on its disconnect)
+        await _client_gone(run, body)
+        raise
     finally:
         await follower.close()
     done, failure = await _completed(run.pk, _warnings(key, body, policy), heard=heard)

@@ -137,6 +137,11 @@ class ChatCompletionRequest(BaseModel):
     category: str = Field(
         default="", max_length=100, description="The task category's slug; empty for the organisation's default."
     )
+    background: StrictBool = Field(
+        default=False,
+        description="Keep the run going when the client closes its connection (else it stops, as Stop does); "
+        "`GET /v1/runs/{run_id}` follows it.",
+    )
     # OpenAI's sampling and format: the main model's calls only (agents keep their own settings); one its model or
     # provider does not take is not sent, and the response's ``warnings`` says so.
     max_tokens: int | None = Field(default=None, ge=1, description="Caps each main-model call's output.")
