@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0004_run_language'),
+        ("runs", "0004_run_language"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='sampling',
+            model_name="run",
+            name="sampling",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]
