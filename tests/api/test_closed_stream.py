@@ -18,11 +18,14 @@ ASK: Any = [{"role": "user", "content": "Bimbamjob: invoicing 2024, payment foll
 
 
 def ended(live: Live, run_id: str) -> dict[str, Any]:
-    """The run once it has ended (polled: it ends on its own or by a stop)."""
-    http = live.http()
+    """The run once it has ended (it ends on its own or by a stop), as ``GET /v1/runs/{id}`` gives it; waited for in
+    the server's database, not through the API, whose key has a rate limit the other tests share."""
+    assert live.database is not None
     for _ in range(600):
-        run: dict[str, Any] = http.get(f"/v1/runs/{run_id}").json()
-        if run["status"] != "running":
+        with sqlite3.connect(live.database, timeout=10) as db:
+            (status,) = db.execute("SELECT status FROM chat_run WHERE id = ?", [run_id.replace("-", "")]).fetchone()
+        if status != "running":
+            run: dict[str, Any] = live.http().get(f"/v1/runs/{run_id}").json()
             return run
         time.sleep(0.05)
     raise AssertionError(f"run {run_id} still running")

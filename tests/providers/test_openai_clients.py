@@ -351,9 +351,13 @@ async def test_a_running_agents_cost_and_tokens_show_live_in_the_run_and_the_str
     following = asyncio.create_task(follow())
     await asyncio.to_thread(provider.hanging.wait, 30)
     run = await Run.objects.filter(status="running").aget()
-    live = (await client.get(f"/runs/{run.pk}", cast_to=httpx2.Response)).json()
-    agent = next(s["agent"] for s in live["steps"] if s["type"] == "run_agent")
-    assert agent["status"] == "running" and agent["cost_eur"] > 0
+    for _ in range(100):  # its steps are written a little after they happen (the recorder's batches)
+        live = (await client.get(f"/runs/{run.pk}", cast_to=httpx2.Response)).json()
+        agent = next((s["agent"] for s in live["steps"] if s["type"] == "run_agent"), {"cost_eur": 0})
+        if agent["cost_eur"] > 0:
+            break
+        await asyncio.sleep(0.05)
+    assert live["status"] == "running" and agent["status"] == "running" and agent["cost_eur"] > 0
     assert agent["usage"]["prompt_tokens"] == 900 and agent["usage"]["completion_tokens"] == 40
     await client.post(f"/runs/{run.pk}/cancel", cast_to=httpx2.Response)
     await asyncio.wait_for(following, 30)
