@@ -312,9 +312,10 @@ class UsageOut(BaseModel):
 
 
 AGENT_REASON_CODE_DESCRIPTION = (
-    "Why the agent ended as it did, as a stable code: `rounds`, `tokens`, `seconds`, `output_cut` (interrupted); "
-    "`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown` (stopped); `model_error`, `tool_failed`, `invalid_result`, "
-    "`no_result`, `run_ended` (error). Null when it simply returned, or for a run saved before codes existed."
+    "Why the agent ended as it did, as a stable code (the run's `reason_code` vocabulary): `rounds`, `tokens`, "
+    "`seconds`, `output_cut` (interrupted); `stopped_by_user`, `category_budget`, `cost_cap`, `spend_limit`, "
+    "`delegation_cap`, `server_shutdown` (stopped); `model_error`, `tool_failed`, `invalid_result`, `no_result`, "
+    "`run_ended` (error). Null when it simply returned, or for a run saved before codes existed."
 )
 
 
@@ -371,8 +372,12 @@ STATUS_DESCRIPTION = (
 )
 REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
 REASON_CODE_DESCRIPTION = (
-    "Why the run stopped, as a code: `user` (Stop, a cancel), `budget` (its category's month crossed mid-way), "
-    "`cost_cap` (a scheduled task's cap), `shutdown` (the worker executing it was shut down); `error` for a failed run; empty when it ended ok or is running."
+    "Why the run stopped or failed, as a stable code (the agents' `reason_code` vocabulary). Stopped: "
+    "`stopped_by_user` (Stop, a cancel), `category_budget` (its category's month crossed mid-way), `cost_cap` (a "
+    "scheduled task's cap), `spend_limit`, `delegation_cap`, `server_shutdown` (the worker executing it was shut "
+    "down). Failed: `model_error`, `tool_failed`, `infrastructure`, `refused`, `process_died`, `not_taken`, "
+    "`not_queued`, `server_stopped`, `unexpected`. Empty when it ended ok or is running. Changed in 2026-12: was "
+    "`user`, `budget`, `shutdown` and `error`."
 )
 
 

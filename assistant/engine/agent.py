@@ -312,7 +312,7 @@ class _AgentLoop:
         return None
 
     async def _stopped(self) -> AgentOutcome:
-        return await self._finish("stopped", self.ctx.cancel.stop_cause, self.ctx.cancel.message)
+        return await self._finish("stopped", self.ctx.cancel.stop_cause)
 
     async def _finish(
         self, status: AgentStatus, cause: Cause | None, reason: str | None = None, report: str | None = None

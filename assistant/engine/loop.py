@@ -224,7 +224,7 @@ class _MainLoop:
         ctx = self.ctx
         await ctx.emit(
             StoppedEvent(
-                message=ctx.cancel.message,
+                message=ctx.cancel.stop_cause.english(),
                 cause=ctx.cancel.stop_cause,
                 text=self.text,
                 rounds=self.rounds,

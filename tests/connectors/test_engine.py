@@ -134,7 +134,7 @@ async def test_stop_lets_a_call_in_flight_finish_within_its_timeout(crm: CrmServ
     async def stop_soon() -> None:
         while not crm.calls:
             await asyncio.sleep(0.02)
-        ctx.cancel.cancel("user")
+        ctx.cancel.cancel()
 
     started = time.monotonic()
     stopper = asyncio.ensure_future(stop_soon())

@@ -15,6 +15,7 @@ from django.utils import timezone
 from waiting import until
 
 from assistant.engine.cancel import CancelToken
+from assistant.engine.causes import Cause
 from assistant.orgs.models import Organisation
 from assistant.runs import intake, leases
 from assistant.runs.models import Lease, Run
@@ -65,7 +66,7 @@ async def test_the_flag_of_every_watched_run_is_read_in_one_query_and_stops_only
 
             await Run.objects.filter(pk=runs[2].pk).aupdate(stop_requested=True)  # Stop with no broadcast heard
             await until(lambda: tokens[2].cancelled, "the flag's stop")
-            assert tokens[2].cause == "user"
+            assert tokens[2].cause == Cause(code="stopped_by_user")
             await Run.objects.filter(pk=runs[4].pk).aupdate(status="failed")  # failed meanwhile by a reaper
             await until(lambda: tokens[4].cancelled, "the stop of a run failed meanwhile")
             assert [token.cancelled for token in tokens] == [False, False, True, False, True]
