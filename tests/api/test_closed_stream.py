@@ -43,7 +43,7 @@ def test_a_closed_stream_stops_its_run_as_stop_does(live: Live) -> None:
     stream, run_id = started(live)
     stream.close()  # the connection closed, as a front end's Stop does
     run = ended(live, run_id)
-    assert run["status"] == "stopped" and run["reason_code"] == "user" and run["stop_requested"]
+    assert run["status"] == "stopped" and run["reason_code"] == "stopped_by_user" and run["stop_requested"]
     assert run["usage"]["cost_eur"] >= 0  # billed what was served
 
 
@@ -63,4 +63,4 @@ def test_a_client_gone_before_the_answer_not_streamed_stops_its_run(live: Live) 
     with sqlite3.connect(live.database, timeout=10) as db:
         (run_id,) = db.execute("SELECT id FROM chat_run ORDER BY created DESC LIMIT 1").fetchone()
     run = ended(live, str(run_id))
-    assert run["status"] == "stopped" and run["reason_code"] == "user"
+    assert run["status"] == "stopped" and run["reason_code"] == "stopped_by_user"
