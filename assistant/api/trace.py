@@ -72,6 +72,13 @@ def _action(action: Action | None) -> ActionOut | None:
     )
 
 
+def _stopped_code(action: Action | None) -> str | None:
+    """Why a call stopped with its run, as the run's cause code (None: it was not stopped)."""
+    if action is None or action.stopped is None:
+        return None
+    return (action.stopped.because or action.stopped).code
+
+
 def _sources(items: Iterable[Source]) -> list[SourceOut]:
     return [SourceOut(**s.model_dump()) for s in items]
 
@@ -125,6 +132,8 @@ class TraceBuilder:
                 action=_action(e.action),
                 error=e.error,
                 sources=_sources(e.sources),
+                reason_code=_stopped_code(e.action),
+                started=e.action is None or e.action.started,
             )
             self._keep(tool.sources)
             self.trace.steps.append(tool)
@@ -151,6 +160,8 @@ class TraceBuilder:
                 action=_action(a),
                 error=None if a.ok else a.label,
                 sources=_sources(e.sources),
+                reason_code=_stopped_code(e.action),
+                started=e.action.started,
             )
             self._keep(tool.sources)
             agent = self._agents[e.agent_id]
