@@ -167,6 +167,13 @@ class RequestWarning(BaseModel):
 # Steps, rounds, usage, sources --------------------------------------------------------------------
 
 
+TOOL_REASON_CODE_DESCRIPTION = (
+    "Set when the call was stopped with its run before it returned (a query interrupted, a script killed, a page "
+    "read or a connector call aborted, a call waiting for its turn released): why the run stopped, as the run's and "
+    "the agents' codes say it (`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown`). Null otherwise."
+)
+
+
 class ActionOut(BaseModel):
     """What a tool call did, in the words the user reads (``query``: a data_query, its SQL and row count)."""
 
@@ -196,6 +203,10 @@ class ToolStep(BaseModel):
     action: ActionOut | None = None
     error: str | None = None
     sources: list[SourceOut] = Field(default_factory=list)
+    reason_code: str | None = Field(default=None, description=TOOL_REASON_CODE_DESCRIPTION)
+    started: bool = Field(
+        default=True, description="False: the call was stopped while it waited for its turn; it never started."
+    )
 
 
 class ModelCallFailedStep(BaseModel):
