@@ -242,6 +242,8 @@ class FinalEvent(_Event):
     rounds: int
     sources: Annotated[tuple[Source, ...], ERASE] = ()
     usage: UsageData = UsageData()
+    cut: bool = False
+    """The answer's last call stopped at its output cap (the model's, or the API client's ``max_tokens``)."""
 
 
 class ErrorEvent(_Event):
