@@ -20,6 +20,8 @@ class Model(ABC):
 
     def __init__(self, info: ModelInfo) -> None:
         self.info = info
+        self.api_model = info.id
+        """Its name at its provider, as requests send it (an adapter's own, else the catalogue id)."""
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]: ...
