@@ -117,7 +117,7 @@ class RunContext:
         started = time.monotonic()
         # Retries wait no longer than the call may last, nor past the run's time.
         deadline = started + min(self.seconds_left, math.inf if timeout is None else timeout)
-        state = CallState(deadline=deadline, api_model=model.api_model)
+        state = CallState(deadline=deadline, api_model=model.api_model or model_id)
 
         async def consume() -> None:
             with tracked_call(state):
