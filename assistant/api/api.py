@@ -27,7 +27,6 @@ from ninja.security import HttpBearer
 
 from assistant.catalogue import snapshot
 from assistant.catalogue.models import CatalogueEntry
-from assistant.engine.cancel import STOP_CAUSES
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent, StoppedEvent
 from assistant.engine.policy import Policy
@@ -289,24 +288,23 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
     return run, policy
 
 
-# A stopped run's cause as the API's ``reason_code`` names it (``engine.cancel``'s stop causes).
-STOP_CODES = {code: cause for cause, code in STOP_CAUSES.items()}
-# The stops that a limit made (a budget, a cost cap): the answer was cut, OpenAI's ``finish_reason`` ``length``.
+# The stops that a limit made (a budget, a cost cap, a spend limit): the answer was cut, OpenAI's ``finish_reason``
+# ``length``.
 LIMIT_STOPS = frozenset({"category_budget", "cost_cap", "spend_limit"})
 
 
 def _reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> tuple[str, str]:
-    """Why the run stopped or failed, in English, and its ``reason_code``: the stop's cause (``user``, ``budget``,
-    ``cost_cap``, ``shutdown``), ``error`` for a failed run, empty when it ended ok. ``ended``: the run's ``error``
-    or ``stopped`` step's event (``TraceBuilder.ended``)."""
+    """Why the run stopped or failed, in English, and its ``reason_code``: the cause's code (``engine.causes``: the
+    one vocabulary of the run's and its agents' causes), empty when it ended ok. ``ended``: the run's ``error`` or
+    ``stopped`` step's event (``TraceBuilder.ended``)."""
     if run.status == "error":
-        return run.error, "error"
+        cause = ended.cause if isinstance(ended, ErrorEvent) else None
+        return run.error, cause.code if cause is not None else "unexpected"
     if run.status != "stopped":
         return "", ""
     if not isinstance(ended, StoppedEvent):
-        return "", "user"
-    code = STOP_CODES.get(ended.cause.code, "user") if ended.cause is not None else "user"
-    return ended.message, code
+        return "", "stopped_by_user"
+    return ended.message, ended.cause.code if ended.cause is not None else "stopped_by_user"
 
 
 def _finish_reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> FinishReason:

@@ -167,6 +167,13 @@ class RequestWarning(BaseModel):
 # Steps, rounds, usage, sources --------------------------------------------------------------------
 
 
+TOOL_REASON_CODE_DESCRIPTION = (
+    "Set when the call was stopped with its run before it returned (a query interrupted, a script killed, a page "
+    "read or a connector call aborted, a call waiting for its turn released): why the run stopped, as the run's and "
+    "the agents' codes say it (`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown`). Null otherwise."
+)
+
+
 class ActionOut(BaseModel):
     """What a tool call did, in the words the user reads (``query``: a data_query, its SQL and row count)."""
 
@@ -196,6 +203,10 @@ class ToolStep(BaseModel):
     action: ActionOut | None = None
     error: str | None = None
     sources: list[SourceOut] = Field(default_factory=list)
+    reason_code: str | None = Field(default=None, description=TOOL_REASON_CODE_DESCRIPTION)
+    started: bool = Field(
+        default=True, description="False: the call was stopped while it waited for its turn; it never started."
+    )
 
 
 class ModelCallFailedStep(BaseModel):
@@ -246,9 +257,10 @@ class UsageOut(BaseModel):
 
 
 AGENT_REASON_CODE_DESCRIPTION = (
-    "Why the agent ended as it did, as a stable code: `rounds`, `tokens`, `seconds`, `output_cut` (interrupted); "
-    "`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown` (stopped); `model_error`, `tool_failed`, `invalid_result`, "
-    "`no_result`, `run_ended` (error). Null when it simply returned, or for a run saved before codes existed."
+    "Why the agent ended as it did, as a stable code (the run's `reason_code` vocabulary): `rounds`, `tokens`, "
+    "`seconds`, `output_cut` (interrupted); `stopped_by_user`, `category_budget`, `cost_cap`, `spend_limit`, "
+    "`delegation_cap`, `server_shutdown` (stopped); `model_error`, `tool_failed`, `invalid_result`, `no_result`, "
+    "`run_ended` (error). Null when it simply returned, or for a run saved before codes existed."
 )
 
 
@@ -305,8 +317,12 @@ STATUS_DESCRIPTION = (
 )
 REASON_DESCRIPTION = "Why the run stopped, or the error of a failed run, in plain words; empty when it ended ok."
 REASON_CODE_DESCRIPTION = (
-    "Why the run stopped, as a code: `user` (Stop, a cancel), `budget` (its category's month crossed mid-way), "
-    "`cost_cap` (a scheduled task's cap), `shutdown` (the worker executing it was shut down); `error` for a failed run; empty when it ended ok or is running."
+    "Why the run stopped or failed, as a stable code (the agents' `reason_code` vocabulary). Stopped: "
+    "`stopped_by_user` (Stop, a cancel), `category_budget` (its category's month crossed mid-way), `cost_cap` (a "
+    "scheduled task's cap), `spend_limit`, `delegation_cap`, `server_shutdown` (the worker executing it was shut "
+    "down). Failed: `model_error`, `tool_failed`, `infrastructure`, `refused`, `process_died`, `not_taken`, "
+    "`not_queued`, `server_stopped`, `unexpected`. Empty when it ended ok or is running. Changed in 2026-12: was "
+    "`user`, `budget`, `shutdown` and `error`."
 )
 
 

@@ -71,6 +71,13 @@ def _action(action: Action | None) -> ActionOut | None:
     )
 
 
+def _stopped_code(action: Action | None) -> str | None:
+    """Why a call stopped with its run, as the run's cause code (None: it was not stopped)."""
+    if action is None or action.stopped is None:
+        return None
+    return (action.stopped.because or action.stopped).code
+
+
 def _sources(items: Iterable[Source]) -> list[SourceOut]:
     return [SourceOut(**s.model_dump()) for s in items]
 
@@ -119,6 +126,8 @@ class TraceBuilder:
                 action=_action(e.action),
                 error=e.error,
                 sources=_sources(e.sources),
+                reason_code=_stopped_code(e.action),
+                started=e.action is None or e.action.started,
             )
             self._keep(tool.sources)
             self.trace.steps.append(tool)
@@ -144,6 +153,8 @@ class TraceBuilder:
                 action=_action(a),
                 error=None if a.ok else a.label,
                 sources=_sources(e.sources),
+                reason_code=_stopped_code(e.action),
+                started=e.action.started,
             )
             self._keep(tool.sources)
             self._agents[e.agent_id].steps.append(tool)

@@ -8,6 +8,7 @@ version of the turn. Only the last turn can be replaced, and only once its run h
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -171,12 +172,16 @@ def export_data(conv: Conversation) -> dict[str, Any]:
             ],
         }
 
+    # Each turn's previous versions, gathered in one pass (a long conversation has hundreds of runs).
+    replaced: dict[Any, list[Run]] = defaultdict(list)
+    for v in runs.values():
+        if v.replaced_by_id is not None:
+            replaced[v.replaced_by_id].append(v)
     turns = []
     for run in runs.values():
         if run.superseded or run.pk not in questions:
             continue
-        versions = [turn(v) for v in runs.values() if v.replaced_by_id == run.pk]
-        turns.append({**turn(run), "previous_versions": versions})
+        turns.append({**turn(run), "previous_versions": [turn(v) for v in replaced[run.pk]]})
     return {
         "title": conv.title,
         "created": conv.created.isoformat(),

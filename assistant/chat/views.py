@@ -26,8 +26,8 @@ from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
-from assistant.engine.scope import Scope
-from assistant.knowledge.models import KnowledgeBase
+from assistant.engine.scope import Scope, parse_document
+from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.knowledge.tools import demo_web_on
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
@@ -55,6 +55,7 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         for value, label in (("web", _("Demo web") if demo_web_on() else _("Web")), ("code", _("Code")))
     ]
     categories = budgets.categories_of(org)
+    allowed_ids = [m.id for m in allowed]
     defaults = {
         "text": "",
         "category": next((c.slug for c in categories if c.is_default), ""),
@@ -62,18 +63,80 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         "level": "approfondi",
         "resources": [f"kb:{kb.slug}" for kb in kbs] + ["agents"],
     }
+    values = {**defaults, **(values or {})}
+    # The "+" menu's resources, group by group; the chips show the ticked ones.
+    resources = [
+        *(
+            {"group": _("Knowledge bases"), "value": f"kb:{kb.slug}", "label": kb.name, "title": kb.description}
+            for kb in kbs
+        ),
+        *(
+            {
+                "group": _("Web and code"),
+                "value": t["value"],
+                "label": t["label"],
+                "title": "",
+                "off": not t["available"],
+            }
+            for t in tools
+        ),
+        *(
+            {"group": _("Connectors"), "value": f"mcp:{c.name}", "label": c.name, "title": c.description}
+            for c in connectors.offered(org.pk)
+        ),
+    ]
     return {
         "models": allowed,
+        "resources": resources,
+        "documents": _chosen_documents(org, values["resources"]),
+        "has_bases": bool(kbs),
         "categories": categories,
         "levels": [(lv, LEVEL_LABELS[lv]) for lv in LEVELS],
         # Levels whose agent turn budget is 0: the composer says agents are off when one is chosen with Agents.
         "agents_off": [lv for lv in LEVELS if policy.levels[lv].agent_rounds == 0],
-        "knowledge_bases": kbs,
-        "connectors": connectors.offered(org.pk),
-        "tools": tools,
-        "values": {**defaults, **(values or {})},
+        # Models no allowed model is at least cheaper_factor times cheaper than: with them, agents do not run either.
+        "no_cheaper": [m for m in allowed_ids if not catalogue.cheaper_than(m, allowed_ids, policy.cheaper_factor)],
+        "cheaper_factor": policy.cheaper_factor,
+        "values": values,
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
+
+
+def _chosen_documents(org: Organisation, resources: list[str]) -> list[dict[str, str]]:
+    """The chosen documents (``doc:<kb>/<id>``) among the composer's resources, with the titles their chips show."""
+    chosen = {r: doc for r in resources for doc in [parse_document(r)] if doc is not None}
+    pks = [int(d[4:]) for _kb, d in chosen.values() if d.startswith("doc-") and d[4:].isdigit()]
+    rows = Document.objects.filter(pk__in=pks, knowledge_base__organisation=org).select_related("knowledge_base")
+    titles = {_document_value(d): _document_label(d) for d in rows}
+    return [{"value": r, "label": titles.get(r, r)} for r in chosen]
+
+
+def _document_value(document: Document) -> str:
+    return f"doc:{document.knowledge_base.slug}/doc-{document.pk}"
+
+
+def _document_label(document: Document) -> str:
+    return _("“%(title)s” (%(kb)s)") % {"title": document.title, "kb": document.knowledge_base.name}
+
+
+DOCUMENTS_FOUND = 20
+
+
+@login_required
+@require_GET
+def find_documents(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The composer's "+" menu: ready documents of the organisation's bases whose title has the words typed, to choose."""
+    query = _field(request.GET.dict(), "q").strip()[:200]
+    org = organisation_of(request.user)
+    found = []
+    if query:
+        rows = (
+            Document.objects.filter(knowledge_base__organisation=org, status=Document.READY, title__icontains=query)
+            .select_related("knowledge_base")
+            .order_by("title", "pk")[:DOCUMENTS_FOUND]
+        )
+        found = [{"value": _document_value(d), "label": _document_label(d)} for d in rows]
+    return render(request, "chat/_documents_found.html", {"documents": found, "query": query})
 
 
 def last_choices(conversation: Conversation | None) -> dict[str, Any]:

@@ -277,7 +277,8 @@ class _AgentLoop:
         """Run the round's tool calls concurrently; what made this agent fail, if one fails unexpectedly."""
         # Every call of the round finishes before an unexpected failure ends this agent (not the run).
         results = await asyncio.gather(
-            *(run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT) for c in calls), return_exceptions=True
+            *(run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT, self.ctx.cancel) for c in calls),
+            return_exceptions=True,
         )
         runs = [r for r in results if isinstance(r, ToolRun)]
         failure = next((r for r in results if isinstance(r, BaseException)), None)
@@ -295,7 +296,7 @@ class _AgentLoop:
                 if run.outcome and run.outcome.action
                 else Action(tool=run.call.name, kind="other", label=run.error or run.call.name, ok=run.ok)
             )
-            if not run.ok:
+            if not run.ok and action.stopped is None:  # a stopped call's action says so itself
                 action = action.model_copy(update={"ok": False, "label": f"{run.call.name}: {run.error}"})
             sources = run.outcome.sources if run.outcome else ()
             await self.ctx.emit(
@@ -312,7 +313,7 @@ class _AgentLoop:
         return None
 
     async def _stopped(self) -> AgentOutcome:
-        return await self._finish("stopped", self.ctx.cancel.stop_cause, self.ctx.cancel.message)
+        return await self._finish("stopped", self.ctx.cancel.stop_cause)
 
     async def _finish(
         self, status: AgentStatus, cause: Cause | None, reason: str | None = None, report: str | None = None

@@ -1,14 +1,17 @@
-"""Why an agent or a run ended as it did: a cause code with its numbers, not a sentence.
+"""Why an agent, a tool or a run ended as it did: a cause code with its numbers, not a sentence.
 
-An agent's end (``AgentFinished.cause``) and a run's (``StoppedEvent.cause``, ``ErrorEvent.cause``)
-carry a ``Cause``: its ``code``, and for a budget what was used of what limit, for a model error its
-kind. ``Cause.english()`` is the English sentence the API gives as ``reason`` (and the main model reads);
-the pages word the code in the reader's language (``runs.wording``), never this sentence.
+The one vocabulary of causes, from the engine to the API: an agent's end (``AgentFinished.cause``), a run's
+(``StoppedEvent.cause``, ``ErrorEvent.cause``), a Stop (``CancelToken.cause``, ``RunStopped.cause``) and the
+API's ``reason_code`` are a ``Cause``'s ``code``; with it, for a budget what was used of what limit, for a model
+error its kind, for an agent stopped alone its id (``agent_id``), for a tool stopped with its run the run's cause
+(``because``). ``Cause.english()`` is the English sentence the API gives as ``reason`` (and the main model
+reads), written here only; the pages word the code in the reader's language (``runs.wording``), never this
+sentence.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,11 +24,16 @@ CauseCode: TypeAlias = Literal[
     "tokens",  # its token budget
     "seconds",  # its time budget (``used`` may be absent: a call that timed out)
     "output_cut",  # its output was cut at the model's output cap
-    # Stopped (status ``stopped``), an agent or a run:
-    "stopped_by_user",  # Stop (the page's button, the API's cancel, a conversation's deletion)
+    # Stopped (status ``stopped``), an agent or a run (the causes a ``CancelToken`` takes: ``STOP_CODES``):
+    "stopped_by_user",  # Stop (the page's button, the API's cancel, a conversation's deletion); with ``agent_id``:
+    # that agent alone, stopped by the user while its run goes on
     "category_budget",  # the task category's monthly budget is reached
     "cost_cap",  # a scheduled task's cost cap is reached, with ``used`` and ``limit`` in EUR
+    "spend_limit",  # a spend limit (an organisation's, a key's, a user's) is reached, with ``used`` and ``limit`` in EUR
+    "delegation_cap",  # the run's cap on delegations (agents started) is reached, with ``used`` and ``limit``
     "server_shutdown",  # the worker executing the run was shut down (SIGTERM): it stopped its runs as Stop does
+    # A tool call stopped because its run (or its agent) stopped: ``because`` is that stop's cause.
+    "run_stopped",
     # Errors (status ``error``):
     "model_error",  # a model call failed; ``kind`` says how (MODEL_ERROR_KINDS)
     "invalid_result",  # an agent's result was invalid twice
@@ -37,8 +45,16 @@ CauseCode: TypeAlias = Literal[
     "not_queued",  # a run that could not be handed to a worker
     "server_stopped",  # a run left running by a server that stopped (failed at the next start)
     "refused",  # a run refused when it was about to execute; ``kind`` is the refusal's code
+    "infrastructure",  # a service the run needs failed (the ledger, the channel layer, the database); ``kind``
+    # is the error's type
     "unexpected",  # the assistant failed unexpectedly
 ]
+
+StopCode: TypeAlias = Literal[
+    "stopped_by_user", "category_budget", "cost_cap", "spend_limit", "delegation_cap", "server_shutdown"
+]
+"""The causes a run (or an agent) is stopped with: what a ``CancelToken`` and ``RunStopped`` carry."""
+STOP_CODES: frozenset[str] = frozenset(get_args(StopCode))
 
 ModelErrorKind: TypeAlias = Literal[
     "rate_limited", "server_error", "bad_request", "authentication", "unreachable", "timeout", "broken_stream"
@@ -55,6 +71,15 @@ class Cause(BaseModel):
     used: float | None = None
     limit: float | None = None
     kind: Annotated[str | None, KEEP] = None
+    agent_id: Annotated[str | None, KEEP] = None
+    """The agent this cause concerns alone (an agent stopped by the user while its run goes on); None: the run."""
+    because: Cause | None = None
+    """``run_stopped``: the cause of the stop that stopped the tool (its run's, or its agent's)."""
+
+    @property
+    def is_stop(self) -> bool:
+        """A cause a run or an agent is stopped with (``STOP_CODES``)."""
+        return self.code in STOP_CODES
 
     def english(self) -> str:
         """The cause in English, as the API's ``reason`` and the main model read it."""
@@ -71,11 +96,23 @@ class Cause(BaseModel):
             case "output_cut":
                 return "output cut at the token cap"
             case "stopped_by_user":
-                return "stopped on request"
+                return "stopped on request" if self.agent_id is None else "this agent was stopped on request"
             case "category_budget":
                 return "stopped: the category's monthly budget is reached"
+            case "spend_limit":
+                if used is None or limit is None:
+                    return "stopped: the spend limit is reached"
+                return f"stopped: the spend limit is reached ({used:.4f} of {limit:.4f} EUR)"
+            case "delegation_cap":
+                if limit is None:
+                    return "stopped: the delegation cap is reached"
+                return f"stopped: the delegation cap is reached ({_n(used)}/{_n(limit)} delegations)"
             case "server_shutdown":
                 return "stopped: the server executing it was shut down"
+            case "run_stopped":
+                if self.because is None:
+                    return "stopped because its run stopped"
+                return f"stopped because its run stopped ({self.because.english()})"
             case "cost_cap":
                 if used is None or limit is None:
                     return "stopped: the task's cost cap is reached"
@@ -103,6 +140,12 @@ class Cause(BaseModel):
                 return "The server stopped while this answer was being written; what it had written so far is kept."
             case "refused":
                 return f"The request was refused ({self.kind})." if self.kind else "The request was refused."
+            case "infrastructure":
+                return (
+                    f"A service the assistant needs failed ({self.kind}); what it had written so far is kept."
+                    if self.kind
+                    else "A service the assistant needs failed; what it had written so far is kept."
+                )
             case "unexpected":
                 return "The assistant failed unexpectedly; what it had written so far is kept."
 

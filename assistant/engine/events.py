@@ -68,6 +68,10 @@ class Action(_Value):
     ok: bool = True
     demo_web: bool = False
     """A search or a read of the demo web (offline, fictional pages), not of the internet."""
+    stopped: Cause | None = None
+    """The call was stopped with its run, before it returned: ``run_stopped``, the run's cause in ``because``."""
+    started: bool = True
+    """False: the call was stopped while it waited for its turn (``Tool.turn``); it never started."""
 
 
 class Attempt(_Value):

@@ -213,7 +213,7 @@ class _MainLoop:
         ctx = self.ctx
         await ctx.emit(
             StoppedEvent(
-                message=ctx.cancel.message,
+                message=ctx.cancel.stop_cause.english(),
                 cause=ctx.cancel.stop_cause,
                 text=self.text,
                 rounds=self.rounds,
@@ -236,7 +236,7 @@ class _MainLoop:
             error = None if outcomes else json.loads(content).get("error") or "no agent could be started"
             run = ToolRun(call, content, None, error)
         else:
-            run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE)
+            run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE, ctx.cancel)
         sources = run.outcome.sources if run.outcome else ()
         ctx.add_sources(sources)
         await ctx.emit(

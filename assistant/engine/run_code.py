@@ -18,6 +18,7 @@ from .events import Action, Source
 from .sandbox import Sandbox
 from .scope import Scope
 from .tools import Document, Tool, ToolFactory, ToolOutcome
+from .turns import Turn
 from .types import ToolSpec
 
 
@@ -48,6 +49,10 @@ class RunCode(Tool):
         self.sandbox = sandbox
         self.scope = scope
         self.knowledge = knowledge
+
+    @property
+    def turn(self) -> Turn:
+        return Turn("run_code", self.sandbox.limits.concurrent)
 
     @property
     def spec(self) -> ToolSpec:
@@ -104,7 +109,7 @@ class RunCode(Tool):
         code = args.get("code")
         if not isinstance(code, str) or not code.strip():
             raise ToolError("run_code needs 'code', a Python 3 script as a string.")
-        async with self.sandbox.slot() as root:
+        with self.sandbox.workdir() as root:
             export = await self._export(root)
             self.sandbox.seal(root)
             result = await self.sandbox.run(code, root)

@@ -14,7 +14,7 @@ from typing import Any
 from .cancel import CancelToken
 from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
-from .causes import error_kind
+from .causes import Cause, error_kind
 from .errors import (
     BudgetExceeded,
     CostCapReached,
@@ -108,7 +108,7 @@ class RunContext:
             try:
                 reservation = await self.ledger.reserve(model_id, prompt_tokens(request) + cap)
             except BudgetExceeded as e:
-                self.cancel.cancel("cost_cap" if isinstance(e, CostCapReached) else "budget")
+                self.cancel.cancel(Cause(code="cost_cap" if isinstance(e, CostCapReached) else "category_budget"))
                 return ModelResponse(finish_reason="cancelled")
             if self.cancel.cancelled:  # Stop came while the reservation was being made: the call is not made
                 await self.ledger.settle(reservation, model_id, None, 0.0)
@@ -298,7 +298,7 @@ class RunContext:
         if self.ledger is not None:
             await self.ledger.settle(reservation, model_id, part, cost)
             if cap_reached(self.ledger):  # the call that crossed a cost cap is the run's Stop: the others abort
-                self.cancel.cancel("cost_cap")
+                self.cancel.cancel(Cause(code="cost_cap"))
         await self.emit(
             UsageEvent(
                 agent_id=agent_id,

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
-from assistant.engine.cancel import CancelToken, StopCause
+from assistant.engine.cancel import STOPPED_BY_USER, CancelToken
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
@@ -79,7 +79,7 @@ _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 # How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
 # Set by ``stop_all`` (the process is shutting down): a run claimed afterwards is stopped with it at once.
-_stopping: StopCause | None = None
+_stopping: Cause | None = None
 
 
 def register_executor(name: str, executor: Executor) -> None:
@@ -174,15 +174,15 @@ async def request_stop(run_id: uuid.UUID) -> bool:
     updated = await Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).aupdate(stop_requested=True)
     token = _tokens.get(run_id)
     if token is not None:
-        token.cancel("user")
+        token.cancel(STOPPED_BY_USER)
     if updated:
         await leases.broadcast_stop(run_id)
     return bool(updated)
 
 
-def stop_all(cause: StopCause) -> int:
+def stop_all(cause: Cause) -> int:
     """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
-    runs with ``shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every run
+    runs with ``server_shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every run
     that starts in it from now on (one being claimed as this was called, a task the worker had already received):
     each is stopped as soon as it is claimed. Call it in the runs' event loop; returns how many were stopped."""
     global _stopping
@@ -310,7 +310,7 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
     run = prepared.run
     _tokens[run_id] = token
     if run.stop_requested:
-        token.cancel("user")
+        token.cancel(STOPPED_BY_USER)
     elif _stopping is not None:  # claimed after the process began shutting down (``stop_all``)
         token.cancel(_stopping)
     catalogue = snapshot.catalogue()

@@ -39,7 +39,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from assistant.engine.cancel import STOP_MESSAGES, CancelToken, StopCause
+from assistant.engine.cancel import STOPPED_BY_USER, CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.events import ErrorEvent, Source, sources_read, usage_from
 from assistant.engine.usage import RunUsage
@@ -97,11 +97,11 @@ def claim_read(run_id: uuid.UUID) -> bool | None:
     return None if found is None else bool(found[0])
 
 
-async def broadcast_stop(run_id: uuid.UUID, cause: StopCause = "user") -> None:
-    """Tell the process executing the run, wherever it is, to stop it now."""
+async def broadcast_stop(run_id: uuid.UUID, cause: Cause = STOPPED_BY_USER) -> None:
+    """Tell the process executing the run, wherever it is, to stop it now, with ``cause``."""
     layer = get_channel_layer()
     if layer is not None:
-        stop: RunStop = {"type": "run.stop", "cause": cause}
+        stop: RunStop = {"type": "run.stop", "cause": cause.model_dump(mode="json")}
         await group_send(layer, groups.stop_group(run_id), stop)
 
 
@@ -142,7 +142,7 @@ class Watch:
         that thought this process dead), or gone."""
         status, stop_requested = flags.get(self.run_id, ("", False))
         if status != Run.Status.RUNNING or stop_requested:
-            self.token.cancel("user")
+            self.token.cancel(STOPPED_BY_USER)
 
     async def _listen(self) -> None:
         assert self._layer is not None
@@ -155,8 +155,16 @@ class Watch:
                 await asyncio.sleep(STOP_POLL_SECONDS)
                 continue
             if message.get("type") == "run.stop":
-                cause = message.get("cause")
-                self.token.cancel(cause if cause in STOP_MESSAGES else "user")
+                self.token.cancel(_stop_cause(message.get("cause")))
+
+
+def _stop_cause(data: object) -> Cause:
+    """The cause a stop broadcast carries; Stop's when it carries none a run is stopped with."""
+    try:
+        cause = Cause.model_validate(data)
+    except ValueError:
+        return STOPPED_BY_USER
+    return cause if cause.is_stop else STOPPED_BY_USER
 
 
 class _Poller:

@@ -11,8 +11,6 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from channels.layers import BaseChannelLayer
 
-from assistant.engine.cancel import StopCause
-
 
 class RunEvent(TypedDict):
     """One event of the run, as its recorder published it: a step (``text_offset``: the answer's length then) or a
@@ -47,7 +45,8 @@ class RunStop(TypedDict):
     """Stop, to the process executing the run."""
 
     type: Literal["run.stop"]
-    cause: StopCause
+    cause: dict[str, Any]
+    """Why: a ``Cause`` of ``engine.causes`` (one a run is stopped with), as JSON."""
 
 
 class ConversationRun(TypedDict):

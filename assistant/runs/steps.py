@@ -27,7 +27,6 @@ from django.db import connection
 from django.db.models import Field, QuerySet
 from pydantic import BaseModel, ValidationError
 
-from assistant.engine.cancel import STOP_CAUSES, STOP_MESSAGES
 from assistant.engine.causes import Cause, CauseCode
 from assistant.engine.events import EVENT_ADAPTER, Event, event_types
 
@@ -112,7 +111,12 @@ def _from_version_0(fields: dict[str, Any], kind: str, agent_id: str) -> dict[st
 # How the reports version 0's engine wrote for an agent that wrote none began.
 _V0_PARTIAL_REPORTS = ("Stopped", "Interrupted (", "Failed: ")
 # The English reasons version 0 saved, and the causes they stand for.
-_STOPS: dict[str, CauseCode] = {message: STOP_CAUSES[cause] for cause, message in STOP_MESSAGES.items()}
+_STOPS: dict[str, CauseCode] = {
+    "stopped on request": "stopped_by_user",
+    "stopped: the category's monthly budget is reached": "category_budget",
+    "stopped: the task's cost cap is reached": "cost_cap",
+    "stopped: the server executing it was shut down": "server_shutdown",
+}
 _V0_PATTERNS: tuple[tuple[str, CauseCode], ...] = (
     (r"^call budget reached \((?P<used>[\d,]+)/(?P<limit>[\d,]+) calls\)", "rounds"),
     (r"^token budget (nearly )?reached \((?P<used>[\d,]+)/(?P<limit>[\d,]+) tokens\)", "tokens"),

@@ -51,13 +51,26 @@ def cause_text(cause: Cause) -> str:
         case "output_cut":
             return _("output cut at the model's output cap")
         case "stopped_by_user":
-            return _("stopped on request")
+            return _("stopped on request") if cause.agent_id is None else _("this agent was stopped on request")
         case "category_budget":
             return _("stopped: the category's monthly budget is reached")
         case "cost_cap":
             return _("stopped: the task's cost cap is reached")
+        case "spend_limit":
+            return _("stopped: the spend limit is reached")
+        case "delegation_cap":
+            if cause.limit is None:
+                return _("stopped: the delegation cap is reached")
+            return _("stopped: the delegation cap is reached (%(used)s/%(limit)s delegations)") % {
+                "used": used,
+                "limit": limit,
+            }
         case "server_shutdown":
             return _("stopped: the server executing it was shut down")
+        case "run_stopped":
+            if cause.because is None:
+                return _("stopped because its run stopped")
+            return _("stopped because its run stopped: %(cause)s") % {"cause": cause_text(cause.because)}
         case "model_error":
             return model_error_text(cause.kind)
         case "invalid_result":
@@ -81,6 +94,8 @@ def cause_text(cause: Cause) -> str:
             return _("the server stopped while this answer was being written")
         case "refused":
             return _("the request was refused when it was about to start")
+        case "infrastructure":
+            return _("a service the assistant needs failed; what it had written so far is kept")
         case "unexpected":
             return _("the assistant failed unexpectedly")
 

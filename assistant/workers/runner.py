@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
+from assistant.engine.causes import Cause
 from assistant.runs import execution, leases
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class Runner:
 
     @staticmethod
     def _stop_runs() -> None:
-        stopped = execution.stop_all("shutdown")
+        stopped = execution.stop_all(Cause(code="server_shutdown"))
         if stopped:
             log.warning("the worker is shutting down: %d run(s) stopped", stopped)
 

@@ -161,10 +161,14 @@ def test_cancel_mid_run(live: Live) -> None:
     assert cancelled["stop_requested"] is True
     # OpenAI's finish reason; that the run was stopped, and why, is in the last chunk's status and reason.
     assert finish == "stop"
-    assert final["status"] == "stopped" and final["reason"] == "stopped on request" and final["reason_code"] == "user"
+    assert (
+        final["status"] == "stopped"
+        and final["reason"] == "stopped on request"
+        and final["reason_code"] == "stopped_by_user"
+    )
 
     run = http.get(f"/v1/runs/{run_id}").json()
-    assert run["status"] == "stopped" and run["finished"] and run["reason_code"] == "user"
+    assert run["status"] == "stopped" and run["finished"] and run["reason_code"] == "stopped_by_user"
     agents = agents_of(run["steps"])
     assert agents and all(a["status"] in ("stopped", "ok") for a in agents)
     stopped = [a for a in agents if a["status"] == "stopped"]

@@ -71,11 +71,11 @@ async def test_a_failed_run_is_an_error_that_says_why_with_the_run(client: opena
     e = raised.value
     assert e.status_code == 502 and e.code == "upstream_auth" and e.message.endswith(REASON)
     body = e.body
-    assert isinstance(body, dict) and body["status"] == "error" and body["reason_code"] == "error"
+    assert isinstance(body, dict) and body["status"] == "error" and body["reason_code"] == "model_error"
 
     run = await _run_says(client, body["run_id"])
     assert run["status"] == "error" and run["reason"] == REASON and run["finished"]
-    assert run["reason_code"] == "error"
+    assert run["reason_code"] == "model_error"
     assert (await Run.objects.aget(pk=body["run_id"])).status == "error"
 
 

@@ -3,7 +3,6 @@ the conversation search, export, and sources that open (document pages with the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -15,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
+from waiting import until
 
 from assistant.chat import search
 from assistant.demo.model import say
@@ -65,14 +65,6 @@ async def _client_async() -> AsyncClient:
     client = AsyncClient()
     assert await client.alogin(username="demo", password="demo-password")
     return client
-
-
-async def _wait(predicate: Any, seconds: float = 20) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if await sync_to_async(predicate)():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 # The composer ----------------------------------------------------------------------------------------------------
@@ -129,7 +121,7 @@ async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(sett
     assert await Run.objects.filter(conversation_id=first.conversation_id).acount() == 1
     # The run's end sends it, with the choices it was written with.
     await execution.wait_for(first.pk)
-    await _wait(lambda: Message.objects.get(pk=queued.pk).run_id is not None)
+    await until(sync_to_async(lambda: Message.objects.get(pk=queued.pk).run_id is not None), "the queued message's run")
     await queued.arefresh_from_db()
     assert not queued.queued
     second = await Run.objects.aget(pk=queued.run_id)
@@ -435,3 +427,25 @@ async def test_a_message_left_queued_with_no_run_going_on_is_sent_when_the_page_
     run = await Run.objects.aget(conversation=conv, status="running")
     assert f'id="turn-{run.pk}"' in page and "queued-message" not in page
     await execution.wait_for(run.pk)
+
+
+def test_the_composer_finds_ready_documents_of_its_own_organisation_by_title(demo_data: None) -> None:
+    demo = Organisation.objects.get(slug="demo")
+    other = Organisation.objects.create(slug="other-org", name="Other")
+    theirs = KnowledgeBase.objects.create(organisation=other, slug="theirs", name="Theirs")
+    Document.objects.create(knowledge_base=theirs, title="Bimbamjob secret", text="x")
+    factures = KnowledgeBase.objects.get(organisation=demo, slug="factures")
+    processing = Document.objects.create(
+        knowledge_base=factures, title="Bimbamjob upload", text="", status=Document.PROCESSING
+    )
+    html = _client().get("/c/documents", {"q": "bimbamjob"}, headers={"HX-Request": "true"}).content.decode()
+    found = Document.objects.filter(
+        knowledge_base__organisation=demo, status=Document.READY, title__icontains="bimbamjob"
+    )
+    assert found.exists()
+    for d in found[:20]:
+        assert f'value="doc:{d.knowledge_base.slug}/doc-{d.pk}"' in html
+    assert "secret" not in html and f'doc-{processing.pk}"' not in html  # another organisation's, or not ready
+    assert "No ready document" in _client().get("/c/documents", {"q": "zzzz"}).content.decode()
+    assert _client().get("/c/documents").content.decode().strip() == ""
+    assert Client().get("/c/documents", {"q": "bimbamjob"}).status_code == 302  # signed in only

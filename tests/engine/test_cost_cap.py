@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from test_ledger import REQUEST, TokenLedger, _context
 
+from assistant.engine.causes import Cause
 from assistant.engine.errors import BudgetExceeded, CostCapReached
 from assistant.engine.events import AgentFinished, Event, FinalEvent, StoppedEvent, UsageEvent
 from assistant.engine.loop import run_chat
@@ -31,7 +32,7 @@ async def test_a_cap_crossed_during_delegation_stops_the_run_at_once_with_the_ag
     ctx = _context(cap, events)
     outcome = await run_chat(REQUEST, ctx)
     assert outcome.status == "stopped"
-    assert ctx.cancel.cause == "cost_cap"
+    assert ctx.cancel.cause == Cause(code="cost_cap")
     stopped = [e for e in events if isinstance(e, StoppedEvent)]
     assert [e.message for e in stopped] == ["stopped: the task's cost cap is reached"]
     finished = [e for e in events if isinstance(e, AgentFinished)]

@@ -1,4 +1,5 @@
-"""Stop: the main stream ends at once; agents stop before their next turn and keep what they had."""
+"""Stop: the main stream ends at once; agents stop before their next turn and keep what they had; a tool call in
+flight stops with them."""
 
 from __future__ import annotations
 
@@ -23,12 +24,17 @@ from engine_support import (
     task,
 )
 
-from assistant.engine.events import AgentFinished, FinalEvent, StoppedEvent, TextDeltaEvent
+from assistant.engine.causes import Cause
+from assistant.engine.events import AgentAction, AgentFinished, FinalEvent, StoppedEvent, TextDeltaEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo
 from assistant.engine.tools import Document, Hit, Tool, ToolOutcome
 from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolSpec, UsagePart
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 OWN_DOCUMENT = {"factures": ("fac-1", "Facture Zorglub mars 2024"), "contrats": ("con-1", "Contrat cadre Zorglub")}
 MAIN_FIRST_TEXT = "Je confie la recherche à deux agents."
@@ -121,9 +127,12 @@ async def test_stop_while_agents_work_keeps_what_they_read_and_launches_nothing_
 
     assert len(stopped_at) == 1
     stop = stopped_at[0]
-    # The register checks already running when Stop came finished.
-    assert len(register.completed) == 2
-    assert all(start < stop < end for start, end in zip(register.started, register.completed, strict=True))
+    # The register checks running when Stop came stopped with it: neither finished, each step says why.
+    assert len(register.started) == 2 and register.completed == []
+    checks = [e.action for e in h.of(AgentAction) if e.action.tool == "check_register"]
+    assert len(checks) == 2
+    assert all(a.stopped == STOPPED_WITH_RUN and a.started for a in checks)
+    assert all(not a.ok for a in checks)
     # Nothing was searched or read after the stop, and no agent took another turn.
     assert backend.log
     assert all(t < stop for t, _ in backend.log)

@@ -16,6 +16,7 @@ import pytest
 from engine_support import AGENT_A, AGENT_B, MAIN, call, delegate, harness, reply, scripted, searchable_kbs, task
 
 from assistant.engine.catalogue import ModelInfo
+from assistant.engine.causes import Cause
 from assistant.engine.errors import BudgetExceeded
 from assistant.engine.events import AgentFinished, FinalEvent, ModelCallFailed, StoppedEvent, UsageEvent
 from assistant.engine.models.base import Model
@@ -228,7 +229,7 @@ async def test_a_category_budget_refusing_one_agent_aborts_the_other_agents_hang
     h.ctx.ledger = ledger
     outcome = await h.run()
 
-    assert h.ctx.cancel.cause == "budget"
+    assert h.ctx.cancel.cause == Cause(code="category_budget")
     assert a.closed == [1] and len(b.requests) == 1
     assert outcome.status == "stopped"
     reasons = {agent.task.model.id: agent.reason for agent in outcome.agents}
@@ -256,7 +257,7 @@ async def test_the_call_that_crosses_the_cost_cap_aborts_the_other_agents_hangin
     h.ctx.ledger = cap
     outcome = await h.run()
 
-    assert h.ctx.cancel.cause == "cost_cap"
+    assert h.ctx.cancel.cause == Cause(code="cost_cap")
     assert a.closed == [1] and len(a.requests) == len(b.requests) == 2
     assert outcome.status == "stopped"
     [stopped] = h.of(StoppedEvent)

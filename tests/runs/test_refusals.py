@@ -184,6 +184,12 @@ def test_every_cause_is_worded_in_english_and_in_french() -> None:
 
     causes = [Cause(code=code, used=2, limit=2) for code in typing.get_args(CauseCode)]
     causes += [Cause(code="model_error", kind=kind) for kind in typing.get_args(ModelErrorKind)]
+    causes += [  # an agent stopped alone; a tool stopped with its run, the run's cause worded within
+        Cause(code="stopped_by_user", agent_id="agent-1"),
+        Cause(code="run_stopped", because=Cause(code="cost_cap")),
+        Cause(code="run_stopped"),
+        Cause(code="delegation_cap"),
+    ]
     for cause in causes:
         with translation.override("en"):
             english = wording.cause_text(cause)

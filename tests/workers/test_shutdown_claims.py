@@ -8,6 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
+from assistant.engine.causes import Cause
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Run
@@ -29,7 +30,7 @@ async def test_a_run_claimed_after_the_shutdown_began_is_stopped_at_once(
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
     run = await sync_to_async(intake.create_run)(user, org, None, ASK)
-    assert execution.stop_all("shutdown") == 0  # nothing executing yet
+    assert execution.stop_all(Cause(code="server_shutdown")) == 0  # nothing executing yet
     await execution.execute_run(run.pk)
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == "stopped", run.error

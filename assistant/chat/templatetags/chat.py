@@ -7,6 +7,7 @@ from django.utils.translation import gettext, ngettext
 
 from assistant.catalogue.naming import model_label
 from assistant.engine.events import Action
+from assistant.runs.wording import cause_text
 
 from ..rendering import render_markdown
 
@@ -35,6 +36,11 @@ def action_text(action: Action) -> str:
     """One action in the reader's words: a search with its query and count, a read with its titles, a query
     (``data_query``) with its SQL and row count; a search or a fetch of the demo web says so."""
     # A filter rather than an included template: the agents' block is rendered at each of their steps.
+    if action.stopped is not None:  # stopped with its run (``run_stopped``, the run's cause in ``because``)
+        if action.started:
+            return gettext("%(call)s — %(why)s") % {"call": action.label, "why": cause_text(action.stopped)}
+        why = cause_text(action.stopped.because or action.stopped)
+        return gettext("%(call)s — never started: %(why)s") % {"call": action.label, "why": why}
     if action.kind == "search" and action.demo_web:
         n = action.count or 0
         return ngettext(
