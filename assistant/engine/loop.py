@@ -99,6 +99,7 @@ class _MainLoop:
         self.info = ctx.catalogue[plan.model]
         self.tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(plan.scope)}
         self.delegation = Delegation(ctx, plan, self.info) if plan.agents else None
+        self.sampling = request.sampling
         self.messages: list[Message] = [Message.system(self._system_prompt()), *request.messages]
         self.current = len(request.messages)  # where the request's own message is
         self.left_out = 0
@@ -136,8 +137,9 @@ class _MainLoop:
             tools=() if last else specs,
             tool_choice="none" if last else "auto",
             parallel_tool_calls=True,
-            max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
+            max_output_tokens=self._output_cap(),
             reasoning_effort=self.plan.effort,
+            sampling=self.sampling,
             language=self.ctx.language,
         )
         if self.rounds <= 1:
@@ -177,6 +179,7 @@ class _MainLoop:
                             rounds=self.rounds,
                             sources=tuple(ctx.sources.values()),
                             usage=ctx.usage.as_data(),
+                            cut=response.finish_reason == "length",
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
@@ -195,9 +198,17 @@ class _MainLoop:
                 f"A tool failed: {type(e).__name__}: {e}", Cause(code="tool_failed", kind=type(e).__name__)
             )
 
+    def _output_cap(self) -> int:
+        """Each main call's output cap: the client's (``max_tokens``) up to the model's, else the model's for the
+        plan's effort."""
+        asked = self.sampling.max_tokens if self.sampling is not None else None
+        if asked is not None:
+            return min(asked, self.info.output_cap)
+        return self.info.output_cap_for(None, self.plan.effort)
+
     def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the main model's window: the oldest earlier messages go first, said so."""
-        reserve = self.info.output_cap_for(None, self.plan.effort) + spec_tokens
+        reserve = self._output_cap() + spec_tokens
         left_out = fit_conversation(self.messages, self.info.context_window, reserve, self.current)
         if left_out:
             self.current -= left_out

@@ -43,6 +43,7 @@ from assistant.engine.runtime import RunContext
 from assistant.engine.tables import TableCatalogue
 from assistant.engine.tools import Toolbox
 from assistant.engine.types import Message as EngineMessage
+from assistant.engine.types import Sampling
 from assistant.engine.usage import CostCap, Ledgers, UsageLedger
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.tools import tool_factories
@@ -332,7 +333,13 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
             raise prepared.history
         history = prepared.history
         level = run.level if run.level in LEVELS else None
-        request = RunRequest(messages=history, model=run.model, level=level, resources=tuple(run.resources))
+        request = RunRequest(
+            messages=history,
+            model=run.model,
+            level=level,
+            resources=tuple(run.resources),
+            sampling=Sampling.of(run.sampling),
+        )
         outcome = await run_chat(request, ctx)
         status, rounds, error = outcome.status, outcome.rounds, outcome.error or ""
     except RequestRefused as e:

@@ -29,6 +29,7 @@ from assistant.engine.runtime import RunContext
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message as EngineMessage
+from assistant.engine.types import Sampling
 from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import available_resources
@@ -60,6 +61,8 @@ class Ask:
     """The task category's slug; empty for the organisation's default."""
     language: str = ""
     """The asker's interface language (the page's active language, the API's Accept-Language); empty: the site's."""
+    sampling: Sampling | None = None
+    """An API client's output cap, sampling and answer format for the main model."""
 
 
 def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> None:
@@ -127,7 +130,11 @@ def first_call_tokens(
             if m.content.strip():
                 prior.append(EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content))
     request = RunRequest(
-        messages=(*prior, EngineMessage.user(ask.text)), model=ask.model, level=ask.level, resources=ask.resources
+        messages=(*prior, EngineMessage.user(ask.text)),
+        model=ask.model,
+        level=ask.level,
+        resources=ask.resources,
+        sampling=ask.sampling,
     )
     catalogue = snapshot.catalogue()
     ctx = RunContext(
@@ -206,6 +213,7 @@ def create_run(
                 category=admission.category,
                 api_key=api_key,
                 language=ask.language,
+                sampling=ask.sampling.as_json() if ask.sampling is not None else {},
             )
             if new:  # for the receivers of its messages (``chat.deletion``): it was saved just now
                 run.conversation_deleted = False

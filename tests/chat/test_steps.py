@@ -99,6 +99,9 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         if again_old.get("action"):
             action = dict(again_old["action"])
             assert action.pop("demo_web") is False
+            assert (
+                action.pop("where") == "" and action.pop("detail") == ""
+            )  # and which base a search looked in: in its label, in an old step
             again_old = {**again_old, "action": action}
         assert {k: v for k, v in again_old.items() if k not in added} == {"v": 1, **saved["data"]}
         assert load_event(again) == event
