@@ -351,7 +351,16 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
     assert erased("agent_action", data) == {
         "kind": "agent_action",
         "agent_id": "a1",
-        "action": {"tool": "kb_search", "kind": "search", "label": "", "count": 3, "ok": True, "demo_web": False},
+        "action": {
+            "tool": "kb_search",
+            "kind": "search",
+            "label": "",
+            "count": 3,
+            "ok": True,
+            "demo_web": False,
+            "stopped": None,
+            "started": True,
+        },
         "sources": [],
     }
     finished = next(s["data"] for s in OLD_STEPS if s["kind"] == "agent_finished")

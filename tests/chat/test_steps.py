@@ -95,10 +95,12 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
             again_old = again
         # Version 1's sources may say which part of a document a read returned (start, end): none, in an old step.
         again_old = {**again_old, **{k: _without_ranges(v) for k, v in again_old.items() if k == "sources"}}
-        # Its actions and sources say whether they were the demo web's: not, in an old step.
+        # Its actions and sources say whether they were the demo web's: not, in an old step; and whether the action
+        # was stopped with its run (with the run's cause) or never started: neither, in an old step.
         if again_old.get("action"):
             action = dict(again_old["action"])
             assert action.pop("demo_web") is False
+            assert (action.pop("stopped"), action.pop("started")) == (None, True)
             again_old = {**again_old, "action": action}
         assert {k: v for k, v in again_old.items() if k not in added} == {"v": 1, **saved["data"]}
         assert load_event(again) == event
