@@ -68,6 +68,11 @@ class Action(_Value):
     ok: bool = True
     demo_web: bool = False
     """A search or a read of the demo web (offline, fictional pages), not of the internet."""
+    detail: Text = ""
+    """The whole of what ``label`` begins, for the page to unfold: ``run_code``'s script."""
+    where: Annotated[str, KEEP] = ""
+    """The knowledge base a search looked in (its slug, which the page words by the base's name); the query
+    alone is ``label``."""
     stopped: Cause | None = None
     """The call was stopped with its run, before it returned: ``run_stopped``, the run's cause in ``because``."""
     started: bool = True

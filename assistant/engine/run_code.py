@@ -21,6 +21,9 @@ from .tools import Document, Tool, ToolFactory, ToolOutcome
 from .turns import Turn
 from .types import ToolSpec
 
+MAX_SHOWN = 20_000
+"""The characters of a script its step shows (the page unfolds it); the rest is cut."""
+
 
 class KnowledgeExport(Protocol):
     """The documents of a knowledge base, for ``run_code``'s read-only export."""
@@ -140,7 +143,9 @@ class RunCode(Tool):
             if rel in set(result.read)
         )
         ok = result.exit_code == 0 and result.limit is None
-        action = Action(tool="run_code", kind="code", label=first_line, count=len(sources) or None, ok=ok)
+        action = Action(
+            tool="run_code", kind="code", label=first_line, count=len(sources) or None, ok=ok, detail=code[:MAX_SHOWN]
+        )
         return ToolOutcome(json.dumps(payload, ensure_ascii=False), action, sources)
 
 

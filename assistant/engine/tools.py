@@ -161,7 +161,7 @@ class KbSearch(Tool):
                 "hits": [{"id": h.id, "title": h.title, "snippet": h.snippet} for h in hits],
             }
         )
-        return ToolOutcome(content, Action(tool="kb_search", kind="search", label=f"{kb}: {query}", count=total))
+        return ToolOutcome(content, Action(tool="kb_search", kind="search", label=query, count=total, where=kb))
 
 
 class KbRead(Tool):

@@ -360,6 +360,8 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
             "demo_web": False,
             "stopped": None,
             "started": True,
+            "detail": "",
+            "where": "",
         },
         "sources": [],
     }

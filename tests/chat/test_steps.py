@@ -83,6 +83,7 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         # What the events gained for traces (their times, the call they answer, retries): defaults in an old step.
         traced = {"started_at": 0.0, "seconds": 0.0, "call_id": "", "result_chars": 0, "failed": False}
         traced |= {"finish_reason": "", "retried": [], "retry_after": None}
+        traced |= {"cut": False}  # a final answer cut by a limit: not, in an old step
         for key, default in traced.items():
             if key not in saved["data"] and key in again:
                 assert again[key] == default
@@ -101,6 +102,9 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
             action = dict(again_old["action"])
             assert action.pop("demo_web") is False
             assert (action.pop("stopped"), action.pop("started")) == (None, True)
+            assert (
+                action.pop("where") == "" and action.pop("detail") == ""
+            )  # and which base a search looked in: in its label, in an old step
             again_old = {**again_old, "action": action}
         assert {k: v for k, v in again_old.items() if k not in added} == {"v": 1, **saved["data"]}
         assert load_event(again) == event
