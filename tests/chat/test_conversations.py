@@ -358,6 +358,8 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
             "count": 3,
             "ok": True,
             "demo_web": False,
+            "stopped": None,
+            "started": True,
             "detail": "",
             "where": "",
         },
