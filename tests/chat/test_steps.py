@@ -84,6 +84,7 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         traced = {"started_at": 0.0, "seconds": 0.0, "call_id": "", "result_chars": 0, "failed": False}
         traced |= {"finish_reason": "", "retried": [], "retry_after": None}
         traced |= {"cut": False}  # a final answer cut by a limit: not, in an old step
+        traced |= {"api_model": "", "response_model": ""}  # the model names sent and answered: none, in an old step
         for key, default in traced.items():
             if key not in saved["data"] and key in again:
                 assert again[key] == default
