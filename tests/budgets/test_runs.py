@@ -191,7 +191,7 @@ async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agen
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
     assert "stopped: the category&#x27;s monthly budget is reached" in page
     # Their reports were the engine's record of what they had done: the page lists their actions instead.
-    assert "It wrote no report" in page and "Search “" in page
+    assert "It wrote no report" in page and "Searched “" in page
 
 
 @pytest.mark.django_db(transaction=True)

@@ -125,7 +125,7 @@ async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_defa
         'Delegated to an agent (demo-small): "<span class="instruction">Find in the knowledge base factures' in joined
     )
     assert "(working…)" in joined and "An agent is working; waiting for its answer to continue" in joined
-    assert "Search “factures:" in joined
+    assert "Searched “" in joined and "” in Invoices: " in joined
     assert len(re.findall(rf'id="run-{run.pk}-answer"', joined)) > 1  # the answer arrived in several pushes
     assert "returned in 3 rounds" in frames[-1] and "Cost: " in frames[-1]
 
