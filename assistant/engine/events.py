@@ -102,6 +102,8 @@ class ToolResultEvent(_Event):
     action: Action | None = None
     sources: Annotated[tuple[Source, ...], ERASE] = ()
     error: Annotated[str | None, ERASE] = None
+    cause: Cause | None = None
+    """Why it did not return, as data: ``run_stopped`` (Stop cancelled it, ``because`` says why); None otherwise."""
 
 
 class AgentStarted(_Event):

@@ -9,14 +9,14 @@ keeps the text received so far and every agent's findings.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 
 from . import causes
+from .cancel import RunStopped, run_round
 from .causes import Cause
 from .compaction import fit_conversation
 from .delegation import AGENTS_TOOL, Delegation
-from .errors import ContextTooLong, ModelError, RequestRefused
+from .errors import ContextTooLong, ModelError, RequestRefused, ToolFailed
 from .events import (
     ErrorEvent,
     FinalEvent,
@@ -99,12 +99,18 @@ class _MainLoop:
         self.info = ctx.catalogue[plan.model]
         self.tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(plan.scope)}
         self.delegation = Delegation(ctx, plan, self.info) if plan.agents else None
+        if self.delegation is not None:
+            self.tools[AGENTS_TOOL] = self.delegation
         self.messages: list[Message] = [Message.system(self._system_prompt()), *request.messages]
         self.current = len(request.messages)  # where the request's own message is
         self.left_out = 0
         self.text = ""
         self.rounds = 0
-        self.agents: list[AgentOutcome] = []
+
+    @property
+    def agents(self) -> list[AgentOutcome]:
+        """Every agent the run's delegations ran, in order."""
+        return [] if self.delegation is None else self.delegation.outcomes
 
     def _system_prompt(self) -> str:
         scope = self.plan.scope
@@ -122,10 +128,7 @@ class _MainLoop:
         await self.ctx.emit(TextDeltaEvent(text=delta))
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        specs = tuple(t.spec for t in self.tools.values())
-        if self.delegation is not None:
-            specs += (self.delegation.spec,)
-        return specs
+        return tuple(t.spec for t in self.tools.values())
 
     def round_request(self, specs: tuple[ToolSpec, ...], *, last: bool) -> ModelRequest:
         """This round's request, its history fitted to the window; the first one must fit it, or the run is refused."""
@@ -151,8 +154,7 @@ class _MainLoop:
         specs = self.specs()
         try:
             while True:
-                if ctx.cancel.cancelled:
-                    return await self._stopped()
+                ctx.cancel.check(ctx.usage)
                 self.rounds += 1
                 last = self.rounds > self.plan.main_rounds or not specs
                 if last and specs:
@@ -167,8 +169,6 @@ class _MainLoop:
                     on_text=self._on_text,
                     timeout=ctx.policy.main_call_timeout,
                 )
-                if response.finish_reason == "cancelled":
-                    return await self._stopped()
                 self.messages.append(response.as_message())
                 if last or not response.tool_calls:
                     await ctx.emit(
@@ -180,20 +180,18 @@ class _MainLoop:
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
-                # Every tool call of the round finishes before an unexpected failure of one of them ends the run.
-                runs = await asyncio.gather(*(self._run_call(c) for c in response.tool_calls), return_exceptions=True)
-                for run in runs:
-                    if isinstance(run, BaseException):
-                        raise run
-                    self.messages.append(Message.tool(run.call, run.content))
+                # Stop cancels the round's tool calls (the agents tool stops its agents itself); a tool's unexpected
+                # failure cancels the others and ends the run.
+                calls = response.tool_calls
+                spared = [c.name in self.tools and self.tools[c.name].stops_itself for c in calls]
+                runs = await run_round(ctx.cancel, [self._run_call(c) for c in calls], spared=spared)
+                self.messages += [Message.tool(run.call, run.content) for run in runs]
+        except RunStopped as e:
+            return await self._stopped(e.cause)
         except ModelError as e:
             return await self._failed(f"The model could not answer: {e}", causes.model_error(e))
-        except RequestRefused:
-            raise  # the first request does not fit the window: refused before any call
-        except Exception as e:  # a tool failing in a way no ToolError foresees
-            return await self._failed(
-                f"A tool failed: {type(e).__name__}: {e}", Cause(code="tool_failed", kind=type(e).__name__)
-            )
+        except ToolFailed as e:
+            return await self._failed(f"A tool failed: {e}", Cause(code="tool_failed", kind=e.kind))
 
     def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the main model's window: the oldest earlier messages go first, said so."""
@@ -209,12 +207,12 @@ class _MainLoop:
         await self.ctx.emit(ErrorEvent(message=message, cause=cause))
         return RunOutcome("error", self.text, self.rounds, self.agents, error=message)
 
-    async def _stopped(self) -> RunOutcome:
+    async def _stopped(self, cause: Cause) -> RunOutcome:
         ctx = self.ctx
         await ctx.emit(
             StoppedEvent(
-                message=ctx.cancel.stop_cause.english(),
-                cause=ctx.cancel.stop_cause,
+                message=cause.english(),
+                cause=cause,
                 text=self.text,
                 rounds=self.rounds,
                 sources=tuple(ctx.sources.values()),
@@ -230,13 +228,16 @@ class _MainLoop:
         except ValueError:
             arguments = {"raw": call.arguments}
         await ctx.emit(ToolCallEvent(call_id=call.id, name=call.name, arguments=arguments))
-        if call.name == AGENTS_TOOL and self.delegation is not None:
-            content, outcomes = await self.delegation.run(call)
-            self.agents += outcomes
-            error = None if outcomes else json.loads(content).get("error") or "no agent could be started"
-            run = ToolRun(call, content, None, error)
-        else:
+        try:
             run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE)
+        except asyncio.CancelledError:
+            if ctx.cancel.cancelled:  # Stop cancelled it: said so (the step's cause), then the round ends
+                stopped = Cause(code="run_stopped", because=ctx.cancel.stop_cause)
+                result = ToolResultEvent(
+                    call_id=call.id, name=call.name, ok=False, error=stopped.english(), cause=stopped
+                )
+                await ctx.emit(result)
+            raise
         sources = run.outcome.sources if run.outcome else ()
         ctx.add_sources(sources)
         await ctx.emit(

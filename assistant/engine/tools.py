@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import OutOfScope, ToolError
+from .errors import EngineError, OutOfScope, ToolError, ToolFailed
 from .events import Action, Source
 from .scope import DOC_PREFIX, KB_PREFIX, Scope
 from .types import ToolCall, ToolSpec
@@ -71,12 +71,16 @@ class ToolOutcome:
     content: str
     action: Action | None = None
     sources: tuple[Source, ...] = ()
+    error: str | None = None
+    """Why it did nothing asked of it, though it ran (the agents tool when no agent could start); None: it did."""
 
 
 class Tool(ABC):
-    """One tool. Agents only ever get tools whose ``read_only`` is true."""
+    """One tool. Agents only ever get tools whose ``read_only`` is true. Stop cancels a tool's call where it waits
+    (``cancel.run_round``), unless it ``stops_itself`` (the agents tool: its agents stop and report what they had)."""
 
     read_only: bool = True
+    stops_itself: bool = False
 
     @property
     @abstractmethod
@@ -317,7 +321,8 @@ class ToolRun:
 
 
 async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
-    """Run one call. Business errors (bad arguments, scope) go back to the model; others propagate."""
+    """Run one call. Business errors (bad arguments, scope) go back to the model; any other failure of the tool
+    raises ``ToolFailed``; Stop (its task cancelled) propagates as ``CancelledError``."""
     tool = tools.get(call.name)
     if tool is None:
         return _error(call, f"Tool '{call.name}' is not available. {unavailable}")
@@ -331,7 +336,11 @@ async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str
         outcome = await tool.run(args)
     except ToolError as e:
         return _error(call, str(e))
-    return ToolRun(call, outcome.content, outcome, None)
+    except EngineError:
+        raise  # Stop, a model's error, a failure of the engine's own: not this tool's
+    except Exception as e:
+        raise ToolFailed(call.name, e) from e
+    return ToolRun(call, outcome.content, outcome, outcome.error)
 
 
 def _error(call: ToolCall, message: str) -> ToolRun:

@@ -25,10 +25,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.db.models.signals import post_save
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
@@ -53,6 +54,10 @@ from .recorder import Recorder
 from .steps import AgentEnd
 
 log = logging.getLogger(__name__)
+
+INFRASTRUCTURE = (DatabaseError, RedisError, OSError)
+"""What fails a run with the cause ``infrastructure``: a service it needs (the ledger's and the steps' database, the
+channel layer's Redis, a connection), rather than a tool or the engine."""
 
 Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
 """Hands a run (with its cost cap) to where it executes: awaited in this process's event loop."""
@@ -332,6 +337,12 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
         error = str(e)
         with contextlib.suppress(Exception):  # said as data too, for the page; never a failure of its own
             await recorder.emit(ErrorEvent(message=error, cause=Cause(code="refused")))
+    except INFRASTRUCTURE as e:  # the database, the channel layer: no tool's failure, nor the engine's
+        log.exception("run %s failed: a service it needs failed", run_id)
+        cause = Cause(code="infrastructure", kind=type(e).__name__)
+        error = cause.english()
+        with contextlib.suppress(Exception):
+            await recorder.emit(ErrorEvent(message=error, cause=cause))
     except Exception:
         log.exception("run %s failed", run_id)
         cause = Cause(code="unexpected")

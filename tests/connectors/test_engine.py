@@ -101,8 +101,9 @@ async def test_a_variable_unset_at_call_time_and_a_tool_gone_are_tool_errors(crm
     assert crm.calls == []
 
 
-async def test_stop_lets_a_call_in_flight_finish_within_its_timeout(crm: CrmServer) -> None:
-    """Stop during a connector call: the call finishes (bounded by its timeout), the run ends stopped."""
+async def test_stop_cancels_a_call_in_flight(crm: CrmServer) -> None:
+    """Stop during a connector call: the call's task is cancelled (the run does not wait for its answer), the run
+    ends stopped."""
     import asyncio
     import time
 
@@ -144,4 +145,4 @@ async def test_stop_lets_a_call_in_flight_finish_within_its_timeout(crm: CrmServ
     await stopper
     assert outcome.status == "stopped"
     assert crm.calls == [("search_customers", {"query": "acme"})]
-    assert 0.9 < time.monotonic() - started < 5
+    assert time.monotonic() - started < crm.delay  # the connector's answer was not awaited

@@ -1,4 +1,5 @@
-"""Stop: the main stream ends at once; agents stop before their next turn and keep what they had."""
+"""Stop: the main stream ends at once; a round's tool calls are cancelled where they wait; agents stop and keep what
+they had."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from engine_support import (
     task,
 )
 
-from assistant.engine.events import AgentFinished, FinalEvent, StoppedEvent, TextDeltaEvent
+from assistant.engine.causes import Cause
+from assistant.engine.events import AgentFinished, FinalEvent, StoppedEvent, TextDeltaEvent, ToolResultEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo
@@ -57,6 +59,7 @@ class RegisterCheck(Tool):
         self.seconds = seconds
         self.started: list[float] = []
         self.completed: list[float] = []
+        self.cancelled: list[float] = []
         self.on_start: list[Callable[[], None]] = []
 
     @property
@@ -68,7 +71,11 @@ class RegisterCheck(Tool):
         self.started.append(loop.time())
         for hook in self.on_start:
             hook()
-        await asyncio.sleep(self.seconds)
+        try:
+            await asyncio.sleep(self.seconds)
+        except asyncio.CancelledError:
+            self.cancelled.append(loop.time())
+            raise
         self.completed.append(loop.time())
         return ToolOutcome(json.dumps({"registered": True}))
 
@@ -97,7 +104,7 @@ def read_then_check(request: ModelRequest, info: CallInfo) -> ModelResponse:
     return reply(call("kb_search", query="Zorglub", kb=searchable_kbs(request)[0]))
 
 
-async def test_stop_while_agents_work_keeps_what_they_read_and_launches_nothing_more() -> None:
+async def test_stop_while_agents_work_cancels_their_tools_keeps_what_they_read_and_launches_nothing_more() -> None:
     register = RegisterCheck(seconds=0.3)
     backend = RecordingKnowledge()
     h = harness(
@@ -121,9 +128,12 @@ async def test_stop_while_agents_work_keeps_what_they_read_and_launches_nothing_
 
     assert len(stopped_at) == 1
     stop = stopped_at[0]
-    # The register checks already running when Stop came finished.
-    assert len(register.completed) == 2
-    assert all(start < stop < end for start, end in zip(register.started, register.completed, strict=True))
+    # The register checks running when Stop came were cancelled where they waited, at once.
+    assert register.completed == []
+    assert len(register.cancelled) == 2
+    assert all(
+        start < stop <= end < stop + 0.2 for start, end in zip(register.started, register.cancelled, strict=True)
+    )
     # Nothing was searched or read after the stop, and no agent took another turn.
     assert backend.log
     assert all(t < stop for t, _ in backend.log)
@@ -142,7 +152,7 @@ async def test_stop_while_agents_work_keeps_what_they_read_and_launches_nothing_
         assert agent.report.startswith("Stopped on request; no report was written.")
         assert title in agent.report  # what it had read is kept
         assert [s.id for s in agent.sources] == [doc_id]
-        assert agent.tools_run == ["kb_read", "check_register"]
+        assert agent.tools_run == ["kb_read"]  # the register check did not return
     assert {e.status for e in h.of(AgentFinished)} == {"stopped"}
 
     [stopped] = h.of(StoppedEvent)
@@ -221,3 +231,25 @@ async def test_stop_ends_the_main_stream_at_once_and_keeps_the_partial_text() ->
     [stopped] = h.of(StoppedEvent)
     assert stopped.text == outcome.text
     assert h.ctx.usage.by_model[MAIN.id].calls == 1  # the cut call is still billed
+
+
+async def test_stop_cancels_the_main_models_tool_calls_and_says_so_in_their_steps() -> None:
+    register = RegisterCheck(seconds=5)
+    register.on_start.append(lambda: asyncio.get_running_loop().call_later(0.05, h.ctx.cancel.cancel))
+    h = harness(
+        {MAIN.id: scripted(reply(call("check_register"), call("check_register"), text="Je vérifie."))},
+        factories=[lambda scope: [register]],
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    outcome = await h.run()
+
+    assert loop.time() - started < 1.0  # not the tools' five seconds
+    assert outcome.status == "stopped"
+    assert len(register.cancelled) == 2 and register.completed == []
+    results = h.of(ToolResultEvent)
+    assert len(results) == 2 and not any(r.ok for r in results)
+    stopped_tool = Cause(code="run_stopped", because=Cause(code="stopped_by_user"))
+    assert {r.cause for r in results} == {stopped_tool}
+    [stopped] = h.of(StoppedEvent)
+    assert stopped.cause == Cause(code="stopped_by_user")
