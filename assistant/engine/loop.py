@@ -57,10 +57,11 @@ class RunOutcome:
     error: str | None = None
 
 
-async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
+async def run_chat(request: RunRequest, ctx: RunContext, plan: Plan | None = None) -> RunOutcome:
     """Run one request to its end. Raises ``RequestRefused`` (before any model call) only: ``ContextTooLong`` when
-    its first call cannot fit the main model's window, even with the oldest turns left out."""
-    plan = plan_request(request, ctx.catalogue, ctx.policy)
+    its first call cannot fit the main model's window, even with the oldest turns left out. ``plan``: the request's,
+    when its caller planned it (a run's start, ``runs.start.RunStart``); else it is planned here."""
+    plan = plan or plan_request(request, ctx.catalogue, ctx.policy)
     if plan.scope.searchable:
         knowledge = ctx.toolbox.knowledge
         existing = set() if knowledge is None else await knowledge.existing(plan.scope.searchable)
@@ -80,14 +81,13 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     return await _MainLoop(request, ctx, plan).run()
 
 
-def first_request(request: RunRequest, ctx: RunContext) -> ModelRequest:
-    """The main model's first request for ``request``, as its first round sends it (the history fitted to the window).
+def first_request(request: RunRequest, plan: Plan, ctx: RunContext) -> ModelRequest:
+    """The main model's first request for ``request`` (planned: ``plan``), as its first round sends it (the history
+    fitted to the window).
 
     What intake reserves on the category before the run starts, and checks against the window; ``ctx`` needs its
-    catalogue, policy and toolbox only. Raises ``RequestRefused`` as ``run_chat`` does, ``ContextTooLong`` when
-    that request cannot fit the model's window.
+    catalogue, policy and toolbox only. Raises ``ContextTooLong`` when that request cannot fit the model's window.
     """
-    plan = plan_request(request, ctx.catalogue, ctx.policy)
     loop = _MainLoop(request, ctx, plan)
     return loop.round_request(loop.specs(), last=not loop.specs())
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from assistant.knowledge import processing
 from assistant.runs import execution, leases
+from assistant.runs.start import RunStart
 from assistant.schedules import services as schedules
 
 from .celery import app
@@ -25,15 +26,14 @@ log = logging.getLogger(__name__)
 
 @app.task(name="runs.execute")
 def execute(run_id: str, cost_cap_eur: float | None = None) -> None:
-    runner.run(execution.execute_run(uuid.UUID(hex=run_id), cost_cap_eur))
+    runner.run(execution.execute_stored(uuid.UUID(hex=run_id), cost_cap_eur))
 
 
 @app.task(name="schedules.execute")
 def execute_scheduled_task(task_id: int) -> None:
-    started = schedules.start_execution(task_id)
-    if started is not None:
-        run, cost_cap_eur = started
-        runner.run(execution.execute_run(run.pk, cost_cap_eur))
+    start = schedules.start_execution(task_id)
+    if start is not None:
+        runner.run(execution.execute_run(start))
 
 
 @app.task(name="knowledge.extract")
@@ -45,8 +45,10 @@ def extract_document(document_id: int) -> None:
         raise
 
 
-async def submit(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
-    """Hand a run to whichever worker takes it; one that cannot be queued fails at once, saying so."""
+async def submit(start: RunStart) -> None:
+    """Hand a run to whichever worker takes it (its id and cost cap: the worker reads its start from the database,
+    ``execution.execute_stored``); one that cannot be queued fails at once, saying so."""
+    run_id, cost_cap_eur = start.run.pk, start.cost_cap_eur
     try:
         await asyncio.to_thread(execute.apply_async, (run_id.hex, cost_cap_eur))
     except Exception:

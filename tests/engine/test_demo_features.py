@@ -26,7 +26,7 @@ from assistant.engine.events import AgentFinished, AgentStarted, ToolCallEvent, 
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import first_request
 from assistant.engine.models.demo import DEMO_MODELS, DemoModel, Language, procedure, say, triggers
-from assistant.engine.policy import AgentProfile, Level, Policy, RunRequest
+from assistant.engine.policy import AgentProfile, Level, Policy, RunRequest, plan_request
 from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox, code_tools, detect
 from assistant.engine.tools import MAX_CHARS_PER_DOCUMENT, Document, ToolFactory
 from assistant.engine.types import Message, ModelResponse
@@ -120,7 +120,11 @@ def first_response(
 ) -> ModelResponse:
     """The demo's answer to the main model's real first request for this question."""
     request = RunRequest(messages=(Message.user(question),), model="demo-large", level=level, resources=resources)
-    step = procedure.Step(first_request(request, h.ctx), language, lambda n: f"call_{n}")
+    step = procedure.Step(
+        first_request(request, plan_request(request, h.ctx.catalogue, h.ctx.policy), h.ctx),
+        language,
+        lambda n: f"call_{n}",
+    )
     return procedure.respond(step)
 
 
