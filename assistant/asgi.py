@@ -11,6 +11,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "assistant.settings")
 django_asgi_app = get_asgi_application()
 
+from assistant.telemetry import setup as telemetry  # noqa: E402
+
+telemetry.configure()  # with OTEL_EXPORTER_OTLP_ENDPOINT: traces and metrics out (docs/OBSERVABILITY.md)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Django settings. Everything configurable comes from the environment (see README)."""
+"""Django settings. Everything configurable comes from the environment (see docs/CONFIGURATION.md)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "assistant.runs",
     "assistant.chat",
     "assistant.catalogue",
+    "assistant.demo",  # the offline demo: its provider, its web and load_demo (registered in its AppConfig.ready)
     "assistant.budgets",
     "django_celery_beat",
     "assistant.workers",
@@ -132,7 +133,7 @@ if os.environ.get("DATABASE_URL"):
 # (the in-memory layer drops what overflows, which the page then has to read back from the database).
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 5_000}}}
 
-# Scale-out (README, "Scaling out"). REDIS_URL (e.g. redis://127.0.0.1:6379/0) switches the channel layer to
+# Scale-out (docs/SCALING.md). REDIS_URL (e.g. redis://127.0.0.1:6379/0) switches the channel layer to
 # Redis, so that every web server and worker reaches every page, and is Celery's broker unless
 # CELERY_BROKER_URL names another. RUNS_EXECUTOR=celery sends runs to Celery workers instead of executing
 # them in the web server's event loop; each worker executes up to RUNS_WORKER_CONCURRENCY runs at once.
@@ -212,7 +213,7 @@ CONTENT_SECURITY_POLICY = {
         "object-src": ["'none'"],
     }
 }
-# Behind TLS (README, "Deploying behind TLS"): DJANGO_SECURE_SSL_REDIRECT sends plain HTTP to HTTPS,
+# Behind TLS (docs/OPERATIONS.md): DJANGO_SECURE_SSL_REDIRECT sends plain HTTP to HTTPS,
 # DJANGO_HSTS_SECONDS makes browsers use HTTPS only for that long (0: no Strict-Transport-Security), and
 # behind a proxy that ends TLS, DJANGO_SECURE_PROXY_SSL_HEADER names the header it sets for HTTPS requests
 # (e.g. "X-Forwarded-Proto"; the proxy must drop that header from clients' requests).
@@ -281,7 +282,7 @@ WEB_FETCH_ALLOWED_HOSTS = [
 WEB_TIMEOUT_SECONDS = float(os.environ.get("WEB_TIMEOUT_SECONDS", "15"))
 WEB_FETCH_MAX_MB = float(os.environ.get("WEB_FETCH_MAX_MB", "5"))
 # The demo web (`make run` sets DEMO_WEB=1; off otherwise): web_search and web_fetch read the fictional pages
-# the project ships (assistant/engine/demoweb), offline, instead of the internet, whatever WEB_SEARCH_URL says.
+# the project ships (assistant/demo/web), offline, instead of the internet, whatever WEB_SEARCH_URL says.
 DEMO_WEB = env_bool("DEMO_WEB", False)
 
 # Connectors (MCP servers an admin registers as mcp:<name>): their addresses pass the same guard as
@@ -293,11 +294,14 @@ CONNECTOR_ALLOWED_HOSTS = [
 ]
 CONNECTOR_TIMEOUT_SECONDS = float(os.environ.get("CONNECTOR_TIMEOUT_SECONDS", "20"))
 CONNECTOR_MAX_CHARS = int(os.environ.get("CONNECTOR_MAX_CHARS", "20000"))
-# run_code: Python in a sandboxed child process (see README); off unless enabled.
+# run_code: Python in a sandboxed child process (see docs/TOOLS.md); off unless enabled.
 RUN_CODE_ENABLED = env_bool("RUN_CODE_ENABLED", False)
 RUN_CODE_CPU_SECONDS = int(os.environ.get("RUN_CODE_CPU_SECONDS", "10"))
 RUN_CODE_WALL_SECONDS = float(os.environ.get("RUN_CODE_WALL_SECONDS", "20"))
 RUN_CODE_MEMORY_MB = int(os.environ.get("RUN_CODE_MEMORY_MB", "512"))
+# At most this many scripts at once in one process (the others wait their turn, their limits not started): a
+# process's scripts take at most RUN_CODE_CONCURRENT x RUN_CODE_MEMORY_MB. By default the cores less one.
+RUN_CODE_CONCURRENT = int(os.environ.get("RUN_CODE_CONCURRENT", str(max(1, (os.cpu_count() or 2) - 1))))
 
 # Budget alerts are emailed to organisation admins. Without EMAIL_BACKEND, a development server prints
 # them on the console and production sends them over SMTP (EMAIL_HOST, EMAIL_PORT…).
@@ -310,7 +314,7 @@ EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "assistant@localhost")
 
-# Accounts and keys (README, "Accounts and keys"; docs/SECURITY.md) ---------------------------------------
+# Accounts and keys (docs/CONFIGURATION.md; docs/SECURITY.md) ---------------------------------------
 # Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins of one account, or from one
 # address, that account or address is refused for SIGNIN_LOCKOUT_MINUTES (counted from the last failure).
 # SIGNIN_LOCKOUT_PARAMETERS lists what is counted apart, comma-separated, "+" joining a combination:

@@ -1,3 +1,4 @@
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
@@ -27,4 +28,6 @@ urlpatterns = [
     path("tasks/", include("assistant.schedules.urls")),
     path("settings/", include("assistant.budgets.urls")),
     path("", include("assistant.chat.urls")),
+    # The offline demo's pages, when its app is installed (nothing else names it).
+    *([path("", include("assistant.demo.urls"))] if apps.is_installed("assistant.demo") else []),
 ]

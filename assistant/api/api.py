@@ -15,9 +15,10 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
+from django.db.migrations.recorder import MigrationRecorder
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import translation
 from ninja import NinjaAPI
@@ -25,8 +26,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from assistant.catalogue import snapshot
+from assistant.catalogue.models import CatalogueEntry
 from assistant.engine.errors import RequestRefused
-from assistant.engine.events import ErrorEvent, Event, StoppedEvent
+from assistant.engine.events import ErrorEvent, StoppedEvent
 from assistant.engine.policy import Policy
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
@@ -39,12 +41,14 @@ from assistant.runs.start import RunStart
 from assistant.runs.steps import events_of
 
 from . import limits
-from .errors import CODES, ApiError, error_response, refusal_error
+from .errors import CODES, ApiError, error_body, error_response, refusal_error, run_failure
+from .middleware import request_id
 from .schemas import (
     ChatCompletion,
     ChatCompletionRequest,
     Choice,
     ErrorOut,
+    FinishReason,
     ModelList,
     ModelOut,
     OutputMessage,
@@ -52,20 +56,19 @@ from .schemas import (
     RunOut,
     errors_schema,
 )
-from .trace import TraceBuilder, trace_of, trace_of_events
+from .trace import TraceBuilder, built_from
 
 log = logging.getLogger(__name__)
 
-# OpenAI's finish reason, whatever the run's outcome: how it ended is in ``status`` (and ``reason``).
-FINISH_REASON: Final = "stop"
 STREAM_DESCRIPTION = """With `"stream": true` the answer comes as server-sent events in OpenAI's
-`chat.completion.chunk` format, ending with `data: [DONE]`. Chunks with an empty `choices` carry
-an `event` (`StreamEvent`): each agent's start (with its `agent_id`), its actions and its end, and
-the main model's tool calls, as they happen and before the final answer's deltas. The answer's
-last chunk has `finish_reason` `stop` (OpenAI's value) however the run ended; the last chunk before
-`[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` (`ok`, `stopped`,
-`error`: how the run ended) and `reason` (why it stopped, or the error), as in the non-streamed
-response."""
+`chat.completion.chunk` format (`ChatCompletionChunk`), ending with `data: [DONE]`. A run that was admitted always
+answers 200; its first chunk carries `run_id` and `warnings`. Chunks with an empty `choices` carry an `event`
+(`StreamEvent`): each agent's start (with its `agent_id`), its actions and its end, and the main model's tool calls,
+as they happen. The answer's last chunk has `finish_reason` (`stop`, or `length` when a limit cut it); the last
+chunk before `[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` (`ok`, `stopped`) and
+`reason`, as in the non-streamed response. A run that fails ends its stream, after the deltas already sent, with
+one event whose data is `{"error": {...}}` (`StreamError`: the same object as the non-streamed error, with the
+run's figures), which OpenAI's SDK raises as `APIError` while iterating; no `[DONE]` follows it."""
 
 
 def _authenticate(request: HttpRequest, token: str) -> ApiKey | None:
@@ -166,18 +169,32 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 @api.exception_handler(Exception)
 def _fault(request: HttpRequest, exc: Exception) -> HttpResponse:
     # A fault of the server, not of the request: logged with its traceback, answered without it.
-    log.exception("API request failed: %s %s", request.method, request.path)
+    log.exception("API request failed: %s %s (request %s)", request.method, request.path, request_id(request))
     return error_response(ApiError(500, "server_error", "The server failed to answer this request; it is logged."))
 
 
 # Models ---------------------------------------------------------------------------------------------
 
 
+def _created(model_ids: list[str]) -> dict[str, int]:
+    """When each model was added to this server's catalogue (Unix seconds): its entry's ``created``; a shipped
+    model with no entry (an offline demo model) has been in it since the catalogue was made (its first migration)."""
+    found = dict(CatalogueEntry.objects.filter(model_id__in=model_ids).values_list("model_id", "created"))
+    if len(found) < len(model_ids):
+        first = MigrationRecorder.Migration.objects.filter(app="catalogue").order_by("applied").first()
+        since = first.applied if first is not None else None
+        found.update({i: since for i in model_ids if i not in found and since is not None})
+    return {i: int(when.timestamp()) for i, when in found.items()}
+
+
 def _models(key: ApiKey) -> list[ModelOut]:
     catalogue = snapshot.catalogue()
+    allowed = policy_for(key.organisation, key).allowed_ids(catalogue)
+    created = _created(list(allowed))
     return [
         ModelOut(
             id=m.id,
+            created=created.get(m.id, 0),
             owned_by=m.provider,
             name=m.label,
             input_price_eur=m.input_price,
@@ -187,7 +204,7 @@ def _models(key: ApiKey) -> list[ModelOut]:
             output_cap=m.output_cap,
             reasoning_efforts=list(m.reasoning_efforts),
         )
-        for m in (catalogue[i] for i in policy_for(key.organisation, key).allowed_ids(catalogue))
+        for m in (catalogue[i] for i in allowed)
     ]
 
 
@@ -267,25 +284,33 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> RunStart:
         # A conversation of its own, saved with the client's earlier messages and the run in intake's transaction.
         return intake.create_run(keys.api_user(org), org, None, ask, api_key=key, policy=policy, earlier=earlier)
     except RequestRefused as e:  # nothing was kept: the transaction is rolled back
-        raise refusal_error(e.refusal) from e
+        raise refusal_error(e.refusal, question=f"messages[{len(body.messages) - 1}].content") from e
 
 
-def _reason(run: Run, events: list[Event] | None = None) -> tuple[str, str]:
+# The stops that a limit made (a budget, a cost cap, a spend limit): the answer was cut, OpenAI's ``finish_reason``
+# ``length``.
+LIMIT_STOPS = frozenset({"category_budget", "cost_cap", "spend_limit"})
+
+
+def _reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> tuple[str, str]:
     """Why the run stopped or failed, in English, and its ``reason_code``: the cause's code (``engine.causes``: the
-    one vocabulary of the run's and its agents' causes), empty when it ended ok. ``events``: the run's steps'
-    events, when the caller has them (else its ``stopped`` or ``error`` step is read)."""
-    if run.status not in ("stopped", "error"):
-        return "", ""
-    if events is None:
-        events = events_of(run.steps.filter(kind=run.status))
+    one vocabulary of the run's and its agents' causes), empty when it ended ok. ``ended``: the run's ``error`` or
+    ``stopped`` step's event (``TraceBuilder.ended``)."""
     if run.status == "error":
-        failed = next((e for e in reversed(events) if isinstance(e, ErrorEvent)), None)
-        cause = failed.cause if failed is not None else None
+        cause = ended.cause if isinstance(ended, ErrorEvent) else None
         return run.error, cause.code if cause is not None else "unexpected"
-    stopped = next((e for e in events if isinstance(e, StoppedEvent)), None)
-    if stopped is None:
+    if run.status != "stopped":
+        return "", ""
+    if not isinstance(ended, StoppedEvent):
         return "", "stopped_by_user"
-    return stopped.message, stopped.cause.code if stopped.cause is not None else "stopped_by_user"
+    return ended.message, ended.cause.code if ended.cause is not None else "stopped_by_user"
+
+
+def _finish_reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> FinishReason:
+    """OpenAI's ``finish_reason``: ``length`` when a limit cut the answer, else ``stop``."""
+    if run.status == "stopped" and isinstance(ended, StoppedEvent) and ended.cause is not None:
+        return "length" if ended.cause.code in LIMIT_STOPS else "stop"
+    return "stop"
 
 
 def _completion(
@@ -293,24 +318,22 @@ def _completion(
     warnings: list[RequestWarning],
     builder: TraceBuilder | None = None,
     heard: execution.Heard | None = None,
-) -> ChatCompletion:
-    """The finished run as the response says it; ``builder``: the stream's, which has taken every step already
-    (the follower misses none), so that they are not read and parsed again; ``heard``: the run's events and its end,
-    when it executed in this process to its end (``execution.Heard``): then nothing is read from the database."""
+) -> tuple[ChatCompletion, ApiError | None]:
+    """The finished run as the response says it, and, when it failed, the error that says it to the client (the
+    run's figures in it); ``builder``: the stream's, which has taken every step already (the follower misses
+    none), so that they are not read and parsed again; ``heard``: the run's events and its end, when it executed
+    in this process to its end (``execution.Heard``): then nothing is read from the database."""
     events = heard.events if heard is not None and heard.complete else None
     run = heard.run if heard is not None and heard.run is not None else Run.objects.get(pk=run_id)
-    if builder is not None:
-        trace = builder.finish(run.usage, run.sources)
-    elif events is not None:
-        trace = trace_of_events(events, run.usage, run.sources)
-    else:
-        trace = trace_of(run.steps.all(), run.usage, run.sources)
-    reason, reason_code = _reason(run, events)
-    return ChatCompletion(
+    if builder is None:
+        builder = built_from(events if events is not None else events_of(run.steps.all()))
+    trace = builder.finish(run.usage, run.sources)
+    reason, reason_code = _reason(run, builder.ended)
+    done = ChatCompletion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
         model=run.model,
-        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=FINISH_REASON)],
+        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder.ended))],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]
         reason=reason,
@@ -318,6 +341,22 @@ def _completion(
         warnings=warnings,
         **trace.model_dump(),
     )
+    if run.status != "error":
+        return done, None
+    ended = builder.ended
+    failure = builder.main_failure
+    figures = done.model_dump(mode="json", include=FAILURE_FIGURES)
+    return done, run_failure(
+        ended.cause if isinstance(ended, ErrorEvent) else None,
+        reason,
+        failure.retry_after if failure is not None else None,
+        answer=run.answer,
+        **figures,
+    )
+
+
+# What a failed run's error object carries of the run (beside ``answer``, the text written before it failed).
+FAILURE_FIGURES = {"run_id", "status", "reason", "reason_code", "steps", "rounds", "usage", "sources", "warnings"}
 
 
 async def _completed(
@@ -325,7 +364,7 @@ async def _completed(
     warnings: list[RequestWarning],
     builder: TraceBuilder | None = None,
     heard: execution.Heard | None = None,
-) -> ChatCompletion:
+) -> tuple[ChatCompletion, ApiError | None]:
     """``_completion``: here, in the event loop, when the run executed in this process to its end (nothing to read),
     else in the database's thread."""
     if heard is not None and heard.complete:
@@ -373,7 +412,12 @@ async def _stream(
                 yield _sse({**base, "choices": [], "event": data})
     finally:
         await follower.close()
-    done = await _completed(run.pk, warnings, builder, heard)
+    done, failure = await _completed(run.pk, warnings, builder, heard)
+    if failure is not None:
+        # After the deltas already sent, one error event: OpenAI's SDK raises it as ``APIError`` while iterating.
+        failure.extra.pop("retry_after", None)
+        yield _sse({"error": error_body(failure)})
+        return
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
         mode="json",
@@ -393,6 +437,7 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
     key = _key(request)
     start = await sync_to_async(_create)(key, body)
     run, policy = start.run, start.policy
+    log.info("run %s for request %s", run.pk, request_id(request))
     # Before the run starts: nothing it publishes is missed. Not streamed, only its end is listened for.
     follower = await RunFollower(run.pk).open(events=body.stream)
     # The response is built from the run's events and its end as this process executes it, if it does.
@@ -410,7 +455,10 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
         await follower.finished()
     finally:
         await follower.close()
-    return await _completed(run.pk, _warnings(key, body, policy), heard=heard)
+    done, failure = await _completed(run.pk, _warnings(key, body, policy), heard=heard)
+    if failure is not None:
+        raise failure
+    return done
 
 
 # Runs -------------------------------------------------------------------------------------------------
@@ -430,8 +478,9 @@ def _run_of(key: ApiKey, run_id: str) -> Run:
 
 def _run_out(run: Run) -> RunOut:
     finished = not run.is_running
-    trace = trace_of(run.steps.all(), run.usage if finished else None, run.sources if finished else None)
-    reason, reason_code = _reason(run)
+    builder = built_from(events_of(run.steps.all()))
+    trace = builder.finish(run.usage if finished else None, run.sources if finished else None)
+    reason, reason_code = _reason(run, builder.ended)
     return RunOut(
         id=str(run.pk),
         created=int(run.created.timestamp()),

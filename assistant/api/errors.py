@@ -1,7 +1,7 @@
 """Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's statuses.
 
 ``CODES`` is every ``code`` the API answers with, its status and when: ``ApiError`` takes only
-those, and a test checks README's error table against it.
+those, and a test checks docs/API.md's error table against it.
 
 A refused request (``RequestRefused``, from the one request check ``runs.intake.check``) becomes one with
 ``refusal_error``: its status, a stable ``code`` and its ``param`` by the refusal's code (``REFUSALS``), the
@@ -10,11 +10,13 @@ message worded once (``runs.wording.refusal_text``) in English.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 from django.http import JsonResponse
 from django.utils import translation
 
+from assistant.engine.causes import Cause
 from assistant.engine.refusals import Refusal, RefusalCode
 from assistant.runs import wording
 
@@ -28,9 +30,11 @@ TYPES = {
     413: "invalid_request_error",
     429: "insufficient_quota",
     500: "server_error",
+    502: "server_error",
+    504: "server_error",
 }
 
-# code -> (status, when): the README's error table says the same.
+# code -> (status, when): docs/API.md's error table says the same.
 CODES: Final[dict[str, tuple[int, str]]] = {
     "invalid_json": (400, "the body is not a JSON object"),
     "invalid_body": (
@@ -40,10 +44,16 @@ CODES: Final[dict[str, tuple[int, str]]] = {
         "in a message, messages that do not end with a non-empty user message, more messages than `API_MAX_MESSAGES`",
     ),
     "agents_without_resource": (400, "`agents` without another resource"),
-    "context_window_exceeded": (
+    "string_above_max_length": (
         400,
-        "the first call cannot fit the model's context window: `tokens` and `context_window` in the body, "
-        "`param` `messages`",
+        "the question (the last message) is over `CHAT_MAX_MESSAGE_CHARS` characters, as the page refuses it: "
+        "`param` `messages[N].content`",
+    ),
+    "context_length_exceeded": (
+        400,
+        "the first call cannot fit the model's context window, even with the oldest earlier messages left out: "
+        "OpenAI's sentence (\"This model's maximum context length is N tokens. However, your messages resulted in M "
+        'tokens."), `tokens` and `context_window` in the body, `param` `messages`',
     ),
     "resource_unavailable": (400, "`web` or `code` not set up on this server"),
     "unknown_category": (400, "a `category` the organisation does not have"),
@@ -70,6 +80,21 @@ CODES: Final[dict[str, tuple[int, str]]] = {
     "rate_limit_exceeded": (429, "the key is over its requests per minute (type `requests`, `Retry-After`)"),
     "too_many_failed_keys": (429, "too many invalid keys from this address lately (type `requests`, `Retry-After`)"),
     "server_error": (500, "a fault of the server (logged), never a bad request"),
+    # A run that was admitted and then failed (``run_failure``): the run's figures in the error object.
+    "upstream_error": (502, "the run failed: the provider failed (5xx, or could not be reached) after our retries"),
+    "upstream_timeout": (504, "the run failed: the provider did not answer in time"),
+    "upstream_rate_limited": (
+        429,
+        "the run failed: the provider kept rate-limiting after our retries (`Retry-After`: the provider's delay, "
+        "else 5; `x-should-retry: true`)",
+    ),
+    "upstream_rejected": (502, "the run failed: the provider refused the request (a 4xx other than 429)"),
+    "upstream_auth": (
+        502,
+        "the run failed: the provider refused the server's key (its configuration, not the client's key)",
+    ),
+    "upstream_incomplete": (502, "the run failed: the model's answer broke off after it had started"),
+    "internal_error": (500, "the run failed in the server (a tool, the server itself); logged"),
 }
 
 
@@ -99,8 +124,9 @@ class ApiError(Exception):
         self.extra = extra
 
 
-def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JsonResponse:
-    body = {
+def error_body(error: ApiError) -> dict[str, Any]:
+    """The ``error`` object of OpenAI's error JSON (also the data of a stream's error event)."""
+    return {
         "message": error.message,
         "type": error.type
         or TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error"),
@@ -108,7 +134,10 @@ def error_response(error: ApiError, headers: dict[str, str] | None = None) -> Js
         "code": error.code,
         **error.extra,
     }
-    response = JsonResponse({"error": body}, status=error.status)
+
+
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JsonResponse:
+    response = JsonResponse({"error": error_body(error)}, status=error.status)
     # The openai client retries a 429 after its delay; a month's budget will not be back in seconds.
     response["x-should-retry"] = "true" if error.retry else "false"
     for name, value in (headers or {}).items():
@@ -134,14 +163,18 @@ REFUSALS: dict[RefusalCode, tuple[int, str, str | None]] = {
     "category_spent": (429, "category_budget_exhausted", "category"),
     "category_busy": (429, "category_budget_exhausted", "category"),
     "owner_left": (400, "request_refused", None),
-    "context_too_long": (400, "context_window_exceeded", "messages"),
+    "message_too_long": (400, "string_above_max_length", "messages"),
+    "context_too_long": (400, "context_length_exceeded", "messages"),
 }
 
 
-def refusal_error(refusal: Refusal) -> ApiError:
+def refusal_error(refusal: Refusal, *, question: str | None = None) -> ApiError:
     """A refused request as the API answers it. A spent month says when it resets and not to retry before it;
-    a category that running requests fill may be retried in a few seconds; a request over the window says its size."""
+    a category that running requests fill may be retried in a few seconds; a request over the window says its size.
+    ``question``: where the request's question is (``messages[3].content``), named by a refusal of its text."""
     status, code, param = REFUSALS[refusal.code]
+    if refusal.code in ("message_too_long", "empty_message") and question is not None:
+        param = question
     with translation.override("en"):
         message = wording.refusal_text(refusal)
     extra: dict[str, Any] = {}
@@ -152,5 +185,45 @@ def refusal_error(refusal: Refusal) -> ApiError:
             extra["retry_after"] = str(refusal.retry_after)
         return ApiError(status, code, message, param=param, retry=refusal.code == "category_busy", **extra)
     if refusal.code == "context_too_long":
+        # OpenAI's own sentence, which clients (litellm, pydantic-ai) parse to recognise the error.
+        message = (
+            f"This model's maximum context length is {refusal.limit or 0} tokens. However, your messages resulted "
+            f"in {refusal.used or 0} tokens. Please reduce the length of the messages."
+        )
         extra = {"tokens": refusal.used, "context_window": refusal.limit}
+    if refusal.code == "message_too_long":
+        # OpenAI's sentence for a string over its limit.
+        message = (
+            f"Invalid '{param}': string too long. Expected a string with maximum length {refusal.limit or 0}, "
+            f"but got a string with length {refusal.used or 0} instead."
+        )
     return ApiError(status, code, message, param=param, **extra)
+
+
+# How a run that was admitted and then failed is answered, by how its main model's call failed
+# (``causes.ModelErrorKind``): the status and the code. Any other cause is ours: 500 ``internal_error``.
+FAILURES: Final[dict[str, tuple[int, str]]] = {
+    "server_error": (502, "upstream_error"),
+    "unreachable": (502, "upstream_error"),
+    "timeout": (504, "upstream_timeout"),
+    "rate_limited": (429, "upstream_rate_limited"),
+    "bad_request": (502, "upstream_rejected"),
+    "authentication": (502, "upstream_auth"),
+    "broken_stream": (502, "upstream_incomplete"),
+}
+UPSTREAM_RETRY_AFTER = 5
+"""Seconds a client is told to wait after the provider kept rate-limiting, when the provider gave no delay."""
+
+
+def run_failure(cause: Cause | None, message: str, retry_after: float | None, **extra: Any) -> ApiError:
+    """A failed run as the API answers it: by its cause (``FAILURES``), its English ``message`` (the run's
+    ``reason``), the run's figures in ``extra``; ``retry_after``: the provider's delay, for a rate limit."""
+    kind = cause.kind if cause is not None and cause.code == "model_error" else None
+    status, code = FAILURES.get(kind or "", (500, "internal_error"))
+    if code == "upstream_rate_limited":
+        wait = math.ceil(retry_after) if retry_after is not None else UPSTREAM_RETRY_AFTER
+        error = ApiError(status, code, message, type="requests", retry=True, retry_after=str(max(1, wait)))
+    else:
+        error = ApiError(status, code, message)
+    error.extra.update(extra)  # the run's own ``status`` among them: not the keyword's
+    return error

@@ -8,12 +8,16 @@ at the top of the form that sent it (the message typed stays), or a short page w
 with more fields than ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` is refused the same way (400).
 
 Under ``/v1/`` a 404 or 405 that Django or django-ninja answers itself (an unknown path, a wrong
-method) becomes OpenAI's error shape too.
+method) becomes OpenAI's error shape too, and every response carries ``x-request-id`` (``req_`` and 32 hex
+digits, as OpenAI's), made here for the request (``request_id``) and logged with its method, path and status, so
+that a client can quote it and an operator find it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +33,31 @@ from django.utils.translation import gettext as _
 
 from .errors import ApiError, error_response
 
+log = logging.getLogger(__name__)
+
 API_PREFIX = "/v1/"
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+REQUEST_ID = "assistant.request_id"
+"""Where the API request's id is kept in ``request.META`` (made by this middleware, never taken from the client)."""
+
+
+def request_id(request: HttpRequest) -> str:
+    """The id of an API request (its ``x-request-id``), made by ``request_limits``; empty outside ``/v1/``."""
+    return str(request.META.get(REQUEST_ID, ""))
+
+
+def _identified(request: HttpRequest) -> None:
+    if request.path.startswith(API_PREFIX):
+        request.META[REQUEST_ID] = f"req_{uuid.uuid4().hex}"
+
+
+def _said(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    """The response with its request's id, logged."""
+    rid = request_id(request)
+    if rid:
+        response["x-request-id"] = rid
+        log.info("%s %s %s request %s", request.method, request.path, response.status_code, rid)
+    return response
 
 
 def _limit_mb() -> float:
@@ -109,21 +136,23 @@ def request_limits(get_response: Callable[[HttpRequest], Any]) -> Callable[[Http
     if iscoroutinefunction(get_response):
 
         async def async_middleware(request: HttpRequest) -> HttpResponseBase:
+            _identified(request)
             refused = _refusal(request)
             if refused is not None:
-                return refused
+                return _said(request, refused)
             response: HttpResponseBase = await get_response(request)
-            return _in_api_shape(request, response)
+            return _said(request, _in_api_shape(request, response))
 
         return async_middleware
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
+        _identified(request)
         refused = _refusal(request)
         if refused is not None:
-            return refused
-        return _in_api_shape(request, get_response(request))
+            return _said(request, refused)
+        return _said(request, _in_api_shape(request, get_response(request)))
 
     return middleware
 
 
-__all__ = ["request_limits"]
+__all__ = ["request_id", "request_limits"]

@@ -2,7 +2,7 @@
 
 The shapes follow OpenAI's chat completions, with the product's extensions: in the request
 ``tools_enabled``, ``reasoning_level`` and ``category``; in the response ``run_id``, ``status`` and
-``reason`` (how the run ended: ``finish_reason`` is OpenAI's ``stop`` whatever the outcome),
+``reason`` (how the run ended; a failed run is an error in OpenAI's shape, with the run in it),
 ``steps``, ``rounds``, ``sources`` and a ``usage`` that adds cost, tokens by model and carbon.
 """
 
@@ -336,8 +336,8 @@ class Choice(BaseModel):
     index: int = 0
     message: OutputMessage
     finish_reason: FinishReason = Field(
-        description="One of OpenAI's values; this server answers `stop` however the run ended: whether it ended ok, "
-        "was stopped or failed is in the response's `status`, and why in its `reason`."
+        description="OpenAI's values: `stop`, or `length` when a limit cut the answer (a category's budget, a cost "
+        "cap). A stopped run is an answer (`status` `stopped`, `reason`); a failed run is an error, not a response."
     )
     logprobs: None = None
 
@@ -378,7 +378,7 @@ class RunOut(Trace):
 class ModelOut(BaseModel):
     id: str
     object: Literal["model"] = "model"
-    created: int = 0
+    created: int = Field(default=0, description="When the model was added to this server's catalogue (Unix seconds).")
     owned_by: str
     name: str
     input_price_eur: float = Field(description="EUR per million input tokens.")

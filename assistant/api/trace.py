@@ -16,10 +16,12 @@ from assistant.engine.events import (
     AgentAction,
     AgentFinished,
     AgentStarted,
+    ErrorEvent,
     Event,
     ModelCallFailed,
     RoundStarted,
     Source,
+    StoppedEvent,
     ToolResultEvent,
     UsageEvent,
 )
@@ -81,6 +83,10 @@ class TraceBuilder:
         self._agent_rounds: dict[str, int] = {}
         self._live_usage = RunUsage()  # from the usage steps, while running
         self._sources: dict[str, SourceOut] = {}
+        self.ended: ErrorEvent | StoppedEvent | None = None
+        """How the run ended, when it failed or stopped (its last ``error`` or ``stopped`` step)."""
+        self.main_failure: ModelCallFailed | None = None
+        """The main model's last failed call (what a failed run's error says of the provider)."""
 
     def add(self, step: StepWithEvent) -> StreamEvent | None:
         """Take one step (an unreadable one is left out, as ``steps.events_of`` does)."""
@@ -93,6 +99,8 @@ class TraceBuilder:
             self._count(e)
         elif isinstance(e, ModelCallFailed):
             self._failed(e)
+        elif isinstance(e, ErrorEvent | StoppedEvent) and agent_id is None:
+            self.ended = e
         elif isinstance(e, RoundStarted):
             if agent_id is not None:
                 self._agent_rounds[agent_id] = e.round
@@ -176,6 +184,7 @@ class TraceBuilder:
             message=e.message,
         )
         if e.agent_id is None:
+            self.main_failure = e
             self.trace.steps.append(failed)
         elif e.agent_id in self._agents:
             self._agents[e.agent_id].steps.append(failed)
@@ -196,18 +205,17 @@ class TraceBuilder:
         return self.trace
 
 
+def built_from(events: Iterable[Event]) -> TraceBuilder:
+    """A builder that has taken a run's steps' events, in order (those its recorder saved:
+    ``runs.execution.Heard``, or its saved steps through ``steps.events_of``, unreadable ones left out)."""
+    builder = TraceBuilder()
+    for event in events:
+        builder.add_event(event)
+    return builder
+
+
 def trace_of(
     steps: Iterable[StepWithEvent], usage: Mapping[str, Any] | None = None, sources: list[dict[str, Any]] | None = None
 ) -> Trace:
     """The trace of saved steps (unreadable ones left out, ``steps.events_of``)."""
-    return trace_of_events(events_of(steps), usage, sources)
-
-
-def trace_of_events(
-    events: Iterable[Event], usage: Mapping[str, Any] | None = None, sources: list[dict[str, Any]] | None = None
-) -> Trace:
-    """The trace of a run's steps' events, in order (those its recorder saved: ``runs.execution.Heard``)."""
-    builder = TraceBuilder()
-    for event in events:
-        builder.add_event(event)
-    return builder.finish(usage, sources)
+    return built_from(events_of(steps)).finish(usage, sources)

@@ -15,8 +15,8 @@ from typing import Any
 from django.db import transaction
 
 from assistant.engine.catalogue import ModelInfo
-from assistant.engine.models.demo import CARBON_AS, DEMO_MODELS
 
+from . import providers
 from .models import DEMO_PROVIDER, CatalogueEntry
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "models.json"
@@ -72,7 +72,9 @@ def infos_from_file(path: Path = DATA_FILE) -> list[ModelInfo]:
 
 
 def demo_entries() -> list[dict[str, Any]]:
-    """The offline demo models as catalogue entries: an admin may then offer them next to real models."""
+    """The offline demo models as catalogue entries: an admin may then offer them next to real models (none when
+    no demo provider is registered)."""
+    demo = providers.provider(DEMO_PROVIDER)
     return [
         {
             "model_id": m.id,
@@ -83,7 +85,7 @@ def demo_entries() -> list[dict[str, Any]]:
             "cached_input_price": Decimal(str(m.cached_input_price)),
             "output_price": Decimal(str(m.output_price)),
             "price_date": DEMO_PRICE_DATE,
-            "price_source": "The offline demo provider (assistant/engine/models/demo/): nothing is paid.",
+            "price_source": "The offline demo provider (assistant/demo/): nothing is paid.",
             "price_note": "Made-up prices, so that the demo shows costs and which model is cheaper.",
             "context_window": m.context_window,
             "output_cap": m.output_cap,
@@ -93,13 +95,13 @@ def demo_entries() -> list[dict[str, Any]]:
             "carbon": demo_carbon(m),
             "position": 1000 + position,
         }
-        for position, m in enumerate(DEMO_MODELS)
+        for position, m in enumerate(demo.models if demo else ())
     ]
 
 
 def demo_carbon(m: ModelInfo) -> dict[str, Any]:
     """A demo model's carbon parameters (a real model's of its size), with where they come from."""
-    real_id, real_name = CARBON_AS[m.id]
+    real_id, real_name = providers.carbon_as()[m.id]
     source = (
         f"The offline demo's estimate: the parameters of {real_name} ({real_id} in this catalogue: EcoLogits 0.11.3)"
     )

@@ -9,20 +9,17 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from assistant.catalogue import providers
 from assistant.engine.carbon import CARBON_KEYS
 from assistant.engine.catalogue import ModelInfo
-from assistant.engine.models.demo import DEMO_MODELS
 from assistant.engine.types import EFFORTS
 
 DEMO_PROVIDER = "demo"
 PROVIDERS = [("mistral", "Mistral"), ("openai", "OpenAI (or a compatible server)"), (DEMO_PROVIDER, "Offline demo")]
-# Which setting holds each provider's key: a provider without one is not offered.
-KEY_SETTINGS = {"mistral": "MISTRAL_API_KEY", "openai": "OPENAI_API_KEY"}
 REASONING = [
     ("none", "Does not reason"),
     ("adjustable", "Reasons at the effort it is sent"),
@@ -31,15 +28,9 @@ REASONING = [
 
 
 def provider_unavailable_reason(provider: str) -> str:
-    """Why a provider cannot be used in this deployment, or "" when it can."""
-    if provider == DEMO_PROVIDER:
-        return ""
-    setting = KEY_SETTINGS.get(provider)
-    if setting is None:
-        return f"unknown provider '{provider}'"
-    if not getattr(settings, setting, ""):
-        return f"{setting} is not set"
-    return ""
+    """Why a provider cannot be used in this deployment (not registered, or its key not set), or "" when it can."""
+    registered = providers.provider(provider)
+    return registered.unavailable_reason() if registered else f"unknown provider '{provider}'"
 
 
 def _price() -> models.DecimalField[Decimal, Decimal]:
@@ -85,6 +76,7 @@ class CatalogueEntry(models.Model):
         "Off, the demo models are offered only on a server with no real model, and stay out of real work.",
     )
     position = models.PositiveSmallIntegerField(default=0, help_text="Order in the model picker.")
+    created = models.DateTimeField(auto_now_add=True, help_text="When it was added to this catalogue.")
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -112,7 +104,8 @@ class CatalogueEntry(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.provider == DEMO_PROVIDER and self.model_id not in {m.id for m in DEMO_MODELS}:
+        shipped = providers.provider(DEMO_PROVIDER)
+        if self.provider == DEMO_PROVIDER and self.model_id not in {m.id for m in (shipped.models if shipped else ())}:
             errors["provider"] = "Only the shipped demo models (demo-large, demo-small) are offline demo models."
         if self.provider != DEMO_PROVIDER and self.offered_with_real_providers:
             errors["offered_with_real_providers"] = "Only for offline demo models."

@@ -28,6 +28,7 @@ from django.utils import translation
 
 from assistant.runs import leases, local
 from assistant.runs.groups import conversation_group, run_group
+from assistant.telemetry import setup as telemetry
 
 from . import live
 
@@ -71,6 +72,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.conversation_id = pk
+        telemetry.count_connection(1)  # ``assistant.chat.connections``: taken back in ``disconnect``
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.language = _language(query.get("lang", [""])[0])
         await self._join(conversation_group(pk))
@@ -81,6 +83,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.watching = asyncio.ensure_future(self._watch_leases())
 
     async def disconnect(self, code: int) -> None:
+        if self.conversation_id:
+            telemetry.count_connection(-1)
         if self.pushing is not None:
             self.pushing.cancel()
         if self.progress_later is not None:

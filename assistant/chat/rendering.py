@@ -36,7 +36,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
-from assistant.engine.demoweb import DEMO_HOST_SUFFIX, page_address
+from assistant.orgs.web import offline_web
 
 _TAGS = {
     "p", "br", "strong", "em", "code", "pre", "blockquote", "ul", "ol", "li", "h1", "h2", "h3", "h4",
@@ -68,8 +68,9 @@ _LT = "\ue000"
 
 def _demo_web_links(tag: str, attribute: str, value: str) -> str | None:
     """nh3's attribute filter: a link to a page of the demo web goes to its text here; anything else is kept."""
-    if tag == "a" and attribute == "href" and DEMO_HOST_SUFFIX in value:
-        address = page_address(value)
+    web = offline_web()
+    if tag == "a" and attribute == "href" and web is not None:
+        address = web.address(value)
         if address is not None:
             return f"{reverse('demo_web_page')}?{urlencode({'url': address})}"
     return value

@@ -3,10 +3,8 @@
 Each read a run makes records the range it returned (``Source.start``/``end``, from ``kb_read``); the page marks
 the ranges that the run named in ``?run=`` read of this document. Only the organisation's members see a document
 (404 otherwise); the run's ranges only for the run's own user. The download is always an attachment with a
-sandboxing policy (``attachment_response``): an uploaded HTML or SVG never runs on this site.
-
-A page of the demo web (``?url=`` one of its fictional addresses, which no browser could open) shows its text
-here, labelled as the demo web; its HTML is never served.
+sandboxing policy (``attachment_response``): an uploaded HTML or SVG never runs on this site. (A page of the
+demo web opens in ``assistant.demo``.)
 """
 
 from __future__ import annotations
@@ -15,11 +13,10 @@ import mimetypes
 import uuid
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from assistant.engine.demoweb import demo_web
 from assistant.knowledge.models import Document
 from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.services import organisation_of
@@ -98,14 +95,3 @@ def download(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
         return attachment_response(content, name, kind)
     return attachment_response(doc.text, f"{doc.title[:100] or doc.public_id}.txt", "text/plain; charset=utf-8")
-
-
-@login_required
-@require_GET
-def demo_web_page(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """The text of one page of the demo web, as web_fetch read it (a run's source links here)."""
-    page = demo_web().page(request.GET.get("url", ""))
-    if page is None:
-        raise Http404("No such page on the demo web.")
-    context = {"page": page, "paragraphs": [line for line in page.text.splitlines() if line.strip()]}
-    return render(request, "chat/demo_page.html", context)

@@ -33,7 +33,7 @@ from assistant.runs.steps import events_of
 from . import search as conversation_search
 from .htmx import REFUSED
 from .presenters import agents_of
-from .views import _conversation, _field, _too_long
+from .views import _conversation, _field
 
 
 def _last_turn(conv: Conversation) -> tuple[Message, Run] | None:
@@ -71,9 +71,6 @@ def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str 
         category=old.category,
         language=translation.get_language() or "",
     )
-    too_long = _too_long(ask)
-    if too_long is not None:
-        return None, _refused(request, conv, too_long)
     try:
         return intake.create_run(request.user, org, conv, ask, replaces=old), None
     except intake.Busy:

@@ -16,7 +16,6 @@ urlpatterns = [
     path("c/<int:pk>/turns/<uuid:run_id>/regenerate", turns.regenerate, name="turn_regenerate"),
     path("documents/<int:pk>/", sources.document, name="source_document"),
     path("documents/<int:pk>/download", sources.download, name="source_download"),
-    path("demo-web/", sources.demo_web_page, name="demo_web_page"),
     path("runs/<uuid:run_id>/stop", views.stop, name="stop"),
     path("c/<int:pk>/runs/<uuid:run_id>/agents/<str:agent_id>/", panels.agent_panel, name="agent_panel"),
 ]

@@ -178,26 +178,14 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[intake.Ask, d
     return ask, values
 
 
-def _too_long(ask: intake.Ask) -> str | None:
-    """The page's own limit on a message (the API's body limit is its own), in the reader's language."""
-    if len(ask.text) <= settings.CHAT_MAX_MESSAGE_CHARS:
-        return None
-    return _(
-        "A message has at most %(max)s characters; this one has %(count)s. Shorten it, or attach the text "
-        "as a document of a knowledge base."
-    ) % {"max": f"{settings.CHAT_MAX_MESSAGE_CHARS:,}", "count": f"{len(ask.text):,}"}
-
-
 def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[RunStart | Message | None, HttpResponse | None]:
     org = organisation_of(request.user)
     conv = _conversation(request, pk, org) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     status = REFUSED
     try:
-        error = _too_long(ask)
-        if error is None:
-            # A run, or a queued message while the conversation has one going on (one run at a time).
-            return intake.submit(request.user, org, conv, ask), None
+        # A run, or a queued message while the conversation has one going on (one run at a time).
+        return intake.submit(request.user, org, conv, ask), None
     except RequestRefused as e:
         error = wording.refusal_text(e.refusal)
     except Exception:
@@ -214,12 +202,15 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[RunStart
 
 
 def _queued_response(request: AuthenticatedHttpRequest, message: Message) -> HttpResponseBase:
-    """The composer again, empty with the same settings, and the message added to the queue shown under the turns."""
+    """The composer again, empty with the same settings, and the message added to the queue above it."""
     if not request.htmx:  # type: ignore[attr-defined]
         return redirect("conversation", pk=message.conversation_id)
     org = organisation_of(request.user)
     context = {"conversation": message.conversation, "composer": _composer(org, message.choices), "message": message}
-    return render(request, "chat/_queued_sent.html", context)
+    response = render(request, "chat/_queued_sent.html", context)
+    # Queued is sent: the page forgets the draft it kept, or a reload would bring the text back to be sent twice.
+    response["HX-Trigger"] = "sent"
+    return response
 
 
 def _sent(request: AuthenticatedHttpRequest, run: Run) -> HttpResponse:

@@ -87,18 +87,26 @@ def context_refusal(ctx: RunContext, task: AgentTask, effort: Effort | None) -> 
 
 
 async def run_agent(
-    ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None
+    ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None, call_id: str = ""
 ) -> AgentOutcome:
-    """Run one agent to its end; never raises for a model or tool failure (it becomes a status)."""
-    return await _AgentLoop(ctx, agent_id, task, budget, effort).run()
+    """Run one agent to its end; never raises for a model or tool failure (it becomes a status). ``call_id``: the
+    main model's ``agents`` call that launched it."""
+    return await _AgentLoop(ctx, agent_id, task, budget, effort, call_id).run()
 
 
 class _AgentLoop:
     def __init__(
-        self, ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None
+        self,
+        ctx: RunContext,
+        agent_id: str,
+        task: AgentTask,
+        budget: AgentBudget,
+        effort: Effort | None,
+        call_id: str = "",
     ) -> None:
         self.ctx = ctx
         self.agent_id = agent_id
+        self.call_id = call_id
         self.task = task
         self.info = task.model
         self.scope = Scope.from_resources(task.resources)
@@ -138,6 +146,7 @@ class _AgentLoop:
                 profile=self.task.profile.name if self.task.profile else None,
                 max_rounds=self.counter.budget.max_rounds,
                 documents=self.task.documents,
+                call_id=self.call_id,
             )
         )
         try:
@@ -277,7 +286,17 @@ class _AgentLoop:
             if not run.ok:
                 action = action.model_copy(update={"ok": False, "label": f"{run.call.name}: {run.error}"})
             sources = run.outcome.sources if run.outcome else ()
-            await self.ctx.emit(AgentAction(agent_id=self.agent_id, action=action, sources=sources))
+            await self.ctx.emit(
+                AgentAction(
+                    agent_id=self.agent_id,
+                    action=action,
+                    sources=sources,
+                    call_id=run.call.id,
+                    started_at=run.started_at,
+                    seconds=run.seconds,
+                    result_chars=len(run.content),
+                )
+            )
         return None
 
     async def _finish(

@@ -11,6 +11,7 @@ agents and the main loop check the token before each round (``check``).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -27,6 +28,8 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.cause: Cause | None = None
+        self.cancelled_at: float | None = None
+        """When it was cancelled (``time.monotonic()``): the Stop-to-end latency is measured from it."""
 
     @property
     def cancelled(self) -> bool:
@@ -47,6 +50,7 @@ class CancelToken:
             raise ValueError(f"{cause.code!r} is not a cause a run is stopped with")
         if not self._event.is_set():
             self.cause = cause
+            self.cancelled_at = time.monotonic()
             self._event.set()
 
     async def wait(self) -> None:

@@ -12,7 +12,7 @@ The parameters come from the catalogue entry's ``carbon`` mapping:
 
 A range gives a range; the usage keeps its middle. A model without these parameters (a local model
 nobody described) has no estimate rather than a made-up one. The offline demo models carry those of a
-real model of their size (``models/demo/info.py``), and the pages say their figure is the demo's estimate.
+real model of their size (``demo/model/info.py``), and the pages say their figure is the demo's estimate.
 
 How (cost): EcoLogits' ``compute_llm_impacts`` runs its DAG of 17 assets once per end of the range, with pydantic
 models and ``RangeValue`` arithmetic, for 8 impact fields; we keep two (energy and GWP). ``call_impact`` calls the

@@ -27,7 +27,7 @@ from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
 from .scope import parse_document
 from .tools import Document, Tool, ToolOutcome
-from .types import ToolSpec
+from .types import ToolCall, ToolSpec
 from .usage import AgentBudget
 
 AGENTS_TOOL = "agents"
@@ -349,7 +349,12 @@ class Delegation(Tool):
         return await knowledge.read(sorted(ids))
 
     async def run(self, args: dict[str, Any]) -> ToolOutcome:
-        """Run the tasks of one call concurrently: what the main model reads is every task's outcome or refusal."""
+        return await self.run_call(ToolCall(id="", name=AGENTS_TOOL, arguments=""), args)
+
+    async def run_call(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        """Run the tasks of one call concurrently: what the main model reads is every task's outcome or refusal. Its
+        agents name ``call`` as the one that started them."""
+        call_id = call.id
         raw = args.get("tasks")
         if not isinstance(raw, list) or not raw:
             raise ToolError("'tasks' must be a list of 1 to 4 tasks.")
@@ -394,7 +399,9 @@ class Delegation(Tool):
         # needs failing) cancels the others and ends the run.
         try:
             async with asyncio.TaskGroup() as group:
-                futures = [(i, group.create_task(self._run_one(a, task, budget))) for i, a, task, budget in started]
+                futures = [
+                    (i, group.create_task(self._run_one(a, task, budget, call_id))) for i, a, task, budget in started
+                ]
         except BaseExceptionGroup as e:
             raise e.exceptions[0]  # noqa: B904  (the others are the cancelled agents')
         outcomes: list[AgentOutcome] = []
@@ -407,10 +414,10 @@ class Delegation(Tool):
         content = json.dumps({"agents": results}, ensure_ascii=False)
         return ToolOutcome(content, error=None if outcomes else "no agent could be started")
 
-    async def _run_one(self, agent_id: str, task: AgentTask, budget: AgentBudget) -> AgentOutcome:
+    async def _run_one(self, agent_id: str, task: AgentTask, budget: AgentBudget, call_id: str) -> AgentOutcome:
         try:
             # The level's effort, translated for the agent's own model (not the main model's translation).
-            return await run_agent(self.ctx, agent_id, task, budget, self.plan.level_effort)
+            return await run_agent(self.ctx, agent_id, task, budget, self.plan.level_effort, call_id)
         finally:
             self.ctx.active_agents -= 1
 

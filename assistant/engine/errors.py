@@ -47,7 +47,7 @@ class ContextTooLong(RequestRefused):
     ``tokens`` is the call's estimated size (its history, tool specs and output cap), ``window`` the model's.
     """
 
-    code = "context_window_exceeded"
+    code = "context_length_exceeded"
 
     def __init__(self, model: str, tokens: int, window: int) -> None:
         super().__init__(Refusal(code="context_too_long", model=model, used=tokens, limit=window))

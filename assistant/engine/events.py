@@ -70,6 +70,16 @@ class Action(_Value):
     """A search or a read of the demo web (offline, fictional pages), not of the internet."""
 
 
+class Attempt(_Value):
+    """A try of a model call that the adapter tried again after it failed (a rate limit, a server error, a timeout,
+    a stream broken before its first part): one request sent to the provider, its own ``chat`` span."""
+
+    started_at: float
+    """When it was sent, in seconds since the epoch."""
+    seconds: float
+    error_kind: Annotated[ModelErrorKind, KEEP]
+
+
 class _Event(_Value):
     agent_id: Annotated[str | None, KEEP] = None
 
@@ -102,6 +112,8 @@ class ToolResultEvent(_Event):
     action: Action | None = None
     sources: Annotated[tuple[Source, ...], ERASE] = ()
     error: Annotated[str | None, ERASE] = None
+    result_chars: int = 0
+    """The length of what the model read back (the result's JSON)."""
     cause: Cause | None = None
     """Why it did not return, as data: ``run_stopped`` (Stop cancelled it, ``because`` says why); None otherwise."""
 
@@ -117,6 +129,8 @@ class AgentStarted(_Event):
     max_rounds: int
     documents: Annotated[tuple[ChosenDocument, ...], ERASE] = ()
     """The chosen documents among ``resources`` (its ``doc:`` entries), with their titles."""
+    call_id: Name = ""
+    """The main model's ``agents`` call that launched it."""
 
 
 class AgentAction(_Event):
@@ -125,6 +139,13 @@ class AgentAction(_Event):
     action: Action
     sources: Annotated[tuple[Source, ...], ERASE] = ()
     """What this action read: saved as it happens, so a run whose process dies still knows what its agents read."""
+    call_id: Name = ""
+    """The tool call it ran ("" for a step of the agent's result, which runs no tool)."""
+    started_at: float = 0.0
+    """When the tool started, in seconds since the epoch (0: no tool ran, or a step saved before)."""
+    seconds: float = 0.0
+    result_chars: int = 0
+    """The length of what the agent's model read back."""
 
 
 class AgentFinished(_Event):
@@ -160,6 +181,16 @@ class UsageEvent(_Event):
     carbon_g: float = 0.0
     estimated: bool = False
     """The provider reported no usage (the call was cut): these tokens are an estimate of what was sent and streamed."""
+    started_at: float = 0.0
+    """When its last try was sent, in seconds since the epoch (0: a step saved before)."""
+    seconds: float = 0.0
+    """From then to the call's end."""
+    finish_reason: Annotated[str, KEEP] = ""
+    """Why the model stopped (``stop``, ``tool_calls``, ``length``; ``cancelled`` by Stop), "" when it failed."""
+    failed: bool = False
+    """The call failed after it was sent (billed as cut): its ``ModelCallFailed`` follows."""
+    retried: Annotated[tuple[Attempt, ...], KEEP] = ()
+    """The tries before the last one, each sent and failed, then tried again."""
 
     @property
     def part(self) -> UsagePart:
@@ -187,8 +218,15 @@ class ModelCallFailed(_Event):
     billed: bool
     status: int | None = None
     """The provider's HTTP status, when it answered with one."""
+    retry_after: float | None = None
+    """The seconds the provider asked to wait, when it refused the call for too many requests and said so."""
     message: Text = ""
     """The provider's message (it may quote the request): erased with its conversation."""
+    started_at: float = 0.0
+    """When its last try was sent, in seconds since the epoch (0: a step saved before)."""
+    seconds: float = 0.0
+    retried: Annotated[tuple[Attempt, ...], KEEP] = ()
+    """The tries before the last one, each sent and failed, then tried again."""
 
 
 class FinalEvent(_Event):
@@ -268,7 +306,7 @@ def sources_read(events: Iterable[Event]) -> list[Source]:
 
 V = TypeVar("V", bound=BaseModel)
 # The values inside events whose fields carry marks too (walked by ``erased`` and ``unmarked_fields``).
-VALUES: tuple[type[BaseModel], ...] = (Source, Action, UsageData, ModelUsageData, Cause)
+VALUES: tuple[type[BaseModel], ...] = (Source, Action, Attempt, UsageData, ModelUsageData, Cause)
 _UNMARKED_OK = (int, float, bool, type(None))
 
 

@@ -248,6 +248,7 @@ class _MainLoop:
                 action=run.outcome.action if run.outcome else None,
                 sources=sources,
                 error=run.error,
+                result_chars=len(run.content),
             )
         )
         return run

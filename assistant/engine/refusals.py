@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 RefusalCode: TypeAlias = Literal[
     "empty_message",  # no text to answer
+    "message_too_long",  # ``used`` (its characters), ``limit`` (the most a message may have)
     "model_not_found",  # ``model``, ``allowed``: not in the catalogue
     "model_not_allowed",  # ``model``, ``allowed`` (the models it allows): the organisation or the key does not allow it
     "unknown_level",  # ``level``
@@ -59,6 +60,11 @@ class Refusal(BaseModel):
         match self.code:
             case "empty_message":
                 return "Write a message first."
+            case "message_too_long":
+                return (
+                    f"A message has at most {self.limit or 0:,} characters; this one has {self.used or 0:,}. "
+                    "Shorten it, or attach the text as a document of a knowledge base."
+                )
             case "model_not_found":
                 return (
                     f"The model '{self.model}' does not exist or is not allowed here. "

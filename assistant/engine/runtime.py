@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .cancel import CancelToken, RunStopped
 from .carbon import DEFAULT_ZONE, call_impact
@@ -19,6 +20,7 @@ from .errors import (
     CostCapReached,
     ModelError,
     ModelTimeout,
+    RateLimited,
 )
 from .events import Event, ModelCallFailed, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
@@ -146,19 +148,29 @@ class RunContext:
                     usage=usage,
                     reservation=reservation,
                     seconds=seconds,
+                    state=state,
+                    failed=True,
                 )
             elif self.ledger is not None:
                 await self.ledger.settle(reservation, model_id, None, 0.0)  # released: nothing was served
-            await self._failed(model_id, error, billed, agent_id, usage)
+            await self._failed(model_id, error, billed, agent_id, usage, state)
             if error is exc:
                 raise error
             raise error from exc
         if timed_out:
             await self.bill_cut_call(
-                model_id, request, response, agent_id=agent_id, usage=usage, reservation=reservation, seconds=seconds
+                model_id,
+                request,
+                response,
+                agent_id=agent_id,
+                usage=usage,
+                reservation=reservation,
+                seconds=seconds,
+                state=state,
+                failed=True,
             )
             error = ModelTimeout(f"the model call was cut after {timeout:.1f} s")
-            await self._failed(model_id, error, True, agent_id, usage)
+            await self._failed(model_id, error, True, agent_id, usage, state)
             raise error
         if aborted:  # by Stop: billed as cut, not a failure
             served = response.text or response.tool_calls or response.usage is not None or response.cut_attempts
@@ -175,6 +187,7 @@ class RunContext:
                     usage=usage,
                     reservation=reservation,
                     seconds=seconds,
+                    state=state,
                 )
             raise RunStopped(self.cancel.stop_cause, usage or self.usage, response.text)
         await self._account(
@@ -185,6 +198,8 @@ class RunContext:
             usage,
             reservation,
             seconds,
+            _timing(state),
+            finish_reason=response.finish_reason,
         )
         return response
 
@@ -198,6 +213,8 @@ class RunContext:
         usage: RunUsage | None = None,
         reservation: object = None,
         seconds: float = 0.0,
+        state: CallState | None = None,
+        failed: bool = False,
     ) -> UsagePart:
         """Bill a call cut after it was sent: a stream that broke off, a client timeout, an abort by Stop.
 
@@ -207,15 +224,25 @@ class RunContext:
         run's ledger, adds the call to the run's usage (and to ``usage``, an agent's) and emits its
         ``UsageEvent``, as any answered call. Returns what was billed (also put in ``response.usage``).
         A call the provider refused with an HTTP error is not billed: release its reservation instead.
+        ``state``: the call's tries, for its event; ``failed``: it failed (its ``ModelCallFailed`` follows).
         """
         estimated = response.usage is None or response.cut_attempts > 0
         part = _with_cut_attempts(response.usage or _estimate(request, response), request, response)
         response.usage = part
-        await self._account(model_id, part, estimated, agent_id, usage, reservation, seconds)
+        finish = "" if failed else response.finish_reason
+        await self._account(
+            model_id, part, estimated, agent_id, usage, reservation, seconds, _timing(state), finish, failed=failed
+        )
         return part
 
     async def _failed(
-        self, model_id: str, error: ModelError, billed: bool, agent_id: str | None, usage: RunUsage | None
+        self,
+        model_id: str,
+        error: ModelError,
+        billed: bool,
+        agent_id: str | None,
+        usage: RunUsage | None,
+        state: CallState | None = None,
     ) -> None:
         """Count a failed call in the run's usage (and the agent's) and say so in the run's steps."""
         self.usage.failed(model_id)
@@ -228,7 +255,9 @@ class RunContext:
                 error_kind=error_kind(error),
                 billed=billed,
                 status=error.status,
+                retry_after=error.retry_after if isinstance(error, RateLimited) else None,
                 message=str(error)[:500],
+                **_timing(state),
             )
         )
 
@@ -241,6 +270,10 @@ class RunContext:
         usage: RunUsage | None,
         reservation: object,
         seconds: float,
+        timing: dict[str, Any] | None = None,
+        finish_reason: str = "",
+        *,
+        failed: bool = False,
     ) -> None:
         info = self.catalogue[model_id]
         cost = info.cost_eur(part)
@@ -264,8 +297,23 @@ class RunContext:
                 energy_wh=impact.energy_kwh * 1000 if impact else 0.0,
                 carbon_g=impact.carbon_g if impact else 0.0,
                 estimated=estimated,
+                finish_reason=finish_reason,
+                failed=failed,
+                **(timing or {}),
             )
         )
+
+
+def _timing(state: CallState | None) -> dict[str, Any]:
+    """What a call's event says of its tries (a ``chat`` span each): when the last one was sent and how long it
+    took to the call's end, and the tries before it."""
+    if state is None:
+        return {}
+    return {
+        "started_at": state.sent_at,
+        "seconds": max(0.0, time.time() - state.sent_at),
+        "retried": tuple(state.retried),
+    }
 
 
 async def _abort(task: asyncio.Future[None]) -> None:

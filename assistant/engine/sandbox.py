@@ -17,53 +17,36 @@ bubblewrap, seccomp or user namespaces are missing, ``run_code`` is not offered 
 - ``hook``: an audit hook that refuses writes, reads elsewhere, sockets and processes with a message
   for the agent. A script can switch it off; the layers above do not depend on it.
 
-The knowledge bases of the caller's scope, and only those, are exported as text files into a fresh
-temporary directory that is the script's working directory, and removed afterwards.
+``sandbox_probe.detect`` says what this machine gives; ``run_code.py`` is the tool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from inotify_simple import INotify, flags
 
 from . import seccomp
-from .errors import ToolError
-from .events import Action, Source
-from .scope import Scope
-from .tools import Document, Tool, ToolFactory, ToolOutcome
-from .types import ToolSpec
+from .turns import turn
 
 UID_BASE = 2_000_000_000  # the per-run users: UID_BASE .. UID_BASE + UID_COUNT - 1, owned by no account
 UID_COUNT = 1_000_000
-REFUSED = "run_code refused: "
 LAYERS = frozenset({"namespaces", "seccomp", "uid", "nproc", "landlock", "hook"})
-_MARK = "\x00sandbox "
 _CHILD_SOURCE = Path(__file__).with_name("sandbox_child.py")
 _SYSTEM_DIRS = ["/usr/lib", "/lib", "/lib64", "/usr/lib64", "/usr/share/zoneinfo"]
-_SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom"]
-_RUNTIME_PROBE = (
-    "import json, sys, sysconfig; print(json.dumps([sys.path, sysconfig.get_config_var('MULTIARCH') or '']))"
-)
-
-
-class KnowledgeExport(Protocol):
-    """The documents of a knowledge base, for ``run_code``'s read-only export."""
-
-    async def documents(self, kb: str) -> list[Document]: ...
+SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +58,10 @@ class CodeLimits:
     memory_mb: int = 512
     max_output_chars: int = 20_000
     max_export_mb: int = 50
+    concurrent: int = 1
+    """Scripts at once in one event loop's process (``slot``; setting ``RUN_CODE_CONCURRENT``): the others wait their
+    turn, their time limits not started. Each may take ``memory_mb``: a process's scripts take at most
+    ``concurrent × memory_mb``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,85 +103,6 @@ class CodeResult:
     read: tuple[str, ...] = ()
 
 
-def _world_executable(path: str) -> bool:
-    """Whether a user with no privilege can execute ``path`` (every parent directory searchable)."""
-    real = Path(os.path.realpath(path))
-    try:
-        if not real.stat().st_mode & 0o001:
-            return False
-        return all(p.stat().st_mode & 0o001 for p in real.parents)
-    except OSError:
-        return False
-
-
-def _run(cmd: list[str], user: int | None, **kwargs: Any) -> subprocess.CompletedProcess[str] | None:
-    if user is not None:
-        kwargs.update(user=user, group=user, extra_groups=[])
-    try:
-        return subprocess.run(
-            cmd, capture_output=True, text=True, timeout=20, check=False, env={"PATH": "/usr/bin:/bin"}, **kwargs
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _runtime(python: str, user: int | None) -> tuple[str, ...] | None:
-    """What the interpreter needs to see: itself, its library, the system libraries, the loader's files."""
-    done = _run([python, "-I", "-S", "-c", _RUNTIME_PROBE], user)
-    if done is None or done.returncode != 0:
-        return None
-    path, multiarch = json.loads(done.stdout)
-    paths = [os.path.realpath(python), *(p for p in path if os.path.exists(p))]
-    for d in [
-        "/usr/lib64",
-        "/usr/share/zoneinfo",
-        *([f"/usr/lib/{multiarch}", f"/lib/{multiarch}"] if multiarch else []),
-    ]:
-        paths.append(d)
-    paths += [os.path.realpath("/lib64") if not os.path.islink("/lib64") else "/lib64", *_SYSTEM_FILES]
-    return tuple(dict.fromkeys(paths))
-
-
-@functools.cache
-def detect(python: str | None = None) -> Isolation | None:
-    """What isolation this machine gives, or None where no child can be started (not Linux, no Python)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    root = os.geteuid() == 0
-    probe_user = UID_BASE if root else None
-    candidates = [python] if python else [getattr(sys, "_base_executable", sys.executable), "/usr/bin/python3"]
-    candidates = [c for c in dict.fromkeys(candidates) if c and os.path.exists(c)]
-    found: tuple[str, tuple[str, ...]] | None = None
-    for py in candidates:
-        if root and not _world_executable(py):
-            continue
-        runtime = _runtime(py, probe_user)
-        if runtime is not None:
-            found = (os.path.realpath(py), runtime)
-            break
-    if found is None:
-        return None
-    missing: list[str] = []
-    bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
-    if bwrap is None:
-        missing.append("bubblewrap (bwrap) is not installed")
-    try:
-        seccomp.build(outer=True)
-        seccomp.build(outer=False)
-        has_seccomp = True
-    except seccomp.SeccompUnavailable as e:
-        missing.append(f"seccomp: {e}")
-        has_seccomp = False
-    isolation = Isolation(found[0], bwrap, has_seccomp, root, found[1], tuple(missing))
-    if bwrap is not None:
-        problem = Sandbox(CodeLimits(), isolation).probe()
-        if problem:
-            isolation = Isolation(
-                found[0], None, has_seccomp, root, found[1], (*missing, f"bubblewrap cannot start a sandbox: {problem}")
-            )
-    return isolation
-
-
 class Sandbox:
     """Runs scripts in child processes under ``limits``; ``layers`` (all of ``LAYERS``) is narrowed only by tests."""
 
@@ -214,6 +122,14 @@ class Sandbox:
     @property
     def _seccomp(self) -> bool:
         return "seccomp" in self.layers and self.isolation.seccomp
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[Path]:
+        """A turn among ``limits.concurrent`` (waited for in order; cancelling the wait ends it) and, once it comes,
+        a fresh ``workdir`` for the script."""
+        async with turn("run_code", self.limits.concurrent):
+            with self.workdir() as root:
+                yield root
 
     @contextlib.contextmanager
     def workdir(self) -> Iterator[Path]:
@@ -257,9 +173,10 @@ class Sandbox:
                 os.chown(d, 0, uid)
             os.chmod(d, 0o550 if uid is not None else 0o500)
 
-    def _child(self, root: Path) -> list[str]:
+    def _child(self, root: Path, channel: int) -> list[str]:
         cfg = {
             "root": str(root),
+            "channel": channel,
             "cpu_seconds": self.limits.cpu_seconds,
             "memory_bytes": self.limits.memory_mb * 1024 * 1024,
             "no_processes": "nproc" in self.layers,
@@ -267,12 +184,13 @@ class Sandbox:
             "audit_hook": "hook" in self.layers,
             "seccomp": seccomp.build(outer=False).hex() if self._seccomp else "",
             "system_dirs": _SYSTEM_DIRS,
-            "system_files": _SYSTEM_FILES,
+            "system_files": SYSTEM_FILES,
         }
         return [self.isolation.python, "-I", "-S", "-B", "-c", _CHILD_SOURCE.read_text(), json.dumps(cfg)]
 
-    def command(self, root: Path, seccomp_fd: int | None = None) -> list[str]:
-        child = self._child(root)
+    def command(self, root: Path, channel: int, seccomp_fd: int | None = None) -> list[str]:
+        """The child's command line; ``channel`` is the write end of the pipe its bootstrap tells the tool on."""
+        child = self._child(root, channel)
         if not self._namespaces:
             return child
         assert self.isolation.bwrap is not None
@@ -289,72 +207,102 @@ class Sandbox:
             cmd += ["--seccomp", str(seccomp_fd)]
         return [*cmd, "--", *child]
 
-    def _spawn(self, root: Path) -> tuple[list[str], dict[str, Any], int | None]:
+    def _spawn(self, root: Path, channel: int) -> tuple[list[str], dict[str, Any], int | None]:
         """The command, the process options and the seccomp pipe to close once the child has started."""
         uid = self._uids.get(root)
         kwargs: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         fd = seccomp.pipe_with(seccomp.build(outer=True)) if self._namespaces and self._seccomp else None
         kwargs.update(
             cwd=str(root), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
-            pass_fds=(fd,) if fd is not None else (),
+            pass_fds=(channel,) if fd is None else (channel, fd),
         )  # fmt: skip
-        return self.command(root, fd), kwargs, fd
+        return self.command(root, channel, fd), kwargs, fd
 
     def probe(self) -> str:
         """Run an empty script with every layer; "" when it ran, else what went wrong."""
         with self.workdir() as root:
             self.seal(root)
-            cmd, kwargs, fd = self._spawn(root)
+            told, channel = os.pipe()
             try:
-                done = subprocess.run(
-                    cmd, input="print('ok')", capture_output=True, text=True, timeout=20, check=False, **kwargs
-                )
-            except (OSError, subprocess.SubprocessError) as e:
-                return str(e)
+                cmd, kwargs, fd = self._spawn(root, channel)
+                try:
+                    done = subprocess.run(
+                        cmd, input="print('ok')", capture_output=True, text=True, timeout=20, check=False, **kwargs
+                    )
+                except (OSError, subprocess.SubprocessError) as e:
+                    return str(e)
+                finally:
+                    if fd is not None:
+                        os.close(fd)
             finally:
-                if fd is not None:
-                    os.close(fd)
+                os.close(channel)
+                os.close(told)
         if done.returncode == 0 and done.stdout == "ok\n":
             return ""
         lines: list[str] = str(done.stderr).strip().splitlines()
         return (lines[-1] if lines else f"exit status {done.returncode}")[:200]
 
     async def run(self, code: str, root: Path) -> CodeResult:
-        """Run ``code`` with ``root`` (already sealed) as its working directory."""
-        cmd, kwargs, fd = self._spawn(root)
+        """Run ``code`` with ``root`` (already sealed) as its working directory.
+
+        What the script prints is its output and nothing else: the bootstrap's notes (Landlock's ABI, the hook's
+        refusals, a memory error) come on a pipe of their own, and the files the script opened are what the
+        kernel saw (inotify on the export), so no line a script prints can pass for a refusal or add a source.
+        Cancelling the call kills the child (its whole process group) and waits for it."""
+        told, channel = os.pipe()
+        opened = _Opened(root)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                **kwargs,
-            )
-        finally:
-            if fd is not None:
-                os.close(fd)
+            cmd, kwargs, fd = self._spawn(root, channel)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *cmd,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    **kwargs,
+                )
+            finally:
+                os.close(channel)
+                if fd is not None:
+                    os.close(fd)
+        except BaseException:
+            os.close(told)
+            opened.close()
+            raise
+        loop = asyncio.get_running_loop()
+        notes_stream = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(notes_stream), os.fdopen(told, "rb", buffering=0)
+        )
         cap = self.limits.max_output_chars * 4
         over: list[str] = []
 
-        async def drain(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
+        def too_much() -> None:
+            over.append("output")
+            _kill(proc)
+
+        async def drain(stream: asyncio.StreamReader | None, sink: bytearray, most: int, when_over: Any = None) -> None:
             assert stream is not None
             while chunk := await stream.read(65536):
-                if over:
+                if len(sink) > most or (when_over is not None and over):
                     continue  # read to the end (the child is being killed), keep nothing more
                 sink += chunk
-                if len(sink) > cap:
-                    over.append("output")
-                    _kill(proc)
+                if len(sink) > most and when_over is not None:
+                    when_over()
 
-        out, err = bytearray(), bytearray()
+        out, err, notes = bytearray(), bytearray(), bytearray()
         limit: str | None = None
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            proc.stdin.write(code.encode("utf-8", "replace"))
-            await proc.stdin.drain()
-            proc.stdin.close()
-        readers = asyncio.gather(drain(proc.stdout, out), drain(proc.stderr, err))
+        readers = asyncio.gather(
+            drain(proc.stdout, out, cap, too_much),
+            drain(proc.stderr, err, cap, too_much),
+            drain(notes_stream, notes, _NOTES),
+        )
         try:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(code.encode("utf-8", "replace"))
+                await proc.stdin.drain()
+                proc.stdin.close()
             await asyncio.wait_for(asyncio.shield(readers), self.limits.wall_seconds)
             await asyncio.wait_for(proc.wait(), 2)
         except TimeoutError:
@@ -366,14 +314,31 @@ class Sandbox:
             if proc.returncode is None:
                 _kill(proc)
                 await proc.wait()
+            if not readers.done():
+                readers.cancel()
+                with contextlib.suppress(BaseException):
+                    await readers
+            transport.close()
+            read = opened.close()
         code_ = proc.returncode
         if self._namespaces and code_ is not None and code_ > 128:
             code_ = 128 - code_  # bubblewrap reports a child killed by signal N as 128 + N
+        told_ = _notes(bytes(notes))
         if limit is None and over:
             limit = "output"
         elif limit is None and code_ in (-signal.SIGXCPU, -signal.SIGKILL):
             limit = "cpu"
-        return _parse(code_, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), limit)
+        elif limit is None and told_.memory:
+            limit = "memory"
+        return CodeResult(
+            code_,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            told_.refusals,
+            limit,
+            told_.landlock_abi,
+            tuple(sorted(read)),
+        )
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
@@ -383,155 +348,61 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
 
 
-def _parse(exit_code: int | None, stdout: str, stderr: str, limit: str | None) -> CodeResult:
+_NOTES = 64 * 1024  # the bootstrap's notes kept, at most (a script refused in a loop writes one per refusal)
+
+
+@dataclass(frozen=True, slots=True)
+class _Notes:
+    refusals: tuple[str, ...] = ()
+    landlock_abi: int = 0
+    memory: bool = False
+
+
+def _notes(data: bytes) -> _Notes:
+    """The bootstrap's notes, one JSON object a line; a line that is not one is left out."""
     refusals: list[str] = []
-    read: list[str] = []
-    abi = 0
-    kept: list[str] = []
-    for line in stderr.splitlines():
-        if line.startswith(_MARK + "landlock="):
-            abi = int(line[len(_MARK + "landlock=") :] or 0)
-        elif line.startswith(_MARK + "read "):
-            read.append(line[len(_MARK + "read ") :])
-        else:
-            if line.startswith(REFUSED):
-                refusals.append(line[len(REFUSED) :])
-            kept.append(line)
-    err = "\n".join(kept)
-    if limit is None and "MemoryError" in err:
-        limit = "memory"
-    return CodeResult(exit_code, stdout, err, tuple(refusals), limit, abi, tuple(read))
+    abi, memory = 0, False
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            note = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(note, dict):
+            continue
+        if note.get("kind") == "refused" and isinstance(note.get("message"), str):
+            refusals.append(note["message"])
+        elif note.get("kind") == "landlock" and isinstance(note.get("abi"), int):
+            abi = note["abi"]
+        elif note.get("kind") == "memory":
+            memory = True
+    return _Notes(tuple(refusals), abi, memory)
 
 
-_SAFE = re.compile(r"[^\w.-]+")
+class _Opened:
+    """The export's files a child opens, as the kernel reports them (inotify ``IN_OPEN`` on each directory)."""
+
+    def __init__(self, root: Path) -> None:
+        self._inotify = INotify(nonblocking=True)
+        self._dirs: dict[int, str] = {}
+        self.read: set[str] = set()
+        for d in [root, *(p for p in sorted(root.iterdir()) if p.is_dir())]:
+            rel = "" if d == root else d.name + "/"
+            self._dirs[self._inotify.add_watch(str(d), flags.OPEN)] = rel
+        asyncio.get_running_loop().add_reader(self._inotify.fileno(), self._collect)
+
+    def _collect(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            for event in self._inotify.read(timeout=0):
+                if event.name and not event.mask & flags.ISDIR and event.wd in self._dirs:
+                    self.read.add(self._dirs[event.wd] + event.name)
+
+    def close(self) -> set[str]:
+        """Stop watching; the files opened (relative to the export's root)."""
+        if not self._inotify.closed:
+            self._collect()
+            asyncio.get_running_loop().remove_reader(self._inotify.fileno())
+            self._inotify.close()
+        return self.read
 
 
-def _safe_name(name: str) -> str:
-    cleaned = _SAFE.sub("_", name).strip("._") or "_"
-    return cleaned[:120]
-
-
-@dataclass(slots=True)
-class _Export:
-    files: dict[str, Document] = field(default_factory=dict)
-    truncated: bool = False
-
-
-class RunCode(Tool):
-    """``run_code(code)``: Python over a read-only copy of the scope's knowledge bases; no network, no writes."""
-
-    def __init__(self, sandbox: Sandbox, scope: Scope, knowledge: KnowledgeExport | None) -> None:
-        self.sandbox = sandbox
-        self.scope = scope
-        self.knowledge = knowledge
-
-    @property
-    def spec(self) -> ToolSpec:
-        kbs = ", ".join(self.scope.knowledge_bases)
-        files = (
-            f"The working directory holds the documents of your knowledge bases ({kbs}) as read-only text files "
-            "<kb>/<document id>.txt, listed in index.json (id, kb, title, path). "
-            if kbs
-            else "No knowledge base is available to the script. "
-        )
-        limits = self.sandbox.limits
-        return ToolSpec(
-            name="run_code",
-            description=(
-                "Run a Python 3 script (standard library only) and get what it prints. "
-                + files
-                + "The script has no network and cannot write, delete or create any file; "
-                f"limits: {limits.cpu_seconds} s of CPU, {limits.wall_seconds:g} s in all, {limits.memory_mb} MB of memory. "
-                "Use it to count, filter, compute or cross-check what the documents say; print the results."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string", "description": "A complete Python 3 script; print() the results."}
-                },
-                "required": ["code"],
-            },
-        )
-
-    async def _export(self, root: Path) -> _Export:
-        export = _Export()
-        budget = self.sandbox.limits.max_export_mb * 1024 * 1024
-        index: list[dict[str, str]] = []
-        for kb in self.scope.knowledge_bases:
-            docs = await self.knowledge.documents(kb) if self.knowledge is not None else []
-            kb_dir = root / _safe_name(kb)
-            kb_dir.mkdir(exist_ok=True)
-            for doc in docs:
-                if doc.kb != kb:  # a backend bug must not widen the scope
-                    continue
-                data = doc.text.encode("utf-8")
-                if len(data) > budget:
-                    export.truncated = True
-                    break
-                budget -= len(data)
-                rel = f"{kb_dir.name}/{_safe_name(doc.id)}.txt"
-                (root / rel).write_bytes(data)
-                export.files[rel] = doc
-                index.append({"id": doc.id, "kb": kb, "title": doc.title, "path": rel})
-        (root / "index.json").write_text(json.dumps(index, ensure_ascii=False, indent=1), encoding="utf-8")
-        return export
-
-    async def run(self, args: dict[str, Any]) -> ToolOutcome:
-        code = args.get("code")
-        if not isinstance(code, str) or not code.strip():
-            raise ToolError("run_code needs 'code', a Python 3 script as a string.")
-        with self.sandbox.workdir() as root:
-            export = await self._export(root)
-            self.sandbox.seal(root)
-            result = await self.sandbox.run(code, root)
-        first_line = code.strip().splitlines()[0][:80]
-        if result.refusals:
-            output = _tail(result.stdout, 2_000)
-            raise ToolError(result.refusals[0] + (f" Output before the refusal: {output}" if output else ""))
-        limit = self.sandbox.limits
-        notes = {
-            "cpu": f"Stopped: the CPU-time limit ({limit.cpu_seconds} s) was reached.",
-            "wall": f"Stopped: the time limit ({limit.wall_seconds:g} s) was reached.",
-            "memory": f"The memory limit ({limit.memory_mb} MB) was reached.",
-            "output": "Stopped: the script printed too much; print a summary instead.",
-        }
-        payload: dict[str, object] = {
-            "exit_code": result.exit_code,
-            "stdout": _head(result.stdout, limit.max_output_chars),
-        }
-        if result.stderr.strip():
-            payload["stderr"] = _tail(result.stderr, 4_000)
-        if result.limit:
-            payload["limit"] = notes[result.limit]
-        if export.truncated:
-            payload["note"] = f"The export stopped at {limit.max_export_mb} MB: some documents are missing."
-        sources = tuple(
-            Source(id=doc.id, title=doc.title, where=doc.kb)
-            for rel, doc in export.files.items()
-            if rel in set(result.read)
-        )
-        ok = result.exit_code == 0 and result.limit is None
-        action = Action(tool="run_code", kind="code", label=first_line, count=len(sources) or None, ok=ok)
-        return ToolOutcome(json.dumps(payload, ensure_ascii=False), action, sources)
-
-
-def _head(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "… (output cut)"
-
-
-def _tail(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "…" + text[-limit:]
-
-
-def code_tools(sandbox: Sandbox | None, knowledge: KnowledgeExport | None) -> ToolFactory:
-    """A factory giving ``run_code`` to scopes with ``code`` (none when no sandbox can run here)."""
-
-    def build(scope: Scope) -> list[Tool]:
-        if not scope.code or sandbox is None:
-            return []
-        return [RunCode(sandbox, scope, knowledge)]
-
-    return build
-
-
-__all__ = ["CodeLimits", "CodeResult", "Isolation", "KnowledgeExport", "RunCode", "Sandbox", "code_tools", "detect"]
+__all__ = ["LAYERS", "UID_BASE", "UID_COUNT", "CodeLimits", "CodeResult", "Isolation", "Sandbox"]

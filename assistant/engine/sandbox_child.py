@@ -14,6 +14,10 @@ configuration as the first argument. It only uses the standard library. In order
    those directories, any socket, any new process and ``ctypes``;
 5. runs the script.
 
+What it tells the tool (Landlock's ABI, the hook's refusals, a memory error) goes on a pipe of its own, the
+``channel`` of its configuration, one JSON object a line, never on the script's stdout or stderr: nothing the
+script prints is taken for a note. The files the script opens are seen by the tool itself (inotify).
+
 The hook gives the agent a clear message; the kernel (bubblewrap's namespaces and mounts, seccomp,
 the run's own user, Landlock, the limits) is what actually holds when a script gets around the hook.
 """
@@ -28,7 +32,6 @@ import sys
 import traceback
 from typing import Any
 
-REFUSED = "run_code refused: "
 RETURN_FINDINGS = "This sandbox is read-only and has no network: return what you found instead."
 
 # Landlock (linux/landlock.h).
@@ -164,8 +167,13 @@ _FORBIDDEN_MODULES = {"ctypes", "_ctypes", "cffi", "_posixsubprocess", "mmap"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-def audit_hook(kb_root: str, read_roots: list[str], read: set[str]) -> Any:
-    """The hook; it adds to ``read`` each file opened under ``kb_root`` (relative paths)."""
+def tell(channel: int, **note: Any) -> None:
+    """One note for the tool, on its own pipe."""
+    os.write(channel, (json.dumps(note) + "\n").encode("utf-8", "replace"))
+
+
+def audit_hook(read_roots: list[str], channel: int) -> Any:
+    """The hook; its refusals go to the tool on ``channel`` as well as to the script as a PermissionError."""
     roots = [os.path.realpath(r) for r in read_roots]
 
     def readable(path: object) -> bool:
@@ -178,7 +186,7 @@ def audit_hook(kb_root: str, read_roots: list[str], read: set[str]) -> Any:
         return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
 
     def refuse(message: str) -> None:
-        os.write(2, (REFUSED + message + "\n").encode("utf-8", "replace"))
+        tell(channel, kind="refused", message=message)
         raise PermissionError(message)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
@@ -193,10 +201,6 @@ def audit_hook(kb_root: str, read_roots: list[str], read: set[str]) -> Any:
                 refuse(
                     f"reading {path!s} is not allowed: only your knowledge bases (the current directory) can be read. {RETURN_FINDINGS}"
                 )
-            if isinstance(path, (str, bytes)):
-                real = os.path.realpath(os.fsdecode(path))
-                if real.startswith(kb_root + "/"):
-                    read.add(real[len(kb_root) + 1 :])
         elif event in {"os.listdir", "os.scandir"}:
             if args and args[0] is not None and not readable(args[0]):
                 refuse(
@@ -235,12 +239,11 @@ def main() -> None:
         seccomp_filter(bytes.fromhex(cfg["seccomp"]))
     for name in [m for m in sys.modules if m.split(".")[0] in _FORBIDDEN_MODULES]:
         del sys.modules[name]
-    os.write(2, f"\x00sandbox landlock={abi}\n".encode())
+    channel = int(cfg["channel"])
+    tell(channel, kind="landlock", abi=abi)
     sys.argv = ["run_code"]
-    read: set[str] = set()
     if cfg.get("audit_hook", True):
-        kb_root = os.path.realpath(root)
-        sys.addaudithook(audit_hook(kb_root, [kb_root, *python_dirs], read))
+        sys.addaudithook(audit_hook([os.path.realpath(root), *python_dirs], channel))
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     status = 0
     try:
@@ -248,6 +251,8 @@ def main() -> None:
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException as e:
+        if isinstance(e, MemoryError):
+            tell(channel, kind="memory")
         # Show the script's own frames only (this bootstrap's are "<string>").
         report = traceback.TracebackException.from_exception(e)
         report.stack = traceback.StackSummary.from_list([f for f in report.stack if f.filename != "<string>"])
@@ -255,8 +260,6 @@ def main() -> None:
         status = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    for path in sorted(read):
-        os.write(2, f"\x00sandbox read {path}\n".encode("utf-8", "replace"))
     os._exit(status)
 
 

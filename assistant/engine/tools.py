@@ -6,7 +6,9 @@ the loop sends it back as the tool's result and the run goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -88,6 +90,11 @@ class Tool(ABC):
 
     @abstractmethod
     async def run(self, args: dict[str, Any]) -> ToolOutcome: ...
+
+    async def run_call(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        """Run ``call`` (``args``: its arguments parsed): ``run``, for every tool but the agents tool, whose agents
+        name the call that started them."""
+        return await self.run(args)
 
 
 def _dump(value: object) -> str:
@@ -314,6 +321,9 @@ class ToolRun:
     content: str
     outcome: ToolOutcome | None
     error: str | None
+    started_at: float = 0.0
+    """When it started, in seconds since the epoch (``run_tool_call`` times it)."""
+    seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -321,8 +331,14 @@ class ToolRun:
 
 
 async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
-    """Run one call. Business errors (bad arguments, scope) go back to the model; any other failure of the tool
-    raises ``ToolFailed``; Stop (its task cancelled) propagates as ``CancelledError``."""
+    """Run one call, timed. Business errors (bad arguments, scope) go back to the model; any other failure of the
+    tool raises ``ToolFailed``; Stop (its task cancelled) propagates as ``CancelledError``."""
+    started_at = time.time()
+    run = await _run_tool_call(tools, call, unavailable)
+    return dataclasses.replace(run, started_at=started_at, seconds=max(0.0, time.time() - started_at))
+
+
+async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
     tool = tools.get(call.name)
     if tool is None:
         return _error(call, f"Tool '{call.name}' is not available. {unavailable}")
@@ -333,7 +349,7 @@ async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str
             call, f"Invalid arguments for '{call.name}' (not a JSON object: {e}). Call it again with valid JSON."
         )
     try:
-        outcome = await tool.run(args)
+        outcome = await tool.run_call(call, args)
     except ToolError as e:
         return _error(call, str(e))
     except EngineError:

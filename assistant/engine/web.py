@@ -2,8 +2,8 @@
 
 Two protocols stand between the tools and the web: ``SearchBackend`` (a query to results) and ``Fetcher``
 (an address to a page's bytes). The real ones are ``SearxngSearch`` (a SearxNG-compatible JSON endpoint)
-and ``GuardedFetcher`` (httpx through the address guard); the offline demo web (``demoweb``: fictional
-pages the project ships) implements the same two, so the tools, their actions and their sources are the
+and ``GuardedFetcher`` (httpx through the address guard); the offline demo web (``assistant.demo.web``:
+fictional pages the project ships) implements the same two, so the tools, their actions and their sources are the
 same path. A backend whose ``demo_web`` is true makes the tools say so: in their descriptions, in each
 result (``demo_web``), in each action and each source.
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from assistant.engine.demoweb import demo_web_tools
-from assistant.engine.sandbox import CodeLimits, KnowledgeExport, Sandbox, code_tools, detect
-from assistant.engine.tables import QueryLimits, TableBackend, TableCatalogue, table_tools
+from assistant.engine.query import QueryLimits
+from assistant.engine.run_code import KnowledgeExport, code_tools
+from assistant.engine.sandbox import CodeLimits, Sandbox
+from assistant.engine.sandbox_probe import detect
+from assistant.engine.tables import TableBackend, TableCatalogue, table_tools
 from assistant.engine.tools import ToolFactory
-from assistant.engine.web import web_tools
 from assistant.orgs.web import web_config
 
 __all__ = ["available_resources", "demo_web_on", "query_limits", "sandbox", "tool_factories", "web_config"]
@@ -35,6 +36,7 @@ def sandbox() -> Sandbox | None:
         cpu_seconds=settings.RUN_CODE_CPU_SECONDS,
         wall_seconds=settings.RUN_CODE_WALL_SECONDS,
         memory_mb=settings.RUN_CODE_MEMORY_MB,
+        concurrent=settings.RUN_CODE_CONCURRENT,
     )
     return Sandbox(limits, isolation)
 
@@ -59,7 +61,7 @@ def tool_factories(
         factories.append(table_tools(tables[0], tables[1], query_limits()))
     web = web_config()
     if web is not None:
-        factories.append(demo_web_tools(web.config) if web.demo else web_tools(web.config))
+        factories.append(web.tools())
     box = sandbox()
     if box is not None:
         factories.append(code_tools(box, knowledge))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from assistant.engine.sandbox import detect
+from assistant.engine.sandbox_probe import detect
 
 
 def code_status() -> dict[str, object]:

@@ -34,6 +34,7 @@ from redis.exceptions import RedisError
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.cancel import STOPPED_BY_USER, CancelToken
+from assistant.engine.catalogue import Catalogue
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent, Event, Source
@@ -44,6 +45,8 @@ from assistant.engine.tools import Toolbox
 from assistant.engine.usage import RunUsage
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.tools import tool_factories
+from assistant.telemetry import setup
+from assistant.telemetry.spans import RunFacts, RunTrace
 
 from . import accounting, ends, groups, leases
 from .ends import RunEnded
@@ -113,8 +116,11 @@ def launch(start: RunStart, *, heard: Heard | None = None) -> asyncio.Task[None]
     else:
         raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={name!r}.")
     run_id = start.run.pk
-    # A fresh context: the run must not inherit the request's (its thread executor ends with it).
-    task = asyncio.get_running_loop().create_task(executor(start), context=contextvars.Context())
+    # A fresh context: the run must not inherit the request's (its thread executor ends with it); only its trace
+    # context goes with it, so that the run's span is the child of the caller's.
+    fresh = contextvars.Context()
+    setup.carry_into(fresh)
+    task = asyncio.get_running_loop().create_task(executor(start), context=fresh)
     _tasks[run_id] = task
     task.add_done_callback(lambda _: _tasks.pop(run_id, None))
     return task
@@ -220,9 +226,10 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         token.cancel(STOPPED_BY_USER)
     elif _stopping is not None:  # claimed after the process began shutting down (``stop_all``)
         token.cancel(_stopping)
-    recorder = Recorder(run_id, heard.events if heard is not None else None)
+    catalogue = snapshot.catalogue()
+    recorder = Recorder(run_id, heard.events if heard is not None else None, _trace(start, catalogue, token))
     ctx = RunContext(
-        catalogue=snapshot.catalogue(),
+        catalogue=catalogue,
         models=snapshot.resolve,
         toolbox=toolbox_for(run.organisation_id, tables),
         policy=start.policy,
@@ -269,6 +276,25 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
                 await hook(run.conversation_id)
             except Exception:
                 log.exception("a hook after run %s failed", run_id)
+
+
+def _trace(start: RunStart, catalogue: Catalogue, token: CancelToken) -> RunTrace | None:
+    """The run's spans, when this process exports telemetry (``telemetry.setup``): built from its events."""
+    telemetry = setup.current()
+    if telemetry is None:
+        return None
+    run = start.run
+    question = start.request.messages[-1].content if telemetry.content.captures else ""
+    facts = RunFacts(
+        run_id=str(run.pk),
+        conversation_id=str(run.conversation_id),
+        organisation=run.organisation.slug,
+        category=run.category,
+        level=run.level,
+        model=run.model,
+        question=question,
+    )
+    return RunTrace(telemetry, facts, catalogue, lambda: token.cancelled_at)
 
 
 # What a run's end writes.

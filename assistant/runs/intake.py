@@ -12,9 +12,12 @@ for its reader (``wording.refusal_text``), the API with its stable code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ParamSpec
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
@@ -33,6 +36,7 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import available_resources
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
+from assistant.telemetry import setup as telemetry
 
 from . import accounting, execution, start
 from .models import Conversation, Message, Run
@@ -68,6 +72,10 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy:
     ``policy``: the organisation's (``policy_for``), when the caller has it already."""
     if not ask.text.strip():
         raise RequestRefused(Refusal(code="empty_message"))
+    if len(ask.text) > settings.CHAT_MAX_MESSAGE_CHARS:  # first: nothing else is worth checking for it
+        raise RequestRefused(
+            Refusal(code="message_too_long", used=len(ask.text), limit=settings.CHAT_MAX_MESSAGE_CHARS)
+        )
     if ask.level is not None and ask.level not in LEVELS:
         raise RequestRefused(Refusal(code="unknown_level", level=ask.level))
     request = RunRequest(
@@ -125,6 +133,24 @@ def first_call_tokens(org: Organisation, request: RunRequest, plan: Plan, policy
     return prompt_tokens(first) + (first.max_output_tokens or catalogue[request.model].output_cap)
 
 
+P = ParamSpec("P")
+
+
+def _counted(create: Callable[P, RunStart]) -> Callable[P, RunStart]:
+    """Count the refusals met as a run is created, by code (``assistant.refusals``: the category budget's among them)."""
+
+    @functools.wraps(create)
+    def counted(*args: P.args, **kwargs: P.kwargs) -> RunStart:
+        try:
+            return create(*args, **kwargs)
+        except RequestRefused as e:
+            telemetry.count_refusal(e.refusal.code)
+            raise
+
+    return counted
+
+
+@_counted
 def create_run(
     user: User,
     org: Organisation,

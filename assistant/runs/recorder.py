@@ -16,7 +16,7 @@ import asyncio
 import functools
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -31,6 +31,16 @@ from .groups import publish
 from .models import Run, Step
 from .steps import AgentEnd, save_event
 
+
+class Listener(Protocol):
+    """Hears each event a recorder is given, text deltas included, as it is given, then the recorder's close
+    (``telemetry.spans.RunTrace``: a run's spans)."""
+
+    def on_event(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
 FLUSH_SECONDS = 0.1
 WRITE_DELAY = 0.02  # from an event to its write: see ``Recorder._write_loop``
 
@@ -43,8 +53,9 @@ class Recorder:
     provider's buffered chunk) goes out as one message instead of hundreds.
     """
 
-    def __init__(self, run_id: uuid.UUID, heard: list[Event] | None = None) -> None:
+    def __init__(self, run_id: uuid.UUID, heard: list[Event] | None = None, listener: Listener | None = None) -> None:
         self.run_id = run_id
+        self.listener = listener
         self.heard = heard
         """Where each event saved as a step is also kept, in order, for an in-process caller (``execution.Heard``)."""
         self.answer = ""
@@ -66,6 +77,8 @@ class Recorder:
         self._profiles: dict[str, str] = {}
 
     async def emit(self, event: Event) -> None:
+        if self.listener is not None:
+            self.listener.on_event(event)
         if isinstance(event, TextDeltaEvent):
             if self._text and event.agent_id != self._text_agent:
                 await self._publish_text()
@@ -155,6 +168,8 @@ class Recorder:
             await sync_to_async(_save, thread_sensitive=True)(self.run_id, steps, answer if dirty else None)
 
     async def close(self) -> None:
+        if self.listener is not None:  # every event is in: the run has ended
+            self.listener.close()
         await self._publish_text()
         self._closed = True
         self._wake.set()

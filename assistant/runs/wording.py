@@ -16,8 +16,8 @@ from django.utils import formats
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
+from assistant.catalogue.providers import carbon_as
 from assistant.engine.causes import Cause
-from assistant.engine.models.demo import CARBON_AS
 from assistant.engine.refusals import Refusal
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 
@@ -140,6 +140,14 @@ def refusal_text(refusal: Refusal) -> str:
     match refusal.code:
         case "empty_message":
             return _("Write a message first.")
+        case "message_too_long":
+            return _(
+                "A message has at most %(max)s characters; this one has %(count)s. Shorten it, or attach the text "
+                "as a document of a knowledge base."
+            ) % {
+                "max": formats.number_format(refusal.limit or 0, force_grouping=True),
+                "count": formats.number_format(refusal.used or 0, force_grouping=True),
+            }
         case "model_not_found":
             return _("The model '%(model)s' does not exist or is not allowed here. Allowed models: %(allowed)s.") % {
                 "model": refusal.model,
@@ -238,7 +246,8 @@ def with_demo_estimate(carbon: str, model_ids: Iterable[str], *, short: bool = F
     """A carbon figure, marked as the offline demo's estimate when demo models made it (they carry the carbon
     parameters of a real model of their size, named here; ``short``: in a table, which ``demo_carbon_hint``
     explains once)."""
-    real = list(dict.fromkeys(CARBON_AS[m][1] for m in model_ids if m in CARBON_AS))
+    stands_for = carbon_as()
+    real = list(dict.fromkeys(stands_for[m][1] for m in model_ids if m in stands_for))
     if not real:
         return carbon
     if short:
@@ -250,10 +259,11 @@ def with_demo_estimate(carbon: str, model_ids: Iterable[str], *, short: bool = F
 
 def demo_carbon_hint(model_ids: Iterable[str]) -> str:
     """What a table's «the demo's estimate» means, when demo models are among ``model_ids`` (else empty)."""
-    demo = [m for m in dict.fromkeys(model_ids) if m in CARBON_AS]
+    stands_for = carbon_as()
+    demo = [m for m in dict.fromkeys(model_ids) if m in stands_for]
     if not demo:
         return ""
-    pairs = ", ".join(_("%(real)s for %(demo)s") % {"real": CARBON_AS[m][1], "demo": m} for m in sorted(demo))
+    pairs = ", ".join(_("%(real)s for %(demo)s") % {"real": stands_for[m][1], "demo": m} for m in sorted(demo))
     return _(
         "The offline demo models’ carbon is the demo’s estimate: the parameters of a real model of their size "
         "(%(pairs)s)."

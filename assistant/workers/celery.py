@@ -1,7 +1,7 @@
 """The Celery app: ``celery -A assistant.workers.celery worker`` executes runs, ``… beat`` fires the
 scheduled tasks whose schedule is in the database (django-celery-beat).
 
-Configured from the Django settings (README, "Scaling out"): the broker is ``REDIS_URL`` (or
+Configured from the Django settings (docs/SCALING.md): the broker is ``REDIS_URL`` (or
 ``CELERY_BROKER_URL``); each worker is one process whose ``RUNS_WORKER_CONCURRENCY`` task threads hand
 their runs to one event loop (``runner``), where they execute concurrently.
 """
@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutting_down
+from celery.signals import worker_init, worker_ready, worker_shutdown, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "assistant.settings")
 
@@ -52,6 +52,22 @@ def configure() -> None:
 
 
 configure()
+
+
+@worker_init.connect
+def _start_telemetry(**kwargs: Any) -> None:
+    # With OTEL_EXPORTER_OTLP_ENDPOINT, the worker's runs export their spans and metrics (docs/OBSERVABILITY.md).
+    from assistant.telemetry import setup
+
+    setup.configure()
+
+
+@worker_shutdown.connect
+def _flush_telemetry(**kwargs: Any) -> None:
+    # After the runs have stopped (warm shutdown, SIGTERM): what is batched leaves before the process exits.
+    from assistant.telemetry import setup
+
+    setup.shutdown()
 
 
 @worker_ready.connect

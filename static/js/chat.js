@@ -94,13 +94,30 @@
     if (event.target.matches("#composer textarea[name=text]")) store(draftKey(), event.target.value);
   });
   document.addEventListener("sent", function () { store(draftKey(), ""); });
+  function words(text) { return text.replace(/\s+/g, " ").trim(); }
+  // A draft that is already on the page as a question or a queued message was sent (a page older than the fix
+  // that forgets a queued draft kept it): it is forgotten rather than offered to be sent twice.
+  function alreadySent(draft) {
+    var wanted = words(draft);
+    return Array.from(document.querySelectorAll("#queue .queued-text, #messages .turn .question .bubble"))
+      .some(function (el) { return words(el.innerText) === wanted; });
+  }
   function restoreDraft() {
     var text = document.querySelector("#composer textarea[name=text]");
     if (!text || text.value) return;
     var draft = null;
     try { draft = localStorage.getItem(draftKey()); } catch (e) { draft = null; }
-    if (draft) text.value = draft;
+    if (!draft) return;
+    if (alreadySent(draft)) store(draftKey(), "");
+    else text.value = draft;
   }
+
+  // A message queued during a run shows where the user is looking: its line above the composer, in view.
+  document.addEventListener("htmx:oobAfterSwap", function (event) {
+    if (event.detail.target.id !== "queue") return;
+    var items = event.detail.target.querySelectorAll(".queued-message");
+    if (items.length) items[items.length - 1].scrollIntoView({ block: "nearest" });
+  });
 
   // A failure the server could not answer with its form (a server error, no network) is said next to
   // the form, which keeps what was typed.

@@ -379,16 +379,16 @@ def test_a_wrong_method_names_the_allowed_ones(made: dict[str, str]) -> None:
     assert "POST" in response["Allow"]
 
 
-def readme_error_table() -> dict[str, tuple[int, str]]:
-    """README's API error table: code -> (status, when)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("**Errors** come in OpenAI's shape") :]
+def docs_error_table() -> dict[str, tuple[int, str]]:
+    """docs/API.md's error table: code -> (status, when)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "API.md").read_text(encoding="utf-8")
+    section = page[page.index("**Errors** come in OpenAI's shape") :]
     rows = re.findall(r"^\| (\d{3}) \| `([a-z_]+)` \| (.+) \|$", section.split("\n\n", 2)[1], re.MULTILINE)
     return {code: (int(status), when) for status, code, when in rows}
 
 
-def test_readme_error_table_is_the_codes_the_api_emits() -> None:
-    assert readme_error_table() == CODES
+def test_docs_error_table_is_the_codes_the_api_emits() -> None:
+    assert docs_error_table() == CODES
 
 
 def test_every_code_raised_in_the_api_is_in_the_table() -> None:

@@ -113,13 +113,17 @@ def test_usage_counts_failed_and_estimated_calls(live: Live) -> None:
     assert all(m["failed_calls"] == 0 and m["tokens_estimated"] == 0 for m in usage["by_model"].values())
 
 
-def test_a_question_too_long_for_the_model_s_window_is_refused_with_the_numbers(live: Live) -> None:
-    question = "Bimbamjob invoices and payments. " * 6_000  # about 50,000 tokens; demo-small's window is 32,000
+def test_a_question_over_the_message_limit_is_refused_as_the_page_refuses_it(live: Live) -> None:
+    """The length check comes first (a question this long would not fit demo-small's window either)."""
+    question = "Bimbamjob invoices and payments. " * 6_000  # 198,000 characters; the limit is 32,000
     with pytest.raises(openai.BadRequestError) as caught:
         live.client("demo").chat.completions.create(
-            model="demo-small", messages=[{"role": "user", "content": question}]
+            model="demo-small",
+            messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": question}],
         )
     e = caught.value
-    assert e.code == "context_window_exceeded" and e.param == "messages"
-    assert isinstance(e.body, dict) and e.body["context_window"] == 32_000 and e.body["tokens"] > 32_000
-    assert "32,000" in e.message
+    assert e.code == "string_above_max_length" and e.param == "messages[1].content"
+    assert isinstance(e.body, dict) and e.body["message"] == (
+        "Invalid 'messages[1].content': string too long. Expected a string with maximum length 32000, "
+        f"but got a string with length {len(question)} instead."
+    )

@@ -11,7 +11,7 @@ import pytest
 from api_support import Live
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from assistant.engine.models.demo import say
+from assistant.demo.model import say
 
 pytestmark = pytest.mark.slow
 

@@ -48,20 +48,20 @@ async def test_a_response_not_streamed_is_built_from_the_events_heard_as_the_ste
     fast_demo: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read_back: list[Any] = []
-    trace_of = api_module.trace_of
+    events_of = api_module.events_of
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         read_back.append(args)
-        return trace_of(*args, **kwargs)
+        return events_of(*args, **kwargs)
 
-    monkeypatch.setattr(api_module, "trace_of", counted)
+    monkeypatch.setattr(api_module, "events_of", counted)
     response = await _ask("heard", tools_enabled=["kb:factures", "kb:comptes-rendus", "agents"])
     assert response.status_code == 200
     heard = response.json()
     assert heard["status"] == "ok" and [s for s in heard["steps"] if s["type"] == "run_agent"]
     assert read_back == []  # executed here: its steps were not read back
     # Built from the steps, the same response.
-    from_steps = (await sync_to_async(api_module._completion)(execution.uuid.UUID(heard["run_id"]), [])).model_dump(
+    from_steps = (await sync_to_async(api_module._completion)(execution.uuid.UUID(heard["run_id"]), []))[0].model_dump(
         mode="json"
     )
     assert len(read_back) == 1
@@ -89,6 +89,6 @@ async def test_a_streams_last_chunk_is_built_from_the_run_as_this_process_saved_
     last = chunks[-1]
     assert last["status"] == "ok" and response.text.rstrip().endswith("data: [DONE]")
     assert "_create" in handed and "_completion" not in handed
-    from_db = await sync_to_async(api_module._completion)(execution.uuid.UUID(last["run_id"]), [])
+    from_db, _failure = await sync_to_async(api_module._completion)(execution.uuid.UUID(last["run_id"]), [])
     expected = from_db.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "status", "reason"})
     assert {k: last[k] for k in expected} == expected

@@ -1,8 +1,8 @@
 """A run that fails, through the official ``openai`` client in this process (the ASGI app behind
-httpx's ASGI transport, the run executed in the test's event loop): ``finish_reason`` stays OpenAI's
-``stop``, and the response's ``status`` and ``reason`` say that the run failed and why, plain and
-streamed, as ``GET /v1/runs/{id}`` does. The main model is the only fake: it fails as a provider
-refusing the key does."""
+httpx's ASGI transport, the run executed in the test's event loop): an error to the client (an HTTP error, or an
+error event in the stream) whose object says that the run failed and why, as ``GET /v1/runs/{id}`` does. The main
+model is the only fake: it fails as a provider refusing the key does (``tests/providers/test_openai_clients.py``
+has every row of the mapping with a provider's wire server)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import httpx2
 import openai
 import pytest
 from asgiref.sync import sync_to_async
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletionChunk
 
 from assistant.asgi import application
 from assistant.catalogue import snapshot
@@ -65,32 +65,30 @@ async def _run_says(client: openai.AsyncOpenAI, run_id: str) -> dict[str, Any]:
     return run
 
 
-async def test_a_failed_run_ends_with_stop_and_says_it_failed(client: openai.AsyncOpenAI) -> None:
-    completion = await client.chat.completions.create(model="demo-large", messages=QUESTION)  # type: ignore[arg-type]
-    ChatCompletion.model_validate(completion.model_dump())  # OpenAI's types, strictly
-    assert completion.choices[0].finish_reason == "stop"
-    data = completion.model_dump()
-    assert data["status"] == "error" and data["reason"] == REASON and data["reason_code"] == "model_error"
+async def test_a_failed_run_is_an_error_that_says_why_with_the_run(client: openai.AsyncOpenAI) -> None:
+    with pytest.raises(openai.APIStatusError) as raised:
+        await client.chat.completions.create(model="demo-large", messages=QUESTION)  # type: ignore[arg-type]
+    e = raised.value
+    assert e.status_code == 502 and e.code == "upstream_auth" and e.message.endswith(REASON)
+    body = e.body
+    assert isinstance(body, dict) and body["status"] == "error" and body["reason_code"] == "model_error"
 
-    run = await _run_says(client, data["run_id"])
+    run = await _run_says(client, body["run_id"])
     assert run["status"] == "error" and run["reason"] == REASON and run["finished"]
     assert run["reason_code"] == "model_error"
-    assert (await Run.objects.aget(pk=data["run_id"])).status == "error"
+    assert (await Run.objects.aget(pk=body["run_id"])).status == "error"
 
 
-async def test_a_failed_run_streamed_ends_with_stop_and_its_last_chunk_says_it_failed(
-    client: openai.AsyncOpenAI,
-) -> None:
+async def test_a_failed_run_streamed_ends_with_an_error_event(client: openai.AsyncOpenAI) -> None:
     stream = await client.chat.completions.create(model="demo-large", messages=QUESTION, stream=True)  # type: ignore[arg-type]
-    finishes: list[str] = []
     chunks: list[dict[str, Any]] = []
-    async for chunk in stream:
-        ChatCompletionChunk.model_validate(chunk.model_dump())
-        finishes += [c.finish_reason for c in chunk.choices if c.finish_reason]
-        chunks.append(chunk.model_extra or {})
-    assert finishes == ["stop"]
-    final = chunks[-1]
-    assert final["status"] == "error" and final["reason"] == REASON and final["reason_code"] == "model_error"
+    with pytest.raises(openai.APIError) as raised:
+        async for chunk in stream:
+            ChatCompletionChunk.model_validate(chunk.model_dump())
+            chunks.append(chunk.model_extra or {})
+    assert raised.value.code == "upstream_auth" and raised.value.message == REASON
+    body = raised.value.body
+    assert isinstance(body, dict) and body["run_id"] == chunks[0]["run_id"]
 
-    run = await _run_says(client, final["run_id"])
+    run = await _run_says(client, body["run_id"])
     assert run["status"] == "error" and run["reason"] == REASON

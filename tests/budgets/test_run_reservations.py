@@ -111,7 +111,7 @@ def test_the_reaper_releases_a_dead_run_s_reservations_with_its_lease(tworld: Wo
     # With nothing running, the usage page says nothing is in flight.
     page = signed_in("demo").get("/settings/usage/").content.decode()
     row = page.split('data-category="syntheses"', 1)[1].split("</tr>", 1)[0]
-    in_flight = row.split("<td>")[3].split("</td>")[0]  # Budget, Used, then In flight
+    in_flight = row.split('<td data-label="In flight">')[1].split("</td>")[0]
     assert in_flight == "0"
 
 

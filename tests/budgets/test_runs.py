@@ -130,7 +130,7 @@ def test_the_refusal_speaks_french(world: World) -> None:
     client.cookies["django_language"] = "fr"
     page = html.unescape(client.post("/c/new", SYNTHESIS).content.decode())
     assert (
-        "La catégorie « Long multi-document syntheses » a utilisé 4\xa0500\xa0000 tokens sur 4\xa0500\xa0000 ce mois-ci (100 %)"
+        "La catégorie « Long multi-document syntheses » a utilisé 4\xa0500\xa0000 jetons sur 4\xa0500\xa0000 ce mois-ci (100 %)"
         in page
     )
     assert "minuit (Europe/Paris)" in page

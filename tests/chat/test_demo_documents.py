@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from assistant.chat.management.commands.load_demo import BASES, FRENCH_DOCUMENTS, TABLES
-from assistant.engine.models.demo import say
+from assistant.demo.management.commands.load_demo import BASES, FRENCH_DOCUMENTS, TABLES
+from assistant.demo.model import say
 from assistant.knowledge import fulltext
 from assistant.knowledge.models import Document
 from assistant.orgs.models import Organisation

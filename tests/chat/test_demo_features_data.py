@@ -1,4 +1,4 @@
-"""What load_demo adds for the demo's features (chat/management/demo_features.py): the Reports base, whose annual
+"""What load_demo adds for the demo's features (demo/management/demo_features.py): the Reports base, whose annual
 report (French and English) is long enough to be read in four parts with its conclusions in the last one, and the
 Vérificateur profile; loading twice changes nothing, and what an admin changed on the profile stays."""
 

@@ -18,7 +18,7 @@ from django.test import AsyncClient, Client
 from assistant.api.trace import trace_of
 from assistant.catalogue import snapshot
 from assistant.chat.rendering import render_markdown
-from assistant.engine.demoweb import DemoFetcher, DemoSearch
+from assistant.demo.web import DemoFetcher, DemoSearch
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.scope import Scope

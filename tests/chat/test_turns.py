@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
 
 from assistant.chat import search
-from assistant.engine.models.demo import say
+from assistant.demo.model import say
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
@@ -123,6 +123,7 @@ async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(sett
     queued = await Message.objects.aget(content="And the late ones?")
     assert queued.queued and queued.run_id is None
     assert f'id="queued-{queued.pk}"' in response.content.decode()
+    assert response["HX-Trigger"] == "sent"  # the page forgets its draft (static/js/chat.js)
     # It survives a reload, shown as queued, and is not a turn yet.
     page = (await client.get(f"/c/{first.conversation_id}/")).content.decode()
     assert f'id="queued-{queued.pk}"' in page and "Queued" in page

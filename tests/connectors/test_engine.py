@@ -107,9 +107,9 @@ async def test_stop_cancels_a_call_in_flight(crm: CrmServer) -> None:
     import asyncio
     import time
 
+    from assistant.demo.model import DEMO_MODELS
     from assistant.engine.catalogue import Catalogue
     from assistant.engine.loop import run_chat
-    from assistant.engine.models.demo import DEMO_MODELS
     from assistant.engine.models.function import CallInfo, FunctionModel
     from assistant.engine.policy import RunRequest
     from assistant.engine.runtime import RunContext

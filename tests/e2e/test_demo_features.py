@@ -19,8 +19,8 @@ from live_server import DEMO_SERVER, sign_in, start_server
 from playwright.sync_api import Locator, Page, expect
 from test_french import assert_all_french
 
-from assistant.engine.models.demo.feature_texts import FEATURE_TEXTS
-from assistant.engine.sandbox import detect
+from assistant.demo.model.feature_texts import FEATURE_TEXTS
+from assistant.engine.sandbox_probe import detect
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 no English sentence from the demo (nor of ours), an English one in English no French one; and the carbon figure
 shows, marked as the demo's estimate, in the footer, the agent panel and the usage page.
 
-"From the demo" is every sentence of its texts table (``engine/models/demo/texts.py``, cut at its placeholders)
+"From the demo" is every sentence of its texts table (``demo/model/texts.py``, cut at its placeholders)
 and every sentence of the demo documents of the other language (``load_demo``): the test reads them, so a
 sentence added later is checked too. The page's text is what a user sees (``innerText``), delegations and the
 agent panel opened.
@@ -17,8 +17,8 @@ from playwright.sync_api import Page, expect
 from test_browser import Shot, ask, last_run
 from test_french import assert_all_french
 
-from assistant.chat.management.commands.load_demo import BASES, FRENCH_DOCUMENTS
-from assistant.engine.models.demo import TEXTS, Language
+from assistant.demo.management.commands.load_demo import BASES, FRENCH_DOCUMENTS
+from assistant.demo.model import TEXTS, Language
 
 pytestmark = pytest.mark.slow
 

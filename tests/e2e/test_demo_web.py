@@ -6,7 +6,7 @@ search, the delegation line's and the agent panel's fetch, and the sources list 
 opens the page's text, labelled as the demo web; axe-core finds nothing serious there.
 
 Then with the offline demo model itself, asked what the web says (its web step, issue 17: helper demofeat's
-``models/demo/browsing.py``; these tests skip, saying so, on a tree without it): by the main model alone, and
+``demo/model/browsing.py``; these tests skip, saying so, on a tree without it): by the main model alone, and
 through an agent given the web, each question's language finds its own pages.
 """
 
@@ -217,7 +217,7 @@ DEMO_WORDS = {
 @pytest.fixture(scope="module")
 def demo_model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip(
-        "assistant.engine.models.demo.browsing", reason="the demo model's web step (issue 17, demofeat) is not merged"
+        "assistant.demo.model.browsing", reason="the demo model's web step (issue 17, demofeat) is not merged"
     )
     folder = tmp_path_factory.mktemp("demo-model-web")
     env = {"DJANGO_DEBUG": "1", "DEMO_WEB": "1", "WEB_SEARCH_URL": "", "WEB_FETCH_ENABLED": "0"}

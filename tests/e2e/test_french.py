@@ -5,7 +5,7 @@ and no raw code (``ok``, ``interrupted``, ``stopped``, ``error``, ``kb:``) in wh
 the .po files, so a sentence added later is checked too. The demo model's own words (its answer, the
 agents' instructions and reports) are the model's, and are checked here for raw codes only; that they are
 French (the question's language, else the interface's) is test_demo_language.py's. The demo's markers ``#demo-rounds=2`` and ``#demo-fail``
-(engine/models/demo/) make its agents end interrupted by their round budget and in error.
+(demo/model/) make its agents end interrupted by their round budget and in error.
 """
 
 from __future__ import annotations

@@ -67,9 +67,22 @@ def _back(page: Page) -> None:
     expect(page.locator("html")).to_have_attribute("lang", "en")
 
 
-@pytest.mark.parametrize("lang", ["en", "fr"])
-def test_composer_enter_sends_stop_during_a_run_and_a_queued_message(page: Page, shot: Shot, lang: str) -> None:
+def _in_view(page: Page, selector: str) -> None:
+    """The element is inside the window and on top there: nothing (the pinned composer, say) covers its middle."""
+    seen = page.locator(selector).evaluate(
+        """el => { const r = el.getBoundingClientRect(); const x = r.left + r.width / 2, y = r.top + r.height / 2;
+                   const top = document.elementFromPoint(x, y);
+                   return r.top >= 0 && r.bottom <= innerHeight && !!top && el.contains(top); }"""
+    )
+    assert seen, f"{selector} is out of sight or covered"
+
+
+@pytest.mark.parametrize(("lang", "width"), [("en", 1400), ("fr", 390)])
+def test_composer_enter_sends_stop_during_a_run_and_a_queued_message(
+    page: Page, shot: Shot, lang: str, width: int
+) -> None:
     t = TEXTS[lang]
+    page.set_viewport_size({"width": width, "height": 900 if width > 390 else 844})
     _language(page, lang)
     box = page.locator("#composer textarea[name=text]")
     # Shift+Enter makes a new line; Enter while an input method composes does nothing.
@@ -97,23 +110,39 @@ def test_composer_enter_sends_stop_during_a_run_and_a_queued_message(page: Page,
     expect(page.locator("#composer button.send")).to_be_hidden()
     expect(page.locator("#composer select[name=level]")).to_have_value("maximal")
     expect(page.locator("#composer input[value='kb:comptes-rendus']")).not_to_be_checked()
-    # A message written now is queued on the server; it survives a reload.
-    page.locator("#composer textarea[name=text]").fill("And Tamaris?")
+    # A message written now is queued on the server, shown above the composer in view; it survives a reload.
+    box = page.locator("#composer textarea[name=text]")
+    box.press_sequentially("And Tamaris?")  # typed: the page keeps it as a draft meanwhile
     expect(page.locator("#composer button.send")).to_be_visible()
-    page.locator("#composer textarea[name=text]").press("Enter")
+    box.press("Enter")
     queued = page.locator("#queue .queued-message")
     expect(queued).to_have_count(1)
     expect(queued).to_contain_text(t["queued"])
     expect(queued).to_contain_text("And Tamaris?")
-    expect(page.locator("#composer textarea[name=text]")).to_have_value("")
+    expect(box).to_have_value("")
     expect(page.locator("#composer select[name=level]")).to_have_value("maximal")
-    shot(f"turns-queued-{lang}")
+    _in_view(page, "#queue .queued-message")
+    shot(f"turns-queued-{lang}-{width}")
+    # A second one, removed before it is sent, is gone for good.
+    box.press_sequentially("Forget this one")
+    box.press("Enter")
+    expect(queued).to_have_count(2)
+    queued.last.get_by_role("button").click()
+    expect(queued).to_have_count(1)
+    # The queued text is no draft: neither a reload nor a reopened tab brings it back to be sent twice.
     page.reload()
+    expect(page.locator("#queue .queued-message")).to_have_count(1)
     expect(page.locator("#queue .queued-message")).to_contain_text("And Tamaris?")
+    expect(page.locator("#composer textarea[name=text]")).to_have_value("")
     # The first run ends; the queued message is sent as the next turn and leaves the queue.
     expect(page.locator("article.answer").first).to_have_attribute("data-status", "ok", timeout=30_000)
     expect(page.locator(".turn .question .bubble").last).to_contain_text("And Tamaris?", timeout=15_000)
     expect(page.locator("#queue .queued-message")).to_have_count(0)
+    reopened = page.context.new_page()
+    reopened.goto(page.url)
+    expect(reopened.locator("#composer textarea[name=text]")).to_have_value("")
+    expect(reopened.locator(".turn")).to_have_count(2)  # "Forget this one" was never sent
+    reopened.close()
     # Stop in the composer stops the run going on, then Send is back.
     expect(last_run(page)).to_have_attribute("data-status", "running")
     page.locator("#composer button.composer-stop").click()

@@ -27,7 +27,7 @@ async def test_a_question_larger_than_the_main_model_s_window_is_refused_before_
         await h.run(question, resources=("kb:factures",))
 
     e = refused.value
-    assert isinstance(e, RequestRefused) and e.code == "context_window_exceeded"
+    assert isinstance(e, RequestRefused) and e.code == "context_length_exceeded"
     assert e.window == MAIN.context_window and e.tokens > MAIN.context_window
     assert f"{e.tokens:,}" in str(e) and "128,000" in str(e)
     assert h.main.requests == [] and h.of(RoundStarted) == [] and h.of(UsageEvent) == []

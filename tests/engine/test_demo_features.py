@@ -1,4 +1,4 @@
-"""The demo model's feature behaviours (engine/models/demo/features.py), each triggered by a natural question in
+"""The demo model's feature behaviours (demo/model/features.py), each triggered by a natural question in
 French and in English: run_code over a table, the web, an agent profile, a long document read in parts with
 from_char, a forced landing at the level's round budget, and an agent relaunched after an interrupted one.
 
@@ -20,20 +20,22 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from engine_support import Harness, harness
 
+from assistant.demo.model import DEMO_MODELS, DemoModel, Language, procedure, say, triggers
+from assistant.demo.web import demo_web_tools
 from assistant.engine.catalogue import Catalogue
-from assistant.engine.demoweb import demo_web_tools
 from assistant.engine.events import AgentFinished, AgentStarted, ToolCallEvent, ToolResultEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import first_request
-from assistant.engine.models.demo import DEMO_MODELS, DemoModel, Language, procedure, say, triggers
 from assistant.engine.policy import AgentProfile, Level, Policy, RunRequest, plan_request
-from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox, code_tools, detect
+from assistant.engine.run_code import code_tools
+from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox
+from assistant.engine.sandbox_probe import detect
 from assistant.engine.tools import MAX_CHARS_PER_DOCUMENT, Document, ToolFactory
 from assistant.engine.types import Message, ModelResponse
 from assistant.engine.web import WebConfig, web_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "assistant" / "chat" / "management" / "commands" / "demo"
+DATA = ROOT / "assistant" / "demo" / "data"
 REPORTS = {"en": "annual-report-2024.en.txt", "fr": "rapport-annuel-2024.fr.txt"}
 CHECKER = "Vérificateur"
 

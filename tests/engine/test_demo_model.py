@@ -9,10 +9,10 @@ from collections.abc import Iterable
 import pytest
 from engine_support import Harness, harness
 
+from assistant.demo.model import DEMO_MODELS, DemoModel, Language, say
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.events import AgentFinished, FinalEvent
 from assistant.engine.knowledge import MemoryKnowledge
-from assistant.engine.models.demo import DEMO_MODELS, DemoModel, Language, say
 from assistant.engine.policy import DEFAULT_LEVELS, Policy
 from assistant.engine.tools import Document
 
@@ -110,7 +110,7 @@ async def test_demo_agents_land_forced_and_come_back_interrupted_with_findings_w
 
 def test_a_possessive_names_its_owner_and_leaves_no_gap_about_it() -> None:
     """ "Bimbamjob's late payments": the demo searches for and reports about Bimbamjob, not "Bimbamjob's"."""
-    from assistant.engine.models.demo.words import keywords
+    from assistant.demo.model.words import keywords
 
     assert keywords("What are Bimbamjob's late payments?") == ["Bimbamjob", "late", "payments"]
     assert keywords("Que dit l'entreprise d'Orchidée ?") == ["dit", "l'entreprise", "d'Orchidée"]  # French: as before

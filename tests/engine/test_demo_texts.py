@@ -8,9 +8,9 @@ import string
 
 import pytest
 
-from assistant.engine.models.demo import LANGUAGES, TEXTS, DemoModel, say
-from assistant.engine.models.demo.info import DEMO_MODELS
-from assistant.engine.models.demo.language import detect, interface_language, language_of, scores
+from assistant.demo.model import LANGUAGES, TEXTS, DemoModel, say
+from assistant.demo.model.info import DEMO_MODELS
+from assistant.demo.model.language import detect, interface_language, language_of, scores
 from assistant.engine.outcomes import AgentReport
 from assistant.engine.types import Message, ModelRequest, ToolSpec
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from assistant.demo.model import DEMO_MODELS, DemoModel
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.errors import BudgetExceeded
 from assistant.engine.events import AgentFinished, Event, StoppedEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import run_chat
-from assistant.engine.models.demo import DEMO_MODELS, DemoModel
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox

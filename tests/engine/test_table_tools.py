@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -16,18 +17,9 @@ from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, script
 
 from assistant.engine.errors import ToolError
 from assistant.engine.events import AgentAction, ToolResultEvent
-from assistant.engine.tables import (
-    Column,
-    QueryLimits,
-    TableCatalogue,
-    TableInfo,
-    _Query,
-    check_statement,
-    markdown_table,
-    query_names,
-    run_query,
-    table_tools,
-)
+from assistant.engine.query import QueryLimits, _Query, run_query
+from assistant.engine.sql import check_statement, markdown_table
+from assistant.engine.tables import Column, TableCatalogue, TableInfo, query_names, table_tools
 
 
 class MemoryTables:
@@ -212,3 +204,27 @@ async def test_queries_take_turns_and_stop_ends_a_wait_at_once(
         task_.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task_
+
+
+async def test_duckdb_s_errors_and_settings_name_no_path_of_the_server(backend: MemoryTables, tmp_path: Path) -> None:
+    """DuckDB's home, extension and secret directories would show the server's home (and that it runs as root), its
+    temporary files where a table is read from: the model sees the table's name and no path of the server."""
+    (_, (_, data)) = next(iter(backend.data.items()))
+    home = os.path.expanduser("~")
+    said: list[str] = []
+    for sql in ["SELECT * FROM duckdb_extensions()", "SELECT * FROM duckdb_secrets()"]:
+        with pytest.raises(ToolError) as refused:
+            await run_query(sql, {"factures": data}, QueryLimits())
+        said.append(str(refused.value))
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"PAR1 not a parquet file")
+    with pytest.raises(ToolError) as failed:
+        await run_query("SELECT * FROM factures", {"factures": str(broken)}, QueryLimits())
+    said.append(str(failed.value))
+    assert "'factures'" in said[-1] or '"factures"' in said[-1], said[-1]
+    settings = await run_query(
+        "SELECT name, value FROM duckdb_settings()", {"factures": data}, QueryLimits(max_rows=500)
+    )
+    said += [f"{name}={value}" for name, value in settings.rows]
+    for text in said:
+        assert home not in text and str(tmp_path) not in text and "/.duckdb" not in text, text

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, submit, task, tool_payloads
 
-from assistant.engine.demoweb import DEMO_HOST_SUFFIX, PAGES, DemoFetcher, DemoSearch, DemoWeb, demo_web, demo_web_tools
+from assistant.demo.web import DEMO_HOST_SUFFIX, PAGES, DemoFetcher, DemoSearch, DemoWeb, demo_web, demo_web_tools
 from assistant.engine.errors import ToolError
 from assistant.engine.events import AgentAction, AgentFinished, ToolResultEvent
 from assistant.engine.models.function import CallInfo

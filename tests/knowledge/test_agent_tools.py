@@ -23,7 +23,9 @@ from engine_support import (
     tool_names,
 )
 
-from assistant.engine.sandbox import CodeLimits, Sandbox, code_tools, detect
+from assistant.engine.run_code import code_tools
+from assistant.engine.sandbox import CodeLimits, Sandbox
+from assistant.engine.sandbox_probe import detect
 from assistant.engine.web import WebConfig, web_tools
 
 LIST_FILES = """

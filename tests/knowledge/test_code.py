@@ -21,7 +21,9 @@ from django.conf import settings as django_settings
 from knowledge_support import SECRET, Org, two_orgs
 
 from assistant.engine.errors import ToolError
-from assistant.engine.sandbox import LAYERS, UID_BASE, UID_COUNT, CodeLimits, RunCode, Sandbox, detect
+from assistant.engine.run_code import RunCode
+from assistant.engine.sandbox import LAYERS, UID_BASE, UID_COUNT, CodeLimits, Sandbox
+from assistant.engine.sandbox_probe import detect
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.runs.execution import toolbox_for

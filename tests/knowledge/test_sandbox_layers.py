@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 
-from assistant.engine.sandbox import LAYERS, CodeLimits, Isolation, Sandbox, detect
+from assistant.engine.sandbox import LAYERS, CodeLimits, Isolation, Sandbox
+from assistant.engine.sandbox_probe import detect
 
 BYPASS = """
 import gc

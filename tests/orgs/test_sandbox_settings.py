@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from orgs_support import World, signed_in
 
-from assistant.engine import sandbox
+from assistant.engine import sandbox_probe
 from assistant.knowledge.tools import available_resources
 
 pytestmark = pytest.mark.django_db
@@ -16,9 +16,11 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     """This host as it would be without bubblewrap: detect() really runs, only ``which bwrap`` fails."""
-    real_which = sandbox.shutil.which
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw))
-    found = sandbox.detect.__wrapped__()
+    real_which = sandbox_probe.shutil.which
+    monkeypatch.setattr(
+        sandbox_probe.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw)
+    )
+    found = sandbox_probe.detect.__wrapped__()
     assert found is not None
     monkeypatch.setattr("assistant.knowledge.tools.detect", lambda: found)  # what the tools offer
     monkeypatch.setattr("assistant.orgs.code.detect", lambda: found)  # what the settings page says
@@ -26,7 +28,7 @@ def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Any) -> None:
     settings.RUN_CODE_ENABLED = True
-    found = sandbox.detect()
+    found = sandbox_probe.detect()
     if found is None or not found.complete:
         pytest.skip("run_code is not offered on this machine")
     html = signed_in("demo").get("/settings/").content.decode()

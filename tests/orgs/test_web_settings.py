@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from orgs_support import World, signed_in
 
-from assistant.engine.demoweb import demo_web
+from assistant.demo.web import demo_web
 
 pytestmark = pytest.mark.django_db
 

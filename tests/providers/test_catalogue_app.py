@@ -15,7 +15,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from assistant.catalogue import snapshot
 from assistant.catalogue.loading import DATA_FILE, infos_from_file
 from assistant.catalogue.models import CatalogueEntry
-from assistant.engine.models.demo import DEMO_MODELS, DemoModel
+from assistant.demo.model import DEMO_MODELS, DemoModel
 from assistant.engine.models.mistral import MistralModel
 from assistant.engine.models.openai import OpenAIModel
 

@@ -14,8 +14,8 @@ from assistant.budgets.report import Totals
 from assistant.catalogue import snapshot
 from assistant.catalogue.loading import DATA_FILE, infos_from_file
 from assistant.chat.presenters import carbon_amount, carbon_line
+from assistant.demo.model import CARBON_AS, DEMO_MODELS
 from assistant.engine.carbon import CARBON_KEYS, call_impact
-from assistant.engine.models.demo import CARBON_AS, DEMO_MODELS
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.runs.wording import demo_carbon_hint

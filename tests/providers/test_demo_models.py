@@ -14,7 +14,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from assistant.catalogue import snapshot
 from assistant.catalogue.models import CatalogueEntry
-from assistant.engine.models.demo import DEMO_MODELS
+from assistant.demo.model import DEMO_MODELS
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for

@@ -1,4 +1,4 @@
-"""Retries as README says, through the real SDK adapters against the local wire servers.
+"""Retries as docs/CONFIGURATION.md says, through the real SDK adapters against the local wire servers.
 
 A 429 waits what ``Retry-After`` asks (seconds or an HTTP date), 5 tries in all; a server error is tried 3 times
 in all; no wait goes past the agent's or the run's time left: the call fails at once with the provider's error
@@ -23,7 +23,7 @@ from assistant.engine.models.streaming import RetryPolicy, retry_after
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.usage import AgentBudget
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "CONFIGURATION.md"
 DEFAULT = RetryPolicy()
 # No backoff to speak of: a 429 without Retry-After, or a 500, is tried again at once.
 QUICK = RetryPolicy(base_delay=0.001, max_delay=0.001)
@@ -31,8 +31,8 @@ QUICK = RetryPolicy(base_delay=0.001, max_delay=0.001)
 wire_servers = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
 
 
-def test_readme_says_the_attempts_the_code_makes() -> None:
-    text = " ".join(README.read_text(encoding="utf-8").split())
+def test_the_docs_say_the_attempts_the_code_makes() -> None:
+    text = " ".join(CONFIGURATION.read_text(encoding="utf-8").split())
     paragraph = text[text.index("**What happens when a provider fails.**") :][:900]
     assert f"{DEFAULT.rate_limit_attempts} tries in all" in paragraph
     assert f"{DEFAULT.attempts} tries in all (the first and {DEFAULT.attempts - 1} retries)" in paragraph

@@ -101,6 +101,7 @@ SAMPLES: dict[RefusalCode, Refusal] = {
     ),
     "owner_left": Refusal(code="owner_left"),
     "context_too_long": Refusal(code="context_too_long", model="demo-small", used=40_000, limit=32_000),
+    "message_too_long": Refusal(code="message_too_long", used=40_000, limit=32_000),
 }
 
 
@@ -130,8 +131,12 @@ def test_the_api_gives_each_refusal_its_status_its_stable_code_and_english() -> 
     long = refusal_error(SAMPLES["context_too_long"])
     assert (long.status, long.code, long.extra) == (
         400,
-        "context_window_exceeded",
+        "context_length_exceeded",
         {"tokens": 40_000, "context_window": 32_000},
+    )
+    # OpenAI's own sentence, which clients parse.
+    assert long.message.startswith(
+        "This model's maximum context length is 32000 tokens. However, your messages resulted in 40000 tokens."
     )
     assert refusal_error(SAMPLES["agents_need_resource"]).code == "agents_without_resource"
 

@@ -1,7 +1,7 @@
 """The demo models' entries get the carbon parameters of a real model of their size, where they have none.
 
 Frozen here (a migration does not follow the code): demo-large as Mistral Large 3, demo-small as Mistral
-Small 4, as ``assistant/engine/models/demo/info.py`` and the shipped catalogue carry them. An entry whose
+Small 4, as ``assistant/demo/model/info.py`` and the shipped catalogue carry them. An entry whose
 carbon an admin filled in is left alone.
 """
 

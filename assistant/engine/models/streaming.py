@@ -22,11 +22,13 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import aclosing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from ..causes import error_kind
 from ..errors import MalformedResponse, ModelError, ModelTimeout, ModelUnavailable, RateLimited
+from ..events import Attempt
 from ..types import AttemptCut, FinishReason, Message, StreamPart, ToolCall
 
 
@@ -73,6 +75,10 @@ class CallState:
     waiting: bool = False
     """Between two tries: the last one ended (refused, or cut and said with ``AttemptCut``), the next one is not
     sent yet. A call aborted then has nothing in flight to bill."""
+    sent_at: float = field(default_factory=time.time)
+    """When the current try was sent (seconds since the epoch): each try is one request to the provider."""
+    retried: list[Attempt] = field(default_factory=list)
+    """The tries that failed and were tried again, in order."""
 
 
 _call: contextvars.ContextVar[CallState | None] = contextvars.ContextVar("model_call", default=None)
@@ -138,10 +144,13 @@ async def retrying(
                 yield AttemptCut()  # it reached the provider: billed, though the caller saw nothing of it
             state = _call.get()
             if state is not None:
+                state.retried.append(Attempt(started_at=state.sent_at, seconds=time.time() - state.sent_at,
+                                             error_kind=error_kind(e)))  # fmt: skip
                 state.waiting = True
             await asyncio.sleep(delay)
             if state is not None:
                 state.waiting = False
+                state.sent_at = time.time()
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import ToolError
-from ..knowledge import Bm25Index, terms
-from ..tools import Document, ToolFactory
-from ..web import FetchedPage, SearchHit, WebConfig, html_to_text, web_tools
+from assistant.engine.errors import ToolError
+from assistant.engine.knowledge import Bm25Index, terms
+from assistant.engine.tools import Document, ToolFactory
+from assistant.engine.web import FetchedPage, SearchHit, WebConfig, html_to_text, web_tools
 
 DEMO_HOST_SUFFIX = ".demo.example"
 PAGES = Path(__file__).with_name("pages")

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import assistant.engine.models.demo.features as features
-import assistant.engine.models.demo.reading as reading
+import assistant.demo.model.features as features
+import assistant.demo.model.reading as reading
+from assistant.engine.outcomes import AgentReport
+from assistant.engine.types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 
-from ...outcomes import AgentReport
-from ...types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 from .language import detect, language_of
 from .markers import DEMO_FAIL, DEMO_HANG, DEMO_ROUNDS, without_markers
 from .texts import Language, say

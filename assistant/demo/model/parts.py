@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import assistant.engine.models.demo.reading as reading
+import assistant.demo.model.reading as reading
+from assistant.engine.types import Message
 
-from ...types import Message
 from .language import detect
 from .texts import Language
 from .words import sentences

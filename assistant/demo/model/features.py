@@ -24,14 +24,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-import assistant.engine.models.demo.browsing as browsing
-import assistant.engine.models.demo.checking as checking
-import assistant.engine.models.demo.computing as computing
-import assistant.engine.models.demo.parts as parts
-import assistant.engine.models.demo.reading as reading
-import assistant.engine.models.demo.triggers as triggers
+import assistant.demo.model.browsing as browsing
+import assistant.demo.model.checking as checking
+import assistant.demo.model.computing as computing
+import assistant.demo.model.parts as parts
+import assistant.demo.model.reading as reading
+import assistant.demo.model.triggers as triggers
+from assistant.engine.types import Message, ModelResponse, NamedTool
 
-from ...types import Message, ModelResponse, NamedTool
 from .markers import DEMO_ROUNDS, without_markers
 from .words import keywords
 

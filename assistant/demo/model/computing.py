@@ -15,9 +15,9 @@ import json
 import re
 from typing import Any
 
-import assistant.engine.models.demo.reading as reading
+import assistant.demo.model.reading as reading
+from assistant.engine.types import ModelResponse, ToolSpec
 
-from ...types import ModelResponse, ToolSpec
 from .texts import Language, say
 
 _BASES = re.compile(r"documents of your knowledge bases \(([^)]*)\)")

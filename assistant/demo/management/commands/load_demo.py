@@ -3,7 +3,7 @@
 Each base holds its documents in English and in French (the same facts): a question in either language finds
 the documents in its own.
 
-The invoices base also holds a table: ``demo/factures.csv``, a French export (``;``, decimal commas,
+The invoices base also holds a table: ``data/factures.csv``, a French export (``;``, decimal commas,
 dd/mm/yyyy dates) of 2024's invoices, extracted as an upload is (``data_query`` reads it).
 """
 
@@ -18,13 +18,15 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from assistant.budgets.models import Category
-from assistant.chat.management import demo_features
 from assistant.knowledge import processing
 from assistant.knowledge.extract import extract
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
 
-TABLES = {"factures": [Path(__file__).with_name("demo") / "factures.csv"]}
+from .. import demo_features
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+TABLES = {"factures": [DATA / "factures.csv"]}
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
 

@@ -1,5 +1,5 @@
 """What ``load_demo`` adds so that the demo shows every feature offline (the demo model's behaviours are in
-``engine/models/demo/features.py``):
+``demo/model/features.py``):
 
 - the knowledge base **rapports** (Reports) with the annual report 2024 in French and in English: long
   documents (about 20,000 characters, 4 parts of ``kb_read``), read part after part with ``from_char``,
@@ -18,7 +18,7 @@ from pathlib import Path
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import AgentProfile, Organisation
 
-DATA = Path(__file__).with_name("commands") / "demo"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 REPORTS = "rapports"
 REPORTS_BASE = ("Reports", "Annual and quarterly reports on the client portfolio.")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import assistant.engine.models.demo.reading as reading
+import assistant.demo.model.reading as reading
+from assistant.engine.types import ModelRequest, ToolSpec
 
-from ...types import ModelRequest, ToolSpec
 from .words import sentences
 
 CHECKER = re.compile(r"v[ée]rif|check|contr[ôo]l|audit", re.IGNORECASE)

@@ -6,13 +6,21 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
-import assistant.engine.models.demo.procedure as procedure
+import assistant.demo.model.procedure as procedure
+from assistant.engine.catalogue import ModelInfo
+from assistant.engine.errors import ModelUnavailable
+from assistant.engine.models.base import Model
+from assistant.engine.tokens import estimate_tokens, prompt_tokens, request_tokens
+from assistant.engine.types import (
+    FinishPart,
+    ModelRequest,
+    ModelResponse,
+    StreamPart,
+    TextDelta,
+    ToolCallPart,
+    UsagePart,
+)
 
-from ...catalogue import ModelInfo
-from ...errors import ModelUnavailable
-from ...tokens import estimate_tokens, prompt_tokens, request_tokens
-from ...types import FinishPart, ModelRequest, ModelResponse, StreamPart, TextDelta, ToolCallPart, UsagePart
-from ..base import Model
 from .language import interface_language
 from .markers import DEMO_FAIL, DEMO_HANG
 from .texts import Language, say

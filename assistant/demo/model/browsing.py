@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import assistant.engine.models.demo.reading as reading
+import assistant.demo.model.reading as reading
+from assistant.engine.types import Message, ModelResponse
 
-from ...types import Message, ModelResponse
 from .language import detect
 from .parts import own_first
 from .texts import Language

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...catalogue import ModelInfo
+from assistant.engine.catalogue import ModelInfo
 
 _MISTRAL_DATA_CENTRES = {"pue": 1.16, "wue": 0.09}
 

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from ...types import Message, ModelRequest, ToolSpec
+from assistant.engine.types import Message, ModelRequest, ToolSpec
 
 
 def spec(request: ModelRequest, name: str) -> ToolSpec | None:

@@ -1,0 +1,120 @@
+"""What a careful reader checks, in a real Chromium at 1400 and 390 px, in English and French: every admin table fits
+its card (on a phone, each row is a block of "label: value" lines), and no column is reachable only by scrolling
+sideways; French pages say «jetons», never "tokens"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.slow
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1400, "height": 900}
+VIEWPORTS = {"390": PHONE, "1400": DESKTOP}
+
+ADMIN_TABLES = [
+    "/settings/",
+    "/settings/budgets/",
+    "/settings/usage/",
+    "/settings/api-keys/",
+    "/settings/audit/",
+    "/kb/factures/",
+    "/tasks/",
+]
+
+
+@pytest.fixture
+def reader(browser: Any, server: str, signed_in: dict[str, Any]) -> Iterator[Any]:
+    """``reader(width, language, scheme="light")``: a signed-in tab at that width, in that language."""
+    contexts: list[Any] = []
+
+    def open_tab(width: str, language: str, scheme: str = "light") -> Page:
+        context = browser.new_context(
+            base_url=server,
+            storage_state=signed_in,
+            viewport=VIEWPORTS[width],
+            locale="fr-FR" if language == "fr" else "en-GB",
+            color_scheme=scheme,
+        )
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        page: Page = context.new_page()
+        page.goto("/")
+        if language == "fr":
+            page.click("header button[lang=fr]")
+        else:
+            page.click("header button[lang=en]")
+        expect(page.locator("html")).to_have_attribute("lang", language)
+        return page
+
+    yield open_tab
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def admin_rows(browser: Any, server: str, signed_in: dict[str, Any]) -> None:
+    """A row in each admin table that starts empty: an API key and a scheduled task (and their audit entries)."""
+    context = browser.new_context(base_url=server, storage_state=signed_in)
+    page = context.new_page()
+    page.goto("/settings/api-keys/")
+    if not page.locator("table.keys").count():
+        page.fill("#api-key-form input[name=name]", "Reporting (a tool of the finance team)")
+        page.click("#api-key-form button[type=submit]")
+        expect(page.locator("table.keys")).to_be_visible()
+    page.goto("/tasks/")
+    if not page.locator("table.tasks").count():
+        page.goto("/tasks/new")
+        page.fill("#task-edit input[name=name]", "Monday digest of the late invoices")
+        page.fill("#task-edit textarea[name=prompt]", "Which invoices are late?")
+        page.fill("#task-edit input[name=schedule]", "0 7 * * 1")
+        with page.expect_response(lambda r: r.request.method == "POST"):
+            page.click("#task-edit button[type=submit]")
+        page.goto("/tasks/")
+        expect(page.locator("table.tasks")).to_be_visible()
+    context.close()
+
+
+def overflowing(page: Page) -> list[str]:
+    """The tables wider than the box that holds them, and the page if wider than the window."""
+    found: list[str] = page.evaluate(
+        """() => {
+            const out = [];
+            for (const table of document.querySelectorAll("main table")) {
+                const box = table.closest(".table-scroll") || table.parentElement;
+                if (box.scrollWidth > box.clientWidth + 1 || table.getBoundingClientRect().right > box.getBoundingClientRect().right + 1)
+                    out.push(`${table.className || "table"} ${Math.round(table.scrollWidth)} > ${box.clientWidth}`);
+            }
+            if (document.documentElement.scrollWidth > window.innerWidth) out.push(`page ${document.documentElement.scrollWidth}`);
+            return out;
+        }"""
+    )
+    return found
+
+
+@pytest.mark.parametrize(("width", "language"), [("1400", "fr"), ("390", "fr"), ("1400", "en"), ("390", "en")])
+@pytest.mark.usefixtures("admin_rows")
+def test_admin_tables_fit_their_cards_and_stack_on_a_phone(reader: Any, width: str, language: str) -> None:
+    page = reader(width, language)
+    for path in ADMIN_TABLES:
+        page.goto(path)
+        assert overflowing(page) == [], (path, width, language)
+        if language == "fr":  # one word for tokens, the glossary's
+            assert "token" not in page.inner_text("main").lower(), path
+        tables = page.locator("main table")
+        assert tables.count() > 0, path
+        for table in tables.all():
+            # Every header names its column (no empty one), and every cell of a phone's stacked row says its label.
+            assert all(text.strip() for text in table.locator("thead th").all_text_contents()), path
+            if width == "390":
+                labels = table.evaluate(
+                    """t => [...t.querySelectorAll("tbody td")]
+                        .filter(td => td.colSpan === 1 && td.innerText.trim() && !td.querySelector("form"))
+                        .map(td => getComputedStyle(td, "::before").content)"""
+                )
+                assert labels and all(label not in ("none", "normal", '""') for label in labels), (path, labels)
+                assert table.evaluate("t => getComputedStyle(t.querySelector('tbody tr')).display") == "block", path
