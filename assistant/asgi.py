@@ -26,6 +26,6 @@ application = ProtocolTypeRouter(
         "http": django_asgi_app,
         # The routes come from Django's path(), typed URLPattern; Channels' stubs want their own extended
         # pattern, which no public function returns.
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),  # type: ignore[arg-type]
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),  # type: ignore[arg-type]  # Django's path() returns URLPattern; Channels' stubs want their own pattern
     }
 )

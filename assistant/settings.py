@@ -32,6 +32,8 @@ if not SECRET_KEY:
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
+    # Before daphne: its runserver, serving with our Daphne server (assistant/server/server.py).
+    "assistant.server",
     "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -239,15 +241,20 @@ OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "") or None
 # The electricity mix carbon estimates use (ISO 3166-1 alpha-3 code, e.g. FRA, DEU, USA; WOR = world).
 ELECTRICITY_ZONE = os.environ.get("ELECTRICITY_ZONE", "FRA")
 
-# Knowledge bases: uploaded originals live under MEDIA_ROOT; uploads above the limit are refused.
+# Knowledge bases: uploaded originals live under MEDIA_ROOT; an upload sends at most KB_MAX_UPLOAD_FILES files
+# of at most KB_MAX_UPLOAD_MB each. The server refuses a body over those limits as it arrives, before it is read
+# whole (assistant/server/server.py); no request body is longer.
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", str(BASE_DIR / "media")))
 KB_MAX_UPLOAD_MB = float(os.environ.get("KB_MAX_UPLOAD_MB", "20"))
+KB_MAX_UPLOAD_FILES = int(os.environ.get("KB_MAX_UPLOAD_FILES", "10"))
+DATA_UPLOAD_MAX_NUMBER_FILES = KB_MAX_UPLOAD_FILES
 # The longest message the composer accepts (the server refuses a longer one; the page counts down near it).
 CHAT_MAX_MESSAGE_CHARS = int(os.environ.get("CHAT_MAX_MESSAGE_CHARS", "32000"))
 # An upload's text is extracted off the request (knowledge/processing.py), in a child process with these
 # limits: CPU seconds, wall seconds (then it is killed), address space; while decoding, at most
 # KB_EXTRACT_MAX_EXPANDED_MB of decompressed data, KB_EXTRACT_MAX_TEXT_CHARS of text, KB_EXTRACT_MAX_PAGES
-# pages. The embedded default extracts KB_EXTRACT_WORKERS uploads at once (the others wait); scaled out,
+# pages. The embedded default extracts KB_EXTRACT_WORKERS uploads at once (by default the cores less one, at least
+# one: a core stays the server's; the others wait), each child at a lower priority (nice 10); scaled out,
 # Celery workers do. A document still processing after KB_EXTRACT_STALE_SECONDS is failed (a stopped server).
 KB_EXTRACT_CPU_SECONDS = int(os.environ.get("KB_EXTRACT_CPU_SECONDS", "30"))
 KB_EXTRACT_WALL_SECONDS = float(os.environ.get("KB_EXTRACT_WALL_SECONDS", "60"))
@@ -255,7 +262,7 @@ KB_EXTRACT_MEMORY_MB = int(os.environ.get("KB_EXTRACT_MEMORY_MB", "1024"))
 KB_EXTRACT_MAX_EXPANDED_MB = float(os.environ.get("KB_EXTRACT_MAX_EXPANDED_MB", "50"))
 KB_EXTRACT_MAX_TEXT_CHARS = int(os.environ.get("KB_EXTRACT_MAX_TEXT_CHARS", "10000000"))
 KB_EXTRACT_MAX_PAGES = int(os.environ.get("KB_EXTRACT_MAX_PAGES", "2000"))
-KB_EXTRACT_WORKERS = int(os.environ.get("KB_EXTRACT_WORKERS", "2"))
+KB_EXTRACT_WORKERS = int(os.environ.get("KB_EXTRACT_WORKERS", str(max(1, (os.cpu_count() or 2) - 1))))
 KB_EXTRACT_STALE_SECONDS = float(os.environ.get("KB_EXTRACT_STALE_SECONDS", "900"))
 # A request's body (files uploaded to a knowledge base excepted): over it, 413 (API) or a refusal next to the form.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(float(os.environ.get("MAX_REQUEST_BODY_MB", "4")) * 1024 * 1024)

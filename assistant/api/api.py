@@ -107,7 +107,7 @@ api = NinjaAPI(
 
 
 def _key(request: HttpRequest) -> ApiKey:
-    return cast(ApiKey, request.auth)  # type: ignore[attr-defined]
+    return cast(ApiKey, request.auth)  # type: ignore[attr-defined]  # django-ninja sets request.auth after authentication; HttpRequest's stubs do not have it
 
 
 # Errors in OpenAI's shape ---------------------------------------------------------------------------
@@ -335,7 +335,7 @@ def _completion(
         model=run.model,
         choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder.ended))],
         run_id=str(run.pk),
-        status=run.status,  # type: ignore[arg-type]
+        status=run.status,  # type: ignore[arg-type]  # run.status is a Run.Status value, which the stubs type as str, not the API's Literal
         reason=reason,
         reason_code=reason_code,
         warnings=warnings,
@@ -489,7 +489,7 @@ def _run_out(run: Run) -> RunOut:
         reasoning_level=run.level or None,
         tools_enabled=list(run.resources),
         category=run.category,
-        status=run.status,  # type: ignore[arg-type]
+        status=run.status,  # type: ignore[arg-type]  # run.status is a Run.Status value, which the stubs type as str, not the API's Literal
         stop_requested=run.stop_requested,
         answer=run.answer,
         reason=reason,

@@ -7,6 +7,9 @@ first read (the CSRF check, a view), which ends as an error page. It is refused 
 at the top of the form that sent it (the message typed stays), or a short page without htmx. A form
 with more fields than ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` is refused the same way (400).
 
+A body the server itself refused (over a knowledge base's upload limits, ``assistant/server``) arrives empty with
+the ``Body-Refused`` header: it is answered here the same way, an upload's form saying its limits.
+
 Under ``/v1/`` a 404 or 405 that Django or django-ninja answers itself (an unknown path, a wrong
 method) becomes OpenAI's error shape too, and every response carries ``x-request-id`` (``req_`` and 32 hex
 digits, as OpenAI's), made here for the request (``request_id``) and logged with its method, path and status, so
@@ -21,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -30,6 +33,8 @@ from django.template.loader import render_to_string
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
+
+from assistant.server.server import BODY_REFUSED
 
 from .errors import ApiError, error_response
 
@@ -68,6 +73,8 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
     """The response refusing a body over the limit (or a form with too many fields), or None."""
     if request.method not in BODY_METHODS:
         return None
+    if BODY_REFUSED.decode() in request.headers:
+        return _upload_too_big(request) if request.content_type == "multipart/form-data" else _too_big(request)
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     try:
         if request.content_type == "multipart/form-data":
@@ -81,7 +88,9 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
                 request.POST  # noqa: B018 - parsed here, so that too many fields is refused here
     except RequestDataTooBig:
         return _too_big(request)
-    except (TooManyFieldsSent, TooManyFilesSent):
+    except TooManyFilesSent:
+        return _upload_too_big(request)
+    except TooManyFieldsSent:
         return _page_error(request, _("This form has too many fields."), 400)
     except MultiPartParserError:
         return _page_error(request, _("This form could not be read; send it again."), 400)
@@ -94,6 +103,17 @@ def _too_big(request: HttpRequest) -> HttpResponse:
         message = f"The request body is over the limit of {limit} MB (MAX_REQUEST_BODY_MB)."
         return error_response(ApiError(413, "body_too_large", message))
     return _page_error(request, _("This is too long to send: the limit is %(limit)s MB.") % {"limit": limit}, 413)
+
+
+def _upload_too_big(request: HttpRequest) -> HttpResponse:
+    """A form with too many files, or files over the limit (refused by the server as they arrived): none was kept."""
+    if request.path.startswith(API_PREFIX):
+        return _too_big(request)
+    message = _("Nothing was added: send at most %(count)d files at once, each of at most %(limit)g MB.") % {
+        "limit": settings.KB_MAX_UPLOAD_MB,
+        "count": settings.KB_MAX_UPLOAD_FILES,
+    }
+    return _page_error(request, message, 413)
 
 
 def _page_error(request: HttpRequest, message: str, status: int) -> HttpResponse:
@@ -113,7 +133,7 @@ def _in_api_shape(request: HttpRequest, response: HttpResponseBase) -> HttpRespo
         return response
     if str(response.get("Content-Type", "")).startswith("application/json"):
         try:
-            if "error" in json.loads(response.content):  # type: ignore[attr-defined]
+            if "error" in json.loads(response.content):  # type: ignore[attr-defined]  # HttpResponseBase has no content in the stubs; this middleware only sees HttpResponse here
                 return response
         except ValueError:
             pass
@@ -137,7 +157,12 @@ def request_limits(get_response: Callable[[HttpRequest], Any]) -> Callable[[Http
 
         async def async_middleware(request: HttpRequest) -> HttpResponseBase:
             _identified(request)
-            refused = _refusal(request)
+            if request.content_type == "multipart/form-data":
+                # Files (up to KB_MAX_UPLOAD_FILES of KB_MAX_UPLOAD_MB): parsed in the request's thread, not in the
+                # event loop's, which serves every other request meanwhile.
+                refused = await sync_to_async(_refusal)(request)
+            else:
+                refused = _refusal(request)
             if refused is not None:
                 return _said(request, refused)
             response: HttpResponseBase = await get_response(request)

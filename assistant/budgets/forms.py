@@ -24,7 +24,7 @@ class ThresholdsField(forms.CharField):
             return ", ".join(str(t) for t in value)
         return value
 
-    def to_python(self, value: Any) -> list[int]:  # type: ignore[override]
+    def to_python(self, value: Any) -> list[int]:  # type: ignore[override]  # returns the list of thresholds, where the base Field's stubs say str
         text = str(super().to_python(value))
         try:
             thresholds = sorted({int(part) for part in text.replace(";", ",").split(",") if part.strip()})
@@ -63,7 +63,7 @@ class TokensField(forms.IntegerField):
         return super().to_python(text)
 
 
-class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]
+class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     """A category of one organisation; its slug is fixed once created (runs keep it)."""
 
     alert_thresholds = ThresholdsField(label=_("Alerts at (%)"), initial="80, 100")
@@ -108,7 +108,7 @@ class RaiseForm(forms.Form):
     def __init__(self, *args: Any, organisation: Organisation, today: date, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.today = today
-        self.fields["category"].queryset = Category.objects.filter(organisation=organisation)  # type: ignore[attr-defined]
+        self.fields["category"].queryset = Category.objects.filter(organisation=organisation)  # type: ignore[attr-defined]  # a ModelChoiceField's queryset: Field's stubs do not have the attribute
 
     def clean_reason(self) -> str:
         reason = str(self.cleaned_data["reason"]).strip()
@@ -123,7 +123,7 @@ class RaiseForm(forms.Form):
         return ends_on
 
 
-class TimeZoneForm(forms.ModelForm):  # type: ignore[type-arg]
+class TimeZoneForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     class Meta:
         model = Organisation
         fields = ["time_zone"]
@@ -135,7 +135,7 @@ class TimeZoneForm(forms.ModelForm):  # type: ignore[type-arg]
         self.fields["time_zone"].widget = forms.Select(choices=[(z, z) for z in zones])
 
 
-class LandingWatchForm(forms.ModelForm):  # type: ignore[type-arg]
+class LandingWatchForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     """The share of a model's agents ending by forced landing or budget that raises an alert."""
 
     class Meta:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -128,10 +128,10 @@ def landing_lines(org: Organisation, month: date) -> list[LandingLine]:
     return [lines[k] for k in sorted(lines) if lines[k].agents]
 
 
-def landed_per_run(runs: Iterable[Run]) -> dict[Any, int]:
-    """How many of each run's agents ended by forced landing or budget (the usage CSV's column)."""
+def landed_per_run(steps: QuerySet[Step]) -> dict[Any, int]:
+    """How many of each run's agents ended by forced landing or budget (the usage CSV's column), from their steps."""
     counts: dict[Any, int] = defaultdict(int)
-    for run_id, _profile, event in finished_agents(Step.objects.filter(run__in=[r.pk for r in runs])):
+    for run_id, _profile, event in finished_agents(steps):
         counts[run_id] += landed(event)
     return counts
 

@@ -28,7 +28,7 @@ from assistant.orgs.models import Organisation
 from assistant.runs.accounting import Admission
 from assistant.runs.commits import lazy_atomic
 
-from . import services
+from . import reservations, services
 from .models import Category, Reservation
 
 SETTLE_SECONDS = 0.2
@@ -45,14 +45,14 @@ class CategoryLedger:
         category_id: int,
         clock: Callable[[], datetime] = timezone.now,
         run_id: uuid.UUID | None = None,
-        place: services.Place | None = None,
+        place: reservations.Place | None = None,
     ) -> None:
         self.category_id = category_id
         self.clock = clock
         self.run_id = run_id
         self._first = run_id is not None
         # The category's month row: intake's when it read it, else read at the first call.
-        self._place: services.Place | None = place
+        self._place: reservations.Place | None = place
         self._unsettled: list[_Settlement] = []  # calls answered, written with the next reservation
         self._timer: asyncio.TimerHandle | None = None
         self._writing: set[asyncio.Future[None]] = set()  # settlements written after SETTLE_SECONDS, not done yet
@@ -63,23 +63,23 @@ class CategoryLedger:
             # the full path (stale holds, the month's state), the settlements committed whatever it says.
             with lazy_atomic():
                 self._settle(unsettled)
-                self._place = services.place_of(self.category_id, now, self._place)
-                held = services.hold(self.category_id, tokens, now, self.run_id, self._place)
-            return held or services.reserve(self.category_id, tokens, now, self.run_id, self._place)
+                self._place = reservations.place_of(self.category_id, now, self._place)
+                held = reservations.hold(self.category_id, tokens, now, self.run_id, self._place)
+            return held or reservations.reserve(self.category_id, tokens, now, self.run_id, self._place)
         if unsettled:
             self._settle(unsettled)
-        self._place = services.place_of(self.category_id, now, self._place)
+        self._place = reservations.place_of(self.category_id, now, self._place)
         if self._first:
             self._first = False
             assert self.run_id is not None
-            held = services.take_over(self.category_id, self.run_id, tokens, now, self._place)
+            held = reservations.take_over(self.category_id, self.run_id, tokens, now, self._place)
             if held is not None:
                 return held
-        return services.reserve(self.category_id, tokens, now, self.run_id, self._place)
+        return reservations.reserve(self.category_id, tokens, now, self.run_id, self._place)
 
     def _settle(self, unsettled: list[_Settlement]) -> None:
         for reservation, spent, cost_eur, now in unsettled:
-            services.settle(reservation, spent, cost_eur, now, self._place)
+            reservations.settle(reservation, spent, cost_eur, now, self._place)
 
     async def reserve(self, model: str, tokens: int) -> object:
         return await sync_to_async(self._reserve)(tokens, self.clock(), self._take())
@@ -87,7 +87,7 @@ class CategoryLedger:
     async def settle(self, reservation: object, model: str, usage: UsagePart | None, cost_eur: float) -> None:
         assert isinstance(reservation, Reservation)
         if usage is None:  # a call that was not served (refused by the provider, or not made): nothing is charged
-            await sync_to_async(services.release)(reservation)
+            await sync_to_async(reservations.release)(reservation)
             return
         self._unsettled.append((reservation, usage.prompt_tokens + usage.completion_tokens, cost_eur, self.clock()))
         if self._timer is None:
@@ -152,10 +152,10 @@ class CategoryAccounting:
         if found is None:
             return admission
         now = timezone.now()
-        # The month row the admission's check read (``services.place_of`` reads it when the month changed since).
+        # The month row the admission's check read (``reservations.place_of`` reads it when the month changed since).
         read = admission.held.place if isinstance(admission.held, _Reserved) else None
-        place = services.place_of(found.pk, now, read, category=found)
-        services.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
+        place = reservations.place_of(found.pk, now, read, category=found)
+        reservations.reserve_for_run(found.pk, run_id, tokens, now, category=found, place=place)
         return dataclasses.replace(admission, held=_Reserved(found, place))
 
     def ledger(
@@ -172,7 +172,7 @@ class CategoryAccounting:
         return ledger_for(organisation_id, category, run_id)
 
     def release(self, run_id: uuid.UUID) -> int:
-        return services.release_run(run_id)
+        return reservations.release_run(run_id)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -181,7 +181,7 @@ class _Reserved:
     month row."""
 
     category: Category
-    place: services.Place
+    place: reservations.Place
 
 
 def _admitted(organisation_id: int, admission: Admission) -> Category | None:

@@ -98,7 +98,7 @@ class Reservation(models.Model):
 
     The month's ``reserved`` counter is what the budget check reads; these rows let a hold whose process died
     (a server stopped mid-call) be found and released instead of blocking the month: with its run's lease, when
-    the reaper or ``recover_runs`` fails that run (``services.release_run``), else after ``STALE_AFTER``.
+    the reaper or ``recover_runs`` fails that run (``reservations.release_run``), else after ``STALE_AFTER``.
     """
 
     month = models.ForeignKey(CategoryMonth, on_delete=models.CASCADE, related_name="reservations")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.db.models import Count
 from django.utils.translation import gettext as _
 
 from assistant.engine.events import AgentFinished, AgentStarted
@@ -28,7 +29,8 @@ from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landed_per_run, landing_lines
 from .models import BudgetAlert, LandingAlert
 from .months import month_bounds, previous_month, zone
-from .services import CategoryState, categories_of, state_of
+from .services import categories_of
+from .state import CategoryState, state_of
 
 # The cost-per-call chart covers the month and the two before it, so that a drift shows against its past.
 DRIFT_MONTHS = 3
@@ -332,33 +334,45 @@ def csv_text(value: str) -> str:
 
 
 def usage_csv(org: Organisation, month: date) -> str:
-    """One line per run of the month: who, which category, tokens, cost and carbon."""
+    """One line per run of the month: who, which category, tokens, cost and carbon.
+
+    A month may hold tens of thousands of runs: each is read as the few values its line needs (not a whole row with
+    its answer and user), and its steps are found by the month's bounds in the query, not by a list of ids.
+    """
     tz = zone(org.time_zone)
-    runs = month_runs(org, *month_bounds(month, tz))
-    agents: dict[Any, int] = defaultdict(int)
-    for run_id in Step.objects.filter(run__in=[r.pk for r in runs], kind="agent_started").values_list(
-        "run_id", flat=True
-    ):
-        agents[run_id] += 1
-    landed = landed_per_run(runs)
+    start, end = month_bounds(month, tz)
+    runs = (
+        Run.objects.filter(organisation=org, created__gte=start, created__lt=end)
+        .order_by("created")
+        .values_list("created", "pk", "user__username", "category", "model", "level", "status", "usage")
+    )
+    steps = Step.objects.filter(run__organisation=org, run__created__gte=start, run__created__lt=end)
+    agents: dict[Any, int] = dict(
+        steps.filter(kind="agent_started")
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("pk"))
+        .values_list("run_id", "n")
+    )
+    landed = landed_per_run(steps)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
-    for r in runs:
+    for created, pk, username, category, model, level, status, usage in runs:
         t = Totals()
-        t.add_usage(r.usage)
+        t.add_usage(usage)
         writer.writerow(
             [
-                r.created.astimezone(tz).isoformat(timespec="seconds"),
-                r.pk,
+                created.astimezone(tz).isoformat(timespec="seconds"),
+                pk,
                 # The texts someone chose (a user name, a category's slug, a model's id): never formulas.
-                csv_text(r.user.get_username()),
-                csv_text(r.category),
-                csv_text(r.model),
-                csv_text(r.level),
-                csv_text(r.status),
-                agents[r.pk],
-                landed[r.pk],
+                csv_text(username),
+                csv_text(category),
+                csv_text(model),
+                csv_text(level),
+                csv_text(status),
+                agents.get(pk, 0),
+                landed[pk],
                 t.calls,
                 t.prompt_tokens,
                 t.completion_tokens,

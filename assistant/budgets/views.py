@@ -25,7 +25,7 @@ from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation, lock_organisation
 
-from . import services
+from . import alerts, services, state
 from .forms import CategoryForm, LandingWatchForm, RaiseForm, TimeZoneForm
 from .landings import MIN_AGENTS
 from .models import MAX_CATEGORIES, BudgetAlert, BudgetRaise, Category, LandingAlert
@@ -55,7 +55,7 @@ def _page(
     now = timezone.now()
     today = _today(org)
     forms = category_forms or _category_forms(org)
-    rows = [{"form": f, "state": services.state_of(f.instance, now)} for f in forms]
+    rows = [{"form": f, "state": state.state_of(f.instance, now)} for f in forms]
     raises = BudgetRaise.objects.filter(category__organisation=org).select_related("category")[:100]
     context = {
         "organisation": org,
@@ -146,7 +146,7 @@ def add_raise(request: AuthenticatedHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _page(request, org, raise_form=form, status=422)
     data = form.cleaned_data
-    raised = services.raise_budget(data["category"], request.user, data["tokens"], data["reason"], data["ends_on"])
+    raised = alerts.raise_budget(data["category"], request.user, data["tokens"], data["reason"], data["ends_on"])
     messages.success(
         request,
         _("“%(name)s” is raised by %(tokens)s tokens until %(date)s.")

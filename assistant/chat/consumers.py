@@ -18,7 +18,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -28,6 +28,7 @@ from django.utils import translation
 
 from assistant.runs import leases, local
 from assistant.runs.groups import conversation_group, run_group
+from assistant.runs.messages import ConversationDeleted, ConversationRun, RunEvent, RunFinished, RunMessage
 from assistant.telemetry import setup as telemetry
 
 from . import live
@@ -51,7 +52,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.joined: set[str] = set()
         self.listening: set[str] = set()  # runs whose messages this page hears in this process (``runs.local``)
         # Per run, the messages heard while it is read or caught up from the database: applied after, in order.
-        self.held: dict[str, list[dict[str, Any]]] = {}
+        self.held: dict[str, list[RunMessage]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.pushing: asyncio.Task[None] | None = None
         self.watching: asyncio.Future[None] | None = None
@@ -104,7 +105,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # no database (a catch-up goes through database_sync_to_async, which closes them itself),
         # and a page receives hundreds a second from a fast model: they skip that hop.
         if message["type"] in {"run.event", "run.finished"}:
-            self._heard(message)
+            self._heard(cast(RunMessage, message))  # the run groups carry those only (``runs.groups``)
         else:
             await super().dispatch(message)
 
@@ -144,11 +145,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     # Group messages --------------------------------------------------------------------------
 
-    async def conversation_run(self, message: dict[str, Any]) -> None:
+    async def conversation_run(self, message: ConversationRun) -> None:
         """A run started in this conversation (in this tab or another one)."""
         await self._follow(message["run"])
 
-    async def conversation_deleted(self, message: dict[str, Any]) -> None:
+    async def conversation_deleted(self, message: ConversationDeleted) -> None:
         """The conversation was deleted: nothing more of it reaches this page."""
         for run in self.runs.values():
             run.dirty.clear()
@@ -163,7 +164,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._leave(group)
         await self.close(code=CLOSE_DELETED)
 
-    def _heard(self, message: dict[str, Any]) -> None:
+    def _heard(self, message: RunMessage) -> None:
         """One of a followed run's messages, in the publisher's call (``runs.local``) or from the channel layer:
         an event is applied at once and its push scheduled; a gap is filled from the database first, and so is the
         run's end, the messages heard meanwhile held and applied after, in order."""
@@ -198,11 +199,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _catch_up(self, run: live.LiveRun, message: dict[str, Any]) -> None:
+    async def _catch_up(self, run: live.LiveRun, message: RunEvent) -> None:
         await run.catch_up(message)
         self._schedule_push()
 
-    async def _run_finished(self, run_id: str, run: live.LiveRun, finished: dict[str, Any] | None = None) -> None:
+    async def _run_finished(self, run_id: str, run: live.LiveRun, finished: RunFinished | None = None) -> None:
         del self.runs[run_id]
         await self._stop_listening(run_id)
         if self.pushing is not None:

@@ -77,7 +77,10 @@ def erase(conversation_id: int) -> None:
 async def delete_conversation(conversation: Conversation) -> None:
     """Stop its running runs as Stop does, erase it, and close the pages open on it."""
     running = [
-        pk async for pk in Run.objects.filter(conversation=conversation, status="running").values_list("pk", flat=True)
+        pk
+        async for pk in Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).values_list(
+            "pk", flat=True
+        )
     ]
     for run_id in running:
         await execution.request_stop(run_id)

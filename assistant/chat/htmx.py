@@ -74,7 +74,7 @@ def htmx_redirects(get_response: Handler | AsyncHandler) -> Handler | AsyncHandl
         return middleware_async
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
-        return _for_htmx(request, get_response(request))  # type: ignore[arg-type]
+        return _for_htmx(request, get_response(request))  # type: ignore[arg-type]  # the sync path: get_response returns a response, not an awaitable, here
 
     return middleware
 

@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 
 from assistant.orgs.models import Organisation
 from assistant.runs.follow import Follower, Item, steps_since
+from assistant.runs.messages import RunEvent, RunFinished
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import UnreadableStep
 
@@ -57,7 +58,9 @@ def find_conversation(user: AbstractBaseUser, pk: int) -> Conversation | None:
 def running_runs(conversation_id: int) -> list[str]:
     return [
         r.hex
-        for r in Run.objects.filter(conversation_id=conversation_id, status="running").values_list("pk", flat=True)
+        for r in Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).values_list(
+            "pk", flat=True
+        )
     ]
 
 
@@ -103,7 +106,7 @@ class LiveRun:
     def finished(self) -> bool:
         return not self.run.is_running
 
-    def apply(self, message: dict[str, Any]) -> bool:
+    def apply(self, message: RunEvent) -> bool:
         """Apply one published event; False when something before it is missing (``catch_up`` first)."""
         items = self.follower.apply(message)
         if items is None:
@@ -111,7 +114,7 @@ class LiveRun:
         self._take(items, message)
         return True
 
-    async def catch_up(self, message: dict[str, Any]) -> None:
+    async def catch_up(self, message: RunEvent) -> None:
         """Read the database until what precedes ``message`` is there, then apply it."""
         self._take(await self.follower.catch_up(message), message, caught_up=True)
 
@@ -119,7 +122,7 @@ class LiveRun:
         """Take what the database has beyond what this follower has."""
         self._take(self.follower.merge(steps, answer), None, caught_up=True)
 
-    def _take(self, items: list[Item], message: dict[str, Any] | None, caught_up: bool = False) -> None:
+    def _take(self, items: list[Item], message: RunEvent | None, caught_up: bool = False) -> None:
         """Keep what the follower added, and mark what it changes on the page (after a catch-up, the agents' block)."""
         for item in items:
             if isinstance(item, str):
@@ -258,7 +261,7 @@ class LiveRun:
             return ""
         return render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent})
 
-    def refresh_finished(self, finished: dict[str, Any] | None = None) -> None:
+    def refresh_finished(self, finished: RunFinished | None = None) -> None:
         """Once the run has ended (``finished``: the message that said so): its saved outcome (status, sources, usage)
         and any step not seen, unless that message says none was missed (``Follower.has_all``)."""
         if not self.follower.has_all(finished):

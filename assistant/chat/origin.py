@@ -86,5 +86,5 @@ class SameOriginValidator:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] == "websocket" and not allowed(scope):
-            return await WebsocketDenier()(scope, receive, send)  # type: ignore[arg-type]
+            return await WebsocketDenier()(scope, receive, send)  # type: ignore[arg-type]  # Channels' stubs type an ASGI scope as a TypedDict; this middleware passes it on as it came
         return await self.application(scope, receive, send)

@@ -35,5 +35,5 @@ def agent_panel(request: AuthenticatedHttpRequest, pk: int, run_id: uuid.UUID, a
     if agent is None:
         raise Http404("No such agent.")
     # The page's link loads the panel (htmx); opened in a new tab, or without scripts, it is a page of its own.
-    template = "chat/_agent_panel.html" if request.htmx else "chat/agent_page.html"  # type: ignore[attr-defined]
+    template = "chat/_agent_panel.html" if request.htmx else "chat/agent_page.html"
     return render(request, template, {"view": view, "agent": agent})

@@ -11,6 +11,7 @@ then the next piece of text, and so on; its last piece is the answer, to which l
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,9 +93,15 @@ class AgentView:
         self.rounds_log[-1].actions.append(action)
 
     @property
+    def instruction_short(self) -> str:
+        """The instruction as its line shows it: its first sentence, or about its first 80 characters."""
+        return short_instruction(self.instruction)
+
+    @property
     def instruction_html(self) -> SafeString:
-        """The instruction (the main model's words) in its own element, inside the translated delegation line."""
-        return format_html('<span class="instruction">{}</span>', self.instruction)
+        """The short instruction (the main model's words) in its own element, inside the translated delegation line;
+        the whole is in the expanded line and the agent panel."""
+        return format_html('<span class="instruction">{}</span>', self.instruction_short)
 
     @property
     def report_preview(self) -> str:
@@ -117,6 +124,21 @@ class AgentView:
     def status_text(self) -> str:
         """The status in the reader's words, with its cause: «interrompu : budget de tours atteint (2/2 tours)»."""
         return wording.agent_status_text(self.status, self.cause)
+
+
+SHORT_INSTRUCTION_CHARS = 80
+_SENTENCE_END = re.compile(r"[.!?…](?=\s|$)|\n")
+
+
+def short_instruction(instruction: str, limit: int = SHORT_INSTRUCTION_CHARS) -> str:
+    """The first sentence if it is short (up to a quarter over ``limit``), else the words that fit in ``limit``, with …."""
+    text = instruction.strip()
+    end = _SENTENCE_END.search(text)
+    first = text[: end.end()].strip() if end else text
+    if len(first) <= limit * 1.25:
+        return first if first == text or first.endswith((".", "!", "?", "…")) else f"{first}…"
+    cut = text[:limit].rsplit(None, 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def document_titles(documents: Iterable[ChosenDocument], base_names: Mapping[str, str]) -> dict[str, str]:

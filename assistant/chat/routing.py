@@ -15,6 +15,6 @@ class UnknownPathConsumer(AsyncWebsocketConsumer):
 
 websocket_urlpatterns = [
     # Channels routes a consumer's ASGI application through Django's path(), whose stubs take only views.
-    path("ws/c/<int:pk>/", consumers.ConversationConsumer.as_asgi()),  # type: ignore[arg-type]
-    re_path(r"", UnknownPathConsumer.as_asgi()),  # type: ignore[arg-type]
+    path("ws/c/<int:pk>/", consumers.ConversationConsumer.as_asgi()),  # type: ignore[arg-type]  # Channels routes a consumer through Django's path(), whose stubs take only views
+    re_path(r"", UnknownPathConsumer.as_asgi()),  # type: ignore[arg-type]  # Channels routes a consumer through Django's path(), whose stubs take only views
 ]

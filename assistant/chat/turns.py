@@ -8,6 +8,7 @@ version of the turn. Only the last turn can be replaced, and only once its run h
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -82,11 +83,11 @@ def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str 
 async def _replaced(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> HttpResponseBase:
     start, refused = await sync_to_async(_replace)(request, pk, run_id, text)
     if refused is not None:
-        return refused  # type: ignore[no-any-return]
+        return refused  # type: ignore[no-any-return]  # sync_to_async loses _replace's return type
     assert start is not None
     await groups.announce_started(start.run)
     execution.launch(start)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return HttpResponseClientRedirect(reverse("conversation", args=[pk]))
     return redirect("conversation", pk=pk)
 
@@ -112,7 +113,7 @@ def queued_remove(request: AuthenticatedHttpRequest, pk: int, message_id: int) -
     conv = _conversation(request, pk)
     Message.objects.filter(conversation=conv, pk=message_id, queued=True).delete()
     conversation_search.index(conv.pk)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return HttpResponse("")
     return redirect("conversation", pk=conv.pk)
 
@@ -125,7 +126,7 @@ def search(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = organisation_of(request.user)
     results = conversation_search.search(org.pk, request.user.pk, query) if query else []
     context = {"query": query, "results": results}
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, "chat/_search_results.html", context)
     return render(request, "chat/search.html", context)
 
@@ -172,12 +173,16 @@ def export_data(conv: Conversation) -> dict[str, Any]:
             ],
         }
 
+    # Each turn's previous versions, gathered in one pass (a long conversation has hundreds of runs).
+    replaced: dict[Any, list[Run]] = defaultdict(list)
+    for v in runs.values():
+        if v.replaced_by_id is not None:
+            replaced[v.replaced_by_id].append(v)
     turns = []
     for run in runs.values():
         if run.superseded or run.pk not in questions:
             continue
-        versions = [turn(v) for v in runs.values() if v.replaced_by_id == run.pk]
-        turns.append({**turn(run), "previous_versions": versions})
+        turns.append({**turn(run), "previous_versions": [turn(v) for v in replaced[run.pk]]})
     return {
         "title": conv.title,
         "created": conv.created.isoformat(),

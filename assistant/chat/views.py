@@ -26,8 +26,8 @@ from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import LEVELS, Level
-from assistant.engine.scope import Scope
-from assistant.knowledge.models import KnowledgeBase
+from assistant.engine.scope import Scope, parse_document
+from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.knowledge.tools import demo_web_on
 from assistant.orgs.http import AuthenticatedHttpRequest
 from assistant.orgs.models import Organisation
@@ -56,6 +56,7 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         for value, label in (("web", _("Demo web") if demo_web_on() else _("Web")), ("code", _("Code")))
     ]
     categories = budgets.categories_of(org)
+    allowed_ids = [m.id for m in allowed]
     defaults = {
         "text": "",
         "category": next((c.slug for c in categories if c.is_default), ""),
@@ -63,18 +64,54 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
         "level": "approfondi",
         "resources": [f"kb:{kb.slug}" for kb in kbs] + ["agents"],
     }
+    values = {**defaults, **(values or {})}
+    # The "+" menu's resources, group by group; the chips show the ticked ones.
+    resources = [
+        *(
+            {"group": _("Knowledge bases"), "value": f"kb:{kb.slug}", "label": kb.name, "title": kb.description}
+            for kb in kbs
+        ),
+        *(
+            {"group": _("Chosen documents"), "value": d["value"], "label": d["label"], "title": ""}
+            for d in _chosen_documents(org, values["resources"])
+        ),
+        *(
+            {
+                "group": _("Web and code"),
+                "value": t["value"],
+                "label": t["label"],
+                "title": "",
+                "off": not t["available"],
+            }
+            for t in tools
+        ),
+        *(
+            {"group": _("Connectors"), "value": f"mcp:{c.name}", "label": c.name, "title": c.description}
+            for c in connectors.offered(org.pk)
+        ),
+    ]
     return {
         "models": allowed,
+        "resources": resources,
         "categories": categories,
         "levels": [(lv, LEVEL_LABELS[lv]) for lv in LEVELS],
         # Levels whose agent turn budget is 0: the composer says agents are off when one is chosen with Agents.
         "agents_off": [lv for lv in LEVELS if policy.levels[lv].agent_rounds == 0],
-        "knowledge_bases": kbs,
-        "connectors": connectors.offered(org.pk),
-        "tools": tools,
-        "values": {**defaults, **(values or {})},
+        # Models no allowed model is at least cheaper_factor times cheaper than: with them, agents do not run either.
+        "no_cheaper": [m for m in allowed_ids if not catalogue.cheaper_than(m, allowed_ids, policy.cheaper_factor)],
+        "cheaper_factor": policy.cheaper_factor,
+        "values": values,
         "max_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
+
+
+def _chosen_documents(org: Organisation, resources: list[str]) -> list[dict[str, str]]:
+    """The chosen documents (``doc:<kb>/<id>``) among the composer's resources, with the titles their chips show."""
+    chosen = {r: doc for r in resources for doc in [parse_document(r)] if doc is not None}
+    pks = [int(d[4:]) for _kb, d in chosen.values() if d.startswith("doc-") and d[4:].isdigit()]
+    rows = Document.objects.filter(pk__in=pks, knowledge_base__organisation=org).select_related("knowledge_base")
+    titles = {f"doc:{d.knowledge_base.slug}/doc-{d.pk}": f"{d.title} ({d.knowledge_base.name})" for d in rows}
+    return [{"value": r, "label": titles.get(r, r)} for r in chosen]
 
 
 def last_choices(conversation: Conversation | None) -> dict[str, Any]:
@@ -96,7 +133,7 @@ def _turns(conversation: Conversation) -> list[dict[str, Any]]:
     questions = {m.run_id: m for m in conversation.messages.filter(role="user", queued=False) if m.run_id}
     items = []
     for m in questions.values():
-        run = runs_by_id.get(m.run_id)  # type: ignore[arg-type]
+        run = runs_by_id.get(m.run_id)  # type: ignore[arg-type]  # m.run_id is not None (filtered above); the stubs type it Optional
         if run is None or run.superseded:
             continue
         versions = [
@@ -196,14 +233,14 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[RunStart
             503,
         )
     context = _page(request, conv, values, error)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return None, render(request, "chat/_composer.html", context, status=status)
     return None, render(request, "chat/page.html", context, status=status)
 
 
 def _queued_response(request: AuthenticatedHttpRequest, message: Message) -> HttpResponseBase:
     """The composer again, empty with the same settings, and the message added to the queue above it."""
-    if not request.htmx:  # type: ignore[attr-defined]
+    if not request.htmx:
         return redirect("conversation", pk=message.conversation_id)
     org = organisation_of(request.user)
     context = {"conversation": message.conversation, "composer": _composer(org, message.choices), "message": message}
@@ -238,7 +275,7 @@ async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> Http
     run = start.run
     await groups.announce_started(run)
     execution.launch(start)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         if pk is not None:
             response = await sync_to_async(_sent)(request, run)
         else:
@@ -257,7 +294,7 @@ async def stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID) -> HttpResp
     if run is None:
         return HttpResponse("Not found", status=404)
     await execution.request_stop(run.pk)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         # The button becomes "Stopping…"; the stopped run itself arrives through the websocket.
         await run.arefresh_from_db()
         return await sync_to_async(render)(request, "chat/_stop.html", {"view": {"run": run}})
@@ -286,7 +323,7 @@ def rename(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
         conv.title = title
         conv.save(update_fields=["title"])  # the sidebar keeps its order: renaming is not activity
     status = REFUSED if error else 200
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         # The heading again, and the sidebar's link swapped out of band.
         context = {"conversation": conv, "rename_error": error, "rename_value": title, "renamed": not error}
         return render(request, "chat/_head.html", context, status=status)
@@ -302,10 +339,10 @@ async def delete(request: AuthenticatedHttpRequest, pk: int) -> HttpResponseBase
     """GET: the confirmation page (without JavaScript). POST: stop its runs, erase it, back to the home page."""
     conv = await sync_to_async(_conversation)(request, pk)
     if request.method == "GET":
-        running = await Run.objects.filter(conversation=conv, status="running").aexists()
+        running = await Run.objects.filter(conversation=conv, status=Run.Status.RUNNING).aexists()
         context = {"conversation": conv, "running": running}
         return await sync_to_async(render)(request, "chat/delete.html", context)
     await deletion.delete_conversation(conv)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return HttpResponseClientRedirect(reverse("home"))
     return redirect("home")

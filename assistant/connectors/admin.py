@@ -9,7 +9,7 @@ from .models import Connector
 
 
 @admin.register(Connector)
-class ConnectorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ConnectorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: Django's class is not subscriptable at runtime
     list_display = ["name", "organisation", "url", "enabled"]
     list_filter = ["organisation", "enabled"]
     readonly_fields = ["organisation", "name", "description", "url", "headers", "tools", "created", "updated"]

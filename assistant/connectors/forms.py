@@ -79,7 +79,7 @@ def headers_text(pairs: list[Any]) -> str:
     return "\n".join(f"{p['header']}: {p['env']}" for p in pairs if isinstance(p, dict))
 
 
-class ConnectorForm(forms.ModelForm):  # type: ignore[type-arg]
+class ConnectorForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     headers_text = forms.CharField(
         required=False,
         label=_("Headers"),
@@ -158,7 +158,7 @@ class ConnectorForm(forms.ModelForm):  # type: ignore[type-arg]
         if self.instance.pk is None or "tools_shown" not in self.data:
             picked = [t.name for t in self.listed if t.read_only]
         else:
-            picked = list(dict.fromkeys(str(n) for n in self.data.getlist("tools")))  # type: ignore[attr-defined]
+            picked = list(dict.fromkeys(str(n) for n in self.data.getlist("tools")))  # type: ignore[attr-defined]  # a bound form's data is a QueryDict; the stubs type it as a Mapping
             writes = [n for n in picked if n in listed and not listed[n].read_only]
             if writes:
                 raise forms.ValidationError(

@@ -180,7 +180,7 @@ def audit_hook(read_roots: list[str], channel: int) -> Any:
         if isinstance(path, int):
             return True
         try:
-            real = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
+            real = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]  # the audit hook passes any path-like or fd; an int returned above
         except (TypeError, ValueError):
             return False
         return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
@@ -227,8 +227,8 @@ def main() -> None:
     code = sys.stdin.read()
     sys.stdin.close()
     sys.stdin = None
-    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
-    sys.stderr.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]
+    sys.stdout.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]  # sys.stdout is a TextIOWrapper in the child (python -I), the stubs say TextIO
+    sys.stderr.reconfigure(encoding="utf-8", errors="replace")  # type: ignore[union-attr]  # sys.stdout is a TextIOWrapper in the child (python -I), the stubs say TextIO
     root = str(cfg["root"])
     python_dirs = sorted({p for p in sys.path if p and os.path.isdir(p)})
     set_limits(cfg)

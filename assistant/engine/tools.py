@@ -6,7 +6,6 @@ the loop sends it back as the tool's result and the run goes on.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from abc import ABC, abstractmethod
@@ -335,7 +334,7 @@ async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str
     tool raises ``ToolFailed``; Stop (its task cancelled) propagates as ``CancelledError``."""
     started_at = time.time()
     run = await _run_tool_call(tools, call, unavailable)
-    return dataclasses.replace(run, started_at=started_at, seconds=max(0.0, time.time() - started_at))
+    return ToolRun(run.call, run.content, run.outcome, run.error, started_at, max(0.0, time.time() - started_at))
 
 
 async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:

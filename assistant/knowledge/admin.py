@@ -13,7 +13,7 @@ from .uploads import delete_base, delete_document
 
 
 @admin.register(KnowledgeBase)
-class KnowledgeBaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class KnowledgeBaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: Django's class is not subscriptable at runtime
     list_display = ["name", "slug", "organisation"]
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
@@ -25,7 +25,7 @@ class KnowledgeBaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class DocumentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: Django's class is not subscriptable at runtime
     list_display = ["title", "knowledge_base", "status", "failure"]
     list_filter = ["knowledge_base", "status"]
 

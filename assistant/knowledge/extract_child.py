@@ -1,6 +1,7 @@
 """The extraction child: ``python -I extract_child.py ROOT``, started by ``processing.run_child``.
 
-Its limits are set before anything of the file is read: address space (``RLIMIT_AS``), CPU time
+Its priority is lowered first (``nice``: the server's requests come before an extraction when they compete for
+the cores), and its limits are set before anything of the file is read: address space (``RLIMIT_AS``), CPU time
 (``RLIMIT_CPU``: SIGXCPU at the limit, SIGKILL a second later), no file written, no core dump. The
 parent kills it at the wall-time limit. Standard input: one JSON line (file name, limits, and ``fd``,
 the memfd the parent filled with the file's bytes and handed over, read here through ``/dev/fd/N``).
@@ -30,6 +31,7 @@ def _limit(kind: int, value: int) -> None:
 def main() -> None:
     stdin = sys.stdin.buffer
     header = json.loads(stdin.readline())
+    os.nice(int(header["nice"]))
     cpu = int(header["cpu_seconds"])
     _limit(resource.RLIMIT_CPU, cpu)
     _limit(resource.RLIMIT_AS, int(header["memory_mb"]) * 1024 * 1024)

@@ -1,7 +1,8 @@
 """Extracting an upload's text off the request, in a child process with limits.
 
 An upload is saved ``processing``; once committed, ``enqueue`` hands it to the embedded default's
-bounded pool (``KB_EXTRACT_WORKERS`` threads, each waiting on one child) or, scaled out
+bounded pool (``KB_EXTRACT_WORKERS`` threads, each waiting on one child, by default the cores less one, the
+children at a lower priority: the server keeps a core for its requests) or, scaled out
 (``RUNS_EXECUTOR=celery``), to a Celery task (``workers.tasks.extract_document``, registered by the workers app). Either way ``process`` reads the
 file through Django's storage (a shared ``MEDIA_ROOT`` or an object store), runs ``extract_child``
 under CPU-time, memory and wall-time limits, and saves the document ``ready`` with its text, or
@@ -53,6 +54,9 @@ NOT_QUEUED = "not_queued"
 
 OUT_OF_MEMORY = (b"MemoryError", b"failed to map segment", b"Cannot allocate memory")
 
+# How much lower than the server's the priority of an extraction is: a page's request gets the core first.
+NICE = 10
+
 
 @dataclass(frozen=True, slots=True)
 class Failure:
@@ -99,6 +103,7 @@ def _run_child(name: str, fd: int, limits: ChildLimits) -> Extracted | Failure:
     header = {
         "name": name,
         "fd": fd,
+        "nice": NICE,
         "cpu_seconds": limits.cpu_seconds,
         "memory_mb": limits.memory_mb,
         "max_pages": limits.extract.max_pages,

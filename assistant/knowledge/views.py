@@ -58,6 +58,7 @@ def _base_context(request: AuthenticatedHttpRequest, kb: KnowledgeBase, error: s
         "error": error,
         "accept": ",".join(SUPPORTED),
         "max_mb": settings.KB_MAX_UPLOAD_MB,
+        "max_files": settings.KB_MAX_UPLOAD_FILES,
     }
 
 
@@ -164,7 +165,7 @@ def delete(request: AuthenticatedHttpRequest, slug: str, pk: int) -> HttpRespons
     _require_admin(request, org)
     title = doc.title
     delete_document(doc)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, "knowledge/_documents.html", _base_context(request, kb))
     messages.success(request, _("“%(title)s” was deleted.") % {"title": title})
     return redirect("kb_base", slug=kb.slug)

@@ -39,7 +39,7 @@ class AllowedModelsForm(forms.Form):
         choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
         coerce=bool,
         # Django takes any empty value; the stubs only a str or None.
-        empty_value=False,  # type: ignore[arg-type]
+        empty_value=False,  # type: ignore[arg-type]  # Django takes any empty value; the stubs only a str or None
         required=False,
         widget=forms.RadioSelect,
     )
@@ -53,7 +53,7 @@ class AllowedModelsForm(forms.Form):
         )
         super().__init__(*args, **kwargs)
         self.organisation = organisation
-        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]
+        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]  # a ChoiceField's choices: Field's stubs do not have the attribute
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -72,7 +72,7 @@ class AllowedModelsForm(forms.Form):
         return org
 
 
-class LevelForm(forms.ModelForm):  # type: ignore[type-arg]
+class LevelForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     """One reasoning level; below Approfondi the agent budget is fixed at 0."""
 
     class Meta:
@@ -96,7 +96,7 @@ class LevelForm(forms.ModelForm):  # type: ignore[type-arg]
             self.fields["agent_rounds"].disabled = True
 
 
-class ParallelForm(forms.ModelForm):  # type: ignore[type-arg]
+class ParallelForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     class Meta:
         model = Organisation
         fields = ["max_parallel_agents"]
@@ -104,7 +104,7 @@ class ParallelForm(forms.ModelForm):  # type: ignore[type-arg]
         labels = {"max_parallel_agents": _("Agents running at once")}
 
 
-class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]
+class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     """An agent profile of one organisation; the name is unique within it."""
 
     tools = forms.MultipleChoiceField(
@@ -140,7 +140,7 @@ class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]
         if current and current not in dict(choices):
             # A model that left the catalogue stays visible, so that saving tells the admin about it.
             choices.append((current, current))
-        self.fields["default_model"].choices = choices  # type: ignore[attr-defined]
+        self.fields["default_model"].choices = choices  # type: ignore[attr-defined]  # a ChoiceField's choices: Field's stubs do not have the attribute
 
     def clean_tools(self) -> list[str]:
         chosen = set(self.cleaned_data["tools"])
@@ -164,7 +164,7 @@ class ApiKeyForm(forms.Form):
         choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
         coerce=bool,
         # Django takes any empty value; the stubs only a str or None.
-        empty_value=False,  # type: ignore[arg-type]
+        empty_value=False,  # type: ignore[arg-type]  # Django takes any empty value; the stubs only a str or None
         required=False,
         widget=forms.RadioSelect,
         initial="",
@@ -185,7 +185,7 @@ class ApiKeyForm(forms.Form):
 
     def __init__(self, *args: Any, organisation: Organisation | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]
+        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]  # a ChoiceField's choices: Field's stubs do not have the attribute
         self.zone = zoneinfo.ZoneInfo(organisation.time_zone if organisation else "UTC")
         self.fields["rate_limit"].help_text = _("Optional: empty for the server's default (%(n)s).") % {
             "n": settings.API_KEY_RATE_LIMIT

@@ -1,5 +1,5 @@
-"""The request that a view behind ``login_required`` receives, as the type checker should see it, and the
-response for a stored file (a CSV export, a document's original)."""
+"""The request that a view receives, as the type checker should see it (django-htmx's ``request.htmx``; behind
+``login_required``, a signed-in user), and the response for a stored file (a CSV export, a document's original)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,20 @@ from collections.abc import Awaitable, Callable
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.utils.http import content_disposition_header
+from django_htmx.middleware import HtmxDetails
 
 # A stored file is downloaded, never shown as a page of this site: even one that a browser would read as
 # HTML or SVG cannot run a script, load anything, or be framed.
 ATTACHMENT_CSP = "default-src 'none'; sandbox"
 
 
-class AuthenticatedHttpRequest(HttpRequest):
+class HtmxHttpRequest(HttpRequest):
+    """Only an annotation, as django-htmx's documentation types it: ``HtmxMiddleware`` sets ``request.htmx``."""
+
+    htmx: HtmxDetails
+
+
+class AuthenticatedHttpRequest(HtmxHttpRequest):
     """Only an annotation, never instantiated: ``login_required`` lets no anonymous user through, so
     the request's user is a ``User`` (the project keeps Django's user model)."""
 

@@ -58,7 +58,7 @@ def inline(cls: M) -> M:
             return result
 
         namespace["process_view"] = process_view  # a coroutine function: Django's handler awaits it, no thread
-    return type(cls.__name__, (cls,), namespace)  # type: ignore[return-value]
+    return type(cls.__name__, (cls,), namespace)  # type: ignore[return-value]  # type() makes a subclass of cls, which mypy cannot see
 
 
 SecurityMiddleware = inline(security.SecurityMiddleware)
@@ -71,7 +71,7 @@ MessageMiddleware = inline(messages.MessageMiddleware)
 XFrameOptionsMiddleware = inline(clickjacking.XFrameOptionsMiddleware)
 
 
-class SessionMiddleware(inline(sessions.SessionMiddleware)):  # type: ignore[misc]
+class SessionMiddleware(inline(sessions.SessionMiddleware)):  # type: ignore[misc]  # the base class is made at runtime by inline(), which mypy cannot follow
     """Django's, its hooks in the event loop's thread, except a response's whose session must be saved."""
 
     async def aprocess_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:

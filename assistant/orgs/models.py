@@ -124,7 +124,7 @@ class ReasoningLevel(models.Model):
     @classmethod
     def default(cls, organisation: Organisation, level: str) -> ReasoningLevel:
         """An unsaved row holding the engine's default for ``level``."""
-        d = DEFAULT_LEVELS[level]  # type: ignore[index]
+        d = DEFAULT_LEVELS[level]  # type: ignore[index]  # level is a saved str; a bad one raises KeyError, as intended
         return cls(
             organisation=organisation,
             level=level,

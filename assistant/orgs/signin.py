@@ -28,7 +28,7 @@ from . import throttle
 RESET_WINDOW_SECONDS = 3600
 
 
-class SignInThrottle(AxesStandaloneBackend):  # type: ignore[misc]
+class SignInThrottle(AxesStandaloneBackend):  # type: ignore[misc]  # django-axes ships no types: its backend is Any
     """django-axes' backend (first in ``AUTHENTICATION_BACKENDS``), also for ``aauthenticate``, which it
     lacks: an async sign-in is refused for a locked-out account or address as a sync one is."""
 

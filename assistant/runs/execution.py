@@ -135,7 +135,7 @@ async def wait_for(run_id: uuid.UUID) -> None:
 
 async def request_stop(run_id: uuid.UUID) -> bool:
     """Stop a run: at once if it executes here, through the shared flag wherever it executes."""
-    updated = await Run.objects.filter(pk=run_id, status="running").aupdate(stop_requested=True)
+    updated = await Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).aupdate(stop_requested=True)
     leases.stop_here(run_id, STOPPED_BY_USER)
     if updated:
         await leases.broadcast_stop(run_id)
@@ -360,7 +360,7 @@ def _save_end(run_id: uuid.UUID, values: dict[str, Any]) -> bool | None:
         cursor.execute(
             f"UPDATE {table} SET {columns} WHERE id = %s AND status = %s RETURNING (SELECT deleted IS NOT NULL"
             f" FROM {conversations} WHERE {conversations}.id = {table}.conversation_id)",
-            [*params, Run._meta.pk.get_db_prep_value(run_id, connection), "running"],
+            [*params, Run._meta.pk.get_db_prep_value(run_id, connection), Run.Status.RUNNING.value],
         )
         found = cursor.fetchone()
     return None if found is None else bool(found[0])

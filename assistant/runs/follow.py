@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import cast
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -25,6 +25,7 @@ from assistant.engine.events import TextDeltaEvent
 
 from . import local
 from .groups import end_group, run_group
+from .messages import RunEvent, RunFinished, RunMessage
 from .models import Run, Step
 from .steps import load_event, published_text
 
@@ -51,16 +52,16 @@ class Follower:
         self.seq = seq
         self.answer = answer
 
-    def apply(self, message: dict[str, Any]) -> list[Item] | None:
+    def apply(self, message: RunEvent) -> list[Item] | None:
         """What one published event (a ``run.event`` message) adds: nothing when this follower has it already,
         None when something before it is missing (then ``catch_up``)."""
-        seq: int = message["seq"]
+        seq = message["seq"]
         delta = published_text(message["event"])
         event = load_event(message["event"]) if delta is None else None
         if isinstance(event, TextDeltaEvent):  # of another version
             delta = event.text
         if delta is not None:
-            offset: int = message.get("offset", len(self.answer))
+            offset = message.get("offset", len(self.answer))
             if seq > self.seq or offset > len(self.answer):
                 return None
             text = delta[len(self.answer) - offset :]
@@ -86,7 +87,7 @@ class Follower:
             items.append(text)
         return items
 
-    def has_all(self, finished: dict[str, Any] | None) -> bool:
+    def has_all(self, finished: RunFinished | None) -> bool:
         """Whether this follower has every step and all the text of a run whose end ``finished`` announced, as that
         message says (a run's recorder announces its last ``seq`` and its answer's length; others do not)."""
         return (
@@ -95,7 +96,7 @@ class Follower:
             and finished.get("answer_length") == len(self.answer)
         )
 
-    async def catch_up(self, message: dict[str, Any] | None = None) -> list[Item]:
+    async def catch_up(self, message: RunEvent | None = None) -> list[Item]:
         """Read the database until what precedes ``message`` is there, then apply it; without a message, once."""
         items: list[Item] = []
         for _ in range(CATCH_UP_TRIES if message is not None else 1):
@@ -119,7 +120,7 @@ class RunFollower(Follower):
         self._channel = ""
         self._group = run_group(run_id)
         self._events = True
-        self._heard: asyncio.Queue[dict[str, Any]] | None = None  # what it hears in this process (``local``)
+        self._heard: asyncio.Queue[RunMessage] | None = None  # what it hears in this process (``local``)
 
     async def open(self, events: bool = True) -> RunFollower:
         """Listen to the run; without ``events``, only to its end (``finished``): what the run publishes meanwhile is
@@ -135,8 +136,8 @@ class RunFollower(Follower):
             await self._layer.group_add(self._group, self._channel)
         return self
 
-    def _hear(self, message: dict[str, Any]) -> None:
-        if self._heard is not None and (self._events or message.get("type") == "run.finished"):
+    def _hear(self, message: RunMessage) -> None:
+        if self._heard is not None and (self._events or message["type"] == "run.finished"):
             self._heard.put_nowait(message)
 
     async def close(self) -> None:
@@ -151,14 +152,12 @@ class RunFollower(Follower):
         """Each step and each new piece of the answer, in order, until the run ends (with everything it saved)."""
         while True:
             message = await self._next()
-            if message is None or message.get("type") == "run.finished":
+            if message is None or message["type"] == "run.finished":
                 if not self.has_all(message):
                     for item in await self.catch_up():
                         yield item
                 if message is not None or not await self._running():
                     return
-                continue
-            if message.get("type") != "run.event":
                 continue
             applied = self.apply(message)
             for item in applied if applied is not None else await self.catch_up(message):
@@ -169,12 +168,12 @@ class RunFollower(Follower):
         reads the finished run from the database): its ``run.finished`` message, or the database saying it ended."""
         while True:
             message = await self._next()
-            if message is not None and message.get("type") == "run.finished":
+            if message is not None and message["type"] == "run.finished":
                 return
             if message is None and not await self._running():
                 return
 
-    async def _next(self) -> dict[str, Any] | None:
+    async def _next(self) -> RunMessage | None:
         if self._heard is not None:
             if not self._heard.empty():
                 return self._heard.get_nowait()
@@ -188,10 +187,11 @@ class RunFollower(Follower):
             return None
         try:
             async with asyncio.timeout(QUIET_SECONDS):  # no task of its own, as ``wait_for`` makes, per message
-                message: dict[str, Any] = await self._layer.receive(self._channel)
+                # The run's group carries its messages only: what the layer returns is one of them.
+                message = cast(RunMessage, await self._layer.receive(self._channel))
         except TimeoutError:
             return None
         return message
 
     async def _running(self) -> bool:
-        return await Run.objects.filter(pk=self.run_id, status="running").aexists()
+        return await Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING).aexists()

@@ -16,22 +16,22 @@ With no channel layer configured, nothing is sent (and nothing listens).
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from channels.layers import get_channel_layer
 
 from . import local
+from .messages import ConversationDeleted, ConversationRun, RunFinished, RunMessage, group_send
 from .models import Run
 
 
-async def publish(run_id: uuid.UUID, message: dict[str, Any]) -> None:
+async def publish(run_id: uuid.UUID, message: RunMessage) -> None:
     """One of a run's messages (``run.event``, ``run.finished``) to whoever follows it: the listeners in this
     process at once (``local``), then, unless every listener is in this process, the run's group through the channel
     layer."""
     local.deliver(run_id.hex, message)
     layer = get_channel_layer()
     if layer is not None and not local.in_process():
-        await layer.group_send(run_group(run_id), message)
+        await group_send(layer, run_group(run_id), message)
 
 
 def run_group(run_id: uuid.UUID) -> str:
@@ -54,7 +54,8 @@ async def announce_started(run: Run) -> None:
     """Tell every page open on the run's conversation that it started, so that each shows it."""
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(conversation_group(run.conversation_id), {"type": "conversation.run", "run": run.pk.hex})
+        started: ConversationRun = {"type": "conversation.run", "run": run.pk.hex}
+        await group_send(layer, conversation_group(run.conversation_id), started)
 
 
 async def announce_finished(
@@ -63,17 +64,18 @@ async def announce_finished(
     """Tell whoever follows the run that it ended (its outcome is saved: they read it from the database); ``seq`` and
     ``answer_length``: its last step and the length of its answer, when the one announcing it knows them (its
     recorder), so that a follower that has heard them all need not read the database for what it missed."""
-    message: dict[str, Any] = {"type": "run.finished", "run": run_id.hex, "status": status}
+    message: RunFinished = {"type": "run.finished", "run": run_id.hex, "status": status}
     if seq is not None and answer_length is not None:
-        message |= {"seq": seq, "answer_length": answer_length}
+        message["seq"], message["answer_length"] = seq, answer_length
     await publish(run_id, message)
     layer = get_channel_layer()
     if layer is not None and not local.in_process():
-        await layer.group_send(end_group(run_id), message)
+        await group_send(layer, end_group(run_id), message)
 
 
 async def announce_deleted(conversation_id: int) -> None:
     """Tell every page open on the conversation that it was deleted: each closes its websocket."""
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(conversation_group(conversation_id), {"type": "conversation.deleted"})
+        deleted: ConversationDeleted = {"type": "conversation.deleted"}
+        await group_send(layer, conversation_group(conversation_id), deleted)

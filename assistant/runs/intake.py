@@ -219,7 +219,7 @@ def create_run(
                 conversation.save(update_fields=["updated"])
             admission = books.reserve(org.pk, admission, run.pk, tokens)
     except IntegrityError as e:
-        if not new and Run.objects.filter(conversation=conversation, status="running").exists():
+        if not new and Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
             raise Busy() from e
         raise
     ledger = books.ledger(org.pk, admission.category, run.pk, admission)
@@ -264,7 +264,7 @@ def submit(user: User, org: Organisation, conversation: Conversation | None, ask
     policy = policy_for(org)
     if conversation is not None and (
         Message.objects.filter(conversation=conversation, queued=True, queue_error="").exists()
-        or Run.objects.filter(conversation=conversation, status="running").exists()
+        or Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists()
     ):
         check(org, ask, policy=policy)
         return enqueue(conversation, ask)

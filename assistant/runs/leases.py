@@ -47,6 +47,7 @@ from assistant.engine.usage import RunUsage
 from . import accounting, ends, groups
 from .commits import lazy_statement
 from .ends import RunEnded
+from .messages import RunStop, group_send
 from .models import Lease, Message, Run, Step
 from .steps import events_of, save_event
 
@@ -89,7 +90,7 @@ def claim_read(run_id: uuid.UUID) -> bool | None:
                 fields["claimed"].get_db_prep_value(now, connection),
                 fields["heartbeat"].get_db_prep_value(now, connection),
                 run_pk,
-                "running",
+                Run.Status.RUNNING.value,
                 run_pk,
             ],
         )
@@ -101,7 +102,8 @@ async def broadcast_stop(run_id: uuid.UUID, cause: Cause = STOPPED_BY_USER) -> N
     """Tell the process executing the run, wherever it is, to stop it now, with ``cause``."""
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(groups.stop_group(run_id), {"type": "run.stop", "cause": cause.model_dump(mode="json")})
+        stop: RunStop = {"type": "run.stop", "cause": cause.model_dump(mode="json")}
+        await group_send(layer, groups.stop_group(run_id), stop)
 
 
 class Watch:
@@ -140,7 +142,7 @@ class Watch:
         """What a read of the flags says of this run: stopped on request, or no longer running (failed by a reaper
         that thought this process dead), or gone."""
         status, stop_requested = flags.get(self.run_id, ("", False))
-        if status != "running" or stop_requested:
+        if status != Run.Status.RUNNING or stop_requested:
             self.token.cancel(STOPPED_BY_USER)
 
     async def _listen(self) -> None:
@@ -292,11 +294,11 @@ def reap(now: datetime | None = None) -> list[uuid.UUID]:
     """Fail the runs whose process died (lease expired) or, scaled out, that no worker took in time."""
     now = now or timezone.now()
     lease_cutoff = now - timedelta(seconds=settings.RUNS_LEASE_SECONDS)
-    died = Run.objects.filter(status="running", lease__heartbeat__lt=lease_cutoff).values_list("pk", flat=True)
+    died = Run.objects.filter(status=Run.Status.RUNNING, lease__heartbeat__lt=lease_cutoff).values_list("pk", flat=True)
     failed = [pk for pk in died if fail(pk, DIED, now, lease_cutoff)]
     if settings.RUNS_EXECUTOR == "celery":
         queue_cutoff = now - timedelta(seconds=settings.RUNS_QUEUE_SECONDS)
-        waiting = Run.objects.filter(status="running", lease__isnull=True, created__lt=queue_cutoff)
+        waiting = Run.objects.filter(status=Run.Status.RUNNING, lease__isnull=True, created__lt=queue_cutoff)
         failed += [pk for pk in waiting.values_list("pk", flat=True) if fail(pk, NOT_TAKEN, now, None)]
     return failed
 
@@ -307,7 +309,7 @@ def fail(
     """Fail a running run that no process holds (none ever did, or its lease is older than ``lease_cutoff``);
     ``message``: its error in English, when more than ``cause.english()`` (a refusal's own sentence)."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
+        run = Run.objects.select_for_update().filter(pk=run_id, status=Run.Status.RUNNING).first()
         lease = Lease.objects.filter(run_id=run_id).first()
         # Checked again under the lock: the run may have ended, or its process renewed the lease.
         if run is None or (lease is not None and (lease_cutoff is None or lease.heartbeat >= lease_cutoff)):
@@ -340,7 +342,7 @@ def fail_if_dead(run_id: uuid.UUID, now: datetime | None = None, *, conversation
     With ``conversation_id``, only a run of that conversation is looked at (a page asks about its own runs only).
     """
     now = now or timezone.now()
-    runs = Run.objects.filter(pk=run_id, status="running")
+    runs = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING)
     if conversation_id is not None:
         runs = runs.filter(conversation_id=conversation_id)
     row = runs.values_list("created", "lease__heartbeat", "lease__executor").first()  # one query
@@ -363,9 +365,9 @@ def fail_all_running(cause: Cause, now: datetime | None = None) -> list[uuid.UUI
     """Fail every running run, leases or not: when no process can be executing any (the embedded default's start)."""
     now = now or timezone.now()
     failed = []
-    for run_id in Run.objects.filter(status="running").values_list("pk", flat=True):
+    for run_id in Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True):
         with transaction.atomic():
-            run = Run.objects.select_for_update().filter(pk=run_id, status="running").first()
+            run = Run.objects.select_for_update().filter(pk=run_id, status=Run.Status.RUNNING).first()
             if run is None:
                 continue
             abandon(run, cause, now)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from .messages import RunMessage
+
 log = logging.getLogger(__name__)
 
-Listener = Callable[[dict[str, Any]], None]
+Listener = Callable[[RunMessage], None]
 
 _listeners: dict[str, list[Listener]] = {}
 
@@ -43,13 +44,13 @@ def unlisten(run_hex: str, listener: Listener) -> None:
         del _listeners[run_hex]
 
 
-def deliver(run_hex: str, message: dict[str, Any]) -> None:
+def deliver(run_hex: str, message: RunMessage) -> None:
     """Hand ``message`` to the run's listeners in this process, each in turn; one that fails does not stop the rest."""
     for listener in tuple(_listeners.get(run_hex, ())):
         try:
             listener(message)
         except Exception:
-            log.exception("a listener of run %s failed on a %s message", run_hex, message.get("type"))
+            log.exception("a listener of run %s failed on a %s message", run_hex, message["type"])
 
 
 def in_process() -> bool:

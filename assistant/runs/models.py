@@ -37,10 +37,20 @@ class Conversation(models.Model):
         return self.title
 
 
+class RunStatus(models.TextChoices):
+    """A run's status: ``running``, then how it ended, the engine's ``RunStatus`` (``engine.events``) value for value
+    (``tests/runs/test_status.py`` holds them together, with the API's ``RunStatusOut``). ``Run.Status`` too."""
+
+    RUNNING = "running", "running"
+    OK = "ok", "ok"
+    STOPPED = "stopped", "stopped"
+    ERROR = "error", "error"
+
+
 class Run(models.Model):
     """One request to the assistant and everything it produced."""
 
-    STATUSES = [("running", "running"), ("ok", "ok"), ("stopped", "stopped"), ("error", "error")]
+    Status = RunStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
@@ -52,7 +62,7 @@ class Run(models.Model):
     category = models.CharField(max_length=100, blank=True)
     # The key of a run started through the API: its model restriction replaces the assistant's.
     api_key = models.ForeignKey("orgs.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
-    status = models.CharField(max_length=10, choices=STATUSES, default="running")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     stop_requested = models.BooleanField(default=False)
     answer = models.TextField(blank=True)
     error = models.TextField(blank=True)
@@ -77,7 +87,9 @@ class Run(models.Model):
         constraints = [
             # One running run per conversation: a second message waits in the queue (``intake.submit``).
             models.UniqueConstraint(
-                fields=["conversation"], condition=models.Q(status="running"), name="one_running_run_per_conversation"
+                fields=["conversation"],
+                condition=models.Q(status=RunStatus.RUNNING),
+                name="one_running_run_per_conversation",
             )
         ]
 
@@ -87,7 +99,7 @@ class Run(models.Model):
 
     @property
     def is_running(self) -> bool:
-        return self.status == "running"
+        return self.status == Run.Status.RUNNING
 
     def set_sources(self, sources: Iterable[Source]) -> None:
         """What the run read, as the page and the API show it under the answer (saved with the run)."""

@@ -36,7 +36,7 @@ def next_queued(conversation_id: int) -> RunStart | None:
     if conversation is None:
         return None
     while True:
-        if Run.objects.filter(conversation_id=conversation_id, status="running").exists():
+        if Run.objects.filter(conversation_id=conversation_id, status=Run.Status.RUNNING).exists():
             return None
         message = waiting.first()  # read after the check: one another process sent meanwhile is not sent twice
         if message is None:

@@ -28,6 +28,7 @@ from assistant.engine.events import AgentFinished, AgentStarted, Event, TextDelt
 from . import local
 from .commits import lazy_atomic
 from .groups import publish
+from .messages import RunEvent
 from .models import Run, Step
 from .steps import AgentEnd, save_event
 
@@ -109,7 +110,9 @@ class Recorder:
         offset = len(self.answer)
         self._pending.append((self.seq, event.kind, event.agent_id or "", data, offset))
         self._wake.set()
-        await self._publish({"seq": self.seq, "event": data, "t": time.monotonic(), "text_offset": offset})
+        message: RunEvent = {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": data,
+                             "t": time.monotonic(), "text_offset": offset}  # fmt: skip
+        await self._publish(message)
 
     async def _publish_text(self) -> None:
         if not self._text:
@@ -119,17 +122,17 @@ class Recorder:
         async with self._publishing:
             await publish(self.run_id, message)
 
-    def _text_message(self, text: str) -> dict[str, Any]:
+    def _text_message(self, text: str) -> RunEvent:
         """The text from ``_text_offset`` in the answer (``offset`` places it, for a listener that read part of it
         from the database or heard its start already), stamped with when its first delta was emitted."""
         event = save_event(TextDeltaEvent(agent_id=self._text_agent, text=text))
         return {"type": "run.event", "run": self.run_id.hex, "seq": self.seq, "event": event, "t": self._text_t,
                 "offset": self._text_offset}  # fmt: skip
 
-    async def _publish(self, message: dict[str, Any]) -> None:
+    async def _publish(self, message: RunEvent) -> None:
         # ``t`` (monotonic) is when the event left the engine, to measure delivery delay.
         async with self._publishing:
-            await publish(self.run_id, {"type": "run.event", "run": self.run_id.hex, **message})
+            await publish(self.run_id, message)
 
     async def _write_loop(self) -> None:
         """Write what is pending ``WRITE_DELAY`` after something is, with what came meanwhile, then nothing for the

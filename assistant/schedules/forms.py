@@ -22,7 +22,7 @@ from . import services
 from .models import ScheduledTask
 
 
-class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]
+class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     model = forms.ChoiceField(label=_("Model"))
     level = forms.ChoiceField(label=_("Reasoning level"), choices=[(lv, LEVEL_LABELS[lv]) for lv in LEVELS])
     resources = forms.MultipleChoiceField(label=_("Resources"), widget=forms.CheckboxSelectMultiple, required=False)

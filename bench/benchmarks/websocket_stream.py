@@ -142,7 +142,16 @@ async def _repetition() -> Repetition:
         port = _free_port()
         log = (Path(folder) / "server.log").open("w")
         server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "assistant.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "assistant.server",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "assistant.asgi:application",
+            ],
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -109,7 +109,10 @@
     try { draft = localStorage.getItem(draftKey()); } catch (e) { draft = null; }
     if (!draft) return;
     if (alreadySent(draft)) store(draftKey(), "");
-    else text.value = draft;
+    else {
+      text.value = draft;
+      text.dispatchEvent(new Event("input", { bubbles: true }));  // the composer counts, sizes and shows Send for it
+    }
   }
 
   // A message queued during a run shows where the user is looking: its line above the composer, in view.

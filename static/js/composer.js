@@ -1,6 +1,8 @@
 // The composer's keyboard and state: Enter sends (Shift+Enter makes a new line, and nothing happens while an
-// input method composes), a counter as the text nears the limit, Send becomes Stop while a run goes on (a message
-// written meanwhile is queued by the server), and queued messages leave the queue once their turn shows.
+// input method composes), the box grows with its text, a counter as the text nears the limit, Send becomes Stop
+// while a run goes on (a message written meanwhile is queued by the server: Send comes back in Stop's place), the
+// "+" menu closes on Escape or a click elsewhere, its ticked resources show as chips that remove them, and queued
+// messages leave the queue once their turn shows.
 (function () {
   "use strict";
 
@@ -39,6 +41,27 @@
     form.classList.toggle("over-limit", over);
   }
 
+  // The text box grows with its text up to its CSS max-height, then scrolls.
+  function grow() {
+    var form = composer();
+    var box = form && form.querySelector("textarea[name=text]");
+    if (!box || box.dataset.sized === box.value) return;  // the page's many other changes leave it alone
+    box.dataset.sized = box.value;
+    box.style.height = "auto";
+    box.style.height = box.scrollHeight + 2 + "px";
+  }
+
+  // Each ticked resource shows as a chip; a chip's button unticks it.
+  function chips() {
+    var form = composer();
+    if (!form) return;
+    var ticked = {};
+    form.querySelectorAll("input[name=resources]").forEach(function (input) { ticked[input.value] = input.checked; });
+    form.querySelectorAll(".chip[data-value]").forEach(function (chip) {
+      chip.parentElement.hidden = !ticked[chip.dataset.value];
+    });
+  }
+
   function sync() {
     var form = composer();
     if (form) {
@@ -48,9 +71,11 @@
       var box = form.querySelector("textarea[name=text]");
       if (send && stop) {
         var typed = box && box.value.trim() !== "";
-        stop.hidden = !run;
+        // Send and Stop share one place: Stop while a run goes on, Send again once something is written (to queue it;
+        // the run's own Stop stays in the conversation).
+        stop.hidden = !run || typed;
         stop.dataset.run = run ? run.id.replace(/^run-/, "") : "";
-        send.hidden = !!run && !typed;  // during a run, Send shows only to queue what was written
+        send.hidden = !!run && !typed;
         form.classList.toggle("run-going-on", !!run);
       }
     }
@@ -59,6 +84,41 @@
       if (document.querySelector(".turn[data-message='" + item.dataset.message + "']")) item.remove();
     });
   }
+
+  function menu() {
+    var form = composer();
+    return form ? form.querySelector("details.add-menu") : null;
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target instanceof HTMLInputElement && event.target.form && event.target.form.id === "composer") chips();
+  });
+  document.addEventListener("click", function (event) {
+    var target = event.target instanceof Element ? event.target : null;
+    var chip = target ? target.closest("#composer .chip[data-value]") : null;
+    if (chip) {
+      var form = composer();
+      form.querySelectorAll("input[name=resources]").forEach(function (input) {
+        if (input.value === chip.dataset.value) input.checked = false;
+      });
+      // Focus goes to the next chip still shown, else to the "+" menu: never lost on a hidden button.
+      var items = Array.from(form.querySelectorAll(".chip-item:not([hidden]) .chip"));
+      var next = items[items.indexOf(chip) + 1] || items[items.indexOf(chip) - 1];
+      chips();
+      (next && next !== chip ? next : form.querySelector("details.add-menu > summary")).focus();
+      return;
+    }
+    var open = menu();
+    if (open && open.open && target && !open.contains(target)) open.open = false;  // a click elsewhere closes it
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") return;
+    var open = menu();
+    if (!open || !open.open) return;
+    event.preventDefault();
+    event.stopPropagation();
+    open.open = false;
+    open.querySelector("summary").focus();
+  }, true);
 
   document.addEventListener("click", function (event) {
     var stop = event.target instanceof Element ? event.target.closest("#composer button.composer-stop") : null;
@@ -80,12 +140,13 @@
     if (event.target instanceof HTMLTextAreaElement && event.target.form && event.target.form.id === "composer") {
       count();
       sync();
+      grow();
     }
   });
 
   var pending = null;
   function later() {
-    if (pending === null) pending = setTimeout(function () { pending = null; sync(); count(); }, 0);
+    if (pending === null) pending = setTimeout(function () { pending = null; sync(); count(); chips(); grow(); }, 0);
   }
   function start() {
     new MutationObserver(later).observe(document.body, {
@@ -93,6 +154,8 @@
     });
     sync();
     count();
+    chips();
+    grow();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

@@ -40,13 +40,13 @@ for slug in ("secrets", "factures"):
     Document.objects.create(knowledge_base=kb, title="Vault", text="Bimbamjob code OBSIDIAN-42.")
 # An organisation whose one category is nearly spent: room for a few requests at once (tests/api/test_budgets.py).
 from django.utils import timezone
-from assistant.budgets import services
+from assistant.budgets import state
 from assistant.budgets.months import month_of, zone
 budgeted = Organisation.objects.create(name="Budgeted Company", slug="budgeted")
 syntheses = Category.objects.create(
     organisation=budgeted, slug="syntheses", name="Synthèses", monthly_tokens=16_000, is_default=True
 )
-row = services.month_row(syntheses, month_of(timezone.now(), zone(budgeted.time_zone)))
+row = state.month_row(syntheses, month_of(timezone.now(), zone(budgeted.time_zone)))
 row.used = 2_318
 row.save()
 made = {

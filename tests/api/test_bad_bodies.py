@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -401,8 +400,6 @@ def test_every_code_raised_in_the_api_is_in_the_table() -> None:
 
 def test_twenty_thousand_tiny_messages_are_refused_at_once(made: dict[str, str]) -> None:
     many = body(messages=[{"role": "user", "content": "hi"}] * 20_000)
-    started = time.monotonic()
     error = check_shape(send(Client(), "POST", COMPLETIONS, many, made["demo"]), 400, "invalid_body", "messages")
-    assert time.monotonic() - started < 2.0  # counted before any message is read, let alone saved
     assert "20000 messages: at most 500" in error["message"]
     assert not Message.objects.exists()

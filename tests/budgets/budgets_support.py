@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
-from assistant.budgets import services
+from assistant.budgets import reservations, state
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, zone
 from assistant.engine.errors import BudgetExceeded
@@ -75,12 +75,12 @@ def this_month(category: Category, now: datetime | None = None) -> CategoryMonth
     from django.utils import timezone
 
     tz = zone(category.organisation.time_zone)
-    return services.month_row(category, month_of(now or timezone.now(), tz))
+    return state.month_row(category, month_of(now or timezone.now(), tz))
 
 
 def use(category: Category, tokens: int, cost_eur: float = 0.0, now: datetime | None = None) -> None:
     """Charge ``tokens`` to the category as one call would (reserve, then settle the same amount)."""
-    services.settle(services.reserve(category.pk, tokens, now), tokens, cost_eur, now)
+    reservations.settle(reservations.reserve(category.pk, tokens, now), tokens, cost_eur, now)
 
 
 @dataclass
@@ -101,13 +101,13 @@ def hammer(category_id: int, workers: int, tokens: int, spend: Callable[[int], i
         try:
             barrier.wait(timeout=30)
             try:
-                reservation = services.reserve(category_id, tokens)
+                reservation = reservations.reserve(category_id, tokens)
             except BudgetExceeded:
                 attempts[i] = Attempt(False)
                 return
             row = CategoryMonth.objects.get(pk=reservation.month_id)
             attempts[i] = Attempt(True, row.used + row.reserved)
-            services.settle(reservation, spend(i), 0.001)
+            reservations.settle(reservation, spend(i), 0.001)
         except BaseException as e:  # surfaced in the test, not lost in a thread
             errors.append(e)
         finally:

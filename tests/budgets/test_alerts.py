@@ -12,7 +12,7 @@ from budgets_support import World, signed_in, this_month, use
 from django.core import mail
 from django.utils import translation
 
-from assistant.budgets import services
+from assistant.budgets import alerts, reservations, services, state
 from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import BudgetAlert, BudgetRaise
 from assistant.engine.errors import BudgetExceeded
@@ -51,10 +51,10 @@ def test_a_refused_call_alerts_at_the_true_share_not_at_100_percent(world: World
     _small(world)
     use(world.administration, 850)  # 85 %: the 80 % alert
     with pytest.raises(BudgetExceeded):
-        services.reserve(world.administration.pk, 500)  # does not fit; the category is still at 85 %
+        reservations.reserve(world.administration.pk, 500)  # does not fit; the category is still at 85 %
     assert sorted(BudgetAlert.objects.values_list("threshold", flat=True)) == [80]
     assert len(mail.outbox) == 1 and "(85 %)" in mail.outbox[0].body
-    with pytest.raises(services.CategoryExhausted) as refused, translation.override("en"):
+    with pytest.raises(state.CategoryExhausted) as refused, translation.override("en"):
         services.ensure_room(world.administration, 500)
     assert "has used 850 of 1,000 tokens this month (85 %)" in str(refused.value)
     assert refused.value.spent and refused.value.retry_after > 60
@@ -84,10 +84,10 @@ def test_thresholds_are_set_per_category(world: World) -> None:
 def test_two_processes_crossing_the_same_threshold_record_it_once(world: World) -> None:
     _small(world)
     use(world.administration, 900)
-    state = services.state_of(world.administration)
-    assert services.check_alerts(state) == []  # already recorded by the call that crossed it
+    current = state.state_of(world.administration)
+    assert alerts.check_alerts(current) == []  # already recorded by the call that crossed it
     BudgetAlert.objects.all().delete()
-    first, second = services.check_alerts(state), services.check_alerts(state)
+    first, second = alerts.check_alerts(current), alerts.check_alerts(current)
     assert len(first) == 1 and second == []
 
 

@@ -24,6 +24,8 @@ from assistant.budgets.models import LandingAlert
 from assistant.budgets.months import month_bounds, month_of, previous_month, zone
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
+from assistant.runs import ends
+from assistant.runs.ends import RunEnded
 from assistant.runs.models import Conversation, Run, Step
 from assistant.runs.recorder import Recorder
 from assistant.runs.steps import AgentEnd, agent_ends, count_month_agent_ends
@@ -82,9 +84,9 @@ def saved_run(
     async_to_sync(record)()
     run.refresh_from_db()
     run.status, run.finished = "ok", timezone.now()
-    if from_memory:
-        run.agent_ends = seen  # as the execution hands them to its end: its steps are not read back
     run.save()
+    # Its end, as the execution tells it: with the agents it saw (``from_memory``: its steps are not read back).
+    ends.announce(RunEnded(run, tuple(seen) if from_memory else None, False))
     return run
 
 

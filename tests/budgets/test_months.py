@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from budgets_support import World, use
 
-from assistant.budgets import services
+from assistant.budgets import reservations, services, state
 from assistant.budgets.charts import nice_ceiling
 from assistant.budgets.models import BudgetRaise, CategoryMonth
 from assistant.budgets.months import month_bounds, month_of, next_month, parse_month, previous_month
@@ -39,11 +39,11 @@ def test_months_in_a_time_zone() -> None:
 def test_the_month_rolls_over_at_midnight_in_the_organisations_time_zone(world: World) -> None:
     category = world.other_category  # New York, 1,000,000 tokens
     use(category, 1_000_000, now=LAST_EVENING)
-    with pytest.raises(services.CategoryExhausted) as refused:
+    with pytest.raises(state.CategoryExhausted) as refused:
         services.ensure_room(category, 1, LAST_EVENING)
     assert "It resets on 1 February 2026 at midnight (America/New_York)" in str(refused.value)
     with pytest.raises(BudgetExceeded):
-        services.reserve(category.pk, 1, LAST_EVENING)
+        reservations.reserve(category.pk, 1, LAST_EVENING)
     # An hour later in New York, February has begun there: the category has its whole budget again.
     services.ensure_room(category, 1_000_000, NEXT_MORNING)
     use(category, 10, now=NEXT_MORNING)
@@ -66,8 +66,8 @@ def test_a_raise_runs_through_its_end_date_in_the_organisations_time_zone(world:
         category=category, tokens=500, reason="Audit", ends_on=date(2026, 1, 15), created_by_name="mallory"
     )
     last_minute = datetime(2026, 1, 15, 23, 59, tzinfo=NEW_YORK)  # already 16 January in UTC
-    assert services.state_of(category, last_minute).budget == 1_000_500
-    assert services.state_of(category, datetime(2026, 1, 16, 0, 1, tzinfo=NEW_YORK)).budget == 1_000_000
+    assert state.state_of(category, last_minute).budget == 1_000_500
+    assert state.state_of(category, datetime(2026, 1, 16, 0, 1, tzinfo=NEW_YORK)).budget == 1_000_000
 
 
 def test_chart_scales_end_on_round_numbers() -> None:

@@ -12,7 +12,7 @@ from budgets_support import World, signed_in, use
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from assistant.budgets import services
+from assistant.budgets import services, state
 from assistant.budgets.models import BudgetRaise, Category
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Run
@@ -143,16 +143,16 @@ def test_a_raise_by_an_admin_is_recorded_and_unblocks_the_category_until_its_end
     page = signed_in("demo").get("/settings/budgets/").content.decode()
     assert "Year-end closing" in page and ">demo<" in page and "+100,000" in page
 
-    assert services.state_of(category).budget == 1_600_000
+    assert state.state_of(category).budget == 1_600_000
     ok = signed_in("mia").post(
         "/c/new", {"text": "Rename the team", "model": "demo-large", "level": "rapide", "category": "administration"}
     )
     assert ok.status_code == 302
     # The day after its end date, the raise no longer counts.
-    assert services.state_of(category, timezone.now() + timedelta(days=1)).budget == 1_500_000
+    assert state.state_of(category, timezone.now() + timedelta(days=1)).budget == 1_500_000
     # No other category moved.
-    assert services.state_of(world.catalogue).budget == 4_000_000
-    assert services.state_of(world.syntheses).budget == 4_500_000
+    assert state.state_of(world.catalogue).budget == 4_000_000
+    assert state.state_of(world.syntheses).budget == 4_500_000
 
 
 def test_a_raise_needs_an_amount_a_reason_and_an_end_date_not_past(world: World) -> None:
@@ -293,4 +293,4 @@ def test_token_amounts_beyond_a_trillion_are_refused_before_a_sum_overflows(worl
     for _ in range(2):
         assert client.post("/settings/budgets/raises", {**raise_post, "raise-tokens": 10**12}).status_code == 302
     assert client.get("/settings/budgets/").status_code == 200
-    assert services.state_of(world.catalogue).budget == 4_000_000 + 2 * 10**12
+    assert state.state_of(world.catalogue).budget == 4_000_000 + 2 * 10**12

@@ -22,7 +22,7 @@ from budgets_support import World, this_month, use
 from django.db import connection
 from django.utils import timezone
 
-from assistant.budgets import services
+from assistant.budgets import reservations
 from assistant.budgets.models import Category, Reservation
 from assistant.engine.errors import BudgetExceeded
 
@@ -107,11 +107,11 @@ def test_a_reservation_that_does_not_fit_is_refused_and_holds_nothing(tworld: Wo
     category = room_for_five(tworld.administration)
     use(category, 4_500)
     with pytest.raises(BudgetExceeded):
-        services.reserve(category.pk, 501)
-    reservation = services.reserve(category.pk, 500)
+        reservations.reserve(category.pk, 501)
+    reservation = reservations.reserve(category.pk, 500)
     row = this_month(category)
     assert (row.used, row.reserved) == (4_500, 500)
-    services.settle(reservation, 120, 0.5)
+    reservations.settle(reservation, 120, 0.5)
     row.refresh_from_db()
     assert (row.used, row.reserved, row.calls) == (4_620, 0, 2)
     assert row.cost_eur == pytest.approx(0.5)
@@ -121,15 +121,15 @@ def test_a_hold_left_by_a_dead_process_is_released_and_never_twice(tworld: World
     category = room_for_five(tworld.administration)
     # Mid-month: an hour before the first hour of a month, the dead hold would sit in the month before.
     now = timezone.now().replace(day=15, hour=12)
-    dead = services.reserve(category.pk, 5_000, now - services.STALE_AFTER - timedelta(minutes=1))
+    dead = reservations.reserve(category.pk, 5_000, now - reservations.STALE_AFTER - timedelta(minutes=1))
     # The month is full of a hold whose call never settled: the next reservation releases it.
-    fresh = services.reserve(category.pk, 1_000, now)
+    fresh = reservations.reserve(category.pk, 1_000, now)
     row = this_month(category, now)
     assert (row.used, row.reserved) == (0, 1_000)
     assert list(Reservation.objects.values_list("pk", flat=True)) == [fresh.pk]
     # Should the old call settle after all, what it used is charged, its hold is not released twice.
-    services.settle(dead, 300, 0.0, now)
-    services.settle(fresh, 200, 0.0, now)
+    reservations.settle(dead, 300, 0.0, now)
+    reservations.settle(fresh, 200, 0.0, now)
     row.refresh_from_db()
     assert (row.used, row.reserved, row.calls) == (500, 0, 2)
     assert not Reservation.objects.exists()

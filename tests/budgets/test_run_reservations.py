@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.utils import timezone, translation
 
 from assistant.budgets import ledger as ledger_module
-from assistant.budgets import services
+from assistant.budgets import reservations, state
 from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import CategoryMonth, Reservation
 from assistant.engine.types import UsagePart
@@ -40,7 +40,7 @@ def _dead_run_holding(world: World, heartbeat_age: timedelta, calls: int = 3) ->
     run = intake.create_run(world.member, world.demo, None, QUESTION).run
     Lease.objects.create(run=run, executor="gone:1", heartbeat=timezone.now() - heartbeat_age)
     for _ in range(calls - 1):
-        services.reserve(world.syntheses.pk, 4_000, run_id=run.pk)
+        reservations.reserve(world.syntheses.pk, 4_000, run_id=run.pk)
     return run
 
 
@@ -56,7 +56,7 @@ def test_intake_reserves_the_first_call_and_a_refused_request_saves_nothing(worl
     # What is left cannot take another such request: refused at intake, nothing saved, nothing held.
     row = this_month(world.syntheses)
     CategoryMonth.objects.filter(pk=row.pk).update(used=world.syntheses.monthly_tokens - held.tokens - 100)
-    with pytest.raises(services.CategoryExhausted) as refused, translation.override("en"):
+    with pytest.raises(state.CategoryExhausted) as refused, translation.override("en"):
         intake.create_run(world.member, world.demo, None, QUESTION)
     assert not refused.value.spent  # without the other run's hold it would fit: retry in a few seconds
     assert "the rest is reserved by running requests" in str(refused.value)
@@ -107,7 +107,7 @@ def test_the_reaper_releases_a_dead_run_s_reservations_with_its_lease(tworld: Wo
     assert not Reservation.objects.filter(run=dead).exists()
     assert _in_flight(world) == kept  # the live run's hold is untouched
     Run.objects.filter(pk=alive.pk).update(status="ok")
-    services.release_run(alive.pk)
+    reservations.release_run(alive.pk)
     # With nothing running, the usage page says nothing is in flight.
     page = signed_in("demo").get("/settings/usage/").content.decode()
     row = page.split('data-category="syntheses"', 1)[1].split("</tr>", 1)[0]

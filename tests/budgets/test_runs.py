@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from django.utils import formats, timezone, translation
 
 from assistant.api.api import _completion as api_completion
-from assistant.budgets import services
+from assistant.budgets import reservations, services, state
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone
 from assistant.engine.errors import BudgetExceeded
@@ -54,13 +54,13 @@ def test_the_composer_offers_the_categories_with_the_default_chosen(world: World
     assert '<option value="administration">Administration</option>' in page
 
 
-def test_a_request_is_classified_explicitly_else_into_the_default(world: World) -> None:
+def test_a_request_is_classified_explicitly_else_into_the_default(tworld: World, fast_demo: None) -> None:
+    """Committed (``tworld``): the runs execute in the background and write, which a test's open transaction would
+    hold up on SQLite's lock until its busy timeout."""
     client = signed_in("mia")
     assert client.post("/c/new", {**QUESTION, "category": "administration"}).status_code == 302
-    assert Run.objects.get().category == "administration"
-    Run.objects.all().delete()
     assert client.post("/c/new", QUESTION).status_code == 302  # no category named: the default
-    assert Run.objects.get().category == "catalogue"
+    assert list(Run.objects.order_by("created").values_list("category", flat=True)) == ["administration", "catalogue"]
 
 
 def test_an_unknown_or_foreign_category_is_refused(world: World) -> None:
@@ -136,21 +136,23 @@ def test_the_refusal_speaks_french(world: World) -> None:
     assert "minuit (Europe/Paris)" in page
 
 
-def test_no_transfer_between_categories(world: World) -> None:
+def test_no_transfer_between_categories(tworld: World, fast_demo: None) -> None:
+    """Committed (``tworld``): the two runs it starts write in the background."""
+    world = tworld
     exhaust(world.syntheses)
-    catalogue_before = services.state_of(world.catalogue)
+    catalogue_before = state.state_of(world.catalogue)
     client = signed_in("mia")
     assert client.post("/c/new", SYNTHESIS).status_code == 422
     # The other categories still work, and their budgets are untouched by the exhausted one.
     assert client.post("/c/new", {**QUESTION, "category": "catalogue"}).status_code == 302
     assert client.post("/c/new", {**QUESTION, "category": "administration"}).status_code == 302
-    catalogue_after = services.state_of(world.catalogue)
+    catalogue_after = state.state_of(world.catalogue)
     assert catalogue_after.budget == catalogue_before.budget == 4_000_000
-    assert services.state_of(world.syntheses).budget == 4_500_000
+    assert state.state_of(world.syntheses).budget == 4_500_000
     # Even a single call of the exhausted category is refused while the others have plenty left.
     with pytest.raises(BudgetExceeded):
-        services.reserve(world.syntheses.pk, 1)
-    services.reserve(world.administration.pk, 1)
+        reservations.reserve(world.syntheses.pk, 1)
+    reservations.reserve(world.administration.pk, 1)
 
 
 # Crossed midway: stopped as Stop does --------------------------------------------------------------
@@ -184,7 +186,7 @@ async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agen
     row = await sync_to_async(this_month)(tworld.syntheses)
     assert row.reserved == 0
     # Through the API, the same run is a 200 whose status is stopped, with its cause as a code.
-    done = await sync_to_async(api_completion)(run.pk, [])
+    done, _error = await sync_to_async(api_completion)(run.pk, [])
     assert (done.status, done.reason_code) == ("stopped", "category_budget")
     # The page shows why it stopped and what the agents had found.
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
@@ -201,22 +203,22 @@ async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World,
     await category.asave()
     ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="administration")
 
-    def attempt() -> RunStart | services.CategoryExhausted:
+    def attempt() -> RunStart | state.CategoryExhausted:
         try:
             with translation.override("en"):
                 return intake.create_run(tworld.member, tworld.demo, None, ask)
-        except services.CategoryExhausted as e:
+        except state.CategoryExhausted as e:
             return e
 
     # One after the other here (SQLite); tests/api sends twenty at once to the live server.
     attempts = [await sync_to_async(attempt)() for _ in range(20)]
     created = [a for a in attempts if isinstance(a, RunStart)]
-    refused = [a for a in attempts if isinstance(a, services.CategoryExhausted)]
+    refused = [a for a in attempts if isinstance(a, state.CategoryExhausted)]
     # Each admitted run holds its first call from intake: the others are refused there, before anything is saved.
     assert 5 <= len(created) < 20 and len(created) + len(refused) == 20
     assert await Run.objects.acount() == len(created)
     for e in refused:  # the month is not spent: running requests hold the rest, so retry in a few seconds
-        assert not e.spent and e.retry_after == services.RESERVED_RETRY_SECONDS
+        assert not e.spent and e.retry_after == state.RESERVED_RETRY_SECONDS
         assert "the rest is reserved by running requests" in str(e)
     await asyncio.gather(*(execution.execute_run(r) for r in created))
 

@@ -312,7 +312,7 @@ def test_what_a_run_writes_after_the_delete_is_erased_as_it_is_saved(demo_data: 
     run = conv.runs.get()
     Run.objects.filter(pk=run.pk).update(status="running")
     deletion.erase(conv.pk)
-    # As ``runs.execution._finish`` ends a run that was stopped meanwhile (on another worker, say).
+    # As ``runs.execution.end_run`` ends a run that was stopped meanwhile (on another worker, say).
     run.refresh_from_db()
     run.status, run.answer, run.sources = "stopped", "A late answer", [{"id": "doc-1", "title": "Secret"}]
     run.usage, run.cost_eur = {"cost_eur": 0.5, "by_model": {}}, 0.5

@@ -205,7 +205,7 @@ def test_a_link_to_a_demo_web_page_in_a_text_opens_its_text_here() -> None:
 
 def _composer_web(client: Client) -> str:
     page = unescape(client.get("/").content.decode())
-    return page.split('value="web"')[1].split("</label>")[0]
+    return page.split('name="resources" value="web"')[1].split("</label>")[0]
 
 
 def test_the_composer_offers_the_demo_web_when_it_is_on(db: None, settings: Any) -> None:

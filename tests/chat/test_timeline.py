@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.template.loader import render_to_string
 from django.test import AsyncClient, Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
+from waiting import until
 
 from assistant.asgi import application
 from assistant.chat import consumers, live
@@ -30,7 +33,6 @@ from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases, local
-from assistant.runs import recorder as recorder_module
 from assistant.runs.follow import Follower
 from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
@@ -124,31 +126,29 @@ async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_cal
 
 @pytest.mark.django_db(transaction=True)
 async def test_what_the_engine_asks_of_the_database_right_after_an_event_goes_before_the_events_write(
-    demo_data: None, monkeypatch: pytest.MonkeyPatch
+    demo_data: None,
 ) -> None:
     """The recorder writes a burst in one go, after what the engine does next (its search, its next hold) has reached
     the database's thread; the run's end (``close``) writes what is left without waiting."""
     run = await sync_to_async(_run)()
-    order: list[str] = []
-    saved = recorder_module._save
 
-    def save(*args: Any) -> None:
-        order.append("write")
-        saved(*args)
+    def order(sent: CaptureQueriesContext) -> list[str]:
+        """The steps' writes and the engine's search, in the order the database received them."""
+        kinds = [("write", f'INSERT INTO "{Step._meta.db_table}"'), ("search", "SEARCH-MARK")]
+        return [kind for q in sent.captured_queries for kind, mark in kinds if mark in q["sql"]]
 
-    monkeypatch.setattr(recorder_module, "_save", save)
-    recorder = Recorder(run.pk)
-    await recorder.emit(AgentStarted(**{k: v for k, v in STARTED.items() if k != "kind"}))
-    await recorder.emit(AgentAction(agent_id="agent-1", action=Action(**SEARCH)))
-    await asyncio.sleep(0.001)  # the engine reads the model's answer, then does what it says:
-    await sync_to_async(lambda: order.append("search"))()  # its next step, in the database's thread
-    while "write" not in order:
-        await asyncio.sleep(0.005)
-    assert order == ["search", "write"]  # and one write for both events
-    assert await Step.objects.filter(run=run).acount() == 2
-    await recorder.emit(AgentAction(agent_id="agent-1", action=Action(**READ)))
-    await recorder.close()
-    assert order == ["search", "write", "write"]
+    async with statements_of_the_database_thread() as sent:
+        recorder = Recorder(run.pk)
+        await recorder.emit(AgentStarted(**{k: v for k, v in STARTED.items() if k != "kind"}))
+        await recorder.emit(AgentAction(agent_id="agent-1", action=Action(**SEARCH)))
+        await asyncio.sleep(0.001)  # the engine reads the model's answer, then does what it says:
+        await Run.objects.filter(pk=run.pk, answer="SEARCH-MARK").aexists()  # its next step, in the database's thread
+        await until(lambda: "write" in order(sent), "the recorder's write")
+        assert order(sent) == ["search", "write"]  # and one write for both events
+        assert await Step.objects.filter(run=run).acount() == 2
+        await recorder.emit(AgentAction(agent_id="agent-1", action=Action(**READ)))
+        await recorder.close()
+        assert order(sent) == ["search", "write", "write"]
     assert await Step.objects.filter(run=run).acount() == 3
 
 
@@ -495,9 +495,7 @@ async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
-async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(settings: Any) -> None:
     """Its watch is open in this event loop: the process lives. A run of another process is still looked up."""
     settings.RUNS_HEARTBEAT_SECONDS = 0.5
     await sync_to_async(call_command)("load_demo", verbosity=0)
@@ -505,25 +503,28 @@ async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(
     elsewhere = await sync_to_async(_run)(answer=FIRST)
     await Lease.objects.acreate(run=here, executor=leases.executor_name(), heartbeat=timezone.now())
     await Lease.objects.acreate(run=elsewhere, executor="elsewhere:1", heartbeat=timezone.now())
-    looked_up: list[uuid.UUID] = []
-    real = consumers._dead_run_of
-
-    def counted(run_id: uuid.UUID, conversation_id: int) -> bool:
-        looked_up.append(run_id)
-        return real(run_id, conversation_id)
-
-    monkeypatch.setattr(consumers, "_dead_run_of", counted)
     watch = leases.Watch(here.pk, CancelToken())
     await watch.start(flag_read=True)
-    pages = [await _socket(f"/ws/c/{run.conversation_id}/") for run in (here, elsewhere)]
-    try:
-        await asyncio.sleep(1.2)  # as it is followed, then two heartbeats (a page checks every 0.5 s at most)
-    finally:
-        for page in pages:
-            await page.disconnect()
-        await watch.close()
-    assert here.pk not in looked_up
-    assert looked_up.count(elsewhere.pk) >= 3
+
+    def lookups(sent: CaptureQueriesContext, run: Run) -> int:
+        """The reads of ``run``'s lease (``leases.fail_if_dead``: its heartbeat and executor)."""
+        return sum(
+            q["sql"].startswith("SELECT")
+            and '"executor"' in q["sql"]
+            and (run.pk.hex in q["sql"] or str(run.pk) in q["sql"])
+            for q in sent.captured_queries
+        )
+
+    async with statements_of_the_database_thread() as sent:
+        pages = [await _socket(f"/ws/c/{run.conversation_id}/") for run in (here, elsewhere)]
+        try:
+            # As it is followed, then at each heartbeat (a page checks every 0.5 s at most).
+            await until(lambda: lookups(sent, elsewhere) >= 3, "three lookups of the other process's run")
+        finally:
+            for page in pages:
+                await page.disconnect()
+            await watch.close()
+    assert lookups(sent, here) == 0
 
 
 @pytest.mark.django_db

@@ -3,7 +3,6 @@ the conversation search, export, and sources that open (document pages with the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
@@ -15,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
+from waiting import until
 
 from assistant.chat import search
 from assistant.demo.model import say
@@ -66,14 +66,6 @@ async def _client_async() -> AsyncClient:
     client = AsyncClient()
     assert await client.alogin(username="demo", password="demo-password")
     return client
-
-
-async def _wait(predicate: Any, seconds: float = 20) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if await sync_to_async(predicate)():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 # The composer ----------------------------------------------------------------------------------------------------
@@ -130,7 +122,7 @@ async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(sett
     assert await Run.objects.filter(conversation_id=first.conversation_id).acount() == 1
     # The run's end sends it, with the choices it was written with.
     await execution.wait_for(first.pk)
-    await _wait(lambda: Message.objects.get(pk=queued.pk).run_id is not None)
+    await until(sync_to_async(lambda: Message.objects.get(pk=queued.pk).run_id is not None), "the queued message's run")
     await queued.arefresh_from_db()
     assert not queued.queued
     second = await Run.objects.aget(pk=queued.run_id)

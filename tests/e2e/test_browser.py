@@ -15,15 +15,22 @@ WORKING_EN = "An agent is working; waiting for its answer to continue"
 WORKING_FR = "Un agent travaille, en attente de sa réponse pour continuer"
 
 
+def choose(page: Page, resources: tuple[str, ...]) -> None:
+    """Tick exactly these resources (``kb:factures``, ``web``, ``agents``…) in the composer's "+" menu, then close it."""
+    menu = page.locator("#composer details.add-menu")
+    if menu.get_attribute("open") is None:
+        menu.locator("summary").click()
+    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
+        box.set_checked(box.get_attribute("value") in resources)
+    page.keyboard.press("Escape")
+    expect(menu).not_to_have_attribute("open", "")
+
+
 def ask(
     page: Page, text: str, kbs: tuple[str, ...] = ("factures", "comptes-rendus"), level: str = "approfondi"
 ) -> None:
     """Write a message with these knowledge bases and agents, and send it."""
-    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
-        box.set_checked(False)
-    for kb in kbs:
-        page.check(f"#composer input[value='kb:{kb}']")
-    page.check("#composer input[value=agents]")
+    choose(page, (*(f"kb:{kb}" for kb in kbs), "agents"))
     page.select_option("#composer select[name=level]", level)
     page.fill("#composer textarea[name=text]", text)
     page.click("#composer button[type=submit]")
@@ -187,18 +194,49 @@ def test_rename_in_place_then_delete_after_confirming(page: Page, shot: Shot) ->
     assert page.goto(path).status == 404  # type: ignore[union-attr]
 
 
-def test_agents_off_at_a_level_is_said_and_an_overlong_message_is_refused_next_to_the_form(
-    page: Page, shot: Shot
+AGENTS_OFF = {
+    "en": ("Agents are off at this level", "no model allowed here is at least 2 times cheaper"),
+    "fr": ("Les agents sont désactivés à ce niveau", "aucun modèle autorisé ici n’est au moins 2 fois moins cher"),
+}
+
+
+@pytest.mark.parametrize(("lang", "width"), [("en", 1400), ("fr", 390)])
+def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_message_is_refused_next_to_the_form(
+    page: Page, shot: Shot, lang: str, width: int
 ) -> None:
-    note = page.locator("#composer .agents-off-note")
-    page.check("#composer input[value=agents]")
+    page.set_viewport_size({"width": width, "height": 900 if width > 390 else 844})
+    if lang == "fr":
+        page.click("header button[lang=fr]")
+        expect(page.locator("html")).to_have_attribute("lang", "fr")
+    level_note, model_note = page.locator("#composer .level-note"), page.locator("#composer .model-note")
+    chip = page.locator("#composer .chip-agents")
+    choose(page, ("kb:factures", "agents"))
+    page.select_option("#composer select[name=model]", "demo-large")
     page.select_option("#composer select[name=level]", "approfondi")
-    expect(note).to_be_hidden()
-    page.select_option("#composer select[name=level]", "rapide")  # its agent turn budget is 0
-    expect(note).to_be_visible()
-    expect(note).to_contain_text("Agents are off at this level")
-    page.uncheck("#composer input[value=agents]")
-    expect(note).to_be_hidden()
+    expect(level_note).to_be_hidden()
+    expect(model_note).to_be_hidden()
+    expect(chip.locator(".chip-icon")).to_be_hidden()
+    # Below Approfondi (its agent round budget is 0), the agents chip is marked and the note says why.
+    page.select_option("#composer select[name=level]", "rapide")
+    expect(level_note).to_be_visible()
+    expect(level_note).to_contain_text(AGENTS_OFF[lang][0])
+    expect(chip.locator(".chip-icon")).to_be_visible()
+    page.select_option("#composer select[name=level]", "approfondi")
+    # No allowed model is at least twice cheaper than the small one: said too, instead of a silent tick.
+    page.select_option("#composer select[name=model]", "demo-small")
+    expect(model_note).to_be_visible()
+    expect(model_note).to_contain_text(AGENTS_OFF[lang][1])
+    expect(chip.locator(".chip-icon")).to_be_visible()
+    shot(f"composer-agents-off-{lang}-{width}")
+    # Unticked (its chip removes it), nothing is said.
+    chip.click()
+    expect(chip).to_be_hidden()
+    expect(model_note).to_be_hidden()
+    assert not page.locator("#composer input[value=agents]").is_checked()
+    if lang == "fr":
+        page.click("header button[lang=en]")  # the next tests' language
+        expect(page.locator("html")).to_have_attribute("lang", "en")
+        return
     # Over MAX_REQUEST_BODY_MB (4 MB): refused above the form, which keeps the message.
     page.select_option("#composer select[name=level]", "approfondi")
     long_text = "word " * 900_000

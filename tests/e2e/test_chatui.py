@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import ask, last_run
+from test_browser import ask, choose, last_run
 from test_csp import _until
 
 pytestmark = pytest.mark.slow
@@ -71,9 +71,7 @@ def _page_is_whole(page: Page) -> None:
 @pytest.mark.parametrize("language", ["en", "fr"])
 def test_a_refused_message_is_said_next_to_the_composer_and_keeps_the_page_and_text(page: Page, language: str) -> None:
     _in(page, language)
-    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
-        box.set_checked(False)
-    page.check("#composer input[value=agents]")
+    choose(page, ("agents",))
     page.fill("#composer textarea[name=text]", "Bimbamjob: keep this text")
     with page.expect_response(re.compile(r"/c/new$")) as response:
         page.click("#composer button[type=submit]")
@@ -473,19 +471,27 @@ def test_axe_finds_no_serious_or_critical_violation(tab: Any, scheme: str, viewp
     axe = Axe()
     page = tab(viewport, color_scheme=scheme)
     page.goto("/")
+
+    def violations(where: str, impacts: tuple[str, ...] = ("serious", "critical")) -> None:
+        bad = [
+            (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:5])
+            for v in axe.run(page).response["violations"]
+            if v["impact"] in impacts
+        ]
+        assert bad == [], (where, scheme, viewport, bad)
+
+    # The chat pages: not even a moderate finding (the new chat with its "+" menu open, then a conversation).
+    chat = ("moderate", "serious", "critical")
+    page.click("#composer details.add-menu summary")
+    violations("new chat, + menu open", chat)
+    page.keyboard.press("Escape")
     ask(page, "Bimbamjob: invoices, payments and relationship", kbs=("factures",))
     expect(last_run(page)).to_have_attribute("data-status", "ok", timeout=30_000)
     last_run(page).locator(".delegation summary").first.click()
     for path in AXE_PAGES:
         if path != "/":
             page.goto(path)
-        results = axe.run(page)
-        bad = [
-            (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:5])
-            for v in results.response["violations"]
-            if v["impact"] in ("serious", "critical")
-        ]
-        assert bad == [], (path, scheme, viewport, bad)
+        violations(path, chat if path == "/" else ("serious", "critical"))
     assert page.errors == []  # type: ignore[attr-defined]
 
 
@@ -522,7 +528,12 @@ def test_every_form_is_refused_in_place(page: Page, path: str, form: str, fill: 
 # Screenshots for the README: `UPDATE_SCREENSHOTS=1` writes them to docs/screenshots/ ------------
 
 
+QUESTION = {"en": "Bimbamjob: invoices, payments and relationship", "fr": "Bimbamjob : factures, paiements et relation"}
+
+
 def test_screenshots_of_the_chat_on_desktop_phone_and_dark(tab: Any) -> None:
+    """1400 and 390 px, light and dark, English and French: four agents at work (desktop), the "+" menu over an
+    answer (dark), the delegation lines and the composer (phone)."""
     import os
     from pathlib import Path
 
@@ -532,22 +543,31 @@ def test_screenshots_of_the_chat_on_desktop_phone_and_dark(tab: Any) -> None:
     if not os.environ.get("UPDATE_SCREENSHOTS"):
         folder = ARTIFACTS
     folder.mkdir(parents=True, exist_ok=True)
-    for name, viewport, scheme in (
-        ("chat-1400", DESKTOP, "light"),
-        ("chat-390", PHONE, "light"),
-        ("chat-dark", DESKTOP, "dark"),
+    kbs = ("contrats", "factures", "comptes-rendus", "rapports")
+    for name, viewport, scheme, language in (
+        ("chat-1400", DESKTOP, "light", "en"),
+        ("chat-390", PHONE, "light", "fr"),
+        ("chat-dark", DESKTOP, "dark", "fr"),
+        ("chat-390-dark", PHONE, "dark", "en"),
     ):
         page = tab(viewport, color_scheme=scheme)
         page.goto("/")
-        ask(page, "Bimbamjob: invoices, payments and relationship")
+        _in(page, language)
+        ask(page, QUESTION[language], kbs=kbs)
+        page.wait_for_url(re.compile(r"/c/\d+/$"))
         run = last_run(page)
+        if scheme == "light":  # the agents at work: each line, its latest action, the composer pinned below
+            _until(page, "document.querySelectorAll('.delegation[data-status=running] .actions.live li').length === 4")
+            if viewport == PHONE:
+                run.locator(".delegation").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+            page.screenshot(path=str(folder / f"{name}.png"))
         expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
-        if viewport == PHONE:  # the top of the conversation, the sidebar behind its button
-            page.evaluate("window.scrollTo(0, 0)")
-        else:
-            run.locator(".delegation summary").first.click()
-            run.locator(".delegation summary").first.scroll_into_view_if_needed()
-        page.screenshot(path=str(folder / f"{name}.png"))
+        if scheme == "dark":  # an answer, then the "+" menu of resources open over it
+            page.click("#composer details.add-menu summary")
+            page.screenshot(path=str(folder / f"{name}.png"))
+        if language == "fr":  # the next tests' language
+            page.click("header button[lang=en]")
+            expect(page.locator("html")).to_have_attribute("lang", "en")
 
 
 OTHER_PAGES = [

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 from live_server import start_server
 from playwright.sync_api import Page, expect
+from test_browser import choose
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "connectors"))
 from mcp_server import CrmServer, crm_server
@@ -92,12 +93,12 @@ def test_register_a_connector_then_ask_through_it(admin: Page, crm: CrmServer) -
     expect(page.locator("input[name=tools][value=delete_customer]")).to_be_disabled()
 
     page.goto("/")
-    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
-        box.set_checked(False)
-    connector = page.locator("#composer label", has_text="crm")
-    expect(connector).to_contain_text("(connector)")
-    page.check("#composer input[value='mcp:crm']")
-    page.check("#composer input[value=agents]")
+    page.click("#composer details.add-menu summary")
+    connectors = page.locator("#composer .add-menu fieldset", has=page.locator("input[value='mcp:crm']"))
+    expect(connectors.locator("legend")).to_have_text("Connectors")
+    expect(connectors.locator("label")).to_have_text("crm")
+    choose(page, ("mcp:crm", "agents"))
+    expect(page.locator("#composer .chip-item:not([hidden]) .chip-label")).to_have_text(["crm", "Agents"])
     page.select_option("#composer select[name=level]", "approfondi")
     page.fill("#composer textarea[name=text]", "Where is our customer Acme based?")
     page.click("#composer button[type=submit]")

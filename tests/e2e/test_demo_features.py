@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from live_server import DEMO_SERVER, sign_in, start_server
 from playwright.sync_api import Locator, Page, expect
+from test_browser import choose
 from test_french import assert_all_french
 
 from assistant.demo.model.feature_texts import FEATURE_TEXTS
@@ -89,10 +90,7 @@ def fpage(lang: str, browser: Any, features_server: str, features_signed_in: Any
 
 def ask(page: Page, text: str, resources: tuple[str, ...], level: str) -> Locator:
     """Send ``text`` with exactly these resources at this level; the run, once it has ended."""
-    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
-        box.set_checked(False)
-    for resource in resources:
-        page.check(f"#composer input[name=resources][value='{resource}']")
+    choose(page, resources)
     page.select_option("#composer select[name=level]", level)
     page.fill("#composer textarea[name=text]", text)
     page.click("#composer button[type=submit]")
@@ -160,7 +158,7 @@ def test_an_agent_lands_forced_at_approfondi_and_is_relaunched_on_the_rest(fpage
     landing = "atterrissage forcé" if lang == "fr" else "forced landing"
     expect(first.locator("dd").filter(has_text=landing)).to_have_count(1)
     expect(second).to_have_attribute("data-status", "ok")
-    expect(second.locator(".instruction").first).to_contain_text("from_char=18000")
+    expect(second.locator(".instruction-full")).to_contain_text("from_char=18000")
     relaunch = (
         "relancé avec une consigne plus précise" if lang == "fr" else "relaunched with a more precise instruction"
     )

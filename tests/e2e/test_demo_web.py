@@ -20,6 +20,7 @@ from urllib.parse import quote
 import pytest
 from live_server import DEMO_SERVER, sign_in, start_server
 from playwright.sync_api import Page, expect
+from test_browser import choose
 
 pytestmark = pytest.mark.slow
 
@@ -124,12 +125,10 @@ def test_the_demo_web_is_searched_read_and_cited_as_the_demo_web(
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
 
+    page.click("#composer details.add-menu summary")
     web = page.locator("#composer label", has=page.locator("input[value=web]"))
     expect(web).to_contain_text(words["composer"])
-    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
-        box.set_checked(False)
-    page.check("#composer input[value=web]")
-    page.check("#composer input[value=agents]")
+    choose(page, ("web", "agents"))
     page.select_option("#composer select[name=level]", "approfondi")
     page.fill("#composer textarea[name=text]", words["question"])
     page.click("#composer button[type=submit]")
@@ -234,11 +233,7 @@ def test_the_demo_model_reads_the_demo_web_in_the_question_s_language(
     page = _sign_in(browser, demo_model_server, words["locale"])
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    for box in page.locator("#composer input[name=resources]:not([disabled])").all():
-        box.set_checked(False)
-    page.check("#composer input[value=web]")
-    if agents:
-        page.check("#composer input[value=agents]")
+    choose(page, ("web", "agents") if agents else ("web",))
     page.select_option("#composer select[name=level]", "approfondi")
     page.fill("#composer textarea[name=text]", words["question"])
     page.click("#composer button[type=submit]")

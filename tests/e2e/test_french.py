@@ -27,7 +27,7 @@ RAW_CODES = re.compile(r"\b(ok|interrupted|stopped|error)\b|kb:")
 PLACEHOLDER = re.compile(r"%\(\w+\)[sd]|%[sd]|\{\{[^}]*\}\}|%%|<[^>]+>")
 # What the model wrote (English of the demo's, not of ours) and what the user wrote or uploaded (questions,
 # titles, documents' titles).
-MODEL_TEXT = ".text, .segment, .report, .instruction, .question, h1.title, a[id^=conversation-link-], .sources li"
+MODEL_TEXT = ".text, .segment, .report, .instruction, .instruction-full, .question, h1.title, a[id^=conversation-link-], .sources li"
 
 
 def _entries(text: str) -> list[tuple[str, str]]:

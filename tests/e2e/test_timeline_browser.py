@@ -211,3 +211,60 @@ def test_a_run_whose_server_died_shows_failed_after_the_page_reconnects(browser:
         expect(banner).to_be_hidden()
         page.screenshot(path=str(tmp_path / "after-reconnect.png"))
         context.close()
+
+
+SEEN = """([selector, bottom]) => Array.from(document.querySelectorAll(selector)).map(el => {
+  const r = el.getBoundingClientRect(); return r.top >= 0 && r.bottom <= bottom; })"""
+
+
+@pytest.mark.parametrize(("language", "width"), [("en", 1400), ("fr", 390)])
+def test_four_working_agents_read_at_a_glance_and_fit_a_laptop_screen(page: Page, language: str, width: int) -> None:
+    words = WORDS[language]
+    page.set_viewport_size({"width": width, "height": 900 if width > 390 else 844})
+    if language == "fr":
+        page.click("header button[lang=fr]")
+        expect(page.locator("html")).to_have_attribute("lang", "fr")
+    # The demo's agents hang after their first round (#demo-hang): the lines stay working while they are looked at.
+    ask(page, f"{words['question']} #demo-hang=30", kbs=("contrats", "factures", "comptes-rendus", "rapports"))
+    run = last_run(page)
+    lines = run.locator(".delegation[data-status=running]")
+    expect(lines).to_have_count(4)
+    _until(page, "() => document.querySelectorAll('.delegation[data-status=running] .actions.live li').length === 4")
+    for line in lines.all():
+        # One line: a status icon, the model, the instruction's short form, its round of the ceiling, its cost so far,
+        # its panel's link and room for its own controls; under it, its latest action only.
+        expect(line.locator("summary .status-icon .spinner")).to_have_count(1)
+        expect(line.locator("summary .line")).to_contain_text(str(words["line"]).split(":")[0])
+        short = line.locator("summary .instruction").inner_text()
+        whole = line.locator(".instruction-full").text_content() or ""
+        assert len(short) <= 81 and len(whole) > len(short) and whole.startswith(short.rstrip("…")), (short, whole)
+        expect(line.locator("summary .progress")).to_contain_text(words["round"])
+        expect(line.locator(".agent-side .follow-agent")).to_have_text(str(words["follow"]))
+        expect(line.locator(".agent-side .agent-controls")).to_have_count(1)
+        expect(line.locator(".actions.live li")).to_have_count(1)
+    if width == 1400:
+        # A laptop screen shows the run's first sentence, the four lines and the working line above the composer.
+        page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+        dock = page.locator(".dock").bounding_box()
+        assert dock is not None
+        for selector in (".timeline > .segment", ".delegation", ".working"):
+            seen = page.evaluate(SEEN, [f"article.answer:last-of-type {selector}", dock["y"]])
+            assert seen and all(seen), (selector, seen)
+        for line in lines.all():  # the sentence on two lines at most
+            height, leading = line.locator("summary .line").evaluate(
+                "el => [el.getBoundingClientRect().height, parseFloat(getComputedStyle(el).lineHeight)]"
+            )
+            assert height <= 2 * leading + 1, (height, leading)
+    page.screenshot(path=str(ROOT / "artifacts" / f"four-agents-{language}-{width}.png"))
+    # Stopped, each line says so with its icon; expanded, a line shows its whole instruction.
+    run.locator(".stop-form button.stop").click()
+    expect(run).to_have_attribute("data-status", "stopped", timeout=15_000)
+    first = run.locator(".delegation").first
+    first.locator("summary").click()
+    expect(first.locator(".instruction-full")).to_be_visible()
+    icon = first.locator("summary .status-icon").evaluate("el => getComputedStyle(el, '::before').content")
+    assert icon == '"■"', icon
+    expect(first.locator("summary .progress")).to_contain_text(re.compile(r"\d (of|sur) 5 (rounds|tours)"))
+    if language == "fr":
+        page.click("header button[lang=en]")
+        expect(page.locator("html")).to_have_attribute("lang", "en")

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from waiting import until
 
 from assistant.engine.errors import ToolError
 from assistant.engine.run_code import RunCode
@@ -53,14 +54,6 @@ async def span(t: RunCode, seconds: float) -> tuple[float, float]:
     assert payload["exit_code"] == 0, payload
     start, end = payload["stdout"].split()
     return float(start), float(end)
-
-
-async def until(condition: object, what: str, seconds: float = 30) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if callable(condition) and condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"waited {seconds} s for {what}")
 
 
 def processes_under(root: Path) -> list[int]:

@@ -3,16 +3,16 @@ query each ``STOP_POLL_SECONDS`` however many runs, and Stop from the flag still
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from waiting import until
 
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
@@ -34,55 +34,45 @@ def _claimed_runs(count: int) -> list[Run]:
     return runs
 
 
-def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each read of the flags (the real one) and how many runs it was for."""
-    reads: list[int] = []
-    real = leases._flags
-
-    def counted(run_ids: list[Any], **kwargs: Any) -> dict[Any, tuple[str, bool]]:
-        with CaptureQueriesContext(connection) as sent:
-            flags = real(run_ids, **kwargs)
-        assert len(sent) == 1 + kwargs.get("renew", False)  # one query for all of them (and one renewal)
-        reads.append(len(run_ids))
-        return flags
-
-    monkeypatch.setattr(leases, "_flags", counted)
-    return reads
+def _flag_reads(sent: CaptureQueriesContext, runs: list[Run]) -> list[str]:
+    """The reads of the runs' flags among the statements sent: each names the runs it reads."""
+    return [
+        q["sql"]
+        for q in sent.captured_queries
+        if q["sql"].startswith("SELECT") and "stop_requested" in q["sql"] and any(_named(r, q["sql"]) for r in runs)
+    ]
 
 
-async def _until(condition: Any, seconds: float = 10.0) -> None:
-    """A guard against hanging, not a measure; ``condition`` may be a coroutine function (a read of the database)."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not (await condition() if asyncio.iscoroutinefunction(condition) else condition()):
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.02)
+def _named(run: Run, sql: str) -> bool:
+    return run.pk.hex in sql or str(run.pk) in sql
 
 
 async def test_the_flag_of_every_watched_run_is_read_in_one_query_and_stops_only_its_run(
     demo_data: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(leases, "STOP_POLL_SECONDS", 0.05)
-    reads = _counting_reads(monkeypatch)
     runs = await sync_to_async(_claimed_runs)(5)
     tokens = [CancelToken() for _ in runs]
     watches = [leases.Watch(run.pk, token) for run, token in zip(runs, tokens, strict=True)]
-    for watch in watches:
-        await watch.start(flag_read=True)
-    try:
-        await _until(lambda: len(reads) >= 3, seconds=10)
-        # Each poll is one query for the five runs (one query a run would read one run each time).
-        assert set(reads) == {5}, reads
-        assert not any(token.cancelled for token in tokens)
-
-        await Run.objects.filter(pk=runs[2].pk).aupdate(stop_requested=True)  # Stop with no broadcast heard
-        await _until(lambda: tokens[2].cancelled)
-        assert tokens[2].cause == Cause(code="stopped_by_user")
-        await Run.objects.filter(pk=runs[4].pk).aupdate(status="failed")  # failed meanwhile by a reaper
-        await _until(lambda: tokens[4].cancelled)
-        assert [token.cancelled for token in tokens] == [False, False, True, False, True]
-    finally:
+    async with statements_of_the_database_thread() as sent:
         for watch in watches:
-            await watch.close()
+            await watch.start(flag_read=True)
+        try:
+            await until(lambda: len(_flag_reads(sent, runs)) >= 3, "three polls of the flags")
+            # Each poll is one statement for the five runs (one a run would name one run each time).
+            polls = _flag_reads(sent, runs)
+            assert all(all(_named(run, sql) for run in runs) for sql in polls), polls
+            assert not any(token.cancelled for token in tokens)
+
+            await Run.objects.filter(pk=runs[2].pk).aupdate(stop_requested=True)  # Stop with no broadcast heard
+            await until(lambda: tokens[2].cancelled, "the flag's stop")
+            assert tokens[2].cause == Cause(code="stopped_by_user")
+            await Run.objects.filter(pk=runs[4].pk).aupdate(status="failed")  # failed meanwhile by a reaper
+            await until(lambda: tokens[4].cancelled, "the stop of a run failed meanwhile")
+            assert [token.cancelled for token in tokens] == [False, False, True, False, True]
+        finally:
+            for watch in watches:
+                await watch.close()
     poller = leases._Poller.of_this_loop()
     assert not poller.watches and poller.task is None  # the last watch's close ended the poll
 
@@ -103,7 +93,7 @@ async def test_the_leases_of_the_watched_runs_are_renewed_together(
         async def renewed() -> bool:
             return await Lease.objects.filter(run_id__in=[r.pk for r in runs], heartbeat__gt=old).acount() == 3
 
-        await _until(renewed)
+        await until(renewed, "the leases renewed")
     finally:
         for watch in watches:
             await watch.close()

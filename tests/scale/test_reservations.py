@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -20,8 +18,9 @@ from channels.layers import channel_layers
 from conftest import Process
 from django.core.management import call_command
 from django.test import AsyncClient
+from waiting import until
 
-from assistant.budgets import services
+from assistant.budgets import state
 from assistant.budgets.models import Category, CategoryMonth, Reservation
 from assistant.orgs.models import Organisation
 from assistant.runs import leases
@@ -50,17 +49,10 @@ def demo(scaled: dict[str, str]) -> None:
     call_command("load_demo", verbosity=0)
 
 
-async def _until(predicate: Any, timeout: float = 60, pause: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(pause)
-
-
 def _in_flight() -> int:
     org = Organisation.objects.get(slug="demo")
     category = Category.objects.get(organisation=org, slug="syntheses")
-    return services.state_of(category).reserved
+    return state.state_of(category).reserved
 
 
 async def test_a_worker_killed_mid_call_leaves_no_reservation_behind(workers: list[Process], demo: None) -> None:
@@ -72,7 +64,7 @@ async def test_a_worker_killed_mid_call_leaves_no_reservation_behind(workers: li
     async def delegating() -> bool:
         return await run.steps.filter(kind="agent_action").aexists() and await Lease.objects.filter(run=run).aexists()
 
-    await _until(delegating)
+    await until(delegating, "the agents' delegation")
     lease = await Lease.objects.aget(run=run)
     victim = next(w for w in workers if w.pid == int(lease.executor.rsplit(":", 1)[1]))
     held = 0
@@ -92,7 +84,7 @@ async def test_a_worker_killed_mid_call_leaves_no_reservation_behind(workers: li
         await run.arefresh_from_db()
         return run.status != "running"
 
-    await _until(failed, timeout=30)
+    await until(failed, "the killed run's failure", 30)
     assert run.status == "error" and run.error == leases.DIED.english()
     # Released with its lease, by the other worker's reaper, long before the hour after which stale holds go.
     assert not await Reservation.objects.filter(run=run).aexists()
@@ -101,4 +93,4 @@ async def test_a_worker_killed_mid_call_leaves_no_reservation_behind(workers: li
     assert month.reserved == 0 and month.used >= 0
     page = (await client.get("/settings/usage/")).content.decode()
     row = page.split('data-category="syntheses"', 1)[1].split("</tr>", 1)[0]
-    assert row.split("<td>")[3].split("</td>")[0] == "0"  # In flight
+    assert row.split('data-label="In flight">', 1)[1].split("</td>", 1)[0] == "0"

@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from waiting import until
 
 from assistant.asgi import application
 from assistant.budgets.models import Reservation
@@ -80,13 +81,6 @@ async def _until_finished(communicator: WebsocketCommunicator, run_id: Any, time
             frames.append(await communicator.receive_from(timeout=timeout))
             if finished.search(frames[-1]):
                 return frames
-
-
-async def _until(predicate: Any, timeout: float = 60, pause: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(pause)
 
 
 async def _conversation() -> Conversation:
@@ -155,7 +149,7 @@ async def test_any_worker_takes_any_run_and_each_runs_several_at_once(workers: l
     async def all_ended() -> bool:
         return not await Run.objects.filter(pk__in=ids, status="running").aexists()
 
-    await _until(all_ended)
+    await until(all_ended, "every run's end")
     elapsed = time.monotonic() - started
     finished = [r async for r in Run.objects.filter(pk__in=ids).select_related("lease")]
     assert {r.status for r in finished} == {"ok"}
@@ -211,7 +205,7 @@ async def _until_the_agents_second_calls_hang(run: Run, agents: int) -> None:
             and await Reservation.objects.filter(run=run).acount() == agents
         )
 
-    await _until(hanging, timeout=60, pause=0.02)
+    await until(hanging, "each agent's second call to hang", 60)
 
 
 async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
@@ -286,7 +280,7 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
             execution = await Execution.objects.filter(task=task).select_related("run").afirst()
             return execution is not None and execution.run is not None and execution.run.status != "running"
 
-        await _until(executed, timeout=90, pause=0.2)
+        await until(executed, "the task's execution by beat", 90)
     finally:
         await asyncio.to_thread(beat.stop)
     execution = await Execution.objects.select_related("run", "run__conversation").aget(task=task)
@@ -324,7 +318,7 @@ async def test_a_worker_killed_mid_run_fails_the_run_soon_and_keeps_what_it_save
         async def delegating() -> bool:
             return await run.steps.filter(kind="agent_action").aexists()
 
-        await _until(delegating)
+        await until(delegating, "the agents' delegation")
         executor = await sync_to_async(_executor_pid)(run)
         victim = next(w for w in workers if w.pid == executor)
         await asyncio.to_thread(victim.kill)  # SIGKILL: no goodbye, no cleanup

@@ -1,0 +1,128 @@
+"""A run on a real Celery worker, traced: the web process's trace context goes with the task, the worker exports the
+run's spans and metrics over OTLP/HTTP to a receiver this test starts, and flushes them when SIGTERM stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
+from conftest import Processes
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import AsyncClient
+from opentelemetry import trace as trace_api
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+from otlp_receiver import Receiver, attributes, metric_names, receiving, spans_of
+
+from assistant.engine.events import UsageEvent
+from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Run
+from assistant.runs.steps import events_of
+from assistant.telemetry import setup
+from assistant.telemetry.instruments import Instruments
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+ASK = {
+    "text": "Bimbamjob: invoices 2024, payments and relationship",
+    "model": "demo-large",
+    "level": "approfondi",
+    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
+}
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer(scaled: dict[str, str]) -> Iterator[None]:
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with receiving() as server:
+        yield server
+
+
+@pytest.fixture
+def web_telemetry() -> Iterator[setup.Telemetry]:
+    """This process (the web server) traces: it sends its context with the runs it hands over."""
+    telemetry = setup.Telemetry(
+        tracer=TracerProvider().get_tracer("web"), instruments=Instruments.create(MeterProvider().get_meter("web"))
+    )
+    previous = setup.install(telemetry)
+    yield telemetry
+    setup.install(previous)
+
+
+async def test_a_run_on_a_worker_is_one_trace_under_its_callers_span_flushed_on_sigterm(
+    scaled: dict[str, str],
+    processes: Processes,
+    receiver: Receiver,
+    web_telemetry: setup.Telemetry,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    # The shared workers would take the run too: only the traced one listens now (the next test starts them again).
+    for process in processes.started:
+        await asyncio.to_thread(process.stop)
+    environ = {
+        **scaled,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "OTEL_SERVICE_NAME": "assistant-worker",
+        # Nothing leaves before the worker stops: what arrives is what its shutdown flushed.
+        "OTEL_BSP_SCHEDULE_DELAY": "600000",
+        "OTEL_METRIC_EXPORT_INTERVAL": "600000",
+    }
+    traced = Processes(environ, tmp_path_factory.mktemp("traced"))
+    try:
+        worker = await asyncio.to_thread(traced.worker, "traced")
+        client = AsyncClient()
+        assert await client.alogin(username="demo", password="demo-password")
+        user = await get_user_model().objects.aget(username="demo")
+        org = await Organisation.objects.aget(slug="demo")
+        conversation = await Conversation.objects.acreate(organisation=org, user=user, title="Traced")
+        caller = web_telemetry.tracer.start_span("POST /c/{id}/send")
+        with trace_api.use_span(caller, end_on_exit=True):
+            response = await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
+        assert response.status_code == 200
+        run = await Run.objects.aget(conversation=conversation)
+        deadline = time.monotonic() + 120
+        while (await Run.objects.aget(pk=run.pk)).status == "running":
+            assert time.monotonic() < deadline, worker.output()[-3000:]
+            await asyncio.sleep(0.2)
+        run = await Run.objects.aget(pk=run.pk)
+        assert run.status == "ok", run.error
+        assert receiver.received.get("/v1/traces") is None  # batched: nothing left before the shutdown
+        await asyncio.to_thread(worker.stop)  # SIGTERM: Celery's warm shutdown
+        assert worker.popen.returncode == 0, worker.output()[-3000:]
+    finally:
+        await asyncio.to_thread(traced.stop_all)
+
+    found = spans_of(receiver)
+    assert {service for service, _ in found} == {"assistant-worker"}
+    spans = [span for _, span in found]
+    context = caller.get_span_context()
+    assert {s.trace_id for s in spans} == {context.trace_id.to_bytes(16, "big")}  # the caller's trace
+    [root] = [s for s in spans if s.name == "invoke_agent assistant"]
+    assert root.parent_span_id == context.span_id.to_bytes(8, "big")
+    assert attributes(root)["assistant.run.status"] == "ok"
+    assert attributes(root)["assistant.run.cost_eur"] == run.cost_eur
+    usage = [
+        e for e in await sync_to_async(lambda: events_of(run.steps.order_by("seq")))() if isinstance(e, UsageEvent)
+    ]
+    chats = [attributes(s) for s in spans if s.name.startswith("chat ")]
+
+    def key(a: dict[str, Any]) -> tuple[Any, ...]:
+        return (a["gen_ai.request.model"], a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"],
+                a["gen_ai.usage.cost.amount"])  # fmt: skip
+
+    assert sorted(map(key, chats)) == sorted((e.model, e.prompt_tokens, e.completion_tokens, e.cost_eur) for e in usage)
+    assert sum(s.name.startswith("invoke_agent agent") for s in spans) == 2
+    assert {"gen_ai.client.token.usage", "assistant.runs", "assistant.agents"} <= metric_names(receiver)
