@@ -160,8 +160,10 @@ def _clamp(rounds: int, ceiling: int) -> Any:
     return classmethod(clamp)
 
 
+@functools.lru_cache(maxsize=256)
 def parameters(arguments: type[BaseModel]) -> dict[str, Any]:
-    """A model's JSON schema as a tool's parameters: its definitions inlined, its titles left out."""
+    """A model's JSON schema as a tool's parameters: its definitions inlined, its titles left out (once per model:
+    ``agents_arguments`` keeps its models; the schema is not changed by its readers)."""
     schema = arguments.model_json_schema()
     defs = schema.pop("$defs", {})
 

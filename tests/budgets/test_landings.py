@@ -282,12 +282,22 @@ def test_agents_that_failed_on_their_forced_landing_round_alert_too(
 def test_the_agents_the_recorder_saw_are_those_its_steps_say(world: World) -> None:
     """What the execution hands the run's end (``Recorder.agent_ends``) is what ``steps.agent_ends`` reads back."""
     agents = [OK, ("demo-large", "verificateur", "interrupted", True), FORCED_ERROR]
-    run = saved_run(world.demo, agents, from_memory=True)
+    heard: list[RunEnded] = []
+
+    def hear(sender: Any, end: RunEnded, **kwargs: Any) -> None:
+        heard.append(end)
+
+    ends.run_ended.connect(hear)
+    try:
+        run = saved_run(world.demo, agents, from_memory=True)
+    finally:
+        ends.run_ended.disconnect(hear)
     from_steps = list(agent_ends(run.steps.all()))
     assert [(a.model, a.profile, a.status, a.forced_landing) for a in from_steps] == [
         (m, p, s, f) for m, p, s, f in agents
     ]
-    assert run.agent_ends == from_steps
+    [end] = heard
+    assert end.agent_ends is not None and list(end.agent_ends) == from_steps
 
 
 def test_a_run_that_says_its_agents_alerts_as_one_read_from_its_steps(

@@ -305,7 +305,7 @@ def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypa
     from assistant.runs import execution
 
     run = _run()
-    async_to_sync(execution.execute_run)(run.pk)
+    async_to_sync(execution.execute_stored)(run.pk)  # its start read from the database, as a worker's
     run.refresh_from_db()
     assert run.status == "error"
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
