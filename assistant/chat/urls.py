@@ -6,6 +6,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("c/new", views.send, name="send_new"),
     path("c/search", turns.search, name="conversation_search"),
+    path("c/documents", views.find_documents, name="composer_documents"),
     path("c/<int:pk>/", views.conversation, name="conversation"),
     path("c/<int:pk>/send", views.send, name="send"),
     path("c/<int:pk>/rename", views.rename, name="conversation_rename"),

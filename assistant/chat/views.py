@@ -72,10 +72,6 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
             for kb in kbs
         ),
         *(
-            {"group": _("Chosen documents"), "value": d["value"], "label": d["label"], "title": ""}
-            for d in _chosen_documents(org, values["resources"])
-        ),
-        *(
             {
                 "group": _("Web and code"),
                 "value": t["value"],
@@ -93,6 +89,8 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
     return {
         "models": allowed,
         "resources": resources,
+        "documents": _chosen_documents(org, values["resources"]),
+        "has_bases": bool(kbs),
         "categories": categories,
         "levels": [(lv, LEVEL_LABELS[lv]) for lv in LEVELS],
         # Levels whose agent turn budget is 0: the composer says agents are off when one is chosen with Agents.
@@ -110,8 +108,36 @@ def _chosen_documents(org: Organisation, resources: list[str]) -> list[dict[str,
     chosen = {r: doc for r in resources for doc in [parse_document(r)] if doc is not None}
     pks = [int(d[4:]) for _kb, d in chosen.values() if d.startswith("doc-") and d[4:].isdigit()]
     rows = Document.objects.filter(pk__in=pks, knowledge_base__organisation=org).select_related("knowledge_base")
-    titles = {f"doc:{d.knowledge_base.slug}/doc-{d.pk}": f"{d.title} ({d.knowledge_base.name})" for d in rows}
+    titles = {_document_value(d): _document_label(d) for d in rows}
     return [{"value": r, "label": titles.get(r, r)} for r in chosen]
+
+
+def _document_value(document: Document) -> str:
+    return f"doc:{document.knowledge_base.slug}/doc-{document.pk}"
+
+
+def _document_label(document: Document) -> str:
+    return _("“%(title)s” (%(kb)s)") % {"title": document.title, "kb": document.knowledge_base.name}
+
+
+DOCUMENTS_FOUND = 20
+
+
+@login_required
+@require_GET
+def find_documents(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The composer's "+" menu: ready documents of the organisation's bases whose title has the words typed, to choose."""
+    query = _field(request.GET.dict(), "q").strip()[:200]
+    org = organisation_of(request.user)
+    found = []
+    if query:
+        rows = (
+            Document.objects.filter(knowledge_base__organisation=org, status=Document.READY, title__icontains=query)
+            .select_related("knowledge_base")
+            .order_by("title", "pk")[:DOCUMENTS_FOUND]
+        )
+        found = [{"value": _document_value(d), "label": _document_label(d)} for d in rows]
+    return render(request, "chat/_documents_found.html", {"documents": found, "query": query})
 
 
 def last_choices(conversation: Conversation | None) -> dict[str, Any]:

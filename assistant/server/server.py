@@ -15,10 +15,14 @@ one that grows past a limit as it arrives (a file over the limit, a chunked body
 is no longer stored: the rest is read and dropped (past twice the limit, the connection is closed), and Django gets
 the request with an empty body and the ``Body-Refused`` header, which ``assistant.api.middleware`` answers in the
 caller's format and language. A client's own ``Body-Refused`` header is dropped first.
+
+**Shared.** The server's threads hand the GIL over every ``SWITCH_INTERVAL`` (0.5 ms, not Python's 5 ms): a
+request computing for seconds delays the others' pages less.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from daphne.http_protocol import HTTPFactory as DaphneHTTPFactory
@@ -26,6 +30,13 @@ from daphne.http_protocol import WebRequest as DaphneWebRequest
 from daphne.server import Server as DaphneServer
 from django.conf import settings
 from django.utils.http import parse_header_parameters
+
+SWITCH_INTERVAL = 0.0005
+"""Seconds a thread holding the GIL runs before one waiting for it may take it (Python's default: 0.005). Each
+request's synchronous code runs in a thread of its own: while one request computes for a second (a large month's
+usage CSV, a long conversation's export), every other request waits that long each time it takes the GIL back after
+a database call, dozens of times a page. Measured (docs/BENCHMARKS.md, issue 34): another user's page p95 during
+a 400-turn export 467–470 ms at the default, 231–250 ms at 0.5 and 0.2 ms, on a loaded machine."""
 
 BODY_REFUSED = b"Body-Refused"
 """The header Django finds on a request whose body was over the limit (its value: the limit in bytes)."""
@@ -131,11 +142,15 @@ class HTTPFactory(DaphneHTTPFactory):  # type: ignore[misc]
 
 
 class Server(DaphneServer):  # type: ignore[misc]
-    """Daphne's server with our factory.
+    """Daphne's server with our factory, in a process whose threads hand the GIL over sooner (``SWITCH_INTERVAL``).
 
     Daphne's ``run()`` makes its factory (``self.http_factory = HTTPFactory(self)``) and listens with it: this
     property gives it ours instead. Everything else is Daphne's.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        sys.setswitchinterval(SWITCH_INTERVAL)
 
     @property
     def http_factory(self) -> HTTPFactory:

@@ -51,12 +51,39 @@
     box.style.height = box.scrollHeight + 2 + "px";
   }
 
+  // A chip for a resource the page did not render one for (a document found in the "+" menu).
+  function newChip(form, input) {
+    var list = form.querySelector(".chips");
+    var name = input.closest("label").textContent.trim();
+    var item = document.createElement("li");
+    var chip = document.createElement("button");
+    var label = document.createElement("span");
+    var x = document.createElement("span");
+    item.className = "chip-item";
+    chip.type = "button";
+    chip.className = "chip";
+    chip.dataset.value = input.value;
+    chip.setAttribute("aria-label", (list.dataset.remove || "%(name)s").replace("%(name)s", name));
+    chip.title = chip.getAttribute("aria-label");
+    label.className = "chip-label";
+    label.textContent = name;
+    x.className = "chip-x";
+    x.setAttribute("aria-hidden", "true");
+    x.textContent = "×";
+    chip.append(label, x);
+    item.append(chip);
+    list.prepend(item);
+  }
+
   // Each ticked resource shows as a chip; a chip's button unticks it.
   function chips() {
     var form = composer();
     if (!form) return;
     var ticked = {};
-    form.querySelectorAll("input[name=resources]").forEach(function (input) { ticked[input.value] = input.checked; });
+    form.querySelectorAll("input[name=resources]").forEach(function (input) {
+      ticked[input.value] = input.checked;
+      if (input.checked && !form.querySelector(".chip[data-value='" + CSS.escape(input.value) + "']")) newChip(form, input);
+    });
     form.querySelectorAll(".chip[data-value]").forEach(function (chip) {
       chip.parentElement.hidden = !ticked[chip.dataset.value];
     });
@@ -90,7 +117,21 @@
     return form ? form.querySelector("details.add-menu") : null;
   }
   document.addEventListener("change", function (event) {
-    if (event.target instanceof HTMLInputElement && event.target.form && event.target.form.id === "composer") chips();
+    var input = event.target;
+    if (!(input instanceof HTMLInputElement) || !input.form || input.form.id !== "composer") return;
+    // A document found and ticked joins the chosen ones, so that the next search does not take it away.
+    var found = input.closest(".documents-found li");
+    if (found && input.checked) {
+      input.form.querySelector(".chosen-documents").append(input.closest("label"));
+      found.remove();
+    }
+    chips();
+  });
+  // Enter in the documents' search searches; it does not send the message.
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && event.target instanceof Element && event.target.matches("#composer .find-documents")) {
+      event.preventDefault();
+    }
   });
   document.addEventListener("click", function (event) {
     var target = event.target instanceof Element ? event.target : null;

@@ -431,3 +431,25 @@ async def test_a_message_left_queued_with_no_run_going_on_is_sent_when_the_page_
     run = await Run.objects.aget(conversation=conv, status="running")
     assert f'id="turn-{run.pk}"' in page and "queued-message" not in page
     await execution.wait_for(run.pk)
+
+
+def test_the_composer_finds_ready_documents_of_its_own_organisation_by_title(demo_data: None) -> None:
+    demo = Organisation.objects.get(slug="demo")
+    other = Organisation.objects.create(slug="other-org", name="Other")
+    theirs = KnowledgeBase.objects.create(organisation=other, slug="theirs", name="Theirs")
+    Document.objects.create(knowledge_base=theirs, title="Bimbamjob secret", text="x")
+    factures = KnowledgeBase.objects.get(organisation=demo, slug="factures")
+    processing = Document.objects.create(
+        knowledge_base=factures, title="Bimbamjob upload", text="", status=Document.PROCESSING
+    )
+    html = _client().get("/c/documents", {"q": "bimbamjob"}, headers={"HX-Request": "true"}).content.decode()
+    found = Document.objects.filter(
+        knowledge_base__organisation=demo, status=Document.READY, title__icontains="bimbamjob"
+    )
+    assert found.exists()
+    for d in found[:20]:
+        assert f'value="doc:{d.knowledge_base.slug}/doc-{d.pk}"' in html
+    assert "secret" not in html and f'doc-{processing.pk}"' not in html  # another organisation's, or not ready
+    assert "No ready document" in _client().get("/c/documents", {"q": "zzzz"}).content.decode()
+    assert _client().get("/c/documents").content.decode().strip() == ""
+    assert Client().get("/c/documents", {"q": "bimbamjob"}).status_code == 302  # signed in only

@@ -208,6 +208,22 @@ def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_messag
     if lang == "fr":
         page.click("header button[lang=fr]")
         expect(page.locator("html")).to_have_attribute("lang", "fr")
+    # One box pinned to the bottom of the window, a quarter of the screen at most when empty, growing with its text.
+    height = page.viewport_size["height"] if page.viewport_size else 0
+    dock = page.locator(".dock").bounding_box()
+    assert dock is not None and abs(dock["y"] + dock["height"] - height) <= 1 and dock["height"] <= height / 4, dock
+    text = page.locator("#composer textarea[name=text]")
+    empty = text.bounding_box()["height"]  # type: ignore[index]
+    text.fill("A line\n" * 40)
+    grown = text.bounding_box()["height"]  # type: ignore[index]
+    assert empty < grown <= height * 0.41, (empty, grown)
+    text.fill("")
+    # The "+" menu: Escape closes it and gives the focus back to its button.
+    page.click("#composer details.add-menu summary")
+    expect(page.locator("#composer .add-menu .menu")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(page.locator("#composer .add-menu .menu")).to_be_hidden()
+    expect(page.locator("#composer details.add-menu > summary")).to_be_focused()
     level_note, model_note = page.locator("#composer .level-note"), page.locator("#composer .model-note")
     chip = page.locator("#composer .chip-agents")
     choose(page, ("kb:factures", "agents"))
@@ -233,6 +249,26 @@ def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_messag
     expect(chip).to_be_hidden()
     expect(model_note).to_be_hidden()
     assert not page.locator("#composer input[value=agents]").is_checked()
+    # Chosen documents: found by title in the "+" menu, ticked, shown as a chip, kept through another search.
+    page.click("#composer details.add-menu summary")
+    page.fill("#composer .find-documents", "Bimbamjob")
+    found = page.locator("#composer .documents-found input[name=resources]")
+    expect(found.first).to_be_visible()
+    value = found.first.get_attribute("value") or ""
+    assert value.startswith("doc:")
+    found.first.check()
+    chosen = page.locator(f"#composer .chosen-documents input[value='{value}']")
+    expect(chosen).to_be_checked()
+    page.fill("#composer .find-documents", "zzzz")
+    expect(page.locator("#composer .documents-found .hint")).to_be_visible()
+    expect(chosen).to_be_checked()
+    page.keyboard.press("Escape")
+    doc_chip = page.locator(f"#composer .chip[data-value='{value}']")
+    expect(doc_chip).to_be_visible()
+    expect(doc_chip).to_have_attribute("aria-label", re.compile(r"^(Remove|Retirer) "))
+    doc_chip.click()
+    expect(doc_chip).to_be_hidden()
+    expect(chosen).not_to_be_checked()
     if lang == "fr":
         page.click("header button[lang=en]")  # the next tests' language
         expect(page.locator("html")).to_have_attribute("lang", "en")
