@@ -11,6 +11,7 @@ The OpenAPI document is generated from ``schemas`` at ``/v1/openapi.json`` (brow
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -44,6 +45,7 @@ from . import limits
 from .errors import CODES, ApiError, error_body, error_response, refusal_error, run_failure
 from .middleware import request_id
 from .schemas import (
+    STREAM_SCHEMAS,
     ChatCompletion,
     ChatCompletionRequest,
     Choice,
@@ -53,6 +55,7 @@ from .schemas import (
     ModelOut,
     OutputMessage,
     RequestWarning,
+    RunErrorOut,
     RunOut,
     errors_schema,
 )
@@ -97,7 +100,29 @@ class KeyAuth(HttpBearer):
         return await sync_to_async(_authenticate)(request, token)
 
 
-api = NinjaAPI(
+class DocumentedApi(NinjaAPI):
+    """The API whose OpenAPI document also describes what no operation returns as JSON: the streamed chunks
+    (``text/event-stream``, ``ChatCompletionChunk``) and a stream's error event (``RunErrorOut``)."""
+
+    def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None) -> Any:
+        document = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        components = document.setdefault("components", {}).setdefault("schemas", {})
+        for model in STREAM_SCHEMAS:
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, nested in schema.pop("$defs", {}).items():
+                components.setdefault(name, nested)
+            components[model.__name__] = schema
+        for path, item in document["paths"].items():
+            operation = item.get("post") if path.endswith("/chat/completions") else None
+            if operation is None:
+                continue
+            stream = {"schema": {"$ref": "#/components/schemas/ChatCompletionChunk"}}
+            ok = operation["responses"][200]  # django-ninja keys the statuses as numbers
+            ok.setdefault("content", {})["text/event-stream"] = stream
+        return document
+
+
+api = DocumentedApi(
     title="Assistant API",
     version="1",
     description="OpenAI-compatible chat completions whose main model delegates to budgeted sub-agents.",
@@ -231,6 +256,25 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _warnings(key: ApiKey, body: ChatCompletionRequest, policy: Policy) -> list[RequestWarning]:
     """What of the request the run will not do: said in the response, never dropped silently; ``policy``: the
     key's, as the request was checked with."""
+    return _agents_warnings(body, policy) + _sampling_warnings(body)
+
+
+def _sampling_warnings(body: ChatCompletionRequest) -> list[RequestWarning]:
+    """The sampling parameters the main model does not take (``Model.dropped``): not sent to it."""
+    sampling = body.sampling()
+    if sampling is None:
+        return []
+    return [
+        RequestWarning(
+            code="parameter_not_sent",
+            message=f"{body.model} does not take `{name}`: it was not sent to the model.",
+            param=name,
+        )
+        for name in snapshot.resolve(body.model).dropped(sampling)
+    ]
+
+
+def _agents_warnings(body: ChatCompletionRequest, policy: Policy) -> list[RequestWarning]:
     if "agents" not in body.tools_enabled:
         return []
     catalogue = snapshot.catalogue()
@@ -270,6 +314,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> RunStart:
         resources=tuple(body.tools_enabled),
         category=body.category,
         language=translation.get_language() or "",  # Accept-Language (LocaleMiddleware), else the site's
+        sampling=body.sampling(),
     )
     earlier: list[tuple[str, str]] = []
     for m in body.messages[:-1]:
@@ -306,11 +351,13 @@ def _reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> tuple[str, str
     return ended.message, ended.cause.code if ended.cause is not None else "stopped_by_user"
 
 
-def _finish_reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> FinishReason:
-    """OpenAI's ``finish_reason``: ``length`` when a limit cut the answer, else ``stop``."""
+def _finish_reason(run: Run, builder: TraceBuilder) -> FinishReason:
+    """OpenAI's ``finish_reason``: ``length`` when a limit cut the answer (the output cap, ``max_tokens``, a budget,
+    a cost cap), else ``stop``."""
+    ended = builder.ended
     if run.status == "stopped" and isinstance(ended, StoppedEvent) and ended.cause is not None:
         return "length" if ended.cause.code in LIMIT_STOPS else "stop"
-    return "stop"
+    return "length" if run.status == "ok" and builder.cut else "stop"
 
 
 def _completion(
@@ -333,7 +380,7 @@ def _completion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
         model=run.model,
-        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder.ended))],
+        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder))],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]  # run.status is a Run.Status value, which the stubs type as str, not the API's Literal
         reason=reason,
@@ -376,6 +423,15 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+async def _client_gone(run: Run, body: ChatCompletionRequest) -> None:
+    """The client closed its connection before the run ended: the run stops as Stop does (nothing more is asked of
+    the provider, what was served is billed), unless the request set ``background``."""
+    if body.background:
+        return
+    if await execution.request_stop(run.pk):
+        log.info("run %s stopped: its client closed the connection", run.pk)
+
+
 async def _stream(
     run: Run,
     follower: RunFollower,
@@ -384,7 +440,8 @@ async def _stream(
     policy: Policy,
     heard: execution.Heard | None = None,
 ) -> AsyncIterator[str]:
-    """The run as OpenAI chunks: its events, the answer's deltas, the end; the run goes on if the client leaves."""
+    """The run as OpenAI chunks: its events, the answer's deltas, the end; a client that closes the stream stops
+    the run (``_client_gone``)."""
     warnings = _warnings(key, body, policy)  # the catalogue's snapshot, in memory: no database read in the loop
     base = {
         "id": f"chatcmpl-{run.pk.hex}",
@@ -410,6 +467,9 @@ async def _stream(
             if event is not None:
                 data = {k: v for k, v in event.model_dump(mode="json").items() if v is not None}
                 yield _sse({**base, "choices": [], "event": data})
+    except asyncio.CancelledError:  # the client closed the stream (Django cancels the response on its disconnect)
+        await _client_gone(run, body)
+        raise
     finally:
         await follower.close()
     done, failure = await _completed(run.pk, warnings, builder, heard)
@@ -429,7 +489,13 @@ async def _stream(
 
 @api.post(
     "/chat/completions",
-    response={200: ChatCompletion, **errors_schema(400, 401, 403, 404, 413, 429)},
+    response={
+        200: ChatCompletion,
+        **errors_schema(400, 401, 403, 404, 413, 429),
+        500: RunErrorOut,
+        502: RunErrorOut,
+        504: RunErrorOut,
+    },
     summary="Create a chat completion (a run)",
     description=STREAM_DESCRIPTION,
 )
@@ -453,6 +519,9 @@ async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) ->
         return response
     try:
         await follower.finished()
+    except asyncio.CancelledError:  # the client went away (Django cancels the view on its disconnect)
+        await _client_gone(run, body)
+        raise
     finally:
         await follower.close()
     done, failure = await _completed(run.pk, _warnings(key, body, policy), heard=heard)

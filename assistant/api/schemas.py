@@ -12,9 +12,10 @@ import re
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from assistant.engine.policy import LEVELS, Level
+from assistant.engine.types import Sampling
 
 RESOURCE = re.compile(r"^(kb:[\w-]+|doc:[\w-]+/[\w-]+|mcp:[\w-]+|web|code|agents)$")
 # C0 and C1 controls but tab, line feed and carriage return; lone UTF-16 surrogates (no text can hold one).
@@ -75,6 +76,28 @@ class InputMessage(BaseModel):
         return self.content or ""
 
 
+class JsonSchemaFormat(BaseModel):
+    """``response_format.json_schema``, as OpenAI takes it."""
+
+    name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """The answer's format: `text`, `json_object` (a JSON object) or `json_schema` (one that fits the schema)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("`json_schema` is required with the type json_schema")
+        return self
+
+
 class ChatCompletionRequest(BaseModel):
     """A request: OpenAI's fields (those without an equivalent here are accepted and ignored) and three extensions."""
 
@@ -114,6 +137,26 @@ class ChatCompletionRequest(BaseModel):
     category: str = Field(
         default="", max_length=100, description="The task category's slug; empty for the organisation's default."
     )
+    background: StrictBool = Field(
+        default=False,
+        description="Keep the run going when the client closes its connection (else it stops, as Stop does); "
+        "`GET /v1/runs/{run_id}` follows it.",
+    )
+    # OpenAI's sampling and format: the main model's calls only (agents keep their own settings); one its model or
+    # provider does not take is not sent, and the response's ``warnings`` says so.
+    max_tokens: int | None = Field(default=None, ge=1, description="Caps each main-model call's output.")
+    max_completion_tokens: int | None = Field(default=None, ge=1, description="As `max_tokens` (it wins).")
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    stop: str | list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, description="Up to 4.")
+    seed: int | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    user: str | None = Field(default=None, max_length=256)
+    response_format: ResponseFormat | None = Field(
+        default=None, description="Sent on every main-model call; shapes the answer (not the agents')."
+    )
+    n: int | None = Field(default=None, ge=1, le=1, description="One choice per request: only 1.")
 
     @field_validator("messages", mode="before")
     @classmethod
@@ -148,6 +191,29 @@ class ChatCompletionRequest(BaseModel):
                 )
         return list(dict.fromkeys(value))
 
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return value
+
+    def sampling(self) -> Sampling | None:
+        """What the request sets for the main model's calls, or None."""
+        fmt = self.response_format
+        sampling = Sampling(
+            max_tokens=self.max_completion_tokens or self.max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            stop=(self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ()),
+            seed=self.seed,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            user=self.user,
+            response_format=fmt.model_dump(by_alias=True, exclude_none=True) if fmt and fmt.type != "text" else None,
+        )
+        return sampling if sampling.as_json() else None
+
     @field_validator("category")
     @classmethod
     def _category(cls, value: str) -> str:
@@ -159,12 +225,19 @@ class ChatCompletionRequest(BaseModel):
 class RequestWarning(BaseModel):
     """Something of the request the run does not do, and why (the run goes on without it)."""
 
-    code: Literal["agents_off_at_level", "agents_without_cheaper_model"]
+    code: Literal["agents_off_at_level", "agents_without_cheaper_model", "parameter_not_sent"]
     message: str
     param: str | None = None
 
 
 # Steps, rounds, usage, sources --------------------------------------------------------------------
+
+
+TOOL_REASON_CODE_DESCRIPTION = (
+    "Set when the call was stopped with its run before it returned (a query interrupted, a script killed, a page "
+    "read or a connector call aborted, a call waiting for its turn released): why the run stopped, as the run's and "
+    "the agents' codes say it (`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown`). Null otherwise."
+)
 
 
 class ActionOut(BaseModel):
@@ -196,6 +269,10 @@ class ToolStep(BaseModel):
     action: ActionOut | None = None
     error: str | None = None
     sources: list[SourceOut] = Field(default_factory=list)
+    reason_code: str | None = Field(default=None, description=TOOL_REASON_CODE_DESCRIPTION)
+    started: bool = Field(
+        default=True, description="False: the call was stopped while it waited for its turn; it never started."
+    )
 
 
 class ModelCallFailedStep(BaseModel):
@@ -265,8 +342,8 @@ class AgentOut(BaseModel):
     reason_code: str | None = Field(default=None, description=AGENT_REASON_CODE_DESCRIPTION)
     rounds: int = 0
     seconds: float = 0.0
-    cost_eur: float = 0.0
-    usage: UsageOut | None = None
+    cost_eur: float = Field(default=0.0, description="Its cost so far while it runs, then in all.")
+    usage: UsageOut | None = Field(default=None, description="Its tokens so far while it runs, then in all.")
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)
     forced_landing: bool = False
@@ -407,16 +484,82 @@ class ErrorOut(BaseModel):
 
 
 class StreamEvent(BaseModel):
-    """A stream chunk's ``event`` (its ``choices`` is then empty): an agent started, acted or ended, a tool ran.
+    """A stream chunk's ``event`` (its ``choices`` is then empty): an agent started, acted, spent or ended, a tool
+    ran.
 
     ``agent`` (the agent as it stands) comes with agent_started and agent_finished, ``step`` with
-    agent_action and tool_call.
+    agent_action and tool_call; ``cost_eur`` and ``usage`` (the agent's so far) with agent_action and agent_usage
+    (after each of the agent's model calls).
     """
 
-    type: Literal["agent_started", "agent_action", "agent_finished", "tool_call"]
+    type: Literal["agent_started", "agent_action", "agent_usage", "agent_finished", "tool_call"]
     agent_id: str | None = None
     agent: AgentOut | None = None
     step: ToolStep | None = None
+    cost_eur: float | None = Field(default=None, description="The agent's cost so far (EUR).")
+    usage: UsageOut | None = Field(default=None, description="The agent's tokens so far.")
+
+
+class RunErrorBody(ErrorBody):
+    """A failed run's error: OpenAI's fields (``code``: ``upstream_error``, ``upstream_timeout``,
+    ``upstream_rate_limited``, ``upstream_rejected``, ``upstream_auth``, ``upstream_incomplete``, ``internal_error``)
+    and the run as it ended."""
+
+    run_id: str
+    status: Literal["error"] = "error"
+    reason: str = Field(default="", description=REASON_DESCRIPTION)
+    reason_code: str = ""
+    answer: str = Field(default="", description="The text written before it failed.")
+    steps: list[Step] = Field(default_factory=list)
+    rounds: list[RoundOut] = Field(default_factory=list)
+    usage: UsageOut = Field(default_factory=UsageOut)
+    sources: list[SourceOut] = Field(default_factory=list)
+    warnings: list[RequestWarning] = Field(default_factory=list)
+
+
+class RunErrorOut(BaseModel):
+    """A failed run, not streamed (an HTTP error), or the data of a stream's error event (after a 200)."""
+
+    error: RunErrorBody
+
+
+class ChunkDelta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: ChunkDelta
+    finish_reason: FinishReason | None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One event of a streamed response (``data: {...}``), in OpenAI's ``chat.completion.chunk`` shape. The first
+    carries ``run_id`` and ``warnings``; one with an empty ``choices`` carries an ``event`` (an agent's or a tool's);
+    the last before ``data: [DONE]`` carries the run's end (``usage``, ``steps``, ``rounds``, ``sources``,
+    ``status``, ``reason``, ``reason_code``). A failed run's stream ends instead with one event whose data is a
+    ``RunErrorOut``."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    run_id: str | None = None
+    warnings: list[RequestWarning] | None = None
+    event: StreamEvent | None = None
+    usage: UsageOut | None = None
+    steps: list[Step] | None = None
+    rounds: list[RoundOut] | None = None
+    sources: list[SourceOut] | None = None
+    status: Literal["ok", "stopped"] | None = None
+    reason: str | None = None
+    reason_code: str | None = None
+
+
+# What the OpenAPI document describes beside the operations' own bodies (``api.StreamingApi``).
+STREAM_SCHEMAS: tuple[type[BaseModel], ...] = (ChatCompletionChunk, RunErrorOut)
 
 
 def errors_schema(*codes: int) -> dict[int, Any]:

@@ -18,6 +18,7 @@ from assistant.engine.events import (
     AgentStarted,
     ErrorEvent,
     Event,
+    FinalEvent,
     ModelCallFailed,
     RoundStarted,
     Source,
@@ -71,6 +72,13 @@ def _action(action: Action | None) -> ActionOut | None:
     )
 
 
+def _stopped_code(action: Action | None) -> str | None:
+    """Why a call stopped with its run, as the run's cause code (None: it was not stopped)."""
+    if action is None or action.stopped is None:
+        return None
+    return (action.stopped.because or action.stopped).code
+
+
 def _sources(items: Iterable[Source]) -> list[SourceOut]:
     return [SourceOut(**s.model_dump()) for s in items]
 
@@ -82,9 +90,12 @@ class TraceBuilder:
         self._agents: dict[str, AgentOut] = {}
         self._agent_rounds: dict[str, int] = {}
         self._live_usage = RunUsage()  # from the usage steps, while running
+        self._agent_usage: dict[str, RunUsage] = {}  # each agent's, from its usage steps, until it ends
         self._sources: dict[str, SourceOut] = {}
         self.ended: ErrorEvent | StoppedEvent | None = None
         """How the run ended, when it failed or stopped (its last ``error`` or ``stopped`` step)."""
+        self.cut = False
+        """The answer's last call stopped at its output cap (``FinalEvent.cut``)."""
         self.main_failure: ModelCallFailed | None = None
         """The main model's last failed call (what a failed run's error says of the provider)."""
 
@@ -96,11 +107,13 @@ class TraceBuilder:
     def add_event(self, e: Event) -> StreamEvent | None:
         agent_id = e.agent_id
         if isinstance(e, UsageEvent):
-            self._count(e)
+            return self._count(e)
         elif isinstance(e, ModelCallFailed):
-            self._failed(e)
+            return self._failed(e)
         elif isinstance(e, ErrorEvent | StoppedEvent) and agent_id is None:
             self.ended = e
+        elif isinstance(e, FinalEvent) and agent_id is None:
+            self.cut = e.cut
         elif isinstance(e, RoundStarted):
             if agent_id is not None:
                 self._agent_rounds[agent_id] = e.round
@@ -119,6 +132,8 @@ class TraceBuilder:
                 action=_action(e.action),
                 error=e.error,
                 sources=_sources(e.sources),
+                reason_code=_stopped_code(e.action),
+                started=e.action is None or e.action.started,
             )
             self._keep(tool.sources)
             self.trace.steps.append(tool)
@@ -133,6 +148,7 @@ class TraceBuilder:
                 max_rounds=e.max_rounds,
             )
             self._agents[agent.id] = agent
+            self._agent_usage[agent.id] = RunUsage()
             self.trace.steps.append(AgentStep(round=self._round, agent=agent))
             return StreamEvent(type="agent_started", agent_id=agent.id, agent=agent)
         elif isinstance(e, AgentAction) and e.agent_id in self._agents:
@@ -144,10 +160,15 @@ class TraceBuilder:
                 action=_action(a),
                 error=None if a.ok else a.label,
                 sources=_sources(e.sources),
+                reason_code=_stopped_code(e.action),
+                started=e.action.started,
             )
             self._keep(tool.sources)
-            self._agents[e.agent_id].steps.append(tool)
-            return StreamEvent(type="agent_action", agent_id=e.agent_id, step=tool)
+            agent = self._agents[e.agent_id]
+            agent.steps.append(tool)
+            return StreamEvent(
+                type="agent_action", agent_id=e.agent_id, step=tool, cost_eur=agent.cost_eur, usage=agent.usage
+            )
         elif isinstance(e, AgentFinished) and e.agent_id in self._agents:
             agent = self._agents[e.agent_id]
             agent.status = e.status
@@ -164,16 +185,32 @@ class TraceBuilder:
             return StreamEvent(type="agent_finished", agent_id=e.agent_id, agent=agent)
         return None
 
-    def _count(self, e: UsageEvent) -> None:
-        if e.agent_id is None and self.trace.rounds:
+    def _count(self, e: UsageEvent) -> StreamEvent | None:
+        """A call's usage: in its round (the main model's), in the run's live usage, and in its agent's figures so
+        far (said in the stream with an ``agent_usage`` event)."""
+        self._live_usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated)
+        if e.agent_id is not None:
+            usage = self._agent_usage.get(e.agent_id)
+            if usage is None:
+                return None
+            usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated)
+            return self._agent_figures(e.agent_id, usage)
+        if self.trace.rounds:
             r = self.trace.rounds[-1]
             r.prompt_tokens += e.prompt_tokens
             r.completion_tokens += e.completion_tokens
             r.cached_prompt_tokens += e.cached_prompt_tokens
             r.cost_eur += e.cost_eur
-        self._live_usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated)
+        return None
 
-    def _failed(self, e: ModelCallFailed) -> None:
+    def _agent_figures(self, agent_id: str, usage: RunUsage) -> StreamEvent:
+        """An agent's cost and usage so far, on the agent and as an ``agent_usage`` event."""
+        agent = self._agents[agent_id]
+        agent.cost_eur = usage.cost_eur
+        agent.usage = usage_out(usage.as_data())
+        return StreamEvent(type="agent_usage", agent_id=agent_id, cost_eur=agent.cost_eur, usage=agent.usage)
+
+    def _failed(self, e: ModelCallFailed) -> StreamEvent | None:
         """A failed model call: a step of its agent (or of the main model), counted in the live usage."""
         failed = ModelCallFailedStep(
             round=self._agent_rounds.get(e.agent_id, 0) if e.agent_id else self._round,
@@ -183,12 +220,16 @@ class TraceBuilder:
             status=e.status,
             message=e.message,
         )
+        self._live_usage.failed(e.model)
         if e.agent_id is None:
             self.main_failure = e
             self.trace.steps.append(failed)
         elif e.agent_id in self._agents:
             self._agents[e.agent_id].steps.append(failed)
-        self._live_usage.failed(e.model)
+            usage = self._agent_usage[e.agent_id]
+            usage.failed(e.model)
+            return self._agent_figures(e.agent_id, usage)
+        return None
 
     def _keep(self, sources: list[SourceOut]) -> None:
         for s in sources:

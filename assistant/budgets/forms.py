@@ -109,6 +109,7 @@ class RaiseForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.today = today
         self.fields["category"].queryset = Category.objects.filter(organisation=organisation)  # type: ignore[attr-defined]  # a ModelChoiceField's queryset: Field's stubs do not have the attribute
+        self.fields["category"].label_from_instance = lambda c: c.shown_name  # type: ignore[attr-defined]  # a ModelChoiceField's: each category in the reader's language
 
     def clean_reason(self) -> str:
         reason = str(self.cleaned_data["reason"]).strip()

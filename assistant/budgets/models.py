@@ -19,6 +19,7 @@ from django.db.models.functions import Lower
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
+from assistant.orgs.translated import Translated
 
 MAX_CATEGORIES = 4
 # The most tokens a monthly budget or one raise may hold: a trillion, far above any month's use and far
@@ -36,7 +37,7 @@ def validate_thresholds(value: object) -> None:
         raise ValidationError(_("Thresholds are percentages of the budget, from 1 to 100 (for instance 80, 100)."))
 
 
-class Category(models.Model):
+class Category(Translated):
     """A broad task category of an organisation, with its own monthly token budget."""
 
     organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="categories")

@@ -226,7 +226,7 @@ def _consumption_chart(
         for d in shown:
             total += per_day.get(index[d], 0)
             points.append((index[d], 100.0 * total / line.state.budget))
-        series.append(Series(line.state.category.name, points, line.color))
+        series.append(Series(line.state.category.shown_name, points, line.color))
     last = len(month_days) - 1
     return Chart(
         title=_("Consumption over the month, as a share of each category's budget"),
@@ -251,7 +251,7 @@ def _cost_chart(lines: list[CategoryLine], runs: list[Run], days: list[date], to
             if r.category == line.state.category.slug:
                 per_day[index[r.created.astimezone(tz).date()]].add_usage(r.usage)
         points = [(i, t.cost_per_call) for i, t in sorted(per_day.items()) if t.cost_per_call is not None]
-        series.append(Series(line.state.category.name, points, line.color))
+        series.append(Series(line.state.category.shown_name, points, line.color))
     return Chart(
         title=_("Cost per model call (EUR), day by day, over three months"),
         x_labels=[d.strftime("%d/%m") for d in days],

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -150,7 +150,11 @@ def add_raise(request: AuthenticatedHttpRequest) -> HttpResponse:
     messages.success(
         request,
         _("“%(name)s” is raised by %(tokens)s tokens until %(date)s.")
-        % {"name": raised.category.name, "tokens": f"{raised.tokens:,}", "date": raised.ends_on.isoformat()},
+        % {
+            "name": raised.category.shown_name,
+            "tokens": formats.number_format(raised.tokens, force_grouping=True),
+            "date": formats.date_format(raised.ends_on, "SHORT_DATE_FORMAT"),
+        },
     )
     return redirect("budgets")
 

@@ -233,7 +233,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.held[run_id] = []
         await self._listen(run_id)
         try:
-            run = await database_sync_to_async(live.LiveRun.load)(run_id, self.conversation_id)
+            run = await database_sync_to_async(live.LiveRun.load)(run_id, self.conversation_id, self.language)
         except BaseException:
             del self.held[run_id]
             await self._stop_listening(run_id)

@@ -84,7 +84,8 @@ class LiveRun:
     lines: dict[str, tuple[tuple[int, str], SafeString]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, run_id: str, conversation_id: int) -> LiveRun | None:
+    def load(cls, run_id: str, conversation_id: int, language: str | None = None) -> LiveRun | None:
+        """The run to push, if it is this conversation's; its bases' names in ``language`` (the page's)."""
         try:
             pk = uuid.UUID(hex=run_id)
         except ValueError:
@@ -95,7 +96,8 @@ class LiveRun:
             return None
         steps = list(run.steps.all())
         follower = Follower(pk, seq=steps[-1].seq if steps else 0, answer=run.answer)
-        names = base_names(run.organisation_id)
+        with translation.override(language):
+            names = base_names(run.organisation_id)
         return cls(run=run, question=question, steps=steps, follower=follower, names=names)
 
     @property

@@ -156,6 +156,17 @@ def failed_call_text(e: ModelCallFailed) -> str:
     return _("Model call refused by the provider (%(why)s): not billed") % {"why": why}
 
 
+def named_action(action: Action, base_names: Mapping[str, str]) -> Action:
+    """The action with its knowledge base by name (``where``), as the page words it. A search saved before
+    actions named their base wrote it into the label (``factures: Bimbamjob``): split it off."""
+    where, label = action.where, action.label
+    if action.tool == "kb_search" and not where and ": " in label:
+        where, _sep, label = label.partition(": ")
+    if not where:
+        return action
+    return action.model_copy(update={"where": base_names.get(where, where), "label": label})
+
+
 def agents_of(
     events: Iterable[Event], reports: dict[str, SafeString] | None = None, base_names: Mapping[str, str] | None = None
 ) -> list[AgentView]:
@@ -183,8 +194,9 @@ def agents_of(
         elif e.agent_id in agents:
             agent = agents[e.agent_id]
             if isinstance(e, AgentAction):
-                agent.actions.append(e.action)
-                agent.log_action(e.action)
+                action = named_action(e.action, base_names or {})
+                agent.actions.append(action)
+                agent.log_action(action)
             elif isinstance(e, ModelCallFailed):
                 failed = Action(tool="", kind="other", ok=False, label=failed_call_text(e))
                 agent.actions.append(failed)
@@ -245,6 +257,7 @@ def timeline_of(
     answer: str,
     running: bool,
     pieces: dict[tuple[int, int], SafeString] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> tuple[list[TextPiece | WorkBlock], int]:
     """The run in the order things happened, and where its last piece of text (the answer so far) starts.
 
@@ -252,7 +265,8 @@ def timeline_of(
     (``text_offset``), what happened from its event.
 
     A step without an offset (saved before offsets were recorded) is placed before the answer, as the page
-    always drew it; offsets never go back, and never past the text. ``pieces`` caches each piece's HTML.
+    always drew it; offsets never go back, and never past the text. ``pieces`` caches each piece's HTML;
+    ``names`` (slug to name) words the bases searched.
     """
     by_id = {a.agent_id: a for a in agents}
     blocks: list[WorkBlock] = []
@@ -264,7 +278,7 @@ def timeline_of(
         if isinstance(event, AgentStarted) and event.agent_id in by_id:
             entry = ("agent", by_id[event.agent_id])
         elif isinstance(event, ToolResultEvent) and event.agent_id is None and event.action is not None:
-            entry = ("action", event.action)
+            entry = ("action", named_action(event.action, names or {}))
         if entry is None:
             continue
         if not blocks or blocks[-1].offset != offset:
@@ -286,8 +300,10 @@ def timeline_of(
 
 
 def base_names(organisation_id: int) -> dict[str, str]:
-    """The organisation's knowledge bases, slug to name: how the page words the resources ``kb:<slug>``."""
-    return dict(KnowledgeBase.objects.filter(organisation_id=organisation_id).values_list("slug", "name"))
+    """The organisation's knowledge bases, slug to name in the reader's language: how the page words the
+    resources ``kb:<slug>``."""
+    bases = KnowledgeBase.objects.filter(organisation_id=organisation_id).only("slug", "name", "translations")
+    return {kb.slug: kb.shown_name for kb in bases}
 
 
 def run_view(
@@ -310,7 +326,7 @@ def run_view(
     stopped = next((e.cause for e in events if isinstance(e, StoppedEvent)), None)
     failed = next((e.cause for e in reversed(events) if isinstance(e, ErrorEvent)), None)
     usage = RunUsage.of(run.usage)
-    timeline, answer_start = timeline_of(pairs, agents, run.answer, run.is_running, pieces)
+    timeline, answer_start = timeline_of(pairs, agents, run.answer, run.is_running, pieces, names)
     return {
         "run": run,
         "agents": agents,

@@ -15,6 +15,7 @@ import uuid
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from assistant.knowledge.models import Document
@@ -66,6 +67,7 @@ def segments(text: str, ranges: list[tuple[int, int]]) -> list[tuple[str, bool]]
 def document(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     doc = _document(request, pk)
     ranges: list[tuple[int, int]] = []
+    back = ""  # the answer that opened it, in its conversation
     try:
         run_id = uuid.UUID(request.GET.get("run", ""))
     except ValueError:
@@ -79,7 +81,8 @@ def document(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
         ).first()
         if run is not None:
             ranges = read_ranges(run, doc)
-    context = {"doc": doc, "segments": segments(doc.text, ranges), "marked": len(ranges)}
+            back = reverse("conversation", args=[run.conversation_id]) + f"#turn-{run.pk}"
+    context = {"doc": doc, "segments": segments(doc.text, ranges), "marked": len(ranges), "back": back}
     return render(request, "chat/document.html", context)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -19,6 +20,7 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -33,7 +35,8 @@ from assistant.runs.steps import events_of
 
 from . import search as conversation_search
 from .htmx import REFUSED
-from .presenters import agents_of
+from .presenters import agents_of, base_names
+from .templatetags.chat import action_text
 from .views import _conversation, _field
 
 
@@ -138,6 +141,7 @@ def export_data(conv: Conversation) -> dict[str, Any]:
     """A conversation as its export says it: each turn (latest versions) with its answer, delegations and their
     whole reports, sources, status and cost; previous versions listed under their turn."""
     runs = {r.pk: r for r in conv.runs.prefetch_related("steps")}
+    names = base_names(conv.organisation_id)
     questions = {m.run_id: m for m in conv.messages.filter(role="user", queued=False) if m.run_id}
 
     def turn(run: Run) -> dict[str, Any]:
@@ -148,8 +152,10 @@ def export_data(conv: Conversation) -> dict[str, Any]:
             "model": run.model,
             "level": run.level,
             "resources": list(run.resources),
+            "resources_text": [wording.resource_text(r, names) for r in run.resources],
             "category": run.category,
             "status": run.status,
+            "status_text": wording.status_text(run.status),
             "error": run.error,
             "answer": run.answer,
             "rounds": run.rounds,
@@ -162,14 +168,15 @@ def export_data(conv: Conversation) -> dict[str, Any]:
                     "model": a.model,
                     "resources": a.resources,
                     "status": a.status,
+                    "status_text": wording.agent_status_text(a.status, a.cause),
                     "reason": wording.cause_text(a.cause) if a.cause is not None else "",
                     "rounds": a.rounds,
                     "seconds": a.seconds,
                     "cost_eur": a.cost_eur,
-                    "actions": [x.label for x in a.actions],
+                    "actions": [action_text(x) for x in a.actions],
                     "report": a.report,
                 }
-                for a in agents_of(events_of(run.steps.all()))
+                for a in agents_of(events_of(run.steps.all()), base_names=names)
             ],
         }
 
@@ -192,20 +199,24 @@ def export_data(conv: Conversation) -> dict[str, Any]:
     }
 
 
-def export_markdown(data: dict[str, Any]) -> str:
+def export_markdown(data: dict[str, Any], names: Mapping[str, str]) -> str:
+    """The export as a person reads it: resources, statuses and sources' bases in words (``names``: the bases'
+    names by slug), in the reader's language; the JSON export keeps the codes and ids beside the words."""
     out = [f"# {data['title']}", ""]
     for i, t in enumerate(data["turns"], 1):
         out += [f"## {i}. {t['question']}", ""]
         out.append(
-            f"*{t['model']}, {t['level'] or '-'}, {', '.join(t['resources']) or '-'}; "
-            f"{t['status']}; {t['cost_eur']:.4f} EUR*"
+            f"*{t['model']}, {t['level'] or '-'}, {', '.join(t['resources_text']) or '-'}; "
+            f"{t['status_text']}; {t['cost_eur']:.4f} EUR*"
         )
         out.append("")
         for d in t["delegations"]:
             out += [
                 f"### {_('Delegation')}: {d['instruction']}",
                 "",
-                f"*{d['model']}, {d['status']}, {d['rounds']} rounds, {d['cost_eur']:.4f} EUR*",
+                f"*{d['model']}, {d['status_text']}, "
+                + ngettext("%(n)s round", "%(n)s rounds", d["rounds"]) % {"n": d["rounds"]}
+                + f", {d['cost_eur']:.4f} EUR*",
                 "",
             ]
             out += [f"- {a}" for a in d["actions"]]
@@ -216,7 +227,7 @@ def export_markdown(data: dict[str, Any]) -> str:
         if t["sources"]:
             out += [f"### {_('Sources')}", ""]
             out += [
-                f"- {s.get('title', '')} ({s.get('id', '')}{', ' + s['where'] if s.get('where') else ''})"
+                f"- {s.get('title', '')} ({s.get('id', '')}{', ' + names.get(s['where'], s['where']) if s.get('where') else ''})"
                 + (f" — {_('a page of the demo web, fictional')}" if s.get("demo_web") else "")
                 for s in t["sources"]
             ]
@@ -239,4 +250,6 @@ def export(request: AuthenticatedHttpRequest, pk: int, fmt: str) -> HttpResponse
     if fmt == "json":
         body = json.dumps(data, ensure_ascii=False, indent=2)
         return attachment_response(body, f"{name}.json", "application/json; charset=utf-8")
-    return attachment_response(export_markdown(data), f"{name}.md", "text/markdown; charset=utf-8")
+    return attachment_response(
+        export_markdown(data, base_names(conv.organisation_id)), f"{name}.md", "text/markdown; charset=utf-8"
+    )

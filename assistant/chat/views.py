@@ -68,7 +68,12 @@ def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[s
     # The "+" menu's resources, group by group; the chips show the ticked ones.
     resources = [
         *(
-            {"group": _("Knowledge bases"), "value": f"kb:{kb.slug}", "label": kb.name, "title": kb.description}
+            {
+                "group": _("Knowledge bases"),
+                "value": f"kb:{kb.slug}",
+                "label": kb.shown_name,
+                "title": kb.shown_description,
+            }
             for kb in kbs
         ),
         *(
@@ -117,7 +122,7 @@ def _document_value(document: Document) -> str:
 
 
 def _document_label(document: Document) -> str:
-    return _("“%(title)s” (%(kb)s)") % {"title": document.title, "kb": document.knowledge_base.name}
+    return _("“%(title)s” (%(kb)s)") % {"title": document.title, "kb": document.knowledge_base.shown_name}
 
 
 DOCUMENTS_FOUND = 20

@@ -268,10 +268,10 @@ class _AgentLoop:
 
     async def _run_calls(self, calls: list[ToolCall]) -> ToolFailed | None:
         """Run the round's tool calls concurrently; the failure that ends this agent (not the run), if a tool fails
-        unexpectedly (the round's other calls are cancelled). Stop cancels them all: ``RunStopped``."""
+        unexpectedly (the round's other calls are cancelled). Stop ends each call, stopped."""
         try:
             runs = await run_round(
-                self.ctx.cancel, [run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT) for c in calls]
+                [run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT, self.ctx.cancel) for c in calls]
             )
         except ToolFailed as e:
             return e
@@ -283,7 +283,7 @@ class _AgentLoop:
                 if run.outcome and run.outcome.action
                 else Action(tool=run.call.name, kind="other", label=run.error or run.call.name, ok=run.ok)
             )
-            if not run.ok:
+            if not run.ok and action.stopped is None:  # a stopped call's action says so itself
                 action = action.model_copy(update={"ok": False, "label": f"{run.call.name}: {run.error}"})
             sources = run.outcome.sources if run.outcome else ()
             await self.ctx.emit(

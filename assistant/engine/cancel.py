@@ -4,8 +4,8 @@ Stop may come from this process (a view, a consumer) or another one (a worker wa
 flag); whoever sees it calls ``cancel`` with its cause, one of ``causes.STOP_CODES``: ``stopped_by_user``
 (Stop, the API's cancel), ``category_budget`` (the category refused a reservation), ``cost_cap`` (a task's cap
 crossed), ``server_shutdown`` (the worker executing the run was told to shut down)... Every model call in flight
-ends at once (``RunContext.call_model`` raises ``RunStopped``); a round's tool calls are cancelled (``run_round``);
-agents and the main loop check the token before each round (``check``).
+ends at once (``RunContext.call_model`` raises ``RunStopped``); a round's tool calls are stopped (``run_round``,
+``tools.run_tool_call``); agents and the main loop check the token before each round (``check``).
 """
 
 from __future__ import annotations
@@ -76,33 +76,16 @@ class RunStopped(EngineError):
 T = TypeVar("T")
 
 
-async def run_round(
-    token: CancelToken, calls: Sequence[Coroutine[Any, Any, T]], *, spared: Sequence[bool] = ()
-) -> list[T]:
+async def run_round(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
     """Run a round's tool calls concurrently, each in its own task of one ``asyncio.TaskGroup``; their results in order.
 
-    Stop cancels each call's task (its ``CancelledError`` reaches the tool where it waits: a query, a sandbox, a
-    connector's call) and, once every task has ended, raises ``RunStopped``; a call whose ``spared`` is true is not
-    cancelled but awaited (the agents tool: its agents stop on their own and report what they had). A call that
-    raises cancels the others (the ``TaskGroup``'s rule), and its exception is raised (the first, if several are).
+    Stop reaches each call through its own task (``tools.run_tool_call`` races it against the token: the tool's work is
+    cancelled where it waits, and the call returns stopped); a call that raises cancels the others (the
+    ``TaskGroup``'s rule), and its exception is raised (the first, if several are).
     """
-    tasks: list[asyncio.Task[T]] = []
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(call) for call in calls]
-            pending = {t for i, t in enumerate(tasks) if not (i < len(spared) and spared[i])}
-            if pending:
-                waiter = asyncio.ensure_future(token.wait())
-                try:
-                    while pending and not token.cancelled:
-                        await asyncio.wait([*pending, waiter], return_when=asyncio.FIRST_COMPLETED)
-                        pending = {t for t in pending if not t.done()}
-                finally:
-                    waiter.cancel()
-                for task in pending:
-                    task.cancel()
     except BaseExceptionGroup as e:
         raise e.exceptions[0]  # noqa: B904  (the group's other exceptions are the cancelled siblings')
-    if any(t.cancelled() for t in tasks):
-        raise RunStopped(token.stop_cause)
     return [t.result() for t in tasks]

@@ -11,7 +11,7 @@ sentence.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,7 +54,7 @@ StopCode: TypeAlias = Literal[
     "stopped_by_user", "category_budget", "cost_cap", "spend_limit", "delegation_cap", "server_shutdown"
 ]
 """The causes a run (or an agent) is stopped with: what a ``CancelToken`` and ``RunStopped`` carry."""
-STOP_CODES: frozenset[str] = frozenset(StopCode.__args__)  # type: ignore[attr-defined]
+STOP_CODES: frozenset[str] = frozenset(get_args(StopCode))
 
 ModelErrorKind: TypeAlias = Literal[
     "rate_limited", "server_error", "bad_request", "authentication", "unreachable", "timeout", "broken_stream"

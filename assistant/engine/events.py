@@ -68,6 +68,15 @@ class Action(_Value):
     ok: bool = True
     demo_web: bool = False
     """A search or a read of the demo web (offline, fictional pages), not of the internet."""
+    detail: Text = ""
+    """The whole of what ``label`` begins, for the page to unfold: ``run_code``'s script."""
+    where: Annotated[str, KEEP] = ""
+    """The knowledge base a search looked in (its slug, which the page words by the base's name); the query
+    alone is ``label``."""
+    stopped: Cause | None = None
+    """The call was stopped with its run, before it returned: ``run_stopped``, the run's cause in ``because``."""
+    started: bool = True
+    """False: the call was stopped while it waited for its turn (``Tool.turn``); it never started."""
 
 
 class Attempt(_Value):
@@ -114,8 +123,6 @@ class ToolResultEvent(_Event):
     error: Annotated[str | None, ERASE] = None
     result_chars: int = 0
     """The length of what the model read back (the result's JSON)."""
-    cause: Cause | None = None
-    """Why it did not return, as data: ``run_stopped`` (Stop cancelled it, ``because`` says why); None otherwise."""
 
 
 class AgentStarted(_Event):
@@ -235,6 +242,8 @@ class FinalEvent(_Event):
     rounds: int
     sources: Annotated[tuple[Source, ...], ERASE] = ()
     usage: UsageData = UsageData()
+    cut: bool = False
+    """The answer's last call stopped at its output cap (the model's, or the API client's ``max_tokens``)."""
 
 
 class ErrorEvent(_Event):

@@ -101,6 +101,7 @@ class _MainLoop:
         self.delegation = Delegation(ctx, plan, self.info) if plan.agents else None
         if self.delegation is not None:
             self.tools[AGENTS_TOOL] = self.delegation
+        self.sampling = request.sampling
         self.messages: list[Message] = [Message.system(self._system_prompt()), *request.messages]
         self.current = len(request.messages)  # where the request's own message is
         self.left_out = 0
@@ -139,8 +140,9 @@ class _MainLoop:
             tools=() if last else specs,
             tool_choice="none" if last else "auto",
             parallel_tool_calls=True,
-            max_output_tokens=self.info.output_cap_for(None, self.plan.effort),
+            max_output_tokens=self._output_cap(),
             reasoning_effort=self.plan.effort,
+            sampling=self.sampling,
             language=self.ctx.language,
         )
         if self.rounds <= 1:
@@ -177,14 +179,14 @@ class _MainLoop:
                             rounds=self.rounds,
                             sources=tuple(ctx.sources.values()),
                             usage=ctx.usage.as_data(),
+                            cut=response.finish_reason == "length",
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
-                # Stop cancels the round's tool calls (the agents tool stops its agents itself); a tool's unexpected
-                # failure cancels the others and ends the run.
+                # Stop ends each of the round's tool calls, stopped (the agents tool stops its agents itself); a
+                # tool's unexpected failure cancels the others and ends the run.
                 calls = response.tool_calls
-                spared = [c.name in self.tools and self.tools[c.name].stops_itself for c in calls]
-                runs = await run_round(ctx.cancel, [self._run_call(c) for c in calls], spared=spared)
+                runs = await run_round([self._run_call(c) for c in calls])
                 self.messages += [Message.tool(run.call, run.content) for run in runs]
         except RunStopped as e:
             return await self._stopped(e.cause)
@@ -193,9 +195,17 @@ class _MainLoop:
         except ToolFailed as e:
             return await self._failed(f"A tool failed: {e}", Cause(code="tool_failed", kind=e.kind))
 
+    def _output_cap(self) -> int:
+        """Each main call's output cap: the client's (``max_tokens``) up to the model's, else the model's for the
+        plan's effort."""
+        asked = self.sampling.max_tokens if self.sampling is not None else None
+        if asked is not None:
+            return min(asked, self.info.output_cap)
+        return self.info.output_cap_for(None, self.plan.effort)
+
     def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the main model's window: the oldest earlier messages go first, said so."""
-        reserve = self.info.output_cap_for(None, self.plan.effort) + spec_tokens
+        reserve = self._output_cap() + spec_tokens
         left_out = fit_conversation(self.messages, self.info.context_window, reserve, self.current)
         if left_out:
             self.current -= left_out
@@ -228,16 +238,7 @@ class _MainLoop:
         except ValueError:
             arguments = {"raw": call.arguments}
         await ctx.emit(ToolCallEvent(call_id=call.id, name=call.name, arguments=arguments))
-        try:
-            run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE)
-        except asyncio.CancelledError:
-            if ctx.cancel.cancelled:  # Stop cancelled it: said so (the step's cause), then the round ends
-                stopped = Cause(code="run_stopped", because=ctx.cancel.stop_cause)
-                result = ToolResultEvent(
-                    call_id=call.id, name=call.name, ok=False, error=stopped.english(), cause=stopped
-                )
-                await ctx.emit(result)
-            raise
+        run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE, ctx.cancel)
         sources = run.outcome.sources if run.outcome else ()
         ctx.add_sources(sources)
         await ctx.emit(

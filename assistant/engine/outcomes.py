@@ -143,7 +143,8 @@ class AgentRecord:
                 titles = ", ".join(f"{h['id']} {h['title']}" for h in hits[:5])
             except (ValueError, AttributeError, KeyError, TypeError):
                 titles = ""
-            self.notes.append(f"Searched {action.label!r}: {action.count} results. {titles}".strip())
+            base = f" in {action.where}" if action.where else ""
+            self.notes.append(f"Searched {action.label!r}{base}: {action.count} results. {titles}".strip())
         elif action is not None and action.kind == "read":
             try:
                 docs = json.loads(run.content).get("documents", [])

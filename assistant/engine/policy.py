@@ -10,7 +10,7 @@ from .catalogue import Catalogue
 from .errors import RequestRefused
 from .refusals import Refusal, RefusalCode
 from .scope import DOC_PREFIX, KB_PREFIX, MCP_PREFIX, Scope, parse_document
-from .types import Effort, Message
+from .types import Effort, Message, Sampling
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
 LEVELS: tuple[Level, ...] = ("rapide", "standard", "approfondi", "maximal")
@@ -100,6 +100,8 @@ class RunRequest:
     model: str
     level: Level | None = None
     resources: tuple[str, ...] = ()
+    sampling: Sampling | None = None
+    """An API client's output cap, sampling and format, for the main model's calls."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

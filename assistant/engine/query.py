@@ -4,7 +4,7 @@ Only the tables the statement names are copied into the connection from their Pa
 access is switched off and the configuration locked, so the statement can read no file, attach no database,
 copy nothing out and load no extension. It runs on a thread of its own under a memory limit and a time limit
 (a timer interrupts it); its task's cancellation interrupts it too. At most ``QueryLimits.concurrent`` queries
-run at once in an event loop's process, the others wait their turn: the loop keeps a core.
+run at once in an event loop's process (``DataQuery.turn``), the others wait their turn: the loop keeps a core.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any
 
 from .errors import ToolError
 from .sql import first_line, quote_ident, sql_literal
-from .turns import turn
 
 RESULT = "__data_query_result"  # the result's temporary table: no table of a base starts with "_"
 NOWHERE = "/data_query"  # DuckDB's home, extension and secret directories: a path of no server (nothing is read there)
@@ -183,13 +182,8 @@ def _local_files(sources: Mapping[str, str | bytes]) -> Iterator[dict[str, str]]
 
 
 async def run_query(statement: str, sources: Mapping[str, str | bytes], limits: QueryLimits) -> QueryResult:
-    """Run ``statement`` over ``sources`` (query name -> Parquet) off the event loop, in its turn (Stop while it
-    waits ends the wait; while it runs, interrupts it)."""
-    async with turn("data_query", limits.concurrent):
-        return await _run_query(statement, sources, limits)
-
-
-async def _run_query(statement: str, sources: Mapping[str, str | bytes], limits: QueryLimits) -> QueryResult:
+    """Run ``statement`` over ``sources`` (query name -> Parquet) off the event loop; cancelling the call (Stop)
+    interrupts it. ``data_query`` calls it in its turn (``DataQuery.turn``)."""
     query = _Query(limits)
     future = asyncio.ensure_future(asyncio.to_thread(query.run, statement, sources))
     try:

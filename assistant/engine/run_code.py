@@ -18,7 +18,11 @@ from .events import Action, Source
 from .sandbox import Sandbox
 from .scope import Scope
 from .tools import Document, Tool, ToolFactory, ToolOutcome
+from .turns import Turn
 from .types import ToolSpec
+
+MAX_SHOWN = 20_000
+"""The characters of a script its step shows (the page unfolds it); the rest is cut."""
 
 
 class KnowledgeExport(Protocol):
@@ -48,6 +52,10 @@ class RunCode(Tool):
         self.sandbox = sandbox
         self.scope = scope
         self.knowledge = knowledge
+
+    @property
+    def turn(self) -> Turn:
+        return Turn("run_code", self.sandbox.limits.concurrent)
 
     @property
     def spec(self) -> ToolSpec:
@@ -104,7 +112,7 @@ class RunCode(Tool):
         code = args.get("code")
         if not isinstance(code, str) or not code.strip():
             raise ToolError("run_code needs 'code', a Python 3 script as a string.")
-        async with self.sandbox.slot() as root:
+        with self.sandbox.workdir() as root:
             export = await self._export(root)
             self.sandbox.seal(root)
             result = await self.sandbox.run(code, root)
@@ -135,7 +143,9 @@ class RunCode(Tool):
             if rel in set(result.read)
         )
         ok = result.exit_code == 0 and result.limit is None
-        action = Action(tool="run_code", kind="code", label=first_line, count=len(sources) or None, ok=ok)
+        action = Action(
+            tool="run_code", kind="code", label=first_line, count=len(sources) or None, ok=ok, detail=code[:MAX_SHOWN]
+        )
         return ToolOutcome(json.dumps(payload, ensure_ascii=False), action, sources)
 
 

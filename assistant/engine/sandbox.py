@@ -31,7 +31,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,6 @@ from typing import Any
 from inotify_simple import INotify, flags
 
 from . import seccomp
-from .turns import turn
 
 UID_BASE = 2_000_000_000  # the per-run users: UID_BASE .. UID_BASE + UID_COUNT - 1, owned by no account
 UID_COUNT = 1_000_000
@@ -59,8 +58,8 @@ class CodeLimits:
     max_output_chars: int = 20_000
     max_export_mb: int = 50
     concurrent: int = 1
-    """Scripts at once in one event loop's process (``slot``; setting ``RUN_CODE_CONCURRENT``): the others wait their
-    turn, their time limits not started. Each may take ``memory_mb``: a process's scripts take at most
+    """Scripts at once in one event loop's process (``RunCode.turn``; setting ``RUN_CODE_CONCURRENT``): the others wait
+    their turn, their time limits not started. Each may take ``memory_mb``: a process's scripts take at most
     ``concurrent × memory_mb``."""
 
 
@@ -122,14 +121,6 @@ class Sandbox:
     @property
     def _seccomp(self) -> bool:
         return "seccomp" in self.layers and self.isolation.seccomp
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[Path]:
-        """A turn among ``limits.concurrent`` (waited for in order; cancelling the wait ends it) and, once it comes,
-        a fresh ``workdir`` for the script."""
-        async with turn("run_code", self.limits.concurrent):
-            with self.workdir() as root:
-                yield root
 
     @contextlib.contextmanager
     def workdir(self) -> Iterator[Path]:
@@ -218,6 +209,11 @@ class Sandbox:
         )  # fmt: skip
         return self.command(root, channel, fd), kwargs, fd
 
+    def _sweep(self, root: Path) -> None:
+        uid = self._uids.get(root)
+        if uid is not None:
+            _sweep_user(uid)
+
     def probe(self) -> str:
         """Run an empty script with every layer; "" when it ran, else what went wrong."""
         with self.workdir() as root:
@@ -268,12 +264,8 @@ class Sandbox:
         except BaseException:
             os.close(told)
             opened.close()
+            self._sweep(root)
             raise
-        loop = asyncio.get_running_loop()
-        notes_stream = asyncio.StreamReader()
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(notes_stream), os.fdopen(told, "rb", buffering=0)
-        )
         cap = self.limits.max_output_chars * 4
         over: list[str] = []
 
@@ -292,12 +284,19 @@ class Sandbox:
 
         out, err, notes = bytearray(), bytearray(), bytearray()
         limit: str | None = None
-        readers = asyncio.gather(
-            drain(proc.stdout, out, cap, too_much),
-            drain(proc.stderr, err, cap, too_much),
-            drain(notes_stream, notes, _NOTES),
-        )
-        try:
+        notes_file = os.fdopen(told, "rb", buffering=0)
+        transport: asyncio.BaseTransport | None = None
+        readers: asyncio.Future[Any] | None = None
+        try:  # from here on, whatever happens (Stop included), the child is killed and everything closed
+            notes_stream = asyncio.StreamReader()
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(notes_stream), notes_file
+            )
+            readers = asyncio.gather(
+                drain(proc.stdout, out, cap, too_much),
+                drain(proc.stderr, err, cap, too_much),
+                drain(notes_stream, notes, _NOTES),
+            )
             assert proc.stdin is not None
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 proc.stdin.write(code.encode("utf-8", "replace"))
@@ -308,17 +307,22 @@ class Sandbox:
         except TimeoutError:
             limit = "wall"
             _kill(proc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(readers, 2)
+            if readers is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(readers, 2)
         finally:
             if proc.returncode is None:
                 _kill(proc)
                 await proc.wait()
-            if not readers.done():
+            self._sweep(root)
+            if readers is not None and not readers.done():
                 readers.cancel()
                 with contextlib.suppress(BaseException):
                     await readers
-            transport.close()
+            if transport is not None:
+                transport.close()
+            else:
+                notes_file.close()
             read = opened.close()
         code_ = proc.returncode
         if self._namespaces and code_ is not None and code_ > 128:
@@ -339,6 +343,21 @@ class Sandbox:
             told_.landlock_abi,
             tuple(sorted(read)),
         )
+
+
+def _sweep_user(uid: int) -> None:
+    """Kill every process of the run's own user: a child whose bubblewrap was killed while it set the sandbox up
+    (before its child was bound to die with it) would otherwise outlive the call."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as f:
+                uids = next((line.split()[1:] for line in f if line.startswith("Uid:")), [])
+            if str(uid) in uids:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

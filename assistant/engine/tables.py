@@ -22,6 +22,7 @@ from .query import QueryLimits, run_query
 from .scope import Scope
 from .sql import check_statement, is_path, markdown_table, quote_ident
 from .tools import Tool, ToolFactory, ToolOutcome
+from .turns import Turn
 from .types import ToolSpec
 
 MAX_SQL_CHARS = 20_000
@@ -156,6 +157,10 @@ class DataQuery(Tool):
         self.scope = scope
         self.catalogue = catalogue
         self.limits = limits
+
+    @property
+    def turn(self) -> Turn:
+        return Turn("data_query", self.limits.concurrent)
 
     @property
     def spec(self) -> ToolSpec:

@@ -2,10 +2,18 @@
 
 A tool raises ``ToolError`` (or ``OutOfScope``) for anything the model should read and correct;
 the loop sends it back as the tool's result and the run goes on.
+
+A call stops with its run: ``run_tool_call`` watches the run's ``CancelToken`` and, on Stop, cancels the tool's
+work (a query is interrupted, a script killed, a page read or a connector call aborted), waits a moment for it
+to wind down, and returns the call as stopped, with the stop's cause and whether it had started (a tool that
+waits for a turn, ``Tool.turn``, never starts when Stop comes while it waits). Our tools only read: aborting
+one loses nothing but its answer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from abc import ABC, abstractmethod
@@ -13,10 +21,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .cancel import CancelToken
+from .causes import Cause
 from .errors import EngineError, OutOfScope, ToolError, ToolFailed
 from .events import Action, Source
 from .scope import DOC_PREFIX, KB_PREFIX, Scope
+from .turns import Turn, turn
 from .types import ToolCall, ToolSpec
+
+LABEL_CHARS = 300
+WIND_DOWN_SECONDS = 0.1
+"""How long a stopped call's work is waited for once cancelled (a query's interruption, a script's kill, a session's
+close): past it the call is returned as stopped and its work ends on its own."""
 
 MAX_IDS_PER_READ = 10
 MAX_CHARS_PER_DOCUMENT = 6_000
@@ -77,11 +93,16 @@ class ToolOutcome:
 
 
 class Tool(ABC):
-    """One tool. Agents only ever get tools whose ``read_only`` is true. Stop cancels a tool's call where it waits
-    (``cancel.run_round``), unless it ``stops_itself`` (the agents tool: its agents stop and report what they had)."""
+    """One tool. Agents only ever get tools whose ``read_only`` is true."""
 
     read_only: bool = True
     stops_itself: bool = False
+    """Stop does not end its call (the agents tool: its agents stop on their own and report what they had)."""
+
+    @property
+    def turn(self) -> Turn | None:
+        """The turns its calls take (``turns.py``: at most so many at once in a process), or None: it runs at once."""
+        return None
 
     @property
     @abstractmethod
@@ -149,7 +170,7 @@ class KbSearch(Tool):
                 "hits": [{"id": h.id, "title": h.title, "snippet": h.snippet} for h in hits],
             }
         )
-        return ToolOutcome(content, Action(tool="kb_search", kind="search", label=f"{kb}: {query}", count=total))
+        return ToolOutcome(content, Action(tool="kb_search", kind="search", label=query, count=total, where=kb))
 
 
 class KbRead(Tool):
@@ -320,6 +341,10 @@ class ToolRun:
     content: str
     outcome: ToolOutcome | None
     error: str | None
+    stopped: Cause | None = None
+    """The cause of the stop that ended the call (its run's), when it was stopped before it returned."""
+    started: bool = True
+    """False: the call was stopped while it waited for its turn; its work never started."""
     started_at: float = 0.0
     """When it started, in seconds since the epoch (``run_tool_call`` times it)."""
     seconds: float = 0.0
@@ -329,15 +354,26 @@ class ToolRun:
         return self.error is None
 
 
-async def run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
-    """Run one call, timed. Business errors (bad arguments, scope) go back to the model; any other failure of the
-    tool raises ``ToolFailed``; Stop (its task cancelled) propagates as ``CancelledError``."""
+async def run_tool_call(
+    tools: dict[str, Tool], call: ToolCall, unavailable: str, stop: CancelToken | None = None
+) -> ToolRun:
+    """Run one call, timed. Business errors (bad arguments, scope) go back to the model; others propagate. Stop
+    (``stop`` cancelled) ends the call at once, stopped (see the module)."""
     started_at = time.time()
-    run = await _run_tool_call(tools, call, unavailable)
-    return ToolRun(run.call, run.content, run.outcome, run.error, started_at, max(0.0, time.time() - started_at))
+    run = await _run_tool_call(tools, call, unavailable, stop)
+    return ToolRun(
+        run.call,
+        run.content,
+        run.outcome,
+        run.error,
+        started_at=started_at,
+        seconds=max(0.0, time.time() - started_at),
+        stopped=run.stopped,
+        started=run.started,
+    )
 
 
-async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str) -> ToolRun:
+async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: str, stop: CancelToken | None) -> ToolRun:
     tool = tools.get(call.name)
     if tool is None:
         return _error(call, f"Tool '{call.name}' is not available. {unavailable}")
@@ -347,8 +383,38 @@ async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: st
         return _error(
             call, f"Invalid arguments for '{call.name}' (not a JSON object: {e}). Call it again with valid JSON."
         )
+    if stop is not None and stop.cancelled:
+        return _stopped(call, stop, started=False)
+    started: list[bool] = []
+    work = asyncio.ensure_future(_work(tool, call, args, started))
+    if stop is None or tool.stops_itself:
+        return await _outcome(call, work)
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        outcome = await tool.run_call(call, args)
+        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        stopped = not work.done()  # Stop, or this call itself cancelled: the tool's work ends with it
+        if stopped:
+            work.cancel()
+            await _wind_down(work)
+    if stopped:
+        return _stopped(call, stop, started=bool(started))
+    return await _outcome(call, work)
+
+
+async def _work(tool: Tool, call: ToolCall, args: dict[str, Any], started: list[bool]) -> ToolOutcome:
+    if tool.turn is None:
+        started.append(True)
+        return await tool.run_call(call, args)
+    async with turn(tool.turn):
+        started.append(True)
+        return await tool.run_call(call, args)
+
+
+async def _outcome(call: ToolCall, work: asyncio.Future[ToolOutcome]) -> ToolRun:
+    try:
+        outcome = await work
     except ToolError as e:
         return _error(call, str(e))
     except EngineError:
@@ -356,6 +422,46 @@ async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: st
     except Exception as e:
         raise ToolFailed(call.name, e) from e
     return ToolRun(call, outcome.content, outcome, outcome.error)
+
+
+_winding_down: set[asyncio.Future[ToolOutcome]] = set()
+
+
+async def _wind_down(work: asyncio.Future[ToolOutcome]) -> None:
+    """Give a cancelled tool's work a moment to end (its interruption, a kill, a session's close); past it, the work
+    ends on its own, kept referenced until then and its outcome dropped."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait({work}, timeout=WIND_DOWN_SECONDS)
+    if not work.done():
+        _winding_down.add(work)
+        work.add_done_callback(_dropped)
+    elif not work.cancelled():
+        work.exception()  # retrieved: a tool that ended with an error as it was stopped says nothing more
+
+
+def _dropped(work: asyncio.Future[ToolOutcome]) -> None:
+    _winding_down.discard(work)
+    if not work.cancelled():
+        work.exception()
+
+
+def _stopped(call: ToolCall, stop: CancelToken, *, started: bool) -> ToolRun:
+    """A call ended by Stop: its action says so (``run_stopped``, with the run's cause, and whether it had started),
+    for the pages and the API to word; the model reads the English."""
+    cause = Cause(code="run_stopped", because=stop.stop_cause)
+    message = (
+        cause.english()[0].upper() + cause.english()[1:]
+        if started
+        else f"Never started: the run stopped ({stop.stop_cause.english()})"
+    ) + "."
+    try:
+        shown = " ".join(json.dumps(call.parsed_arguments(), ensure_ascii=False).split())
+    except ValueError:
+        shown = ""
+    label = f"{call.name} {shown}" if shown not in ("", "{}") else call.name
+    action = Action(tool=call.name, kind="other", label=label[:LABEL_CHARS], ok=False, stopped=cause, started=started)
+    content = _dump({"error": message})
+    return ToolRun(call, content, ToolOutcome(content, action), message, stopped=cause, started=started)
 
 
 def _error(call: ToolCall, message: str) -> ToolRun:

@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from dataclasses import dataclass
 
 _turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
 
 
-def turn(kind: str, count: int) -> asyncio.Semaphore:
-    """The turns of ``kind`` in the running loop: ``count`` at once (at least one), as the first caller says (one
-    setting per kind, for the whole process)."""
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A kind of turn (``data_query``, ``run_code``) and how many at once (a setting, the same for the process)."""
+
+    kind: str
+    count: int
+
+
+def turn(of: Turn) -> asyncio.Semaphore:
+    """The turns of ``of.kind`` in the running loop: ``of.count`` at once (at least one), as the first caller says."""
     loop = asyncio.get_running_loop()
     kinds = _turns.setdefault(loop, {})
-    semaphore = kinds.get(kind)
+    semaphore = kinds.get(of.kind)
     if semaphore is None:
-        semaphore = kinds[kind] = asyncio.Semaphore(max(1, count))
+        semaphore = kinds[of.kind] = asyncio.Semaphore(max(1, of.count))
     return semaphore
 
 
-__all__ = ["turn"]
+__all__ = ["Turn", "turn"]

@@ -77,6 +77,60 @@ class NamedTool:
 ToolChoice: TypeAlias = Literal["auto", "required", "none"] | NamedTool
 
 
+SAMPLING_PARAMETERS: tuple[str, ...] = (
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "user",
+    "response_format",
+)
+"""What a client may set for the main model's calls (OpenAI's names), beside the output cap."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sampling:
+    """What an API client set for the main model's calls: its output cap, its sampling and its answer's format
+    (OpenAI's names and shapes). Agents keep their own settings; a parameter a model does not take is not sent
+    (``Model.dropped``)."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    user: str | None = None
+    response_format: dict[str, Any] | None = None
+    """OpenAI's ``response_format``: ``{"type": "json_object"}`` or ``{"type": "json_schema", "json_schema": {...}}``."""
+
+    def given(self) -> dict[str, Any]:
+        """The sampling parameters set (not the output cap), by OpenAI's names, as sent on the wire."""
+        values: dict[str, Any] = {}
+        for name in SAMPLING_PARAMETERS:
+            value = getattr(self, name)
+            if value is not None and value != ():
+                values[name] = list(value) if name == "stop" else value
+        return values
+
+    def as_json(self) -> dict[str, Any]:
+        """What a run keeps of it (``of`` reads it back)."""
+        data = self.given()
+        if self.max_tokens is not None:
+            data["max_tokens"] = self.max_tokens
+        return data
+
+    @classmethod
+    def of(cls, data: dict[str, Any] | None) -> Sampling | None:
+        """A run's kept sampling (``as_json``), or None when it set nothing."""
+        if not data:
+            return None
+        return cls(**{**data, "stop": tuple(data.get("stop") or ())})
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """Everything one model call receives."""
@@ -87,6 +141,8 @@ class ModelRequest:
     parallel_tool_calls: bool = True
     max_output_tokens: int | None = None
     reasoning_effort: Effort | None = None
+    sampling: Sampling | None = None
+    """The API client's sampling and format (the main model's calls only); its output cap is ``max_output_tokens``."""
     language: str | None = None
     """The reader's interface language (a language code, e.g. ``fr``). Providers do not send it; the offline demo
     model writes in it when it cannot tell the question's language."""

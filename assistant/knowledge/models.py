@@ -8,9 +8,12 @@ from pathlib import Path
 from django.db import models
 
 from assistant.orgs.models import Organisation
+from assistant.orgs.translated import Translated
 
 
-class KnowledgeBase(models.Model):
+class KnowledgeBase(Translated):
+    translated_fields = ("name", "description")
+
     organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="knowledge_bases")
     slug = models.SlugField()
     name = models.CharField(max_length=200)
@@ -22,6 +25,10 @@ class KnowledgeBase(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def shown_description(self) -> str:
+        return self.shown("description")
 
 
 def _upload_to(document: Document, filename: str) -> str:

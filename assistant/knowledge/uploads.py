@@ -51,14 +51,23 @@ def _read(upload: UploadedFile) -> tuple[str, bytes]:
     return name, data
 
 
-def add_documents(kb: KnowledgeBase, uploads: Sequence[UploadedFile]) -> list[Document]:
-    """Check every file first, then save them all (processing) in one transaction; on any failure nothing stays.
+def add_documents(kb: KnowledgeBase, uploads: Sequence[UploadedFile]) -> tuple[list[Document], list[str]]:
+    """Check every file first, then save the good ones (processing) in one transaction: the documents added,
+    and why each refused file was (a sentence naming it). None good: ``UploadRefused`` saying why, nothing saved.
 
     Their extraction starts once the transaction is committed; the request does not wait for it.
     """
     if not uploads:
         raise UploadRefused(_("Choose at least one file."))
-    prepared = [_read(upload) for upload in uploads]
+    prepared: list[tuple[str, bytes]] = []
+    refused: list[str] = []
+    for upload in uploads:
+        try:
+            prepared.append(_read(upload))
+        except UploadRefused as e:
+            refused.append(str(e))
+    if not prepared:
+        raise UploadRefused(" ".join(refused))
     stored: list[str] = []
     try:
         with transaction.atomic():
@@ -84,7 +93,7 @@ def add_documents(kb: KnowledgeBase, uploads: Sequence[UploadedFile]) -> list[Do
             if path:
                 Document.file.field.storage.delete(path)
         raise
-    return documents
+    return documents, refused
 
 
 def delete_document(doc: Document) -> None:

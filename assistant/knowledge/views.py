@@ -133,7 +133,7 @@ def base(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
     kb = _base(request, slug)
     if request.method == "POST":
         try:
-            added = add_documents(kb, request.FILES.getlist("files"))
+            added, refused = add_documents(kb, request.FILES.getlist("files"))
         except UploadRefused as e:
             return render(request, "knowledge/base.html", _base_context(request, kb, str(e)), status=422)
         messages.success(
@@ -145,6 +145,8 @@ def base(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
             )
             % {"count": len(added)},
         )
+        for why in refused:  # the others were added; each refused one is named, with why
+            messages.error(request, _("Not added: %(why)s") % {"why": why})
         return redirect("kb_base", slug=kb.slug)
     return render(request, "knowledge/base.html", _base_context(request, kb))
 

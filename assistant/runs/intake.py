@@ -31,6 +31,7 @@ from assistant.engine.runtime import RunContext
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message as EngineMessage
+from assistant.engine.types import Sampling
 from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import available_resources
@@ -63,6 +64,8 @@ class Ask:
     """The task category's slug; empty for the organisation's default."""
     language: str = ""
     """The asker's interface language (the page's active language, the API's Accept-Language); empty: the site's."""
+    sampling: Sampling | None = None
+    """An API client's output cap, sampling and answer format for the main model."""
 
 
 def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> Plan:
@@ -184,6 +187,7 @@ def create_run(
         model=ask.model,
         level=ask.level,
         resources=ask.resources,
+        sampling=ask.sampling,
     )
     tokens = first_call_tokens(org, request, plan, policy)
     new = conversation is None
@@ -206,6 +210,7 @@ def create_run(
                 category=admission.category,
                 api_key=api_key,
                 language=ask.language,
+                sampling=ask.sampling.as_json() if ask.sampling is not None else {},
             )
             if queued is not None:
                 Message.objects.filter(pk=queued.pk).update(queued=False, run=run, queue_error="")

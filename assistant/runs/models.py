@@ -73,6 +73,8 @@ class Run(models.Model):
     # The asker's interface language (e.g. "fr"); empty: the site's. The offline demo model writes in it when it
     # cannot tell the question's language.
     language = models.CharField(max_length=10, blank=True, default="")
+    # An API client's output cap, sampling and answer format for the main model (``engine.types.Sampling.as_json``).
+    sampling = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
     replaced_by = models.ForeignKey(

@@ -20,6 +20,7 @@ from django.db.models import F, Q, QuerySet
 from assistant.catalogue import snapshot
 from assistant.engine.policy import LEVELS, Plan, Policy, RunRequest, plan_request
 from assistant.engine.types import Message as EngineMessage
+from assistant.engine.types import Sampling
 from assistant.engine.usage import CostCap, Ledgers, UsageLedger
 from assistant.orgs.services import policy_for
 
@@ -96,7 +97,13 @@ def read_start(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> RunStart
 def request_of(run: Run, history: Sequence[EngineMessage]) -> RunRequest:
     """The run's request: its ``history`` (ending with its question) with its model, level and resources."""
     level = run.level if run.level in LEVELS else None
-    return RunRequest(messages=tuple(history), model=run.model, level=level, resources=tuple(run.resources))
+    return RunRequest(
+        messages=tuple(history),
+        model=run.model,
+        level=level,
+        resources=tuple(run.resources),
+        sampling=Sampling.of(run.sampling),
+    )
 
 
 def turns(conversation_id: int, run: Run | None = None) -> QuerySet[Message]:

@@ -66,12 +66,12 @@ class ScheduledTaskForm(forms.ModelForm):  # type: ignore[type-arg]  # generic i
         missing = services.unavailable_resources(organisation.pk, ("web", "code"))
         off = _("not configured on this server")
         self._choice_field("resources").choices = [
-            *((f"kb:{kb.slug}", kb.name) for kb in kbs),
+            *((f"kb:{kb.slug}", kb.shown_name) for kb in kbs),
             *((r, f"{label} ({off})" if r in missing else label) for r, label in services.RESOURCE_LABELS.items()),
             ("agents", _("Agents")),
         ]
         self._choice_field("category").choices = [("", _("The default category"))] + [
-            (c.slug, c.name) for c in budgets.categories_of(organisation)
+            (c.slug, c.shown_name) for c in budgets.categories_of(organisation)
         ]
         if not self.instance.pk:
             # A new task starts as the composer does (the unsaved instance's empty values would win).

@@ -8,7 +8,7 @@ from daphne.cli import CommandLineInterface
 from .server import Server
 
 
-class ServerCommandLine(CommandLineInterface):  # type: ignore[misc]
+class ServerCommandLine(CommandLineInterface):  # type: ignore[misc]  # Daphne ships no types: its class is Any
     server_class = Server
 
 

@@ -91,7 +91,7 @@ def boundary_of(content_type: bytes | None) -> bytes | None:
     return boundary.encode("latin-1") if kind == "multipart/form-data" and boundary else None
 
 
-class WebRequest(DaphneWebRequest):  # type: ignore[misc]
+class WebRequest(DaphneWebRequest):  # type: ignore[misc]  # Daphne ships no types: its class is Any
     """Daphne's request, its body neither parsed by Twisted nor stored past the limit."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -132,7 +132,7 @@ class WebRequest(DaphneWebRequest):  # type: ignore[misc]
         self.requestHeaders.setRawHeaders(BODY_REFUSED, [str(self.limit).encode()])
 
 
-class HTTPFactory(DaphneHTTPFactory):  # type: ignore[misc]
+class HTTPFactory(DaphneHTTPFactory):  # type: ignore[misc]  # Daphne ships no types: its class is Any
     """Daphne's factory, its connections making our requests."""
 
     def buildProtocol(self, addr: Any) -> Any:
@@ -141,7 +141,7 @@ class HTTPFactory(DaphneHTTPFactory):  # type: ignore[misc]
         return protocol
 
 
-class Server(DaphneServer):  # type: ignore[misc]
+class Server(DaphneServer):  # type: ignore[misc]  # Daphne ships no types: its class is Any
     """Daphne's server with our factory, in a process whose threads hand the GIL over sooner (``SWITCH_INTERVAL``).
 
     Daphne's ``run()`` makes its factory (``self.http_factory = HTTPFactory(self)``) and listens with it: this

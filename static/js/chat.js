@@ -176,7 +176,13 @@
     var code = event.detail.event.code;
     if (code === 4410) banner("deleted");
     else if (code === 4401 || code === 4404) banner("refused");
-    else if (code !== 1000 && code !== 1001) banner("lost");
+    else if (code !== 1000 && code !== 1001) {
+      // Lost: is the server itself out of reach (then nothing may be going on there), or only this connection?
+      fetch("/favicon.ico", { method: "HEAD", cache: "no-store" }).then(
+        function () { banner("lost"); },
+        function () { banner("down"); }
+      );
+    }
   });
 
   // The sidebar, behind its button on a narrow screen.

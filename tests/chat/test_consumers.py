@@ -212,9 +212,9 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id(monke
     said = {"type": "run.event", "run": secret.pk.hex, "seq": 0, "t": 1.0, "offset": 0}
     said["event"] = {"kind": "text_delta", "agent_id": None, "text": "Mallory's secret"}
 
-    def load_while_it_publishes(run_id: str, conversation_id: int) -> live.LiveRun | None:
+    def load_while_it_publishes(run_id: str, conversation_id: int, language: str | None = None) -> live.LiveRun | None:
         asyncio.run_coroutine_threadsafe(groups.publish(secret.pk, said), loop).result(5)
-        return load(run_id, conversation_id)
+        return load(run_id, conversation_id, language)
 
     monkeypatch.setattr(live.LiveRun, "load", staticmethod(load_while_it_publishes))
     communicator = await _socket(f"/ws/c/{mine.pk}/?running={secret.pk.hex},not-a-uuid", session)
@@ -252,7 +252,7 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
     )
     assert "(working…)" in joined
     assert "An agent is working; waiting for its answer to continue" in joined
-    assert "Search “factures:" in joined  # an agent's action, while it works
+    assert "Searched “" in joined and "factures:" not in joined  # an agent's action, by its base's name
     # Text arrives in order, never twice: each pushed piece of text is, from where it starts, the saved answer.
     answers = _pushed_text(joined, run)
     assert len(answers) > 1

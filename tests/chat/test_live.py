@@ -192,7 +192,7 @@ def test_delegation_lines_and_panel_in_english(client: Client) -> None:
     # The instruction, the main model's words, in its own element inside the translated line.
     assert f'Delegated to an agent (demo-small): "{SPAN}{INSTRUCTION}</span>" (returned in 2 rounds)' in page
     for shown in ("Demo Small (offline demo)", "2 / 5", "1.5 s", "kb:factures", "0.0012 €",
-                  "Search “factures: Bimbamjob”: 4 results", "Read: Invoice F-2024-031 — Bimbamjob", "Found [doc-1]."):  # fmt: skip
+                  "Searched “Bimbamjob” in Invoices: 4 results", "Read: Invoice F-2024-031 — Bimbamjob", "Found [doc-1]."):  # fmt: skip
         assert shown in page
     assert "Cost: 0.0100 €" in page and "demo-small: 900 tokens in (128 cached), 40 out" in page
 
@@ -204,7 +204,7 @@ def test_delegation_lines_in_french(client: Client) -> None:
     page = client.get(f"/c/{running.conversation_id}/").content.decode()
     assert f"Délégation à un agent (demo-small) : « {SPAN}{INSTRUCTION}</span> » (en cours…)" in page
     assert "Un agent travaille, en attente de sa réponse pour continuer" in page
-    assert "Recherche « factures: Bimbamjob » : 4 résultats" in page  # live, without opening the panel
+    assert "Recherche de « Bimbamjob » dans Factures : 4 résultats" in page  # live, without opening the panel
     assert "Arrêter" in page and "Nouvelle conversation" in page
 
     done = _run(status="ok", answer="Fait.")
@@ -270,7 +270,7 @@ def test_each_agent_status_is_shown_with_its_cause_in_the_readers_language(
     client.post("/i18n/setlang/", {"language": "fr", "next": "/"})
     page = client.get(f"/c/{run.conversation_id}/").content.decode()
     assert f'<dd class="status">{escape(shown_fr)}</dd>' in page
-    assert "<dd>Invoices</dd>" in page and "<dd>kb:factures</dd>" not in page  # the base by its name
+    assert "<dd>Factures</dd>" in page and "<dd>kb:factures</dd>" not in page  # the base by its name, in French
 
 
 def test_only_the_first_2000_characters_of_a_report_are_shown(client: Client) -> None:

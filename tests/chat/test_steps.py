@@ -80,6 +80,13 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         # agent's report is the engine's).
         again = save_event(event)
         added = {"cause", "partial_report", "estimated", "documents"} - set(saved["data"])
+        # What the events gained for traces (their times, the call they answer, retries): defaults in an old step.
+        traced = {"started_at": 0.0, "seconds": 0.0, "call_id": "", "result_chars": 0, "failed": False}
+        traced |= {"finish_reason": "", "retried": [], "retry_after": None}
+        for key, default in traced.items():
+            if key not in saved["data"] and key in again:
+                assert again[key] == default
+                added.add(key)
         if "usage" in again:  # version 1's usage counts failed and estimated calls too: none, in an old step
             usage = dict(again["usage"])
             assert (usage.pop("tokens_estimated"), usage.pop("failed_calls")) == (0, 0)
@@ -92,6 +99,9 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         if again_old.get("action"):
             action = dict(again_old["action"])
             assert action.pop("demo_web") is False
+            assert (
+                action.pop("where") == "" and action.pop("detail") == ""
+            )  # and which base a search looked in: in its label, in an old step
             again_old = {**again_old, "action": action}
         assert {k: v for k, v in again_old.items() if k not in added} == {"v": 1, **saved["data"]}
         assert load_event(again) == event

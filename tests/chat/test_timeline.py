@@ -236,7 +236,9 @@ def test_a_delegation_line_shows_its_round_and_cost_as_it_runs(demo_data: None) 
     _steps(run)
     agent = run_view(run)["agents"][0]
     assert agent.running and agent.rounds == 2 and agent.cost_eur == pytest.approx(0.0012)
-    assert [(r.number, r.actions) for r in agent.rounds_log] == [(1, [Action(**SEARCH)]), (2, [])]
+    # The search as the page words it: the query alone, the base by its name (saved as "factures: Bimbamjob").
+    named = Action(**{**SEARCH, "label": "Bimbamjob", "where": "Invoices"})
+    assert [(r.number, r.actions) for r in agent.rounds_log] == [(1, [named]), (2, [])]
     html = render_to_string("chat/_agent.html", {"view": run_view(run), "agent": agent})
     assert re.search(r'<span class="progress">round 2 of 5 · <span class="line-cost">0\.0012 €</span>', html)
     Step.objects.create(
@@ -263,7 +265,7 @@ def test_the_agent_panel_is_its_owners_only(demo_data: None) -> None:
     assert response.status_code == 200
     html = response.content.decode()
     assert '<aside id="agent-panel" class="agent-panel" aria-labelledby="agent-panel-title"' in html
-    assert INSTRUCTION in html and "Search “factures: Bimbamjob”: 4 results" in html and "Round 2" in html
+    assert INSTRUCTION in html and "Searched “Bimbamjob” in Invoices: 4 results" in html and "Round 2" in html
     assert f'data-opener="follow-{run.pk}-agent-1"' in html
     assert 'data-status="running"' in html and "Waiting for the model…" in html
     french = owner.get(path, headers={"accept-language": "fr", "HX-Request": "true"})
@@ -369,7 +371,7 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         assert body not in first  # no panel followed yet
         await communicator.send_to(json.dumps({"follow_agent": {"run": run.pk.hex, "agent": "agent-1"}}))
         frames = await _frames_until(communicator, body)
-        assert "Search “factures: Bimbamjob”: 4 results" in frames
+        assert "Searched “Bimbamjob” in Invoices: 4 results" in frames
         event = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
         message = {"type": "run.event", "run": run.pk.hex, "seq": 9, "event": event, "t": 1.0, "text_offset": 36}
         await publish(run.pk, message)
@@ -432,8 +434,8 @@ async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_onc
     load = live.LiveRun.load
     message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": len(FIRST)}
 
-    def load_then_publish(run_id: str, conversation_id: int) -> live.LiveRun | None:
-        loaded = load(run_id, conversation_id)
+    def load_then_publish(run_id: str, conversation_id: int, language: str | None = None) -> live.LiveRun | None:
+        loaded = load(run_id, conversation_id, language)
         text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
         asyncio.run_coroutine_threadsafe(publish(run.pk, text), loop).result(5)  # before the page has what it read
         return loaded
@@ -562,7 +564,11 @@ def test_the_panel_words_each_kind_of_action_in_both_languages(demo_data: None) 
     agent = view["agents"][0]
     assert [a.kind for a in agent.rounds_log[-1].actions] == ["fetch", "code", "other"]  # in round 2, in order
     html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
-    for text in ("Search “factures: Bimbamjob”: 4 results", "Fetch: https://example.org/a", "Code: print(sum(totals))"):
+    for text in (
+        "Searched “Bimbamjob” in Invoices: 4 results",
+        "Fetch: https://example.org/a",
+        "Code: print(sum(totals))",
+    ):
         assert text in html
     assert "crm: search “Acme”" in html
     with translation.override("fr"):

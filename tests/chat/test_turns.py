@@ -317,6 +317,8 @@ async def test_export_has_answers_delegations_with_whole_reports_sources_and_cos
     assert sorted(d["report"] for d in turn["delegations"]) == sorted(reports) and all(reports)  # start vs end order
     md = (await client.get(f"/c/{run.conversation_id}/export.md")).content.decode()
     assert run.answer in md and all(r in md for r in reports) and run.sources[0]["title"] in md
+    # A person's export names the bases and words the searches, never the resources' codes.
+    assert "kb:" not in md and "Invoices" in md and "Searched “" in md and "factures:" not in md
     assert (await client.get(f"/c/{run.conversation_id}/export.exe")).status_code == 404
 
 
@@ -353,6 +355,7 @@ def test_the_document_page_marks_the_passages_the_run_read(demo_data: None) -> N
     assert f'href="/documents/{doc.pk}/?run={run.pk}"' in page
     html = client.get(f"/documents/{doc.pk}/", {"run": str(run.pk)}).content.decode()
     assert '<mark class="read">beta</mark>' in html and '<mark class="read">delta</mark>' in html
+    assert f'href="/c/{conv.pk}/#turn-{run.pk}"' in html  # the way back to the answer that opened it
     assert "Memo &lt;b&gt;" in html and "Knowledge base: Invoices" in html
     assert "<mark" not in client.get(f"/documents/{doc.pk}/").content.decode().split("document-text")[1]
     assert client.get(f"/documents/{doc.pk}/", {"run": str(uuid.uuid4())}).status_code == 200

@@ -31,6 +31,7 @@ def crm_session() -> Iterator[CrmServer]:
 @pytest.fixture
 def crm(crm_session: CrmServer) -> Iterator[CrmServer]:
     crm_session.calls.clear()
+    crm_session.messages.clear()
     crm_session.reply = None
     crm_session.delay = 0.0
     yield crm_session

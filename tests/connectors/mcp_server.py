@@ -2,11 +2,14 @@
 
 ``crm`` has one read tool (``search_customers``, annotated ``readOnlyHint: true``) and one write tool
 (``delete_customer``). It runs in a thread on a free port; ``calls`` records every tool call it
-received and ``headers`` the headers of the last request, so tests see what reached the server.
+received, ``headers`` the headers of the last request and ``messages`` the JSON-RPC methods posted to it (and
+``DELETE``, a session closed), so tests see what reached the server.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import socket
 import threading
 import time
@@ -30,6 +33,7 @@ class CrmServer:
     reply: str | None = None
     """When set, search_customers answers this text (injection tests)."""
     delay: float = 0.0
+    messages: list[str] = field(default_factory=list)
 
 
 def _free_port() -> int:
@@ -62,9 +66,24 @@ def _app(state: CrmServer) -> Any:
     app = server.streamable_http_app()
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            state.headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        await app(scope, receive, send)
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        state.headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        if scope["method"] == "DELETE":
+            state.messages.append("DELETE")
+
+        async def reading() -> Any:
+            message = await receive()
+            if message["type"] == "http.request" and message.get("body"):
+                with contextlib.suppress(ValueError):
+                    body = json.loads(message["body"])
+                    for m in body if isinstance(body, list) else [body]:
+                        if isinstance(m, dict) and "method" in m:
+                            state.messages.append(str(m["method"]))
+            return message
+
+        await app(scope, reading, send)
 
     return recording
 

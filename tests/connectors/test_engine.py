@@ -8,7 +8,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from mcp_server import CrmServer
+from waiting import until
 
+from assistant.engine.causes import Cause
 from assistant.engine.connectors import (
     ConnectorConfig,
     ConnectorError,
@@ -23,6 +25,10 @@ from assistant.engine.connectors import (
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
 from assistant.engine.tools import Toolbox
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 SEARCH = PickedTool(
     "search_customers", "Find customers.", {"type": "object", "properties": {"query": {"type": "string"}}}
@@ -101,14 +107,14 @@ async def test_a_variable_unset_at_call_time_and_a_tool_gone_are_tool_errors(crm
     assert crm.calls == []
 
 
-async def test_stop_cancels_a_call_in_flight(crm: CrmServer) -> None:
-    """Stop during a connector call: the call's task is cancelled (the run does not wait for its answer), the run
-    ends stopped."""
+async def test_stop_cancels_a_call_in_flight_and_closes_its_session(crm: CrmServer) -> None:
+    """Stop during a connector call: the call is cancelled (the SDK tells the server, ``notifications/cancelled``),
+    its session closed, and the run ends stopped without waiting for the server's answer; the step says why."""
     import asyncio
-    import time
 
     from assistant.demo.model import DEMO_MODELS
     from assistant.engine.catalogue import Catalogue
+    from assistant.engine.events import Event, ToolResultEvent
     from assistant.engine.loop import run_chat
     from assistant.engine.models.function import CallInfo, FunctionModel
     from assistant.engine.policy import RunRequest
@@ -117,7 +123,7 @@ async def test_stop_cancels_a_call_in_flight(crm: CrmServer) -> None:
 
     catalogue = Catalogue(DEMO_MODELS)
     config = ConnectorConfig(name="crm", url=crm.url, tools=(SEARCH,))
-    crm.delay = 1.0
+    crm.delay = 3.0  # the server's answer comes long after Stop
 
     def main(request: ModelRequest, info: CallInfo) -> ModelResponse:
         assert info.index == 0, "no model call after Stop"
@@ -126,23 +132,31 @@ async def test_stop_cancels_a_call_in_flight(crm: CrmServer) -> None:
         )
 
     model = FunctionModel(main, catalogue["demo-large"])
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
     ctx = RunContext(
         catalogue=catalogue,
         models=lambda _: model,
-        toolbox=Toolbox(connectors=McpConnectors(Directory(config), _limits(crm, timeout=5))),
+        toolbox=Toolbox(connectors=McpConnectors(Directory(config), _limits(crm, timeout=60))),
+        emit=emit,
     )
 
-    async def stop_soon() -> None:
-        while not crm.calls:
-            await asyncio.sleep(0.02)
+    async def stop_once_called() -> None:
+        await until(lambda: crm.calls, "the call to reach the server")
         ctx.cancel.cancel()
 
-    started = time.monotonic()
-    stopper = asyncio.ensure_future(stop_soon())
+    stopper = asyncio.ensure_future(stop_once_called())
     outcome = await run_chat(
         RunRequest(messages=(Message.user("Acme?"),), model="demo-large", resources=("mcp:crm",)), ctx
     )
     await stopper
     assert outcome.status == "stopped"
     assert crm.calls == [("search_customers", {"query": "acme"})]
-    assert time.monotonic() - started < crm.delay  # the connector's answer was not awaited
+    [result] = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert result.action is not None and result.action.stopped is not None and result.action.started
+    assert result.action.stopped == STOPPED_WITH_RUN and not result.ok
+    await until(lambda: "notifications/cancelled" in crm.messages, "the server to hear the cancellation")
+    await until(lambda: "DELETE" in crm.messages, "the session to be closed")

@@ -125,12 +125,18 @@ def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: str) -> None
 
     comment = FEATURE_TEXTS["code_comment"][lang]  # type: ignore[index]
     action = "Code : " if lang == "fr" else "Code: "
-    expect(run.locator(".main-action")).to_have_text(action + comment)
+    # The step says the script's first line, and unfolds the whole script, highlighted.
+    step = run.locator("details.main-action.script")
+    expect(step.locator("summary")).to_have_text(action + comment)
+    expect(step.locator("pre")).to_be_hidden()
+    step.locator("summary").click()
+    expect(step.locator("pre")).to_contain_text("index = json.load(f)")  # beyond its first line
+    assert step.locator("pre span[class]").count() > 5  # Pygments' tokens
     # 18,400 + 4,900 + 6,250 + 4,900 + 4,900: the five invoices of Bimbamjob in the table.
     total = "39\u00a0350,00" if lang == "fr" else "39,350.00"
     expect(run.locator(".text table")).to_contain_text("Bimbamjob")
     expect(run.locator(".text table tr").filter(has_text="Bimbamjob")).to_contain_text(total)
-    expect(run.locator(".sources li")).to_contain_text(["factures"])
+    expect(run.locator(".sources li")).to_contain_text(["Factures 2024"])  # the table by its document's title
     check_language(fpage, lang, "run_code's totals")
 
 

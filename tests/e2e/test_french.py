@@ -26,8 +26,11 @@ CATALOGUES = [
 RAW_CODES = re.compile(r"\b(ok|interrupted|stopped|error)\b|kb:")
 PLACEHOLDER = re.compile(r"%\(\w+\)[sd]|%[sd]|\{\{[^}]*\}\}|%%|<[^>]+>")
 # What the model wrote (English of the demo's, not of ours) and what the user wrote or uploaded (questions,
-# titles, documents' titles).
-MODEL_TEXT = ".text, .segment, .report, .instruction, .instruction-full, .question, h1.title, a[id^=conversation-link-], .sources li"
+# titles, documents' titles), and the scripts it ran (run_code).
+MODEL_TEXT = (
+    ".text, .segment, .report, .instruction, .instruction-full, .question, h1.title, a[id^=conversation-link-], "
+    ".sources li, .script pre"
+)
 
 
 def _entries(text: str) -> list[tuple[str, str]]:

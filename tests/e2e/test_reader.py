@@ -4,11 +4,13 @@ sideways; French pages say «jetons», never "tokens"."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
+from test_browser import choose
 
 pytestmark = pytest.mark.slow
 
@@ -118,3 +120,50 @@ def test_admin_tables_fit_their_cards_and_stack_on_a_phone(reader: Any, width: s
                 )
                 assert labels and all(label not in ("none", "normal", '""') for label in labels), (path, labels)
                 assert table.evaluate("t => getComputedStyle(t.querySelector('tbody tr')).display") == "block", path
+
+
+EVERY_PAGE = [
+    "/",
+    "/settings/",
+    "/settings/budgets/",
+    "/settings/usage/",
+    "/settings/api-keys/",
+    "/settings/connectors/",
+    "/kb/",
+    "/kb/factures/",
+    "/tasks/",
+    "/tasks/new",
+]
+SEARCHED = {
+    "en": re.compile(r"^Searched “[^“”:]+” in Invoices: \d+ results?$"),
+    "fr": re.compile(r"^Recherche de « [^«»:]+ » dans Factures : \d+ résultats?$"),
+}
+
+
+@pytest.mark.parametrize(("width", "language"), [("1400", "en"), ("390", "fr")])
+def test_every_page_has_its_h1_skip_links_lead_to_the_conversation_and_composer_and_a_search_names_its_base(
+    reader: Any, width: str, language: str
+) -> None:
+    page = reader(width, language)
+    for path in EVERY_PAGE:
+        page.goto(path)
+        expect(page.locator("h1")).to_have_count(1)
+    page.goto("/")
+    # The first two stops of the keyboard: to the conversation, to the composer (which then takes the next Tab).
+    page.keyboard.press("Tab")
+    expect(page.locator(".skip-link").first).to_be_focused()
+    expect(page.locator(".skip-link").first).to_be_visible()
+    page.keyboard.press("Tab")
+    to_composer = page.locator(".skip-link[href='#composer']")
+    expect(to_composer).to_be_focused()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.getElementById('composer').contains(document.activeElement)")
+    # A search of the main model, in the timeline: the query alone and the base by its name, in the reader's words.
+    choose(page, ("kb:factures",))
+    page.fill("#composer textarea[name=text]", "Bimbamjob invoices" if language == "en" else "Factures de Bimbamjob")
+    page.click("#composer button[type=submit]")
+    run = page.locator("article.answer").last
+    expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
+    expect(run.locator(".main-action").first).to_have_text(SEARCHED[language])
+    expect(page.locator("h1")).to_have_count(1)

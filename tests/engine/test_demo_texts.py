@@ -29,6 +29,18 @@ def test_every_code_has_both_languages_with_the_same_placeholders(code: str) -> 
         assert texts["en"] != texts["fr"]
 
 
+def test_a_sentence_with_a_count_agrees_with_it_in_each_language() -> None:
+    assert not [code for code, texts in TEXTS.items() if "(s)" in texts["en"] or "(s)" in texts["fr"]]
+    assert (
+        say("handing_kbs", "en", count=1, model="m")
+        == "I am handing the search of 1 knowledge base to an agent running m."
+    )
+    assert "2 knowledge bases to agents" in say("handing_kbs", "en", count=2, model="m")
+    assert "0 knowledge bases" in say("handing_kbs", "en", count=0, model="m")
+    assert "dans 0 base de connaissances à un agent" in say("handing_kbs", "fr", count=0, model="m")
+    assert "dans 2 bases de connaissances à des agents" in say("handing_kbs", "fr", count=2, model="m")
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -42,7 +42,7 @@ async def test_no_result_after_the_forced_landing_and_its_relaunch_is_an_error_w
     assert agent.forced_landing
     assert agent.tools_run == ["kb_search"]
     # The partial record says what it did and what it said.
-    assert "Searched 'factures: Zorglub retard'" in agent.report
+    assert "Searched 'Zorglub retard' in factures" in agent.report
     assert "fac-1 Facture Zorglub mars 2024" in agent.report
     assert "Je pense que Zorglub paie en retard." in agent.report
     [finished] = h.of(AgentFinished)

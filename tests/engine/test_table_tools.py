@@ -13,12 +13,25 @@ from pathlib import Path
 import duckdb
 import pytest
 from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, submit, task, tool_payloads
+from waiting import until
 
+from assistant.api.schemas import ToolStep
+from assistant.api.trace import TraceBuilder
+from assistant.engine.cancel import CancelToken
+from assistant.engine.causes import Cause
 from assistant.engine.errors import ToolError
 from assistant.engine.events import AgentAction, ToolResultEvent
 from assistant.engine.query import QueryLimits, _Query, run_query
+from assistant.engine.scope import Scope
 from assistant.engine.sql import check_statement, markdown_table
 from assistant.engine.tables import Column, TableCatalogue, TableInfo, query_names, table_tools
+from assistant.engine.tools import Tool, run_tool_call
+from assistant.engine.turns import Turn, turn
+from assistant.engine.types import ToolCall
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 
 class MemoryTables:
@@ -161,36 +174,46 @@ async def test_stop_before_the_connection_is_open_still_stops_the_query(backend:
         await asyncio.to_thread(query.run, "SELECT count(*) FROM factures", {"factures": data})
 
 
-async def test_queries_take_turns_and_stop_ends_a_wait_at_once(backend: MemoryTables) -> None:
+def data_query(backend: MemoryTables, limits: QueryLimits) -> dict[str, Tool]:
+    [tool] = [t for t in table_tools(backend, backend.catalogue(), limits)(Scope(("factures",))) if t.turn]
+    return {"data_query": tool}
+
+
+def query_call(sql: str) -> ToolCall:
+    return ToolCall("q", "data_query", json.dumps({"sql": sql}))
+
+
+async def test_queries_take_turns_and_stop_ends_a_wait_before_it_starts(backend: MemoryTables) -> None:
     """At most ``concurrent`` queries run at once in a loop (DuckDB takes a core each, the loop needs one): the others
-    wait, their time limit not started; Stop while one waits ends the wait without running it.
+    wait their turn (``DataQuery.turn``, taken by ``run_tool_call``), their time limit not started; Stop while one
+    waits ends the wait: it never starts.
 
     No step depends on the machine's speed: the queries that hold the turns run until they are stopped, a wait is
     "at least" (``asyncio.sleep``), and the limits are seconds where a query needs milliseconds."""
-    (_, (_, data)) = next(iter(backend.data.items()))
-    limits = QueryLimits(seconds=30, concurrent=2)
+    quick = data_query(backend, QueryLimits(seconds=30, concurrent=2))
     results = await asyncio.gather(
-        *(run_query("SELECT count(*) AS n FROM factures", {"factures": data}, limits) for _ in range(8))
+        *(run_tool_call(quick, query_call("SELECT count(*) AS n FROM factures"), "") for _ in range(8))
     )
-    assert [r.rows for r in results] == [((2,),)] * 8
+    assert [json.loads(r.content)["table"].splitlines()[2] for r in results] == ["| 2 |"] * 8
 
-    endless = "SELECT count(*) FROM range(100000) a, range(100000) b WHERE a.range + b.range = 7"
-    holding = [asyncio.create_task(run_query(endless, {"factures": data}, QueryLimits(seconds=600))) for _ in range(2)]
-    waiting = asyncio.create_task(run_query("SELECT 1", {"factures": data}, QueryLimits(seconds=2)))
-    later = asyncio.create_task(run_query("SELECT 2", {"factures": data}, QueryLimits(seconds=2)))
+    endless = "SELECT count(*) AS n FROM factures, range(100000) a, range(100000) b WHERE a.range + b.range = 7"
+    held, stop, stop_held = data_query(backend, QueryLimits(seconds=600, concurrent=2)), CancelToken(), CancelToken()
+    short = data_query(backend, QueryLimits(seconds=2, concurrent=2))
+    holding = [asyncio.create_task(run_tool_call(held, query_call(endless), "", stop_held)) for _ in range(2)]
+    waiting = asyncio.create_task(run_tool_call(short, query_call("SELECT 1 AS one FROM factures"), "", stop))
+    later = asyncio.create_task(run_tool_call(short, query_call("SELECT 2 AS two FROM factures"), ""))
     try:
         await asyncio.sleep(3)  # longer than their limit: a limit counted while waiting would have ended them
         assert not waiting.done() and not later.done()  # the two turns are taken
-        waiting.cancel()  # Stop while it waits: at once, without waiting for a turn
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(waiting, 60)  # a guard: the turns are held for 600 s
+        stop.cancel()  # Stop while it waits: at once, without waiting for a turn
+        never = await asyncio.wait_for(waiting, 60)  # a guard: the turns are held for 600 s
+        assert never.stopped is not None and not never.started and never.outcome is not None
     finally:
-        for task in holding:
-            task.cancel()
-        for task in holding:
-            with pytest.raises(asyncio.CancelledError):
-                await task
-    assert (await asyncio.wait_for(later, 60)).rows == ((2,),)  # its turn came: its 2 s started then
+        stop_held.cancel()
+        interrupted = [await task for task in holding]
+    assert all(r.stopped is not None and r.started for r in interrupted)
+    after = await asyncio.wait_for(later, 60)  # its turn came: its 2 s started then
+    assert after.ok and json.loads(after.content)["row_count"] == 2
 
 
 async def test_duckdb_s_errors_and_settings_name_no_path_of_the_server(backend: MemoryTables, tmp_path: Path) -> None:
@@ -215,3 +238,42 @@ async def test_duckdb_s_errors_and_settings_name_no_path_of_the_server(backend: 
     said += [f"{name}={value}" for name, value in settings.rows]
     for text in said:
         assert home not in text and str(tmp_path) not in text and "/.duckdb" not in text, text
+
+
+async def test_stop_ends_a_running_query_and_a_waiting_one_never_starts(backend: MemoryTables) -> None:
+    """The main model runs two queries at once with one turn: Stop interrupts the running one and releases the
+    waiting one, which never starts; the run ends stopped with no other round, each step saying why."""
+    slow = "SELECT count(*) AS n FROM factures, range(100000) a, range(100000) b WHERE a.range + b.range = 7"
+    h = harness(
+        {
+            MAIN.id: scripted(
+                reply(call("data_query", sql=slow), call("data_query", sql="SELECT count(*) AS n FROM factures")),
+                reply(text="Cette réponse ne doit jamais être produite."),
+            )
+        },
+        factories=[table_tools(backend, backend.catalogue(), QueryLimits(seconds=120, concurrent=1))],
+    )
+
+    async def stop_once_a_query_runs() -> None:
+        await until(lambda: turn(Turn("data_query", 1)).locked(), "a query to take the turn")
+        await asyncio.sleep(0.2)  # into DuckDB (were it not there yet, it would stop as well)
+        h.ctx.cancel.cancel()
+
+    stopper = asyncio.create_task(stop_once_a_query_runs())
+    outcome = await h.run(resources=("kb:factures",))
+    await stopper
+
+    assert outcome.status == "stopped" and len(h.main.requests) == 1
+    results = [e for e in h.of(ToolResultEvent) if e.name == "data_query"]
+    assert len(results) == 2 and not any(r.ok for r in results)
+    actions = [r.action for r in results]
+    assert all(a is not None and a.stopped == STOPPED_WITH_RUN for a in actions)
+    assert sorted(a.started for a in actions if a is not None) == [False, True]
+    # The API's steps say it with the run's cause code, and which one never started.
+    builder = TraceBuilder()
+    for event in h.events:
+        builder.add_event(event)
+    steps = [s for s in builder.trace.steps if isinstance(s, ToolStep)]
+    assert [(s.reason_code, s.started) for s in steps] == [
+        ("stopped_by_user", a.started) for a in actions if a is not None
+    ]

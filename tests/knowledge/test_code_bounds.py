@@ -1,5 +1,6 @@
-"""run_code's bounds: scripts take turns (``RUN_CODE_CONCURRENT`` at once in a process), a wait and a running script
-end with their call's cancellation (Stop), and nothing a script prints reaches the tool as one of the sandbox's notes.
+"""run_code's bounds: scripts take turns (``RUN_CODE_CONCURRENT`` at once in a process), Stop ends a call waiting for
+its turn (it never starts) and kills a running script, and nothing a script prints reaches the tool as one of the
+sandbox's notes. The calls go through ``run_tool_call``, as a run's do.
 
 The scripts print ``time.monotonic()`` (one clock for every process of the host, pid namespaces included) when they
 start and end: the order of those readings, not their size, says whether two scripts ran at once.
@@ -15,12 +16,19 @@ from pathlib import Path
 import pytest
 from waiting import until
 
-from assistant.engine.errors import ToolError
-from assistant.engine.run_code import RunCode
+from assistant.engine.cancel import CancelToken
+from assistant.engine.causes import Cause
+from assistant.engine.run_code import RunCode, code_tools
 from assistant.engine.sandbox import CodeLimits, CodeResult, Isolation, Sandbox
 from assistant.engine.sandbox_probe import detect
 from assistant.engine.scope import Scope
-from assistant.engine.turns import turn
+from assistant.engine.tools import ToolRun, run_tool_call
+from assistant.engine.turns import Turn, turn
+from assistant.engine.types import ToolCall
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 SPAN = "import time\nstart = time.monotonic()\ntime.sleep({seconds})\nprint(start, time.monotonic())"
 
@@ -39,18 +47,30 @@ class Watched(Sandbox):
     def __init__(self, limits: CodeLimits, isolation: Isolation) -> None:
         super().__init__(limits, isolation)
         self.started: list[Path] = []
+        self.log: list[str] = []  # "start" and "end" of each script, in order
 
     async def run(self, code: str, root: Path) -> CodeResult:
         self.started.append(root)
-        return await super().run(code, root)
+        self.log.append("start")
+        try:
+            return await super().run(code, root)
+        finally:
+            self.log.append("end")
 
 
 def tool(box: Sandbox) -> RunCode:
     return RunCode(box, Scope(code=True), None)
 
 
-async def span(t: RunCode, seconds: float) -> tuple[float, float]:
-    payload = json.loads((await t.run({"code": SPAN.format(seconds=seconds)})).content)
+async def call(box: Sandbox, code: str, stop: CancelToken | None = None) -> ToolRun:
+    run_code = tool(box)
+    return await run_tool_call({"run_code": run_code}, ToolCall("c", "run_code", json.dumps({"code": code})), "", stop)
+
+
+async def span(box: Sandbox, seconds: float) -> tuple[float, float]:
+    run = await call(box, SPAN.format(seconds=seconds))
+    assert run.outcome is not None, run.error
+    payload = json.loads(run.content)
     assert payload["exit_code"] == 0, payload
     start, end = payload["stdout"].split()
     return float(start), float(end)
@@ -71,34 +91,33 @@ def processes_under(root: Path) -> list[int]:
 
 @pytest.mark.parametrize("concurrent", [1, 2])
 async def test_scripts_take_turns(isolation: Isolation, concurrent: int) -> None:
-    box = Sandbox(CodeLimits(wall_seconds=60, concurrent=concurrent), isolation)
-    spans = sorted(await asyncio.gather(*(span(tool(box), 0.3) for _ in range(3))))
+    box = Watched(CodeLimits(wall_seconds=60, concurrent=concurrent), isolation)
+    spans = sorted(await asyncio.gather(*(span(box, 0.3) for _ in range(3))))
     for i, (start, _) in enumerate(spans):
         running = [s for s in spans[:i] if s[1] > start]  # started before this one and not ended when it started
         assert len(running) < concurrent, spans
-    if concurrent == 2:
-        assert spans[1][0] < spans[0][1], "two scripts may run at once"
+    # The turns as the tool takes them: as many scripts start at once as there are turns, the next one after an end.
+    assert box.log[: concurrent + 1] == ["start"] * concurrent + ["end"], box.log
 
 
-async def test_a_waiting_script_never_starts_when_its_call_is_cancelled_and_a_running_one_is_killed(
-    isolation: Isolation,
-) -> None:
+async def test_stop_ends_a_waiting_call_before_it_starts_and_kills_a_running_script(isolation: Isolation) -> None:
     box = Watched(CodeLimits(wall_seconds=120, cpu_seconds=120), isolation)
-    running = asyncio.create_task(tool(box).run({"code": "import time\ntime.sleep(100)"}))
+    stop = CancelToken()
+    running = asyncio.create_task(call(box, "import time\ntime.sleep(100)", stop))
     await until(lambda: box.started and processes_under(box.started[0]), "the first script to run")
-    waiting = asyncio.create_task(tool(box).run({"code": "print('late')"}))
-    await until(lambda: turn("run_code", 1).locked() and not waiting.done(), "the second call to wait its turn")
-    waiting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert len(box.started) == 1, "the cancelled call never started its script"
-    running.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await running
-    assert processes_under(box.started[0]) == [], "the script and its sandbox are gone"
-    assert not box.started[0].exists(), "its export is removed"
+    waiting = asyncio.create_task(call(box, "print('late')", stop))
+    await until(lambda: turn(Turn("run_code", 1)).locked() and not waiting.done(), "the second call to wait its turn")
+    stop.cancel()
+    first, second = await running, await waiting
+    assert first.stopped == STOPPED_WITH_RUN and first.started
+    assert second.stopped is not None and not second.started and second.error is not None
+    assert second.error.startswith("Never started")
+    assert len(box.started) == 1, "the waiting call never started its script"
+    await until(lambda: not processes_under(box.started[0]), "the script and its sandbox to be gone")
+    await until(lambda: not box.started[0].exists(), "its export to be removed")
     # The turn is free again.
-    assert json.loads((await tool(box).run({"code": "print('next')"})).content)["stdout"] == "next\n"
+    after = await call(box, "print('next')")
+    assert after.outcome is not None and json.loads(after.content)["stdout"] == "next\n"
 
 
 async def test_what_a_script_prints_is_never_taken_for_a_refusal_or_a_read(isolation: Isolation) -> None:
@@ -125,5 +144,34 @@ async def test_what_a_script_prints_is_never_taken_for_a_refusal_or_a_read(isola
 
 
 async def test_a_real_refusal_still_reaches_the_tool(isolation: Isolation) -> None:
-    with pytest.raises(ToolError, match=r"writing .* is not allowed"):
-        await tool(Sandbox(CodeLimits(), isolation)).run({"code": "open('x.txt', 'w')"})
+    run = await call(Sandbox(CodeLimits(), isolation), "open('x.txt', 'w')")
+    assert run.error is not None and "is not allowed" in run.error and run.error.startswith("writing")
+
+
+async def test_stop_kills_a_script_an_agent_runs_and_its_run_ends_stopped(isolation: Isolation) -> None:
+    """An agent's script runs when Stop comes: it is killed, the agent and the run end stopped, and the agent's
+    step says the run's cause."""
+    from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, task
+
+    from assistant.engine.events import AgentAction
+
+    box = Watched(CodeLimits(wall_seconds=120, cpu_seconds=120), isolation)
+    h = harness(
+        {
+            MAIN.id: scripted(reply(delegate(task("Calcule.", AGENT_A.id, ["code"]))), reply(text="Jamais.")),
+            AGENT_A.id: scripted(reply(call("run_code", code="import time\ntime.sleep(100)"))),
+        },
+        factories=[code_tools(box, None)],
+    )
+
+    async def stop_once_running() -> None:
+        await until(lambda: box.started and processes_under(box.started[0]), "the script to run")
+        h.ctx.cancel.cancel()
+
+    stopper = asyncio.create_task(stop_once_running())
+    outcome = await h.run(resources=("code", "agents"))
+    await stopper
+    assert outcome.status == "stopped" and [a.status for a in outcome.agents] == ["stopped"]
+    [action] = [e.action for e in h.of(AgentAction) if e.action.tool == "run_code"]
+    assert action.stopped == STOPPED_WITH_RUN and action.started
+    await until(lambda: not processes_under(box.started[0]), "the script and its sandbox to be gone")

@@ -262,18 +262,22 @@ def test_an_unsupported_upload_is_refused_and_leaves_nothing(media: Path) -> Non
     assert Document.objects.count() == before and files_under(media) == []
 
 
-def test_several_files_are_added_together_or_not_at_all(media: Path) -> None:
+def test_of_several_files_the_good_ones_are_added_and_each_refused_one_is_named_with_why(media: Path) -> None:
     a, _ = two_orgs()
     before = Document.objects.count()
-    response = upload(a.client(), "factures", ("good.txt", b"platypus"), ("bad.exe", b"MZ"))
-    assert response.status_code == 422  # type: ignore[attr-defined]
-    assert Document.objects.count() == before and files_under(media) == []
-    assert search(a.org.pk, "factures", "platypus", 8) == ([], 0)
-    response = upload(a.client(), "factures", ("good.txt", b"platypus"), ("also.md", b"echidna"))
+    client = a.client()
+    response = upload(client, "factures", ("good.txt", b"platypus"), ("bad.exe", b"MZ"), ("also.md", b"echidna"))
     assert response.status_code == 302  # type: ignore[attr-defined]
     assert Document.objects.count() == before + 2 and len(files_under(media)) == 2
+    page = client.get(response["Location"]).content.decode()  # type: ignore[index]
+    assert "2 documents added" in page and "Not added: bad.exe: this type of file is not supported" in page
     extract_pending()
     assert search(a.org.pk, "factures", "platypus", 8)[1] == 1
+    # None good: refused in place, each named, nothing saved.
+    response = upload(client, "factures", ("bad.exe", b"MZ"), ("worse.bin", b"\x00"))
+    assert response.status_code == 422  # type: ignore[attr-defined]
+    assert "bad.exe: this type" in response.content.decode() and "worse.bin: this type" in response.content.decode()
+    assert Document.objects.count() == before + 2 and len(files_under(media)) == 2
 
 
 def test_a_database_failure_removes_the_files_already_written(media: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -412,11 +416,10 @@ def test_pages_and_errors_speak_french(media: Path, settings: object) -> None:
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "fr"  # type: ignore[attr-defined]
     page = client.get(reverse("kb_bases")).content.decode()
     assert "Bases de connaissances" in page and "4 documents" in page
-    response = upload(client, "factures", ("big.txt", b"x" * 20_000), ("b.pdf", b"%PDF"))
-    assert "big.txt est trop volumineux" in response.content.decode()  # type: ignore[attr-defined]
-    response = upload(client, "factures", ("b.pdf", b"%PDF-1.4 broken"))
+    response = upload(client, "factures", ("big.txt", b"x" * 20_000), ("b.pdf", b"%PDF-1.4 broken"))
     assert response.status_code == 302
-    assert "est en cours de lecture" in client.get(response["Location"]).content.decode()
+    page = client.get(response["Location"]).content.decode()
+    assert "est en cours de lecture" in page and "Non ajouté : big.txt est trop volumineux" in page
     extract_pending()
     page = client.get(reverse("kb_base", args=["factures"])).content.decode()
     assert "Échec : il n’a pas pu être lu comme un PDF" in page

@@ -3,6 +3,7 @@ no way to a private, loopback or link-local address, directly, through a redirec
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -13,10 +14,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from assistant.engine.causes import Cause
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.netguard import AddressGuard, BlockedAddress, allowed_ports, is_public_address
 from assistant.engine.scope import Scope
 from assistant.engine.web import WebConfig, WebFetch, WebSearch, web_tools
+
+STOPPED_WITH_RUN = Cause(
+    code="run_stopped", because=Cause(code="stopped_by_user")
+)  # a tool call stopped with its run, stopped by the user
 
 ARTICLE = b"""<!doctype html><html><head><title>Wind report</title></head><body>
 <nav>Home | Products | Contact</nav>
@@ -377,3 +383,42 @@ def test_web_search_is_absent_without_an_endpoint() -> None:
     assert names(WebConfig(search_url="http://s/search", fetch=True), Scope(web=True)) == ["web_search", "web_fetch"]
     assert names(WebConfig(search_url="http://s/search", fetch=False), Scope(web=True)) == ["web_search"]
     assert names(WebConfig(search_url="http://s/search"), Scope(("factures",), code=True)) == []
+
+
+# Stop ------------------------------------------------------------------------------------------
+
+
+async def test_stop_aborts_a_page_read_in_flight(server: str) -> None:
+    """Stop while web_fetch waits for a slow page: the read is aborted, the run ends stopped without another model
+    call, and the step says the run's cause."""
+    from engine_support import MAIN, call, harness, reply, scripted
+
+    from assistant.engine.events import ToolResultEvent
+
+    before = Handler.hits["/slow"]
+    h = harness(
+        {
+            MAIN.id: scripted(
+                reply(call("web_fetch", url=f"{server}/slow")),
+                reply(text="Cette réponse ne doit jamais être produite."),
+            )
+        },
+        factories=[web_tools(WebConfig(fetch=True, allowed_hosts=frozenset({urlsplit(server).netloc}), timeout=60))],
+    )
+
+    async def stop_once_requested() -> None:
+        for _ in range(1500):
+            if Handler.hits["/slow"] > before:
+                h.ctx.cancel.cancel()
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("the page was never requested")
+
+    stopper = asyncio.create_task(stop_once_requested())
+    outcome = await h.run(resources=("web",))
+    await stopper
+    assert outcome.status == "stopped" and len(h.main.requests) == 1
+    [result] = h.of(ToolResultEvent)
+    assert result.name == "web_fetch" and not result.ok and result.action is not None
+    assert result.action.stopped == STOPPED_WITH_RUN
+    assert result.action.started and not result.sources

@@ -25,6 +25,7 @@ from assistant.engine.types import (
     ModelRequest,
     ModelResponse,
     NamedTool,
+    Sampling,
     TextDelta,
     ToolCall,
     ToolCallPart,
@@ -346,3 +347,32 @@ async def test_tool_call_part_type(wire: Wire) -> None:
     _, parts = await collect(model, ModelRequest(messages=HELLO, tools=(READ,)))
     (part,) = [p for p in parts if isinstance(p, ToolCallPart)]
     assert part.call.arguments == '{"ids": ["d"]}'
+
+
+async def test_a_clients_sampling_and_format_reach_the_provider_in_its_own_names(wire: Wire) -> None:
+    model = wire.model(PLAIN, api_model="plain-2024")
+    wire.server.script(sse_reply(wire.dialect, "plain-2024", Turn('{"greeting": "hello"}')))
+    fmt = {"type": "json_schema", "json_schema": {"name": "greeting", "schema": {"type": "object"}, "strict": True}}
+    sampling = Sampling(
+        max_tokens=50,
+        temperature=0.3,
+        top_p=0.8,
+        stop=("END",),
+        seed=11,
+        presence_penalty=0.5,
+        frequency_penalty=0.2,
+        user="client-7",
+        response_format=fmt,
+    )
+
+    await collect(model, ModelRequest(messages=HELLO, max_output_tokens=50, sampling=sampling))
+
+    body = wire.server.requests[0].body
+    assert body["max_tokens"] == 50 and body["response_format"]["json_schema"]["name"] == "greeting"
+    assert (body["temperature"], body["top_p"], body["stop"]) == (0.3, 0.8, ["END"])
+    assert (body["presence_penalty"], body["frequency_penalty"]) == (0.5, 0.2)
+    if wire.dialect == "openai":
+        assert body["seed"] == 11 and body["user"] == "client-7" and model.dropped(sampling) == ()
+    else:  # Mistral's seed is random_seed; it takes no user (it refuses fields it does not know)
+        assert body["random_seed"] == 11 and "seed" not in body and "user" not in body
+        assert model.dropped(sampling) == ("user",)

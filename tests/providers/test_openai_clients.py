@@ -5,6 +5,8 @@ is an answer."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -225,3 +227,168 @@ async def test_models_say_when_they_were_added_to_the_catalogue(client: openai.A
     entry = await CatalogueEntry.objects.aget(model_id=MODEL)
     assert models[MODEL].created == int(entry.created.timestamp())
     assert all(m.created > 1_700_000_000 for m in models.values())
+
+
+# Formats and sampling ------------------------------------------------------------------------------------------------
+
+INVOICES_SCHEMA = {
+    "type": "object",
+    "properties": {"unpaid": {"type": "array", "items": {"type": "string"}}},
+    "required": ["unpaid"],
+    "additionalProperties": False,
+}
+SAMPLING: dict[str, Any] = {
+    "temperature": 0.2,
+    "top_p": 0.9,
+    "stop": ["END"],
+    "seed": 7,
+    "presence_penalty": 0.1,
+    "frequency_penalty": 0.3,
+    "user": "client-42",
+}
+
+
+async def test_format_cap_and_sampling_reach_every_main_call_and_shape_the_answer(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    provider.script(
+        sse_reply("openai", MODEL, Turn(calls=(("kb_search", '{"query": "unpaid", "kb": "factures"}'),))),
+        answer('{"unpaid": ["F-2024-077"]}'),
+    )
+    fmt: Any = {"type": "json_schema", "json_schema": {"name": "invoices", "schema": INVOICES_SCHEMA, "strict": True}}
+    completion = await client.chat.completions.create(
+        model=MODEL,
+        messages=QUESTION,
+        response_format=fmt,
+        max_completion_tokens=300,
+        extra_body={"tools_enabled": ["kb:factures"]},
+        **SAMPLING,
+    )
+    assert json.loads(completion.choices[0].message.content or "") == {"unpaid": ["F-2024-077"]}
+    assert (completion.model_extra or {})["warnings"] == []
+    assert len(provider.requests) == 2  # a round with a search, then the answer
+    for sent in (r.body for r in provider.requests):
+        assert sent["response_format"] == fmt and sent["max_tokens"] == 300
+        assert {k: sent[k] for k in SAMPLING} == SAMPLING
+
+
+async def test_an_answer_cut_by_max_tokens_ends_with_length(client: openai.AsyncOpenAI, provider: WireServer) -> None:
+    provider.script(sse_reply("openai", MODEL, Turn("Bimbamjob left two", finish="length")))
+    stream = await client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=3, stream=True)
+    finishes = [c.finish_reason async for chunk in stream for c in chunk.choices if c.finish_reason]
+    assert finishes == ["length"] and provider.requests[0].body["max_tokens"] == 3
+
+
+async def test_a_reasoning_model_is_not_sent_what_it_refuses_and_the_response_says_so(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    provider.script(sse_reply("openai", "gpt-5", Turn("Two.")))
+    completion = await client.chat.completions.create(model="gpt-5", messages=QUESTION, **SAMPLING)
+    warnings = (completion.model_extra or {})["warnings"]
+    refused = ["temperature", "top_p", "presence_penalty", "frequency_penalty"]
+    assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", p) for p in refused]
+    sent = provider.requests[0].body
+    assert not set(refused) & set(sent) and sent["seed"] == 7 and sent["stop"] == ["END"]
+
+
+async def test_more_than_one_choice_is_refused(client: openai.AsyncOpenAI, provider: WireServer) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.chat.completions.create(model=MODEL, messages=QUESTION, n=2)
+    assert raised.value.code == "invalid_body" and raised.value.param == "n"
+    assert provider.requests == []
+
+
+async def test_langchain_structured_output_gets_its_object(secret: str, provider: WireServer) -> None:
+    from langchain_openai import ChatOpenAI
+    from pydantic import BaseModel
+
+    class Invoices(BaseModel):
+        unpaid: list[str]
+
+    provider.script(answer('{"unpaid": ["F-2024-077", "F-2024-091"]}'))
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    chat = ChatOpenAI(
+        model=MODEL, base_url="http://testserver/v1", api_key=secret, http_async_client=http, max_retries=0
+    )
+    found = await chat.with_structured_output(Invoices).ainvoke("Which invoices of Bimbamjob are unpaid?")
+    assert found == Invoices(unpaid=["F-2024-077", "F-2024-091"])
+    sent = provider.requests[0].body["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Invoices"
+    await http.aclose()
+    await snapshot.aclose_providers()
+
+
+# Live per-agent figures ----------------------------------------------------------------------------------------------
+
+
+async def test_a_running_agents_cost_and_tokens_show_live_in_the_run_and_the_stream(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    task = {"instruction": "Find the unpaid invoices of Bimbamjob.", "model": MODEL, "resources": ["kb:factures"]}
+    provider.script(
+        sse_reply("openai", "gpt-4.1", Turn(calls=(("agents", json.dumps({"tasks": [task]})),))),
+        sse_reply(
+            "openai", MODEL, Turn(calls=(("kb_search", '{"query": "unpaid", "kb": "factures"}'),), usage=Usage(900, 40))
+        ),
+        sse_reply("openai", MODEL, Turn("Still reading"), hang_after=1),  # the agent's next call hangs
+    )
+    events: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        stream = await client.chat.completions.create(
+            model="gpt-4.1",
+            messages=QUESTION,
+            stream=True,
+            extra_body={"tools_enabled": ["kb:factures", "agents"], "reasoning_level": "approfondi"},
+        )
+        async for chunk in stream:
+            extra = chunk.model_extra or {}
+            if "event" in extra:
+                events.append(extra["event"])
+            elif "run_id" in extra and not events:
+                events.append({"type": "start", "run_id": extra["run_id"]})
+
+    following = asyncio.create_task(follow())
+    await asyncio.to_thread(provider.hanging.wait, 30)
+    run = await Run.objects.filter(status="running").aget()
+    for _ in range(100):  # its steps are written a little after they happen (the recorder's batches)
+        live = (await client.get(f"/runs/{run.pk}", cast_to=httpx2.Response)).json()
+        agent = next((s["agent"] for s in live["steps"] if s["type"] == "run_agent"), {"cost_eur": 0})
+        if agent["cost_eur"] > 0:
+            break
+        await asyncio.sleep(0.05)
+    assert live["status"] == "running" and agent["status"] == "running" and agent["cost_eur"] > 0
+    assert agent["usage"]["prompt_tokens"] == 900 and agent["usage"]["completion_tokens"] == 40
+    await client.post(f"/runs/{run.pk}/cancel", cast_to=httpx2.Response)
+    await asyncio.wait_for(following, 30)
+    kinds = [e["type"] for e in events]
+    assert kinds.index("agent_usage") < kinds.index("agent_finished")
+    spent = next(e for e in events if e["type"] == "agent_usage")
+    assert spent["agent_id"] == agent["id"] and spent["cost_eur"] == agent["cost_eur"]
+    assert spent["usage"]["prompt_tokens"] == 900
+
+
+# The OpenAPI document ------------------------------------------------------------------------------------------------
+
+
+async def test_the_openapi_document_describes_the_stream_and_the_failed_runs(client: openai.AsyncOpenAI) -> None:
+    document = (await client.get("/openapi.json", cast_to=httpx2.Response)).json()
+    schemas = document["components"]["schemas"]
+    responses = document["paths"]["/v1/chat/completions"]["post"]["responses"]
+    chunk = responses["200"]["content"]["text/event-stream"]["schema"]["$ref"]
+    assert chunk == "#/components/schemas/ChatCompletionChunk"
+    for status in ("500", "502", "504"):
+        assert responses[status]["content"]["application/json"]["schema"]["$ref"].endswith("/RunErrorOut")
+    assert {"run_id", "steps", "usage", "answer"} <= set(schemas["RunErrorBody"]["properties"])
+    assert {"choices", "event", "run_id", "usage", "status"} <= set(schemas["ChatCompletionChunk"]["properties"])
+    assert "agent_usage" in schemas["StreamEvent"]["properties"]["type"]["enum"]
+
+    def refs(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from [value] if key == "$ref" else refs(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from refs(value)
+
+    assert {r.rsplit("/", 1)[1] for r in refs(document)} <= set(schemas)  # every reference resolves

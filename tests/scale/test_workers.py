@@ -25,6 +25,8 @@ from waiting import until
 
 from assistant.asgi import application
 from assistant.budgets.models import Reservation
+from assistant.engine.causes import Cause
+from assistant.engine.events import ToolResultEvent
 from assistant.engine.usage import RunUsage
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, leases
@@ -239,6 +241,25 @@ async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
     assert not await run.steps.filter(kind="model_call_failed").aexists()
     assert not await Reservation.objects.filter(run=run).aexists()
     assert frames[-1].count('data-status="stopped"') == 3 and "stopped on request" in frames[-1]
+
+
+async def test_the_broadcast_stop_interrupts_a_slow_query_on_the_worker(workers: list[Process], demo: None) -> None:
+    """``#demo-slow=query``: the main model's first round runs a query over a cross join (minutes of work). The
+    broadcast reaches the worker, which interrupts it: the run ends stopped, its step saying the run's cause."""
+    client, _session = await _signed_in()
+    conversation = await _conversation()
+    ask = {**ASK, "text": ASK["text"] + " #demo-slow=query", "resources": ["kb:factures"]}
+    await client.post(f"/c/{conversation.pk}/send", ask)
+    run = await Run.objects.aget(conversation=conversation)
+    await until(lambda: run.steps.filter(kind="tool_call").aexists(), "the query to start", 60)
+    await leases.broadcast_stop(run.pk)
+    await until(lambda: Run.objects.filter(pk=run.pk).exclude(status="running").aexists(), "the run to end", 60)
+    await run.arefresh_from_db()
+    assert run.status == "stopped" and await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    [result] = [s.event async for s in run.steps.filter(kind="tool_result")]
+    assert isinstance(result, ToolResultEvent) and result.name == "data_query" and result.action is not None
+    assert result.action.stopped == Cause(code="run_stopped", because=Cause(code="stopped_by_user"))
+    assert not await Reservation.objects.filter(run=run).aexists()
 
 
 async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(

@@ -7,6 +7,7 @@ from django.utils.translation import gettext, ngettext
 
 from assistant.catalogue.naming import model_label
 from assistant.engine.events import Action
+from assistant.runs.wording import cause_text
 
 from ..rendering import render_markdown
 
@@ -32,14 +33,24 @@ def eur(value: float) -> str:
 
 @register.filter
 def action_text(action: Action) -> str:
-    """One action in the reader's words: a search with its query and count, a read with its titles, a query
+    """One action in the reader's words: a search with its query, its base (by name, ``named_action``) and count, a read with its titles, a query
     (``data_query``) with its SQL and row count; a search or a fetch of the demo web says so."""
     # A filter rather than an included template: the agents' block is rendered at each of their steps.
+    if action.stopped is not None:  # stopped with its run (``run_stopped``, the run's cause in ``because``)
+        if action.started:
+            return gettext("%(call)s — %(why)s") % {"call": action.label, "why": cause_text(action.stopped)}
+        why = cause_text(action.stopped.because or action.stopped)
+        return gettext("%(call)s — never started: %(why)s") % {"call": action.label, "why": why}
     if action.kind == "search" and action.demo_web:
         n = action.count or 0
         return ngettext(
             "Search of the demo web “%(query)s”: %(n)s result", "Search of the demo web “%(query)s”: %(n)s results", n
         ) % {"query": action.label, "n": n}
+    if action.kind == "search" and action.where:
+        n = action.count or 0
+        return ngettext(
+            "Searched “%(query)s” in %(base)s: %(n)s result", "Searched “%(query)s” in %(base)s: %(n)s results", n
+        ) % {"query": action.label, "base": action.where, "n": n}
     if action.kind == "search":
         n = action.count or 0
         return ngettext("Search “%(query)s”: %(n)s result", "Search “%(query)s”: %(n)s results", n) % {
@@ -62,6 +73,13 @@ def action_text(action: Action) -> str:
             return gettext("Corrected result accepted")
         return gettext("Result refused, sent back to be corrected: %(why)s") % {"why": action.label}
     return action.label
+
+
+@register.filter
+def script(action: Action) -> SafeString:
+    """A ``run_code`` step's whole script, highlighted as the answers' Python blocks are."""
+    fence = "~~~~" if "~~~" in action.detail else "~~~"
+    return render_markdown(f"{fence}python\n{action.detail}\n{fence}\n")
 
 
 @register.filter

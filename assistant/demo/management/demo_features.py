@@ -22,6 +22,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 REPORTS = "rapports"
 REPORTS_BASE = ("Reports", "Annual and quarterly reports on the client portfolio.")
+REPORTS_FRENCH = {"name": "Rapports", "description": "Rapports annuels et trimestriels sur le portefeuille clients."}
 REPORT_FILES = ("annual-report-2024.en.txt", "rapport-annuel-2024.fr.txt")
 
 CHECKER = "Vérificateur"
@@ -45,7 +46,9 @@ def report_documents() -> list[tuple[str, str]]:
 def load(org: Organisation) -> None:
     name, description = REPORTS_BASE
     kb, _ = KnowledgeBase.objects.update_or_create(
-        organisation=org, slug=REPORTS, defaults={"name": name, "description": description}
+        organisation=org,
+        slug=REPORTS,
+        defaults={"name": name, "description": description, "translations": {"fr": REPORTS_FRENCH}},
     )
     for title, text in report_documents():
         Document.objects.update_or_create(knowledge_base=kb, title=title, defaults={"text": text})

@@ -69,7 +69,7 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "et les documents, pas votre question.",
     },
     "check_instruction": {
-        "en": "Check in the knowledge base(s) {kbs} whether the documents confirm: {claim}. Quote the sentences "
+        "en": "Check in the knowledge bases {kbs} whether the documents confirm: {claim}. Quote the sentences "
         "that confirm or contradict it, with their document ids, and say what they do not establish.",
         "fr": "Vérifie dans la ou les bases de connaissances {kbs} si les documents confirment : {claim}. Cite les "
         "phrases qui le confirment ou le contredisent, avec l’identifiant de leur document, et dis ce qu’elles "
@@ -92,9 +92,15 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
     },
     # A long document read in parts (kb_read's from_char).
     "whole_handing": {
-        "en": "I am handing the reading of the whole document to {count} agent(s) running {model}: a long "
+        "en": "I am handing the reading of the whole document to {count} agents running {model}: a long "
         "document is read part after part.",
-        "fr": "Je confie la lecture du document entier à {count} agent(s) qui utilisent {model} : un long "
+        "fr": "Je confie la lecture du document entier à {count} agents qui utilisent {model} : un long "
+        "document se lit partie après partie.",
+    },
+    "whole_handing.one": {
+        "en": "I am handing the reading of the whole document to {count} agent running {model}: a long "
+        "document is read part after part.",
+        "fr": "Je confie la lecture du document entier à {count} agent qui utilise {model} : un long "
         "document se lit partie après partie.",
     },
     "whole_instruction": {
@@ -112,10 +118,20 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "en": "I read {title} [{id}] in full, in {count} parts (characters {ranges}).",
         "fr": "J’ai lu {title} [{id}] en entier, en {count} parties (caractères {ranges}).",
     },
+    "whole_read.one": {
+        "en": "I read {title} [{id}] in full, in {count} part (characters {ranges}).",
+        "fr": "J’ai lu {title} [{id}] en entier, en {count} partie (caractères {ranges}).",
+    },
     "whole_read_partly": {
-        "en": "I read {title} [{id}] up to character {end} of {length}, in {count} part(s) (characters {ranges}): "
+        "en": "I read {title} [{id}] up to character {end} of {length}, in {count} parts (characters {ranges}): "
         "the rest was not read.",
-        "fr": "J’ai lu {title} [{id}] jusqu’au caractère {end} sur {length}, en {count} partie(s) (caractères "
+        "fr": "J’ai lu {title} [{id}] jusqu’au caractère {end} sur {length}, en {count} parties (caractères "
+        "{ranges}) : la suite n’a pas été lue.",
+    },
+    "whole_read_partly.one": {
+        "en": "I read {title} [{id}] up to character {end} of {length}, in {count} part (characters {ranges}): "
+        "the rest was not read.",
+        "fr": "J’ai lu {title} [{id}] jusqu’au caractère {end} sur {length}, en {count} partie (caractères "
         "{ranges}) : la suite n’a pas été lue.",
     },
     "whole_part": {"en": "**Characters {start}–{end}**", "fr": "**Caractères {start}–{end}**"},

@@ -31,7 +31,7 @@ from assistant.engine.outcomes import AgentReport
 from assistant.engine.types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 
 from .language import detect, language_of
-from .markers import DEMO_FAIL, DEMO_HANG, DEMO_ROUNDS, without_markers
+from .markers import DEMO_FAIL, DEMO_HANG, DEMO_ROUNDS, DEMO_SLOW, without_markers
 from .texts import Language, say
 from .triggers import topic
 from .words import extract, keywords
@@ -136,6 +136,11 @@ def main(step: Step) -> ModelResponse:
     question = question_of(request)
     words = topic(without_markers(question))
     last = messages[-1]
+    slow = DEMO_SLOW.search(question)
+    if slow is not None and last.role == "user":
+        call = reading.slow_call(request, slow.group(1))
+        if call is not None:
+            return ModelResponse(tool_calls=[step.call(call[0], call[1], 0)])
     # Behaviours: the main model's (on the question, or after a tool's answer) go here.
     behaviour = features.main(step, question)
     if behaviour is not None:

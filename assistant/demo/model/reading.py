@@ -89,6 +89,26 @@ def demo_sql(request: ModelRequest, rows: str = "rows") -> str | None:
     return f"SELECT {text}, SUM({number}) AS total, COUNT(*) AS {rows} FROM {table} GROUP BY {text} ORDER BY total DESC"
 
 
+SLOW_SCRIPT = "import time\ntime.sleep(600)\nprint('done')"
+
+
+def slow_call(request: ModelRequest, kind: str) -> tuple[str, dict[str, Any]] | None:
+    """A call of a tool that takes long (``#demo-slow``): a query over a cross join of the first table listed, a
+    script that sleeps, the first connector tool offered; None when that tool is not offered."""
+    if kind == "query":
+        tool = spec(request, "data_query")
+        listed = tool.description.split("Tables, with their columns: ", 1)[-1] if tool else ""
+        match = re.match(r"(\w+)\(", listed)
+        if match is None:
+            return None
+        cross = "range(100000) a, range(100000) b WHERE a.range + b.range = 7"
+        return "data_query", {"sql": f"SELECT count(*) AS n FROM {match.group(1)}, {cross}"}
+    if kind == "code":
+        return ("run_code", {"code": SLOW_SCRIPT}) if spec(request, "run_code") is not None else None
+    connectors = connector_tools(request)
+    return (connectors[0][0], {connectors[0][1]: "slow"}) if connectors else None
+
+
 def queries(messages: tuple[Message, ...]) -> list[tuple[int, str]]:
     """What the demo's queries returned: (row count, the table), one per query that gave a table."""
     return [(int(q["row_count"]), str(q["table"])) for q in tool_results(messages, "data_query") if "table" in q]

@@ -28,13 +28,21 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
         "de langage n’a été utilisé._",
     },
     "handing_kbs": {
-        "en": "I am handing the search of {count} knowledge base(s) to agents running {model}, in parallel.",
-        "fr": "Je confie la recherche dans {count} base(s) de connaissances à des agents qui utilisent {model}, "
+        "en": "I am handing the search of {count} knowledge bases to agents running {model}, in parallel.",
+        "fr": "Je confie la recherche dans {count} bases de connaissances à des agents qui utilisent {model}, "
         "en parallèle.",
     },
+    "handing_kbs.one": {
+        "en": "I am handing the search of {count} knowledge base to an agent running {model}.",
+        "fr": "Je confie la recherche dans {count} base de connaissances à un agent qui utilise {model}.",
+    },
     "handing_resources": {
-        "en": "I am handing the search of {count} resource(s) to agents running {model}, in parallel.",
-        "fr": "Je confie la recherche dans {count} ressource(s) à des agents qui utilisent {model}, en parallèle.",
+        "en": "I am handing the search of {count} resources to agents running {model}, in parallel.",
+        "fr": "Je confie la recherche dans {count} ressources à des agents qui utilisent {model}, en parallèle.",
+    },
+    "handing_resources.one": {
+        "en": "I am handing the search of {count} resource to an agent running {model}.",
+        "fr": "Je confie la recherche dans {count} ressource à un agent qui utilise {model}.",
     },
     "instruction_kb": {
         "en": "Find in the knowledge base {kb} what the documents say about: {words}. "
@@ -141,5 +149,9 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
 
 
 def say(code: str, language: Language, **values: object) -> str:
-    """The sentence ``code`` in ``language``, its placeholders filled."""
+    """The sentence ``code`` in ``language``, its placeholders filled. A sentence with a ``count`` has its
+    singular under ``<code>.one``, taken by the language's rule (1 in English; 0 and 1 in French)."""
+    count = values.get("count")
+    if isinstance(count, int) and (count == 1 if language == "en" else count <= 1) and f"{code}.one" in TEXTS:
+        code = f"{code}.one"
     return TEXTS[code][language].format(**values)

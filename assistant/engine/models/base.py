@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TypeAlias
 
 from ..catalogue import ModelInfo
-from ..types import ModelRequest, StreamPart
+from ..types import ModelRequest, Sampling, StreamPart
 
 
 class Model(ABC):
@@ -23,6 +23,11 @@ class Model(ABC):
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]: ...
+
+    def dropped(self, sampling: Sampling) -> tuple[str, ...]:
+        """The parameters of ``sampling`` (OpenAI's names, ``max_tokens`` among them) that this model does not take:
+        not sent to it (the API's ``warnings`` says so). A model takes none unless its adapter says otherwise."""
+        return (*sampling.given(), *(("max_tokens",) if sampling.max_tokens is not None else ()))
 
 
 ModelResolver: TypeAlias = Callable[[str], Model]

@@ -34,6 +34,7 @@ from ..types import (
     Message,
     ModelRequest,
     NamedTool,
+    Sampling,
     StreamPart,
     TextDelta,
     ToolCallPart,
@@ -69,6 +70,11 @@ class MistralModel(Model):
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         return retrying(lambda: self._attempt(request), self.retry)
 
+    def dropped(self, sampling: Sampling) -> tuple[str, ...]:
+        """Mistral refuses fields it does not know: ``user`` has no equivalent there (``seed`` is its
+        ``random_seed``)."""
+        return ("user",) if sampling.user is not None else ()
+
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         calls = ToolCallBuffer()
         usage: UsagePart | None = None
@@ -86,6 +92,7 @@ class MistralModel(Model):
                     max_tokens=request.max_output_tokens if request.max_output_tokens is not None else UNSET,
                     reasoning_effort=effort if effort is not None else UNSET,
                     prompt_cache_key=prompt_cache_key(request.messages),
+                    **_sampling(request.sampling),
                 )
                 async with stream:
                     async for event in stream:
@@ -115,6 +122,17 @@ class MistralModel(Model):
         if usage is not None:
             yield usage
         yield FinishPart(finish_reason(reason, bool(complete)))
+
+
+def _sampling(sampling: Sampling | None) -> dict[str, Any]:
+    """The client's sampling as ``chat.stream_async`` takes it (Mistral's names); ``user`` is not sent."""
+    if sampling is None:
+        return {}
+    given = sampling.given()
+    given.pop("user", None)
+    if "seed" in given:
+        given["random_seed"] = given.pop("seed")
+    return given
 
 
 def _message(m: Message) -> models.ChatCompletionStreamRequestMessageTypedDict:

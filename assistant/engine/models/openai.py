@@ -44,6 +44,7 @@ from ..types import (
     Message,
     ModelRequest,
     NamedTool,
+    Sampling,
     StreamPart,
     TextDelta,
     ToolCallPart,
@@ -52,6 +53,9 @@ from ..types import (
 )
 from .base import Model
 from .streaming import RetryPolicy, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after, retrying
+
+REASONING_REFUSES = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+"""What OpenAI's reasoning models refuse of the sampling parameters."""
 
 
 class OpenAIModel(Model):
@@ -72,6 +76,12 @@ class OpenAIModel(Model):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         return retrying(lambda: self._attempt(request), self.retry)
+
+    def dropped(self, sampling: Sampling) -> tuple[str, ...]:
+        """A reasoning model refuses the sampling parameters (OpenAI's reasoning models answer 400): not sent."""
+        if not self.info.reasons:
+            return ()
+        return tuple(name for name in REASONING_REFUSES if name in sampling.given())
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         calls = ToolCallBuffer()
@@ -137,6 +147,9 @@ class OpenAIModel(Model):
             body["max_completion_tokens" if official else "max_tokens"] = cap
         if effort is not None:
             body["reasoning_effort"] = effort
+        if request.sampling is not None:
+            dropped = self.dropped(request.sampling)
+            body.update((k, v) for k, v in request.sampling.given().items() if k not in dropped)
         if official:
             body["prompt_cache_key"] = prompt_cache_key(request.messages)
         return await self.provider.client.post(

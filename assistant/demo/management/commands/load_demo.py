@@ -37,6 +37,23 @@ CATEGORIES = [
     ("syntheses", "Long multi-document syntheses", 45),
     ("administration", "Administration", 15),
 ]
+# The demo's names in French (Translated): a French reader sees these, an English one the names above.
+FRENCH_NAMES: dict[str, dict[str, str]] = {
+    "catalogue": {"name": "Questions courtes sur le catalogue"},
+    "syntheses": {"name": "Synthèses longues de plusieurs documents"},
+    "administration": {"name": "Administration"},
+    "factures": {
+        "name": "Factures",
+        "description": "Factures émises aux entreprises clientes, avec le suivi des paiements.",
+    },
+    "comptes-rendus": {
+        "name": "Comptes rendus de réunion",
+        "description": "Comptes rendus des réunions avec les entreprises clientes.",
+    },
+    "contrats": {"name": "Contrats", "description": "Contrats et avenants signés avec les entreprises clientes."},
+}
+TABLE_TITLE = "Factures 2024 (export CSV du logiciel de facturation)"
+"""The table's document title, as its French export is named (a document's title is shown as written)."""
 
 BASES: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     "factures": (
@@ -255,7 +272,9 @@ class Command(BaseCommand):
         Membership.objects.get_or_create(organisation=org, user=user, defaults={"role": "admin"})
         for slug, (name, description, documents) in BASES.items():
             kb, _ = KnowledgeBase.objects.update_or_create(
-                organisation=org, slug=slug, defaults={"name": name, "description": description}
+                organisation=org,
+                slug=slug,
+                defaults={"name": name, "description": description, "translations": {"fr": FRENCH_NAMES[slug]}},
             )
             for title, text in [*documents, *FRENCH_DOCUMENTS.get(slug, [])]:
                 Document.objects.update_or_create(knowledge_base=kb, title=title, defaults={"text": text})
@@ -265,7 +284,7 @@ class Command(BaseCommand):
         # Created once: what an admin changes afterwards (budgets, the default) stays.
         has_default = Category.objects.filter(organisation=org, is_default=True).exists()
         for position, (slug, name, share) in enumerate(CATEGORIES):
-            Category.objects.get_or_create(
+            category, _ = Category.objects.get_or_create(
                 organisation=org,
                 slug=slug,
                 defaults={
@@ -273,18 +292,23 @@ class Command(BaseCommand):
                     "monthly_tokens": DEMO_MONTHLY_TOKENS * share // 100,
                     "is_default": position == 0 and not has_default,
                     "position": position,
+                    "translations": {"fr": FRENCH_NAMES[slug]},
                 },
             )
+            if category.name == name and not category.translations:  # loaded before categories had them
+                category.translations = {"fr": FRENCH_NAMES[slug]}
+                category.save(update_fields=["translations"])
         self.stdout.write(f"Demo data ready: organisation '{org.slug}', user '{DEMO_USERNAME}' / '{DEMO_PASSWORD}'.")
 
 
 def _add_table(kb: KnowledgeBase, path: Path) -> None:
     """The file as an upload of the base, once: saved, then extracted here (the file is ours, no child needed)."""
     if Document.objects.filter(knowledge_base=kb, filename=path.name).exists():
+        Document.objects.filter(knowledge_base=kb, filename=path.name, title=path.stem).update(title=TABLE_TITLE)
         return
     data = path.read_bytes()
     doc = Document(
-        knowledge_base=kb, title=path.stem, text="", filename=path.name, size=len(data), status=Document.PROCESSING
+        knowledge_base=kb, title=TABLE_TITLE, text="", filename=path.name, size=len(data), status=Document.PROCESSING
     )
     doc.file.save(path.name, ContentFile(data), save=False)
     doc.save()

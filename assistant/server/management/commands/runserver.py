@@ -7,5 +7,5 @@ from daphne.management.commands.runserver import Command as DaphneCommand
 from assistant.server.server import Server
 
 
-class Command(DaphneCommand):  # type: ignore[misc]
+class Command(DaphneCommand):  # type: ignore[misc]  # Daphne ships no types: its class is Any
     server_cls = Server

@@ -1,0 +1,53 @@
+"""Names an organisation's data holds in several languages (the demo's bases and categories), shown in the
+reader's: ``translations`` maps a language to its words (``{"fr": {"name": "Factures"}}``); a field without
+words in the reader's language, as anything a user typed, is shown as written. Renaming drops that field's
+other words, which no longer say the same thing."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db import models
+from django.utils.translation import get_language
+
+
+class Translated(models.Model):
+    translated_fields: ClassVar[tuple[str, ...]] = ("name",)
+
+    translations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Its words in other languages, e.g. {'fr': {'name': 'Factures'}}; without, shown as written.",
+    )
+
+    class Meta:
+        abstract = True
+
+    def shown(self, field: str) -> str:
+        """``field`` in the reader's language (the active one), else as written."""
+        language = (get_language() or "en").split("-")[0]
+        words = self.translations.get(language) if isinstance(self.translations, dict) else None
+        value = words.get(field) if isinstance(words, dict) else None
+        return str(value) if value else str(getattr(self, field))
+
+    @property
+    def shown_name(self) -> str:
+        return self.shown("name")
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Any:
+        instance = super().from_db(db, field_names, values)
+        instance._as_loaded = {f: getattr(instance, f) for f in cls.translated_fields if f in field_names}
+        return instance
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        loaded: dict[str, Any] = getattr(self, "_as_loaded", {})
+        renamed = {f for f, value in loaded.items() if getattr(self, f) != value}
+        if renamed and isinstance(self.translations, dict):
+            self.translations = {
+                language: {f: w for f, w in words.items() if f not in renamed}
+                for language, words in self.translations.items()
+                if isinstance(words, dict)
+            }
+        super().save(*args, **kwargs)
+        self._as_loaded = {f: getattr(self, f) for f in self.translated_fields}
