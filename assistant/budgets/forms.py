@@ -132,8 +132,37 @@ class TimeZoneForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in dja
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        zones = sorted(zoneinfo.available_timezones())
-        self.fields["time_zone"].widget = forms.Select(choices=[(z, z) for z in zones])
+        self.fields["time_zone"].widget = forms.Select(choices=zone_choices(self.instance.time_zone))
+
+
+# The regions of the IANA zones a person picks a city from, in the reader's words.
+REGIONS = {
+    "Africa": _("Africa"),
+    "America": _("America"),
+    "Antarctica": _("Antarctica"),
+    "Arctic": _("Arctic"),
+    "Asia": _("Asia"),
+    "Atlantic": _("Atlantic"),
+    "Australia": _("Australia"),
+    "Europe": _("Europe"),
+    "Indian": _("Indian Ocean"),
+    "Pacific": _("Pacific"),
+}
+
+
+def zone_choices(current: str = "") -> list[tuple[str, Any]]:
+    """UTC, then each region's cities (``Europe/Paris`` as "Paris" under Europe), sorted; the old aliases
+    (``US/Eastern``, ``Etc/GMT+5``) only if one is the current zone, so that it stays shown."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for zone in sorted(zoneinfo.available_timezones()):
+        region, _slash, city = zone.partition("/")
+        if region in REGIONS and city:
+            groups.setdefault(region, []).append((zone, city.replace("_", " ").replace("/", " / ")))
+    choices: list[tuple[str, Any]] = [("UTC", "UTC")]
+    if current and current != "UTC" and current.partition("/")[0] not in REGIONS:
+        choices.append((current, current))
+    choices += [(str(REGIONS[region]), cities) for region, cities in sorted(groups.items())]
+    return choices
 
 
 class LandingWatchForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime

@@ -194,6 +194,10 @@ class UsageEvent(_Event):
     """From then to the call's end."""
     finish_reason: Annotated[str, KEEP] = ""
     """Why the model stopped (``stop``, ``tool_calls``, ``length``; ``cancelled`` by Stop), "" when it failed."""
+    api_model: Name = ""
+    """The model's name at its provider, as the request sent it ("" in a step saved before)."""
+    response_model: Name = ""
+    """The model the provider says answered ("" when it said none)."""
     failed: bool = False
     """The call failed after it was sent (billed as cut): its ``ModelCallFailed`` follows."""
     retried: Annotated[tuple[Attempt, ...], KEEP] = ()
@@ -229,6 +233,8 @@ class ModelCallFailed(_Event):
     """The seconds the provider asked to wait, when it refused the call for too many requests and said so."""
     message: Text = ""
     """The provider's message (it may quote the request): erased with its conversation."""
+    api_model: Name = ""
+    """The model's name at its provider, as the request sent it ("" in a step saved before)."""
     started_at: float = 0.0
     """When its last try was sent, in seconds since the epoch (0: a step saved before)."""
     seconds: float = 0.0

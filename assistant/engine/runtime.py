@@ -115,7 +115,8 @@ class RunContext:
         response = ModelResponse()
         started = time.monotonic()
         # Retries wait no longer than the call may last, nor past the run's time.
-        state = CallState(deadline=started + min(self.seconds_left, math.inf if timeout is None else timeout))
+        deadline = started + min(self.seconds_left, math.inf if timeout is None else timeout)
+        state = CallState(deadline=deadline, api_model=model.api_model or model_id)
 
         async def consume() -> None:
             with tracked_call(state):
@@ -200,6 +201,7 @@ class RunContext:
             seconds,
             _timing(state),
             finish_reason=response.finish_reason,
+            response_model=response.model,
         )
         return response
 
@@ -231,7 +233,17 @@ class RunContext:
         response.usage = part
         finish = "" if failed else response.finish_reason
         await self._account(
-            model_id, part, estimated, agent_id, usage, reservation, seconds, _timing(state), finish, failed=failed
+            model_id,
+            part,
+            estimated,
+            agent_id,
+            usage,
+            reservation,
+            seconds,
+            _timing(state),
+            finish,
+            failed=failed,
+            response_model=response.model,
         )
         return part
 
@@ -274,6 +286,7 @@ class RunContext:
         finish_reason: str = "",
         *,
         failed: bool = False,
+        response_model: str = "",
     ) -> None:
         info = self.catalogue[model_id]
         cost = info.cost_eur(part)
@@ -299,6 +312,7 @@ class RunContext:
                 estimated=estimated,
                 finish_reason=finish_reason,
                 failed=failed,
+                response_model=response_model,
                 **(timing or {}),
             )
         )
@@ -306,13 +320,14 @@ class RunContext:
 
 def _timing(state: CallState | None) -> dict[str, Any]:
     """What a call's event says of its tries (a ``chat`` span each): when the last one was sent and how long it
-    took to the call's end, and the tries before it."""
+    took to the call's end, the tries before it, and the model's name at its provider."""
     if state is None:
         return {}
     return {
         "started_at": state.sent_at,
         "seconds": max(0.0, time.time() - state.sent_at),
         "retried": tuple(state.retried),
+        "api_model": state.api_model,
     }
 
 

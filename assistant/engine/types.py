@@ -185,7 +185,14 @@ class AttemptCut:
     tries again. The provider bills it as a call: it is counted as an estimate of what it was sent."""
 
 
-StreamPart: TypeAlias = TextDelta | ToolCallPart | UsagePart | FinishPart | AttemptCut
+@dataclass(frozen=True, slots=True)
+class ResponseModel:
+    """The model the provider says answered (its response's ``model``), as it names it."""
+
+    name: str
+
+
+StreamPart: TypeAlias = TextDelta | ToolCallPart | UsagePart | FinishPart | AttemptCut | ResponseModel
 
 
 @dataclass(slots=True)
@@ -198,6 +205,8 @@ class ModelResponse:
     finish_reason: FinishReason = "stop"
     cut_attempts: int = 0
     """Attempts that were sent, broke off before anything was shown, and were tried again (``AttemptCut``)."""
+    model: str = ""
+    """The model the provider says answered ("" when it said none)."""
 
     def add(self, part: StreamPart) -> None:
         if isinstance(part, TextDelta):
@@ -208,6 +217,8 @@ class ModelResponse:
             self.usage = part
         elif isinstance(part, AttemptCut):
             self.cut_attempts += 1
+        elif isinstance(part, ResponseModel):
+            self.model = part.name
         else:
             self.finish_reason = part.reason
 

@@ -36,7 +36,6 @@ from assistant.engine.events import (
     AgentAction,
     AgentFinished,
     AgentStarted,
-    Attempt,
     ErrorEvent,
     Event,
     FinalEvent,
@@ -146,12 +145,10 @@ class RunTrace:
             if event.failed:
                 self._failing[event.agent_id] = event
             else:
-                self._chat(event.model, event.agent_id, event.started_at, event.seconds, event.retried, usage=event)
+                self._chat(event, event)
         elif isinstance(event, ModelCallFailed):
             usage = self._failing.pop(event.agent_id, None) if event.billed else None
-            self._chat(
-                event.model, event.agent_id, event.started_at, event.seconds, event.retried, usage, event.error_kind
-            )
+            self._chat(event, usage, event.error_kind)
         elif isinstance(event, ToolCallEvent):
             self._tool_started(event)
         elif isinstance(event, ToolResultEvent):
@@ -179,22 +176,18 @@ class RunTrace:
 
     # chat -------------------------------------------------------------------------------------------------------
 
-    def _chat(
-        self,
-        model: str,
-        agent_id: str | None,
-        started_at: float,
-        seconds: float,
-        retried: tuple[Attempt, ...],
-        usage: UsageEvent | None = None,
-        error: str | None = None,
-    ) -> None:
-        parent = self._parent(agent_id)
-        provider = self._provider(model)
-        common = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": model}
-        for attempt in retried:  # each try the adapter made again: a request of its own
+    def _chat(self, call: UsageEvent | ModelCallFailed, usage: UsageEvent | None, error: str | None = None) -> None:
+        """The spans of one model call: its tries the adapter made again, then its last (with its usage)."""
+        parent = self._parent(call.agent_id)
+        model = call.api_model or call.model  # the name the provider was sent
+        common = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self._provider(call.model),
+            "gen_ai.request.model": model,
+        }
+        for attempt in call.retried:  # each a request of its own
             self._chat_span(parent, model, common, attempt.started_at, attempt.seconds, None, attempt.error_kind)
-        self._chat_span(parent, model, common, started_at, seconds, usage, error)
+        self._chat_span(parent, model, common, call.started_at, call.seconds, usage, error)
 
     def _chat_span(
         self,
@@ -220,6 +213,8 @@ class RunTrace:
             }
             if usage.finish_reason:
                 attributes["gen_ai.response.finish_reasons"] = (usage.finish_reason,)
+            if usage.response_model:
+                attributes["gen_ai.response.model"] = usage.response_model
         if error is not None:
             attributes["error.type"] = error
         start = started_at or time.time()
@@ -359,7 +354,7 @@ class RunTrace:
         self._tools.clear()
         self._agents.clear()
         for usage in self._failing.values():  # a failed call whose failure never came (the run ended meanwhile)
-            self._chat(usage.model, usage.agent_id, usage.started_at, usage.seconds, usage.retried, usage)
+            self._chat(usage, usage)
         self._failing.clear()
         status = {"assistant.run.status": self.status, "assistant.run.reason_code": self.reason_code}
         self.span.set_attributes(status | {"assistant.run.cost_eur": self.usage.cost_eur})

@@ -185,6 +185,47 @@
     }
   });
 
+  // The time-zone field: typing a city shows only the zones that match (and picks the first); the browser's
+  // zone is offered in one click, and chosen already while the organisation still has the default, UTC.
+  function zoneSelect(el) { return document.getElementById(el.dataset.zones); }
+  document.addEventListener("input", function (event) {
+    var box = event.target.closest(".zone-search");
+    if (!box) return;
+    var select = zoneSelect(box);
+    if (!select) return;
+    var words = box.value.trim().toLowerCase().replace(/ /g, "_");
+    var first = null;
+    select.querySelectorAll("option").forEach(function (option) {
+      var match = !words || option.value.toLowerCase().indexOf(words) !== -1;
+      option.hidden = !match;
+      if (match && !first) first = option;
+    });
+    select.querySelectorAll("optgroup").forEach(function (group) {
+      group.hidden = !group.querySelector("option:not([hidden])");
+    });
+    if (words && first) select.value = first.value;
+  });
+  function offerBrowserZone(root) {
+    (root || document).querySelectorAll(".zone-browser").forEach(function (button) {
+      var select = zoneSelect(button);
+      var zone = window.Intl && Intl.DateTimeFormat().resolvedOptions().timeZone;
+      var option = select && zone && select.querySelector('option[value="' + zone.replace(/"/g, "") + '"]');
+      if (!option) return;
+      button.textContent = button.dataset.use.replace("{zone}", zone);
+      button.hidden = false;
+      if (button.hasAttribute("data-preselect")) select.value = zone;
+    });
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest(".zone-browser");
+    if (!button) return;
+    var select = zoneSelect(button);
+    var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    if (select) select.value = zone;
+  });
+  document.addEventListener("DOMContentLoaded", function () { offerBrowserZone(); });
+  document.addEventListener("htmx:afterSettle", function () { offerBrowserZone(); });
+
   // The sidebar, behind its button on a narrow screen.
   document.addEventListener("click", function (event) {
     var button = event.target.closest(".menu-toggle");

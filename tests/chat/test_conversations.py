@@ -361,6 +361,8 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
             "count": 3,
             "ok": True,
             "demo_web": False,
+            "stopped": None,
+            "started": True,
             "detail": "",
             "where": "",
         },
@@ -382,7 +384,8 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
     result = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_result")
     assert erased("tool_result", result) == result  # no text in it: nothing changes
     usage = next(s["data"] for s in OLD_STEPS if s["kind"] == "usage")
-    assert erased("usage", usage) == {**usage, "estimated": False}  # no text; version 1 says it was not estimated
+    # No text; version 1 says it was not estimated, and which model names the provider was sent and answered: none.
+    assert erased("usage", usage) == {**usage, "estimated": False, "api_model": "", "response_model": ""}
     # A step no event can be read from is emptied whole.
     unreadable = Step(kind="agent_finished", data={"v": 99, "report": "Secret"})
     assert deletion.erase_step(unreadable) and unreadable.data == {}

@@ -83,6 +83,8 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         # What the events gained for traces (their times, the call they answer, retries): defaults in an old step.
         traced = {"started_at": 0.0, "seconds": 0.0, "call_id": "", "result_chars": 0, "failed": False}
         traced |= {"finish_reason": "", "retried": [], "retry_after": None}
+        traced |= {"cut": False}  # a final answer cut by a limit: not, in an old step
+        traced |= {"api_model": "", "response_model": ""}  # the model names sent and answered: none, in an old step
         for key, default in traced.items():
             if key not in saved["data"] and key in again:
                 assert again[key] == default
@@ -95,10 +97,12 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
             again_old = again
         # Version 1's sources may say which part of a document a read returned (start, end): none, in an old step.
         again_old = {**again_old, **{k: _without_ranges(v) for k, v in again_old.items() if k == "sources"}}
-        # Its actions and sources say whether they were the demo web's: not, in an old step.
+        # Its actions and sources say whether they were the demo web's: not, in an old step; and whether the action
+        # was stopped with its run (with the run's cause) or never started: neither, in an old step.
         if again_old.get("action"):
             action = dict(again_old["action"])
             assert action.pop("demo_web") is False
+            assert (action.pop("stopped"), action.pop("started")) == (None, True)
             assert (
                 action.pop("where") == "" and action.pop("detail") == ""
             )  # and which base a search looked in: in its label, in an old step

@@ -167,3 +167,28 @@ def test_every_page_has_its_h1_skip_links_lead_to_the_conversation_and_composer_
     expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
     expect(run.locator(".main-action").first).to_have_text(SEARCHED[language])
     expect(page.locator("h1")).to_have_count(1)
+
+
+@pytest.mark.parametrize(("width", "language"), [("1400", "fr"), ("390", "en")])
+def test_the_time_zone_is_found_by_its_city_grouped_by_region_and_the_browser_s_zone_is_one_click_away(
+    browser: Any, server: str, signed_in: dict[str, Any], width: str, language: str
+) -> None:
+    context = browser.new_context(
+        base_url=server, storage_state=signed_in, viewport=VIEWPORTS[width], timezone_id="Asia/Tokyo"
+    )
+    page = context.new_page()
+    page.goto("/")
+    page.click(f"header button[lang={language}]")
+    page.goto("/settings/budgets/")
+    zones = page.locator("#time-zone select")
+    assert page.locator("#time-zone optgroup").count() >= 8  # by region, not ~600 zones in a row
+    expect(page.locator("#time-zone optgroup").filter(has_text="Paris")).to_have_attribute("label", "Europe")
+    expect(page.locator(f"#time-zone optgroup[label='{'Asie' if language == 'fr' else 'Asia'}']")).to_have_count(1)
+    page.fill("#zone-search", "new york")
+    expect(zones).to_have_value("America/New_York")
+    assert zones.locator("option:not([hidden])").count() == 1
+    use = page.locator("#time-zone .zone-browser")
+    expect(use).to_contain_text("Asia/Tokyo")
+    use.click()
+    expect(zones).to_have_value("Asia/Tokyo")
+    context.close()

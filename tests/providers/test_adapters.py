@@ -25,6 +25,7 @@ from assistant.engine.types import (
     ModelRequest,
     ModelResponse,
     NamedTool,
+    ResponseModel,
     Sampling,
     TextDelta,
     ToolCall,
@@ -67,8 +68,12 @@ async def test_text_streams_in_deltas_then_usage_with_cached_and_reasoning_token
     response, parts = await collect(model, ModelRequest(messages=HELLO, max_output_tokens=300))
 
     assert [p.text for p in parts if isinstance(p, TextDelta)] == ["Hello", " there,", " friend."]
-    assert parts[-2:] == [UsagePart(120, 9, cached_prompt_tokens=64, reasoning_tokens=3), FinishPart("stop")]
-    assert response.text == "Hello there, friend."
+    assert parts[-3:] == [
+        ResponseModel("plain-2024"),  # the model the provider says answered
+        UsagePart(120, 9, cached_prompt_tokens=64, reasoning_tokens=3),
+        FinishPart("stop"),
+    ]
+    assert response.text == "Hello there, friend." and response.model == "plain-2024"
     body = wire.server.requests[0].body
     assert body["model"] == "plain-2024" and body["stream"] is True
     assert [(m["role"], m["content"]) for m in body["messages"]] == [
@@ -106,9 +111,9 @@ async def test_tool_call_deltas_split_across_chunks_make_several_complete_calls(
     ]
     assert len({c.id for c in response.tool_calls}) == 2
     assert response.finish_reason == "tool_calls"
-    # Tool calls come whole, after the text and before the usage.
+    # Tool calls come whole, after the text (and the model that answered) and before the usage.
     kinds = [type(p).__name__ for p in parts]
-    assert kinds == ["TextDelta", "ToolCallPart", "ToolCallPart", "UsagePart", "FinishPart"]
+    assert kinds == ["TextDelta", "ResponseModel", "ToolCallPart", "ToolCallPart", "UsagePart", "FinishPart"]
     body = wire.server.requests[0].body
     assert [t["function"]["name"] for t in body["tools"]] == ["kb_search", "kb_read"]
     assert body["tool_choice"] == ("required" if wire.dialect == "openai" else "any")

@@ -69,6 +69,7 @@ async def test_each_try_is_a_chat_span_of_its_own(wire: Wire) -> None:
         usage.cost_eur,
     )
     assert last["gen_ai.response.finish_reasons"] == ("stop",)
+    assert last["gen_ai.request.model"] == "plain" and last["gen_ai.response.model"] == "plain"  # as the wire said
     assert not any("gen_ai.usage.input_tokens" in (s.attributes or {}) for s in chats[:-1])
     [root] = [s for s in spans.get_finished_spans() if s.parent is None]
     assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in chats)

@@ -18,8 +18,13 @@ class Model(ABC):
     function), ``parallel_tool_calls``, ``max_output_tokens`` and ``reasoning_effort``.
     """
 
+    api_model = ""
+    """Its name at its provider, as requests send it (an adapter's own, else its catalogue id; "" for a model that
+    did not say: its catalogue id then)."""
+
     def __init__(self, info: ModelInfo) -> None:
         self.info = info
+        self.api_model = info.id
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]: ...

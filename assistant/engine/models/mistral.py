@@ -34,6 +34,7 @@ from ..types import (
     Message,
     ModelRequest,
     NamedTool,
+    ResponseModel,
     Sampling,
     StreamPart,
     TextDelta,
@@ -79,6 +80,7 @@ class MistralModel(Model):
         calls = ToolCallBuffer()
         usage: UsagePart | None = None
         reason: str | None = None
+        answered = ""
         effort = self.info.effort_for(request.reasoning_effort) if self.adjustable_reasoning else None
         tools = [_tool(t) for t in request.tools]
         try:
@@ -97,6 +99,7 @@ class MistralModel(Model):
                 async with stream:
                     async for event in stream:
                         chunk = event.data
+                        answered = chunk.model or answered
                         if chunk.usage is not None:
                             usage = _usage(chunk.usage)
                         for choice in chunk.choices[:1]:
@@ -116,6 +119,8 @@ class MistralModel(Model):
             raise MalformedResponse("the stream ended before the model finished its answer")
         if reason == "error":
             raise ModelUnavailable("the Mistral server reported an error while the model was answering")
+        if answered:
+            yield ResponseModel(answered)
         complete = calls.calls()
         for call in complete:
             yield ToolCallPart(call)

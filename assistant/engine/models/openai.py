@@ -44,6 +44,7 @@ from ..types import (
     Message,
     ModelRequest,
     NamedTool,
+    ResponseModel,
     Sampling,
     StreamPart,
     TextDelta,
@@ -87,12 +88,14 @@ class OpenAIModel(Model):
         calls = ToolCallBuffer()
         usage: UsagePart | None = None
         reason: str | None = None
+        answered = ""
         try:
             with _translated():
                 stream = await self._create(request)
                 async with stream:
                     async for raw in stream:
                         chunk = _dict(raw)
+                        answered = _str(chunk.get("model")) or answered
                         raw_usage = chunk.get("usage")
                         if raw_usage:
                             usage = _usage(raw_usage)
@@ -117,6 +120,8 @@ class OpenAIModel(Model):
             raise
         if reason is None:
             raise MalformedResponse("the stream ended before the model finished its answer")
+        if answered:
+            yield ResponseModel(answered)
         complete = calls.calls()
         for call in complete:
             yield ToolCallPart(call)

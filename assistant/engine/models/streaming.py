@@ -79,6 +79,8 @@ class CallState:
     """When the current try was sent (seconds since the epoch): each try is one request to the provider."""
     retried: list[Attempt] = field(default_factory=list)
     """The tries that failed and were tried again, in order."""
+    api_model: str = ""
+    """The model's name at its provider (``Model.api_model``), for the call's event."""
 
 
 _call: contextvars.ContextVar[CallState | None] = contextvars.ContextVar("model_call", default=None)
