@@ -5,7 +5,7 @@ tasks, 8 model requests a run against ``bench/scripted.py``), driven in this pro
 ``AsyncClient`` (the same middleware, view and run executor as the server's), on a fresh SQLite database, or on a new
 PostgreSQL database with ``--postgres URL`` (dropped afterwards). Every statement of every connection is recorded
 (``connection.execute_wrappers``) with the outermost of the project's functions that sent it (the function handed
-to the database thread: ``_create``, ``_prepare``, ``_finish``, the recorder's, the ledger's...), and every commit:
+to the database thread: ``_create``, ``claim``, ``end_run``, the recorder's, the ledger's...), and every commit:
 an outermost ``atomic`` block that wrote, or a write in autocommit mode (each its own transaction). On PostgreSQL
 each such commit waits for the WAL (``synchronous_commit``), so their number on the way to the first model call
 and at the run's end counts as well as the statements.

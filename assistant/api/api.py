@@ -38,6 +38,7 @@ from assistant.orgs.signin import client_address
 from assistant.runs import execution, intake
 from assistant.runs.follow import RunFollower
 from assistant.runs.models import Run
+from assistant.runs.start import RunStart
 from assistant.runs.steps import events_of
 
 from . import limits
@@ -301,9 +302,8 @@ def _agents_warnings(body: ChatCompletionRequest, policy: Policy) -> list[Reques
     return []
 
 
-def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
-    """The run of a request, checked by the one request check (``intake``) before anything is kept, and the policy
-    it was checked with."""
+def _create(key: ApiKey, body: ChatCompletionRequest) -> RunStart:
+    """The run of a request, checked by the one request check (``intake``) before anything is kept: its start."""
     org = key.organisation
     policy = policy_for(org, key)
     question = body.messages[-1].text
@@ -327,10 +327,9 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> tuple[Run, Policy]:
         earlier.append((role, content))
     try:
         # A conversation of its own, saved with the client's earlier messages and the run in intake's transaction.
-        run = intake.create_run(keys.api_user(org), org, None, ask, api_key=key, policy=policy, earlier=earlier)
+        return intake.create_run(keys.api_user(org), org, None, ask, api_key=key, policy=policy, earlier=earlier)
     except RequestRefused as e:  # nothing was kept: the transaction is rolled back
         raise refusal_error(e.refusal, question=f"messages[{len(body.messages) - 1}].content") from e
-    return run, policy
 
 
 # The stops that a limit made (a budget, a cost cap, a spend limit): the answer was cut, OpenAI's ``finish_reason``
@@ -502,13 +501,14 @@ async def _stream(
 )
 async def chat_completions(request: HttpRequest, body: ChatCompletionRequest) -> ChatCompletion | StreamingHttpResponse:
     key = _key(request)
-    run, policy = await sync_to_async(_create)(key, body)
+    start = await sync_to_async(_create)(key, body)
+    run, policy = start.run, start.policy
     log.info("run %s for request %s", run.pk, request_id(request))
     # Before the run starts: nothing it publishes is missed. Not streamed, only its end is listened for.
     follower = await RunFollower(run.pk).open(events=body.stream)
     # The response is built from the run's events and its end as this process executes it, if it does.
     heard = execution.Heard()
-    execution.launch(run.pk, policy=policy, heard=heard)
+    execution.launch(start, heard=heard)
     # What the request's warnings say is worked out after the run has started, off its way to its first call.
     if body.stream:
         response = StreamingHttpResponse(

@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_save
 
 
 class BudgetsConfig(AppConfig):
@@ -15,8 +14,8 @@ class BudgetsConfig(AppConfig):
         accounting.register(CategoryAccounting())
 
         # When a run with agents ends, its month's forced-landing shares are checked against the threshold.
-        from assistant.runs.models import Run
+        from assistant.runs.ends import run_ended
 
-        from .landings import on_run_saved
+        from .landings import on_run_ended
 
-        post_save.connect(on_run_saved, sender=Run, dispatch_uid="budgets.landings.on_run_saved")
+        run_ended.connect(on_run_ended, dispatch_uid="budgets.landings.on_run_ended")

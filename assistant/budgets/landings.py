@@ -31,6 +31,7 @@ from django.utils.translation import gettext as _
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import admin_emails
+from assistant.runs.ends import RunEnded
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import AgentEnd, agent_ends, count_month_agent_ends, with_events
 
@@ -291,15 +292,16 @@ def _alerted(org_id: int, month: date) -> set[tuple[str, str]]:
         return {(str(model), str(profile)) for model, profile in cursor.fetchall()}
 
 
-def on_run_saved(sender: type[Run], instance: Run, created: bool, update_fields: Any = None, **kwargs: Any) -> None:
-    """A run ended: check its month's shares once its save is committed (never failing the save); a run with no
-    agent is told by the first query (``_check_run``)."""
-    if created or instance.is_running or (update_fields is not None and "status" not in update_fields):
-        return
-    run_id = instance.pk
+def on_run_ended(sender: type[RunEnded], end: RunEnded, **kwargs: Any) -> None:
+    """A run ended: check its month's shares once its end is committed (never failing it); a run with no agent is
+    told by the first query (``_check_run``), or by its end (``RunEnded.agent_ends``)."""
+    run = end.run
+    run_id = run.pk
     known = None
-    if Run.organisation.is_cached(instance):
-        org = instance.organisation
-        known = (org.pk, instance.created, org.time_zone, org.forced_landing_alert_percent)
-    ends = instance.agent_ends
+    if Run.organisation.is_cached(run):
+        org = run.organisation
+        known = (org.pk, run.created, org.time_zone, org.forced_landing_alert_percent)
+    ends = None if end.agent_ends is None else list(end.agent_ends)
+    if ends == []:
+        return  # no agent ended in it: nothing to check
     transaction.on_commit(lambda: _check_run(run_id, known, ends), robust=True)

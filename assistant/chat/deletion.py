@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from assistant.engine.events import erased
 from assistant.runs import execution, groups
+from assistant.runs.ends import RunEnded, run_ended
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import UnreadableStep, resave
 
@@ -95,30 +96,23 @@ def _is_deleted(conversation_id: int) -> bool:
     return Conversation.objects.filter(pk=conversation_id, deleted__isnull=False).exists()
 
 
-def _run_deleted(run: Run) -> bool:
-    """Whether the run's conversation is deleted: as its saver read it (``Run.conversation_deleted``), else read."""
-    known = run.conversation_deleted
-    return _is_deleted(run.conversation_id) if known is None else known
-
-
-@receiver(post_save, sender=Run, dispatch_uid="chat.deletion.run_saved")
-def _run_saved(sender: type[Run], instance: Run, created: bool, **kwargs: Any) -> None:
-    # A run stopped by a delete saves its answer and sources as it ends (or a reaper fails it): erase them.
-    if not created and not instance.is_running and _run_deleted(instance):
-        log.info("erasing run %s of a deleted conversation as it ends", instance.pk)
-        erase_run(instance.pk)
+@receiver(run_ended, dispatch_uid="chat.deletion.run_ended")
+def _run_ended(sender: type[RunEnded], end: RunEnded, **kwargs: Any) -> None:
+    # A run stopped by a delete saves its answer and sources as it ends (or a reaper fails it): erase them, and the
+    # assistant's message saved with them.
+    deleted = end.conversation_deleted
+    if deleted is None:
+        deleted = _is_deleted(end.run.conversation_id)
+    if deleted:
+        log.info("erasing run %s of a deleted conversation as it ends", end.run.pk)
+        erase_run(end.run.pk)
 
 
 @receiver(post_save, sender=Message, dispatch_uid="chat.deletion.message_saved")
 def _message_saved(sender: type[Message], instance: Message, created: bool, **kwargs: Any) -> None:
-    # The assistant's message of a run that ended after its conversation was deleted. A message saved with its run,
-    # in the transaction that read whether the conversation was deleted, is told by the run.
-    if not created:
+    # A message saved in a conversation deleted meanwhile. The answer saved with its run's end is its end's to erase
+    # (``_run_ended``).
+    if not created or (instance.role == "assistant" and instance.run_id is not None):
         return
-    run = instance.run if Message.run.is_cached(instance) else None
-    if run is not None and run.conversation_id == instance.conversation_id:
-        deleted = _run_deleted(run)
-    else:
-        deleted = _is_deleted(instance.conversation_id)
-    if deleted:
+    if _is_deleted(instance.conversation_id):
         Message.objects.filter(pk=instance.pk).delete()

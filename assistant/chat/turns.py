@@ -30,6 +30,7 @@ from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.services import organisation_of
 from assistant.runs import execution, groups, intake, wording
 from assistant.runs.models import Conversation, Message, Run
+from assistant.runs.start import RunStart
 from assistant.runs.steps import events_of
 
 from . import search as conversation_search
@@ -56,7 +57,7 @@ def _refused(request: AuthenticatedHttpRequest, conv: Conversation, error: str) 
     return render(request, "chat/_turn_error.html", {"error": error}, status=REFUSED)
 
 
-def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> tuple[Run | None, Any]:
+def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> tuple[RunStart | None, Any]:
     conv = _conversation(request, pk)
     org = organisation_of(request.user)
     last = _last_turn(conv)
@@ -83,12 +84,12 @@ def _replace(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str 
 
 
 async def _replaced(request: AuthenticatedHttpRequest, pk: int, run_id: Any, text: str | None) -> HttpResponseBase:
-    run, refused = await sync_to_async(_replace)(request, pk, run_id, text)
+    start, refused = await sync_to_async(_replace)(request, pk, run_id, text)
     if refused is not None:
         return refused  # type: ignore[no-any-return]  # sync_to_async loses _replace's return type
-    assert run is not None
-    await groups.announce_started(run)
-    execution.launch(run.pk)
+    assert start is not None
+    await groups.announce_started(start.run)
+    execution.launch(start)
     if request.htmx:
         return HttpResponseClientRedirect(reverse("conversation", args=[pk]))
     return redirect("conversation", pk=pk)

@@ -35,6 +35,7 @@ from assistant.orgs.services import organisation_of, policy_for
 from assistant.runs import execution, groups, intake, queue, wording
 from assistant.runs.intake import LEVEL_LABELS
 from assistant.runs.models import Conversation, Message, Run
+from assistant.runs.start import RunStart
 
 from . import deletion
 from .htmx import REFUSED
@@ -245,7 +246,7 @@ def _ask_from(post: dict[str, Any], resources: list[str]) -> tuple[intake.Ask, d
     return ask, values
 
 
-def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[Run | Message | None, HttpResponse | None]:
+def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[RunStart | Message | None, HttpResponse | None]:
     org = organisation_of(request.user)
     conv = _conversation(request, pk, org) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
@@ -296,14 +297,15 @@ def _sent(request: AuthenticatedHttpRequest, run: Run) -> HttpResponse:
 @login_required
 @require_POST
 async def send(request: AuthenticatedHttpRequest, pk: int | None = None) -> HttpResponseBase:
-    run, refused = await sync_to_async(_create)(request, pk)
+    start, refused = await sync_to_async(_create)(request, pk)
     if refused is not None:
         return refused
-    if isinstance(run, Message):
-        return await sync_to_async(_queued_response)(request, run)
-    assert run is not None
+    if isinstance(start, Message):
+        return await sync_to_async(_queued_response)(request, start)
+    assert start is not None
+    run = start.run
     await groups.announce_started(run)
-    execution.launch(run.pk)
+    execution.launch(start)
     if request.htmx:
         if pk is not None:
             response = await sync_to_async(_sent)(request, run)

@@ -12,7 +12,6 @@ called. It ends by calling ``submit_result``, validated by ``AgentReport``; what
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterable
@@ -20,15 +19,16 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from . import causes
+from .cancel import RunStopped, run_round
 from .causes import Cause
 from .compaction import compact
-from .errors import ModelError, ModelTimeout
+from .errors import ModelError, ModelTimeout, ToolFailed
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted
 from .outcomes import RESULT_SPEC, RESULT_TOOL, AgentOutcome, AgentRecord, AgentReport, AgentTask
 from .runtime import RunContext
 from .scope import Scope
 from .tokens import prompt_tokens
-from .tools import Tool, ToolRun, run_tool_call
+from .tools import Tool, run_tool_call
 from .types import Effort, Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 from .usage import AgentBudget, AgentCounter, RunUsage
 
@@ -151,8 +151,7 @@ class _AgentLoop:
         )
         try:
             while True:
-                if ctx.cancel.cancelled:
-                    return await self._stopped()
+                ctx.cancel.check(self.usage)
                 if self.extra_rounds:
                     self.extra_rounds -= 1
                 else:
@@ -179,16 +178,16 @@ class _AgentLoop:
                     )
                 )
                 response = await self._call_model(request)
-                if response.finish_reason == "cancelled":  # Stop: the call was aborted, or not made
-                    if response.text.strip():
-                        self.texts.append(response.text)  # what it had written before Stop is kept
-                    return await self._stopped()
                 if response.text.strip():
                     self.texts.append(response.text)
                 self.messages.append(response.as_message())
                 outcome = await self._after(response)
                 if outcome is not None:
                     return outcome
+        except RunStopped as e:  # Stop: its call aborted or not made, or its round's tool calls cancelled
+            if e.text.strip():
+                self.texts.append(e.text)  # what it had written before Stop is kept
+            return await self._finish("stopped", e.cause)
         except ModelTimeout as e:
             cause = Cause(code="seconds", limit=self.counter.budget.max_seconds)
             return await self._finish("interrupted", cause, f"time budget reached: {e}")
@@ -206,7 +205,7 @@ class _AgentLoop:
             response = await self.ctx.call_model(
                 self.info.id, request, agent_id=self.agent_id, timeout=self.counter.call_timeout(), usage=self.usage
             )
-        except ModelError:
+        except (ModelError, RunStopped):
             self.counter.after_call(None, time.monotonic() - started)
             raise
         self.counter.after_call(response.usage, time.monotonic() - started)
@@ -231,17 +230,11 @@ class _AgentLoop:
         if not others:
             self.messages.append(Message.user("Call a tool: search or read, or submit_result to finish."))
             return None
-        if self.ctx.cancel.cancelled:
-            self.messages += _not_run(others, "Not run: stopped on request.")
-            return await self._stopped()
+        self.ctx.cancel.check(self.usage)  # no tool starts after Stop
         failure = await self._run_calls(others)
         if failure is None:
             return None
-        return await self._finish(
-            "error",
-            Cause(code="tool_failed", kind=type(failure).__name__),
-            f"a tool failed ({type(failure).__name__}: {failure})",
-        )
+        return await self._finish("error", Cause(code="tool_failed", kind=failure.kind), f"a tool failed ({failure})")
 
     async def _submitted(
         self, result_call: ToolCall, others: list[ToolCall], response: ModelResponse
@@ -273,21 +266,15 @@ class _AgentLoop:
         action = Action(tool="submit_result", kind="result", label=why, ok=ok)
         await self.ctx.emit(AgentAction(agent_id=self.agent_id, action=action))
 
-    async def _run_calls(self, calls: list[ToolCall]) -> Exception | None:
-        """Run the round's tool calls concurrently; what made this agent fail, if one fails unexpectedly."""
-        # Every call of the round finishes before an unexpected failure ends this agent (not the run).
-        results = await asyncio.gather(
-            *(run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT, self.ctx.cancel) for c in calls),
-            return_exceptions=True,
-        )
-        runs = [r for r in results if isinstance(r, ToolRun)]
-        failure = next((r for r in results if isinstance(r, BaseException)), None)
-        if failure is not None:
-            for run in runs:
-                self.record.add(run)
-            if not isinstance(failure, Exception):
-                raise failure
-            return failure
+    async def _run_calls(self, calls: list[ToolCall]) -> ToolFailed | None:
+        """Run the round's tool calls concurrently; the failure that ends this agent (not the run), if a tool fails
+        unexpectedly (the round's other calls are cancelled). Stop ends each call, stopped."""
+        try:
+            runs = await run_round(
+                [run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT, self.ctx.cancel) for c in calls]
+            )
+        except ToolFailed as e:
+            return e
         for run in runs:
             self.record.add(run)
             self.messages.append(Message.tool(run.call, run.content))
@@ -311,9 +298,6 @@ class _AgentLoop:
                 )
             )
         return None
-
-    async def _stopped(self) -> AgentOutcome:
-        return await self._finish("stopped", self.ctx.cancel.stop_cause)
 
     async def _finish(
         self, status: AgentStatus, cause: Cause | None, reason: str | None = None, report: str | None = None

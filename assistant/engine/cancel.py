@@ -1,18 +1,23 @@
-"""One cancellation token shared by a run and its agents.
+"""One cancellation token shared by a run and its agents, and Stop as an exception (``RunStopped``).
 
 Stop may come from this process (a view, a consumer) or another one (a worker watching a shared
 flag); whoever sees it calls ``cancel`` with its cause, one of ``causes.STOP_CODES``: ``stopped_by_user``
 (Stop, the API's cancel), ``category_budget`` (the category refused a reservation), ``cost_cap`` (a task's cap
 crossed), ``server_shutdown`` (the worker executing the run was told to shut down)... Every model call in flight
-ends at once (``RunContext.call_model``); agents check the token before each turn and before launching tools.
+ends at once (``RunContext.call_model`` raises ``RunStopped``); a round's tool calls are stopped (``run_round``,
+``tools.run_tool_call``); agents and the main loop check the token before each round (``check``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 from .causes import Cause
+from .errors import EngineError
+from .usage import RunUsage
 
 STOPPED_BY_USER = Cause(code="stopped_by_user")
 
@@ -35,6 +40,11 @@ class CancelToken:
         """Why the run stopped (Stop, when it has not stopped yet)."""
         return self.cause or STOPPED_BY_USER
 
+    def check(self, usage: RunUsage | None = None) -> None:
+        """Raise ``RunStopped`` once the run is stopped (``usage``: what the one checking has used so far)."""
+        if self._event.is_set():
+            raise RunStopped(self.stop_cause, usage)
+
     def cancel(self, cause: Cause = STOPPED_BY_USER) -> None:
         if not cause.is_stop:
             raise ValueError(f"{cause.code!r} is not a cause a run is stopped with")
@@ -45,3 +55,37 @@ class CancelToken:
 
     async def wait(self) -> None:
         await self._event.wait()
+
+
+class RunStopped(EngineError):
+    """Stop, as an exception: the run (or the agent) stopped with ``cause``, one of ``causes.STOP_CODES``.
+
+    Raised by ``RunContext.call_model`` for a call Stop aborted (``text``: what it had streamed before, billed as
+    cut) or kept from starting, by ``CancelToken.check`` between rounds, and by ``run_round`` for a round whose tool
+    calls Stop cancelled. ``usage`` is what was used so far by whoever made the call (an agent's own, or the run's).
+    The main loop ends the run ``stopped`` with it, an agent ends ``stopped`` with what it had found.
+    """
+
+    def __init__(self, cause: Cause, usage: RunUsage | None = None, text: str = "") -> None:
+        super().__init__(cause.english())
+        self.cause = cause
+        self.usage = usage
+        self.text = text
+
+
+T = TypeVar("T")
+
+
+async def run_round(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run a round's tool calls concurrently, each in its own task of one ``asyncio.TaskGroup``; their results in order.
+
+    Stop reaches each call through its own task (``tools.run_tool_call`` races it against the token: the tool's work is
+    cancelled where it waits, and the call returns stopped); a call that raises cancels the others (the
+    ``TaskGroup``'s rule), and its exception is raised (the first, if several are).
+    """
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(call) for call in calls]
+    except BaseExceptionGroup as e:
+        raise e.exceptions[0]  # noqa: B904  (the group's other exceptions are the cancelled siblings')
+    return [t.result() for t in tasks]

@@ -1,31 +1,39 @@
-"""Delegation: the ``agents`` tool of one run, its spec for the main model and the checks of its tasks.
+"""Delegation: the ``agents`` tool of one run, its arguments' model (and so its spec) and the checks of its tasks.
 
-The main model asks for 1 to 4 tasks in one call; each is checked against the request and the
-policy (model, resources, profile, rounds) and the accepted ones run concurrently, each as an agent
-(``agent.run_agent``) with its own budget. What the main model reads back is every agent's outcome,
-or the reason its task was refused.
+The main model asks for 1 to 4 tasks in one call; their arguments are a pydantic model built for the run
+(``agents_arguments``: the models, resources and profiles it may name, the round ceiling of its level), from
+which the tool's JSON schema is derived and by which each task is validated; each valid task is then checked
+against the request and the policy (model, resources, profile, documents, its context window), and the accepted
+ones run concurrently, each as an agent (``agent.run_agent``) with its own budget. What the main model reads
+back is every agent's outcome, or the reason its task was refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic_core import PydanticCustomError
 
 from .agent import context_refusal, run_agent
 from .catalogue import ModelInfo
+from .errors import ToolError
 from .events import ChosenDocument
 from .outcomes import AgentOutcome, AgentTask
 from .policy import RESOURCE_KINDS, AgentProfile, Plan, resource_kind
 from .runtime import RunContext
 from .scope import parse_document
-from .tools import Document
+from .tools import Document, Tool, ToolOutcome
 from .types import ToolCall, ToolSpec
 from .usage import AgentBudget
 
 AGENTS_TOOL = "agents"
 MAX_TASKS_PER_CALL = 4
 MAX_DOCUMENTS_PER_TASK = 20
+REFUSED = "task_refused"  # the type of a validation error whose message is said as it is, without its place
 
 
 def _profile_line(profile: AgentProfile) -> str:
@@ -34,8 +42,151 @@ def _profile_line(profile: AgentProfile) -> str:
     return f"{profile.name} (receives: {kinds}{model})"
 
 
-class Delegation:
-    """The ``agents`` tool of one run: its spec for the main model, and running 1–4 tasks in parallel."""
+REQUIRED = ("instruction", "model", "resources")  # in the schema; checked with our own sentences when missing
+
+
+def _task_schema(schema: dict[str, Any], cls: type) -> None:
+    """A task's schema as the main model reads it: the fields it must give required, those of no use to this run
+    (``hidden``: profiles when the organisation has none, documents without knowledge bases) left out."""
+    properties = schema.get("properties", {})
+    for name in getattr(cls, "hidden", ()):
+        properties.pop(name, None)
+    for name in REQUIRED:
+        properties.get(name, {}).pop("default", None)
+    schema["required"] = list(REQUIRED)
+
+
+class TaskArguments(BaseModel):
+    """One task of an ``agents`` call, as the main model writes it (``agents_arguments`` narrows it for a run)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=_task_schema)
+    hidden: ClassVar[frozenset[str]] = frozenset()
+
+    instruction: str = Field("", description="What the agent must find, written for it.", validate_default=True)
+    model: str = ""
+    resources: list[str] = Field(
+        default_factory=list, description="The resources this agent may read (a subset of yours)."
+    )
+    max_rounds: int = Field(5, ge=1)
+    profile: str = ""
+    documents: list[str] = Field(default_factory=list, max_length=MAX_DOCUMENTS_PER_TASK)
+
+    @field_validator("instruction", mode="after")
+    @classmethod
+    def _instruction(cls, value: str) -> str:
+        if not value.strip():
+            raise PydanticCustomError(REFUSED, "The task has no instruction.")
+        return value.strip()
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resources(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        return [] if value is None else value
+
+    @field_validator("documents", mode="before")
+    @classmethod
+    def _documents(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(i, str) and i.strip() for i in value):
+            raise PydanticCustomError(REFUSED, "documents must be a list of document ids (as kb_search returns them).")
+        return list(dict.fromkeys(i.strip() for i in value))
+
+
+class AgentsArguments(BaseModel):
+    """The arguments of an ``agents`` call."""
+
+    tasks: list[TaskArguments] = Field(min_length=1)
+
+
+@functools.lru_cache(maxsize=256)
+def agents_arguments(
+    models: tuple[str, ...],
+    resources: tuple[str, ...],
+    profiles: tuple[str, ...],
+    rounds: int,
+    ceiling: int,
+    documents: bool,
+) -> type[AgentsArguments]:
+    """The ``agents`` tool's arguments for one run: the models it may name (``models``), its ``resources``, its
+    agent ``profiles``, the agents' default round budget (``rounds``) and the most a task may ask (``ceiling``, the
+    level's budget or the organisation's maximum), ``documents`` when it has knowledge bases to choose them in.
+    The JSON schema the main model reads is this model's; a task over the ceiling is given the ceiling."""
+    fields: dict[str, Any] = {
+        "model": (str, Field("", json_schema_extra={"enum": list(models)})),
+        "resources": (
+            list[str],
+            Field(
+                default_factory=list,
+                description="The resources this agent may read (a subset of yours).",
+                json_schema_extra={"items": {"type": "string", "enum": list(resources)}},
+            ),
+        ),
+        "max_rounds": (
+            int,
+            Field(rounds, ge=1, le=ceiling, description=f"Tool rounds for this agent ({rounds} by default)."),
+        ),
+    }
+    if profiles:
+        fields["profile"] = (str, Field("", json_schema_extra={"enum": list(profiles)}))
+    task = create_model(
+        "AgentTaskArguments",
+        __base__=TaskArguments,
+        __validators__={"_ceiling": field_validator("max_rounds", mode="before")(_clamp(rounds, ceiling))},
+        **fields,
+    )
+    task.hidden = frozenset(({"profile"} if not profiles else set()) | ({"documents"} if not documents else set()))
+    return create_model(
+        "AgentsArguments",
+        __base__=AgentsArguments,
+        tasks=(list[task], Field(min_length=1, json_schema_extra={"maxItems": MAX_TASKS_PER_CALL})),  # type: ignore[valid-type]
+    )
+
+
+def _clamp(rounds: int, ceiling: int) -> Any:
+    def clamp(cls: type[BaseModel], value: Any) -> Any:
+        if value is None:
+            return rounds
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return max(1, min(int(value), ceiling))
+        return value
+
+    return classmethod(clamp)
+
+
+@functools.lru_cache(maxsize=256)
+def parameters(arguments: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema as a tool's parameters: its definitions inlined, its titles left out (once per model:
+    ``agents_arguments`` keeps its models; the schema is not changed by its readers)."""
+    schema = arguments.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[1]])
+            return {k: inline(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return inline(schema)  # type: ignore[no-any-return]
+
+
+class Delegation(Tool):
+    """The ``agents`` tool of one run: its spec for the main model, and running 1–4 tasks in parallel.
+
+    Stop does not cancel it (``stops_itself``): its agents stop and report what they had. Its ``outcomes`` are
+    every agent's it ran, in order."""
+
+    read_only = False  # agents cannot delegate
+    stops_itself = True
 
     def __init__(self, ctx: RunContext, plan: Plan, main_model: ModelInfo) -> None:
         self.ctx = ctx
@@ -45,15 +196,31 @@ class Delegation:
             main_model.id, ctx.policy.allowed_ids(ctx.catalogue), ctx.policy.cheaper_factor
         )
         self.resources = plan.scope.resources
+        self.arguments = agents_arguments(
+            tuple(m.id for m in self.models),
+            tuple(self.resources),
+            tuple(ctx.policy.profiles),
+            plan.agent_rounds,
+            max(ctx.policy.max_agent_rounds, plan.agent_rounds),
+            bool(plan.scope.searchable),
+        )
+        self.outcomes: list[AgentOutcome] = []
+        self._spec: ToolSpec | None = None
 
     @property
     def spec(self) -> ToolSpec:
+        if self._spec is None:
+            self._spec = ToolSpec(
+                name=AGENTS_TOOL, description=self._description(), parameters=parameters(self.arguments)
+            )
+        return self._spec
+
+    def _description(self) -> str:
         prices = "; ".join(
             f"{m.id} ({m.label}): {m.input_price:g} EUR in / {m.output_price:g} EUR out per million tokens"
             for m in self.models
         )
         main = self.main_model
-        profiles = list(self.ctx.policy.profiles)
         description = (
             "Delegate work to agents: each is a fresh model with its own empty context and read-only tools "
             "over the resources you give it, that returns a report. Measured facts: delegating costs in itself "
@@ -68,70 +235,43 @@ class Delegation:
             f"You are {main.id} ({main.input_price:g} EUR in / {main.output_price:g} EUR out per million tokens). "
             f"Models for agents: {prices}."
         )
-        if profiles:
+        if self.ctx.policy.profiles:
             lines = "; ".join(_profile_line(p) for p in self.ctx.policy.profiles.values())
             description += f" Agent profiles (optional): {lines}."
         if self.plan.scope.searchable:
             description += " A task may name documents (ids seen in kb_search results): its agent reads only those."
-        task_properties: dict[str, Any] = {
-            "instruction": {"type": "string", "description": "What the agent must find, written for it."},
-            "model": {"type": "string", "enum": [m.id for m in self.models]},
-            "resources": {
-                "type": "array",
-                "items": {"type": "string", "enum": list(self.resources)},
-                "description": "The resources this agent may read (a subset of yours).",
-            },
-            "max_rounds": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": max(self.ctx.policy.max_agent_rounds, self.plan.agent_rounds),
-                "description": f"Tool rounds for this agent ({self.plan.agent_rounds} by default).",
-            },
-        }
-        if profiles:
-            task_properties["profile"] = {"type": "string", "enum": profiles}
-        if self.plan.scope.searchable:
-            task_properties["documents"] = {
-                "type": "array",
-                "items": {"type": "string"},
-                "maxItems": MAX_DOCUMENTS_PER_TASK,
-            }
-        return ToolSpec(
-            name=AGENTS_TOOL,
-            description=description,
-            parameters={
-                "type": "object",
-                "properties": {
-                    "tasks": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_TASKS_PER_CALL,
-                        "items": {
-                            "type": "object",
-                            "properties": task_properties,
-                            "required": ["instruction", "model", "resources"],
-                        },
-                    }
-                },
-                "required": ["tasks"],
-            },
-        )
+        return description
 
-    def _check(self, raw: Any, found: dict[str, Document]) -> AgentTask | str:
-        """A task checked against the request and the policy, or the reason it is refused.
+    def _validated(self, raw: list[Any]) -> list[TaskArguments | str]:
+        """Each task's arguments validated by the run's model, or why they are refused (said to the main model)."""
+        try:
+            call = self.arguments.model_validate({"tasks": raw})
+        except ValidationError:
+            pass
+        else:
+            return list(call.tasks)
+        task_model = self.arguments.model_fields["tasks"].annotation.__args__[0]  # type: ignore[union-attr]
+        out: list[TaskArguments | str] = []
+        for item in raw:
+            if not isinstance(item, dict):
+                out.append("Each task must be an object with instruction, model and resources.")
+                continue
+            try:
+                out.append(task_model.model_validate(item))
+            except ValidationError as e:
+                out.append(_refusal(e))
+        return out
+
+    def _check(self, args: TaskArguments, found: dict[str, Document]) -> AgentTask | str:
+        """A valid task checked against the request and the policy, or the reason it is refused.
 
         ``found`` holds the documents the call's tasks name, as the knowledge backend read them.
         """
-        if not isinstance(raw, dict):
-            return "Each task must be an object with instruction, model and resources."
-        instruction = str(raw.get("instruction", "")).strip()
-        if not instruction:
-            return "The task has no instruction."
         policy, catalogue = self.ctx.policy, self.ctx.catalogue
-        profile = policy.profiles.get(str(raw["profile"])) if raw.get("profile") else None
-        if raw.get("profile") and profile is None:
-            return f"Unknown agent profile '{raw['profile']}'. Profiles: {', '.join(policy.profiles) or 'none'}."
-        model_id = str(raw.get("model") or (profile.default_model if profile else "") or "")
+        profile = policy.profiles.get(args.profile) if args.profile else None
+        if args.profile and profile is None:
+            return f"Unknown agent profile '{args.profile}'. Profiles: {', '.join(policy.profiles) or 'none'}."
+        model_id = args.model or (profile.default_model if profile else "") or ""
         allowed = [m.id for m in self.models]
         if model_id not in allowed:
             if model_id in catalogue and not policy.allows(model_id):
@@ -139,15 +279,13 @@ class Delegation:
                     f"The model '{model_id}' is not allowed in this organisation. Choose one of: {', '.join(allowed)}."
                 )
             return f"The model '{model_id}' cannot run agents here (allowed models at least twice cheaper than {self.main_model.id}): choose one of {', '.join(allowed)}."
-        resources = raw.get("resources") or []
-        if isinstance(resources, str):
-            resources = [resources]
-        documents = self._documents(raw.get("documents"), found)
+        resources = list(args.resources)
+        documents = self._documents(args.documents, found)
         if isinstance(documents, str):
             return documents
-        if not isinstance(resources, list) or not (resources or documents):
+        if not (resources or documents):
             return "The task needs resources: a non-empty subset of " + ", ".join(self.resources) + "."
-        outside = [str(r) for r in resources if str(r) not in self.resources]
+        outside = [r for r in resources if r not in self.resources]
         if outside:
             return (
                 f"Resource(s) {', '.join(outside)} are not part of this request and cannot be given to an agent. "
@@ -155,50 +293,35 @@ class Delegation:
             )
         if documents:
             # Chosen documents are the agent's whole knowledge: no base, nor other document, besides them.
-            resources = [r for r in resources if resource_kind(str(r)) != "kb"] + [d.resource for d in documents]
+            resources = [r for r in resources if resource_kind(r) != "kb"] + [d.resource for d in documents]
         else:  # the request's own chosen documents, handed on as resources: their titles for the line
             documents = tuple(
                 ChosenDocument(id=doc.id, kb=doc.kb, title=doc.title)
                 for r in resources
-                if (chosen := parse_document(str(r))) is not None
+                if (chosen := parse_document(r)) is not None
                 and (doc := found.get(chosen[1])) is not None
                 and doc.kb == chosen[0]
             )
         if profile is not None:
-            barred = [str(r) for r in resources if resource_kind(str(r)) not in profile.tools]
+            barred = [r for r in resources if resource_kind(r) not in profile.tools]
             if barred:
                 kinds = ", ".join(k for k in RESOURCE_KINDS if k in profile.tools) or "none"
                 return (
                     f"The agent profile '{profile.name}' may only receive these kinds of resources: {kinds}; "
                     f"{', '.join(barred)} cannot be given to it."
                 )
-        rounds = raw.get("max_rounds") or self.plan.agent_rounds
-        try:
-            rounds = int(rounds)
-        except (TypeError, ValueError):
-            return "max_rounds must be an integer."
-        rounds = max(1, min(rounds, max(policy.max_agent_rounds, self.plan.agent_rounds)))
         task = AgentTask(
-            instruction=instruction,
+            instruction=args.instruction,
             model=catalogue[model_id],
-            resources=tuple(dict.fromkeys(str(r) for r in resources)),
-            max_rounds=rounds,
+            resources=tuple(dict.fromkeys(resources)),
+            max_rounds=args.max_rounds,
             profile=profile,
             documents=documents,
         )
         return context_refusal(self.ctx, task, self.plan.level_effort) or task
 
-    def _documents(self, raw: Any, found: dict[str, Document]) -> tuple[ChosenDocument, ...] | str:
+    def _documents(self, ids: list[str], found: dict[str, Document]) -> tuple[ChosenDocument, ...] | str:
         """A task's chosen documents, each one of this request's, or the reason they are refused."""
-        if raw is None or raw == []:
-            return ()
-        if isinstance(raw, str):
-            raw = [raw]
-        if not isinstance(raw, list) or not all(isinstance(i, str) and i.strip() for i in raw):
-            return "documents must be a list of document ids (as kb_search returns them)."
-        ids = list(dict.fromkeys(i.strip() for i in raw))
-        if len(ids) > MAX_DOCUMENTS_PER_TASK:
-            return f"At most {MAX_DOCUMENTS_PER_TASK} documents per task."
         scope = self.plan.scope
         chosen: list[ChosenDocument] = []
         for doc_id in ids:
@@ -214,51 +337,47 @@ class Delegation:
             chosen.append(ChosenDocument(id=doc.id, kb=doc.kb, title=doc.title))
         return tuple(chosen)
 
-    async def _found(self, tasks: list[Any]) -> dict[str, Document]:
+    async def _found(self, tasks: list[TaskArguments | str]) -> dict[str, Document]:
         """The documents the tasks name, read once for the whole call (none without a knowledge backend)."""
         ids: set[str] = set()
-        for t in tasks[:MAX_TASKS_PER_CALL]:
-            if not isinstance(t, dict):
+        for t in tasks:
+            if isinstance(t, str):
                 continue
-            for key in ("documents", "resources"):
-                named = t.get(key)
-                for i in [named] if isinstance(named, str) else named if isinstance(named, list) else []:
-                    chosen = parse_document(i) if isinstance(i, str) and key == "resources" else None
-                    if chosen is not None:
-                        ids.add(chosen[1])
-                    elif key == "documents" and isinstance(i, str):
-                        ids.add(i)
+            ids.update(t.documents)
+            ids.update(chosen[1] for r in t.resources if (chosen := parse_document(r)) is not None)
         knowledge = self.ctx.toolbox.knowledge
         if not ids or knowledge is None:
             return {}
-        return await knowledge.read(sorted(i.strip() for i in ids))
+        return await knowledge.read(sorted(ids))
 
-    async def run(self, call: ToolCall) -> tuple[str, list[AgentOutcome]]:
-        """Run the tasks of one call concurrently; return the text the main model reads, and the outcomes."""
-        try:
-            tasks_raw = call.parsed_arguments().get("tasks")
-        except ValueError as e:
-            return json.dumps({"error": f"Invalid JSON arguments: {e}"}), []
-        if not isinstance(tasks_raw, list) or not tasks_raw:
-            return json.dumps({"error": "'tasks' must be a list of 1 to 4 tasks."}), []
-        results: list[dict[str, Any] | None] = [None] * len(tasks_raw)
+    async def run(self, args: dict[str, Any]) -> ToolOutcome:
+        return await self.run_call(ToolCall(id="", name=AGENTS_TOOL, arguments=""), args)
+
+    async def run_call(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        """Run the tasks of one call concurrently: what the main model reads is every task's outcome or refusal. Its
+        agents name ``call`` as the one that started them."""
+        call_id = call.id
+        raw = args.get("tasks")
+        if not isinstance(raw, list) or not raw:
+            raise ToolError("'tasks' must be a list of 1 to 4 tasks.")
+        results: list[dict[str, Any] | None] = [None] * len(raw)
+        for i in range(MAX_TASKS_PER_CALL, len(raw)):
+            results[i] = {
+                "task": i + 1,
+                "error": f"Refused: at most {MAX_TASKS_PER_CALL} tasks per call. Call again once these agents are back.",
+            }
+        validated = self._validated(raw[:MAX_TASKS_PER_CALL])
+        found = await self._found(validated)
         runnable: list[tuple[int, AgentTask]] = []
-        found = await self._found(tasks_raw)
-        for i, raw in enumerate(tasks_raw):
-            if i >= MAX_TASKS_PER_CALL:
-                results[i] = {
-                    "task": i + 1,
-                    "error": f"Refused: at most {MAX_TASKS_PER_CALL} tasks per call. Call again once these agents are back.",
-                }
-                continue
-            checked = self._check(raw, found)
+        for i, task_args in enumerate(validated):
+            checked = task_args if isinstance(task_args, str) else self._check(task_args, found)
             if isinstance(checked, str):
                 results[i] = {"task": i + 1, "error": checked}
             else:
                 runnable.append((i, checked))
         ctx = self.ctx
         seconds = ctx.seconds_left - ctx.policy.conclude_reserve_seconds
-        started: list[tuple[int, asyncio.Task[AgentOutcome]]] = []
+        started: list[tuple[int, str, AgentTask, AgentBudget]] = []
         for i, task in runnable:
             if ctx.active_agents >= ctx.policy.max_parallel_agents:
                 results[i] = {
@@ -277,15 +396,25 @@ class Delegation:
                 max_seconds=seconds,
                 call_timeout=ctx.policy.agent_call_timeout,
             )
-            agent = self._run_one(f"agent-{ctx.agents_started}", task, budget, call.id)
-            started.append((i, asyncio.ensure_future(agent)))
+            started.append((i, f"agent-{ctx.agents_started}", task, budget))
+        # Each agent ends on its own (Stop included: it reports what it had); what escapes one (a service the run
+        # needs failing) cancels the others and ends the run.
+        try:
+            async with asyncio.TaskGroup() as group:
+                futures = [
+                    (i, group.create_task(self._run_one(a, task, budget, call_id))) for i, a, task, budget in started
+                ]
+        except BaseExceptionGroup as e:
+            raise e.exceptions[0]  # noqa: B904  (the others are the cancelled agents')
         outcomes: list[AgentOutcome] = []
-        for i, future in started:
-            outcome = await future
+        for i, future in futures:
+            outcome = future.result()
             outcomes.append(outcome)
             ctx.add_sources(tuple(outcome.sources))
             results[i] = {"task": i + 1, **outcome.for_main_model()}
-        return json.dumps({"agents": results}, ensure_ascii=False), outcomes
+        self.outcomes += outcomes
+        content = json.dumps({"agents": results}, ensure_ascii=False)
+        return ToolOutcome(content, error=None if outcomes else "no agent could be started")
 
     async def _run_one(self, agent_id: str, task: AgentTask, budget: AgentBudget, call_id: str) -> AgentOutcome:
         try:
@@ -293,3 +422,14 @@ class Delegation:
             return await run_agent(self.ctx, agent_id, task, budget, self.plan.level_effort, call_id)
         finally:
             self.ctx.active_agents -= 1
+
+
+def _refusal(e: ValidationError) -> str:
+    """Why a task's arguments are refused: our own sentences as they are, pydantic's with the field they concern."""
+    said = []
+    for error in e.errors()[:3]:
+        if error["type"] == REFUSED:
+            said.append(error["msg"])
+        else:
+            said.append(f"{'.'.join(map(str, error['loc'])) or 'task'}: {error['msg']}")
+    return "; ".join(said)

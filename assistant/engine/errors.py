@@ -12,8 +12,13 @@ EngineError
 │   └── MalformedResponse the response broke off or could not be read
 ├── ToolError             a tool refused or failed in a way the model should read and correct
 │   └── OutOfScope        a resource outside the caller's scope, or one that does not exist
-└── BudgetExceeded        an agent's calls, tokens or seconds are used up
-    └── CostCapReached    a run's cost cap (a scheduled task's, per execution) is reached
+├── ToolFailed            a tool failed in a way no ToolError foresees: the run (or the agent) fails with it
+├── BudgetExceeded        an agent's calls, tokens or seconds are used up
+│   └── CostCapReached    a run's cost cap (a scheduled task's, per execution) is reached
+└── RunStopped            Stop, as an exception, with its cause (``cancel.RunStopped``)
+
+Anything else that escapes the engine (the ledger's database, the recorder's channel layer) is no tool's failure:
+the run's executor fails the run with the cause ``infrastructure``, or ``unexpected``.
 """
 
 from __future__ import annotations
@@ -104,6 +109,16 @@ class ToolError(EngineError):
 
 class OutOfScope(ToolError):
     """A resource outside the caller's scope, or one that does not exist."""
+
+
+class ToolFailed(EngineError):
+    """A tool failed in a way no ``ToolError`` foresees (``tool``: its name, ``kind``: its error's type); the run, or
+    the agent that called it, fails with the cause ``tool_failed``."""
+
+    def __init__(self, tool: str, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.tool = tool
+        self.kind = type(error).__name__
 
 
 class BudgetExceeded(EngineError):

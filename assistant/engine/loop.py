@@ -9,14 +9,14 @@ keeps the text received so far and every agent's findings.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 
 from . import causes
+from .cancel import RunStopped, run_round
 from .causes import Cause
 from .compaction import fit_conversation
 from .delegation import AGENTS_TOOL, Delegation
-from .errors import ContextTooLong, ModelError, RequestRefused
+from .errors import ContextTooLong, ModelError, RequestRefused, ToolFailed
 from .events import (
     ErrorEvent,
     FinalEvent,
@@ -57,10 +57,11 @@ class RunOutcome:
     error: str | None = None
 
 
-async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
+async def run_chat(request: RunRequest, ctx: RunContext, plan: Plan | None = None) -> RunOutcome:
     """Run one request to its end. Raises ``RequestRefused`` (before any model call) only: ``ContextTooLong`` when
-    its first call cannot fit the main model's window, even with the oldest turns left out."""
-    plan = plan_request(request, ctx.catalogue, ctx.policy)
+    its first call cannot fit the main model's window, even with the oldest turns left out. ``plan``: the request's,
+    when its caller planned it (a run's start, ``runs.start.RunStart``); else it is planned here."""
+    plan = plan or plan_request(request, ctx.catalogue, ctx.policy)
     if plan.scope.searchable:
         knowledge = ctx.toolbox.knowledge
         existing = set() if knowledge is None else await knowledge.existing(plan.scope.searchable)
@@ -80,14 +81,13 @@ async def run_chat(request: RunRequest, ctx: RunContext) -> RunOutcome:
     return await _MainLoop(request, ctx, plan).run()
 
 
-def first_request(request: RunRequest, ctx: RunContext) -> ModelRequest:
-    """The main model's first request for ``request``, as its first round sends it (the history fitted to the window).
+def first_request(request: RunRequest, plan: Plan, ctx: RunContext) -> ModelRequest:
+    """The main model's first request for ``request`` (planned: ``plan``), as its first round sends it (the history
+    fitted to the window).
 
     What intake reserves on the category before the run starts, and checks against the window; ``ctx`` needs its
-    catalogue, policy and toolbox only. Raises ``RequestRefused`` as ``run_chat`` does, ``ContextTooLong`` when
-    that request cannot fit the model's window.
+    catalogue, policy and toolbox only. Raises ``ContextTooLong`` when that request cannot fit the model's window.
     """
-    plan = plan_request(request, ctx.catalogue, ctx.policy)
     loop = _MainLoop(request, ctx, plan)
     return loop.round_request(loop.specs(), last=not loop.specs())
 
@@ -99,13 +99,19 @@ class _MainLoop:
         self.info = ctx.catalogue[plan.model]
         self.tools: dict[str, Tool] = {t.spec.name: t for t in ctx.toolbox.tools_for(plan.scope)}
         self.delegation = Delegation(ctx, plan, self.info) if plan.agents else None
+        if self.delegation is not None:
+            self.tools[AGENTS_TOOL] = self.delegation
         self.sampling = request.sampling
         self.messages: list[Message] = [Message.system(self._system_prompt()), *request.messages]
         self.current = len(request.messages)  # where the request's own message is
         self.left_out = 0
         self.text = ""
         self.rounds = 0
-        self.agents: list[AgentOutcome] = []
+
+    @property
+    def agents(self) -> list[AgentOutcome]:
+        """Every agent the run's delegations ran, in order."""
+        return [] if self.delegation is None else self.delegation.outcomes
 
     def _system_prompt(self) -> str:
         scope = self.plan.scope
@@ -123,10 +129,7 @@ class _MainLoop:
         await self.ctx.emit(TextDeltaEvent(text=delta))
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        specs = tuple(t.spec for t in self.tools.values())
-        if self.delegation is not None:
-            specs += (self.delegation.spec,)
-        return specs
+        return tuple(t.spec for t in self.tools.values())
 
     def round_request(self, specs: tuple[ToolSpec, ...], *, last: bool) -> ModelRequest:
         """This round's request, its history fitted to the window; the first one must fit it, or the run is refused."""
@@ -153,8 +156,7 @@ class _MainLoop:
         specs = self.specs()
         try:
             while True:
-                if ctx.cancel.cancelled:
-                    return await self._stopped()
+                ctx.cancel.check(ctx.usage)
                 self.rounds += 1
                 last = self.rounds > self.plan.main_rounds or not specs
                 if last and specs:
@@ -169,8 +171,6 @@ class _MainLoop:
                     on_text=self._on_text,
                     timeout=ctx.policy.main_call_timeout,
                 )
-                if response.finish_reason == "cancelled":
-                    return await self._stopped()
                 self.messages.append(response.as_message())
                 if last or not response.tool_calls:
                     await ctx.emit(
@@ -183,20 +183,17 @@ class _MainLoop:
                         )
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
-                # Every tool call of the round finishes before an unexpected failure of one of them ends the run.
-                runs = await asyncio.gather(*(self._run_call(c) for c in response.tool_calls), return_exceptions=True)
-                for run in runs:
-                    if isinstance(run, BaseException):
-                        raise run
-                    self.messages.append(Message.tool(run.call, run.content))
+                # Stop ends each of the round's tool calls, stopped (the agents tool stops its agents itself); a
+                # tool's unexpected failure cancels the others and ends the run.
+                calls = response.tool_calls
+                runs = await run_round([self._run_call(c) for c in calls])
+                self.messages += [Message.tool(run.call, run.content) for run in runs]
+        except RunStopped as e:
+            return await self._stopped(e.cause)
         except ModelError as e:
             return await self._failed(f"The model could not answer: {e}", causes.model_error(e))
-        except RequestRefused:
-            raise  # the first request does not fit the window: refused before any call
-        except Exception as e:  # a tool failing in a way no ToolError foresees
-            return await self._failed(
-                f"A tool failed: {type(e).__name__}: {e}", Cause(code="tool_failed", kind=type(e).__name__)
-            )
+        except ToolFailed as e:
+            return await self._failed(f"A tool failed: {e}", Cause(code="tool_failed", kind=e.kind))
 
     def _output_cap(self) -> int:
         """Each main call's output cap: the client's (``max_tokens``) up to the model's, else the model's for the
@@ -220,12 +217,12 @@ class _MainLoop:
         await self.ctx.emit(ErrorEvent(message=message, cause=cause))
         return RunOutcome("error", self.text, self.rounds, self.agents, error=message)
 
-    async def _stopped(self) -> RunOutcome:
+    async def _stopped(self, cause: Cause) -> RunOutcome:
         ctx = self.ctx
         await ctx.emit(
             StoppedEvent(
-                message=ctx.cancel.stop_cause.english(),
-                cause=ctx.cancel.stop_cause,
+                message=cause.english(),
+                cause=cause,
                 text=self.text,
                 rounds=self.rounds,
                 sources=tuple(ctx.sources.values()),
@@ -241,13 +238,7 @@ class _MainLoop:
         except ValueError:
             arguments = {"raw": call.arguments}
         await ctx.emit(ToolCallEvent(call_id=call.id, name=call.name, arguments=arguments))
-        if call.name == AGENTS_TOOL and self.delegation is not None:
-            content, outcomes = await self.delegation.run(call)
-            self.agents += outcomes
-            error = None if outcomes else json.loads(content).get("error") or "no agent could be started"
-            run = ToolRun(call, content, None, error)
-        else:
-            run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE, ctx.cancel)
+        run = await run_tool_call(self.tools, call, MAIN_UNAVAILABLE, ctx.cancel)
         sources = run.outcome.sources if run.outcome else ()
         ctx.add_sources(sources)
         await ctx.emit(

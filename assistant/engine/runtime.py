@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cancel import CancelToken
+from .cancel import CancelToken, RunStopped
 from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
 from .causes import Cause, error_kind
@@ -85,9 +85,9 @@ class RunContext:
         """One model call: reserve, stream, count usage once (into the run and ``usage``), settle.
 
         Stop (the token cancelled: the page, the API's cancel, a category budget, the cost cap) aborts the
-        call at once, wherever it is (the provider's stream is closed); the response then has
-        ``finish_reason == "cancelled"`` and keeps what was received so far. No call starts after Stop,
-        nor one whose reservation was being made when Stop came (its reservation is released). A call
+        call at once, wherever it is (the provider's stream is closed), and raises ``RunStopped`` carrying the
+        stop's cause, ``usage`` (or the run's) and the text received so far. No call starts after Stop, nor
+        one whose reservation was being made when Stop came (its reservation is released): ``RunStopped`` too. A call
         longer than ``timeout`` raises ``ModelTimeout``; the adapters' retries wait neither past it nor past
         the run's time left (``streaming.tracked_call``).
 
@@ -98,8 +98,7 @@ class RunContext:
         the call (``CallState.waiting``, nothing in flight), nothing. A failure (not a Stop) is counted in
         ``failed_calls`` and emitted as ``ModelCallFailed``.
         """
-        if self.cancel.cancelled:  # nothing is spent after Stop
-            return ModelResponse(finish_reason="cancelled")
+        self.cancel.check(usage or self.usage)  # nothing is spent after Stop
         info = self.catalogue[model_id]
         model = self.models(model_id)
         cap = request.max_output_tokens or info.output_cap
@@ -109,10 +108,10 @@ class RunContext:
                 reservation = await self.ledger.reserve(model_id, prompt_tokens(request) + cap)
             except BudgetExceeded as e:
                 self.cancel.cancel(Cause(code="cost_cap" if isinstance(e, CostCapReached) else "category_budget"))
-                return ModelResponse(finish_reason="cancelled")
+                raise RunStopped(self.cancel.stop_cause, usage or self.usage) from e
             if self.cancel.cancelled:  # Stop came while the reservation was being made: the call is not made
                 await self.ledger.settle(reservation, model_id, None, 0.0)
-                return ModelResponse(finish_reason="cancelled")
+                self.cancel.check(usage or self.usage)
         response = ModelResponse()
         started = time.monotonic()
         # Retries wait no longer than the call may last, nor past the run's time.
@@ -133,9 +132,9 @@ class RunContext:
         finally:
             waiter.cancel()
         timed_out = not task.done() and not self.cancel.cancelled
-        if not task.done():
+        aborted = not task.done()
+        if aborted:
             await _abort(task)
-            response.finish_reason = "cancelled"
         seconds = time.monotonic() - started
         if task.done() and not task.cancelled() and task.exception() is not None:
             exc = task.exception()
@@ -174,24 +173,24 @@ class RunContext:
             error = ModelTimeout(f"the model call was cut after {timeout:.1f} s")
             await self._failed(model_id, error, True, agent_id, usage, state)
             raise error
-        if response.finish_reason == "cancelled":  # aborted by Stop: billed as cut, not a failure
+        if aborted:  # by Stop: billed as cut, not a failure
             served = response.text or response.tool_calls or response.usage is not None or response.cut_attempts
             if state.waiting and not served:
                 # Aborted while waiting to try again after the provider refused the call: nothing was served.
                 if self.ledger is not None:
                     await self.ledger.settle(reservation, model_id, None, 0.0)
-                return response
-            await self.bill_cut_call(
-                model_id,
-                request,
-                response,
-                agent_id=agent_id,
-                usage=usage,
-                reservation=reservation,
-                seconds=seconds,
-                state=state,
-            )
-            return response
+            else:
+                await self.bill_cut_call(
+                    model_id,
+                    request,
+                    response,
+                    agent_id=agent_id,
+                    usage=usage,
+                    reservation=reservation,
+                    seconds=seconds,
+                    state=state,
+                )
+            raise RunStopped(self.cancel.stop_cause, usage or self.usage, response.text)
         await self._account(
             model_id,
             _with_cut_attempts(response.usage or _estimate(request, response), request, response),

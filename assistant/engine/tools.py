@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from .cancel import CancelToken
 from .causes import Cause
-from .errors import OutOfScope, ToolError
+from .errors import EngineError, OutOfScope, ToolError, ToolFailed
 from .events import Action, Source
 from .scope import DOC_PREFIX, KB_PREFIX, Scope
 from .turns import Turn, turn
@@ -88,12 +88,16 @@ class ToolOutcome:
     content: str
     action: Action | None = None
     sources: tuple[Source, ...] = ()
+    error: str | None = None
+    """Why it did nothing asked of it, though it ran (the agents tool when no agent could start); None: it did."""
 
 
 class Tool(ABC):
     """One tool. Agents only ever get tools whose ``read_only`` is true."""
 
     read_only: bool = True
+    stops_itself: bool = False
+    """Stop does not end its call (the agents tool: its agents stop on their own and report what they had)."""
 
     @property
     def turn(self) -> Turn | None:
@@ -106,6 +110,11 @@ class Tool(ABC):
 
     @abstractmethod
     async def run(self, args: dict[str, Any]) -> ToolOutcome: ...
+
+    async def run_call(self, call: ToolCall, args: dict[str, Any]) -> ToolOutcome:
+        """Run ``call`` (``args``: its arguments parsed): ``run``, for every tool but the agents tool, whose agents
+        name the call that started them."""
+        return await self.run(args)
 
 
 def _dump(value: object) -> str:
@@ -377,8 +386,8 @@ async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: st
     if stop is not None and stop.cancelled:
         return _stopped(call, stop, started=False)
     started: list[bool] = []
-    work = asyncio.ensure_future(_work(tool, args, started))
-    if stop is None:
+    work = asyncio.ensure_future(_work(tool, call, args, started))
+    if stop is None or tool.stops_itself:
         return await _outcome(call, work)
     stopping = asyncio.ensure_future(stop.wait())
     try:
@@ -394,13 +403,13 @@ async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: st
     return await _outcome(call, work)
 
 
-async def _work(tool: Tool, args: dict[str, Any], started: list[bool]) -> ToolOutcome:
+async def _work(tool: Tool, call: ToolCall, args: dict[str, Any], started: list[bool]) -> ToolOutcome:
     if tool.turn is None:
         started.append(True)
-        return await tool.run(args)
+        return await tool.run_call(call, args)
     async with turn(tool.turn):
         started.append(True)
-        return await tool.run(args)
+        return await tool.run_call(call, args)
 
 
 async def _outcome(call: ToolCall, work: asyncio.Future[ToolOutcome]) -> ToolRun:
@@ -408,7 +417,11 @@ async def _outcome(call: ToolCall, work: asyncio.Future[ToolOutcome]) -> ToolRun
         outcome = await work
     except ToolError as e:
         return _error(call, str(e))
-    return ToolRun(call, outcome.content, outcome, None)
+    except EngineError:
+        raise  # Stop, a model's error, a failure of the engine's own: not this tool's
+    except Exception as e:
+        raise ToolFailed(call.name, e) from e
+    return ToolRun(call, outcome.content, outcome, outcome.error)
 
 
 _winding_down: set[asyncio.Future[ToolOutcome]] = set()

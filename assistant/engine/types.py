@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 Effort: TypeAlias = Literal["minimal", "low", "medium", "high"]
 EFFORTS: tuple[Effort, ...] = ("minimal", "low", "medium", "high")
-FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "cancelled"]
+FinishReason: TypeAlias = Literal["stop", "tool_calls", "length"]
 
 
 @dataclass(frozen=True, slots=True)

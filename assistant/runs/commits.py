@@ -8,7 +8,7 @@ the log is written, and PostgreSQL's WAL writer flushes it within a fraction of 
 the transaction is as atomic, isolated and consistent as before, other sessions see it at once, and a crash of
 the application loses nothing. Only a crash of the database server itself in that fraction of a second can lose
 these last commits, and then only together with everything the run did after them: the run's end is committed
-normally (``execution._finish``), and that commit waits for the log up to itself, so a finished run's steps and
+normally (``execution.end_run``), and that commit waits for the log up to itself, so a finished run's steps and
 charges are all on disk. What such a crash can lose is a hold (the reaper frees holds anyway) and the steps and
 charges of a run that had not ended, which the crash interrupts too: a call served and not charged, never one
 charged and not served. Inside another transaction it is a plain ``atomic``: that one commits as it would. SQLite (WAL, ``synchronous=NORMAL``, settings) has no such wait to remove.

@@ -1,8 +1,10 @@
 """Launching, executing and stopping runs.
 
-``execute_run`` is the one path a run takes, wherever it executes: the web server's event loop in
-the embedded default (``launch``), a Celery worker when scaled out (``RUNS_EXECUTOR=celery``: the
-executor the ``workers`` app registers). It feeds the engine's events to a ``Recorder`` that saves
+``execute_run(start)`` is the one path a run takes, wherever it executes, from its start (``start.RunStart``, built
+once by intake and handed over as an argument): the web server's event loop in the embedded default (``launch``),
+a Celery worker when scaled out (``RUNS_EXECUTOR=celery``: the executor the ``workers`` app registers hands the
+run's id to a worker, whose ``execute_stored`` rebuilds the start from the database with the same function). Its
+end is saved by ``end_run``, which tells the apps that react to it (``ends.run_ended``). It feeds the engine's events to a ``Recorder`` that saves
 them as steps and publishes them to the run's channel-layer group, and it feeds the engine's
 ``CancelToken`` from this process (``request_stop``) and, through ``leases.Watch``, from the shared
 ``Run.stop_requested`` flag and a broadcast on the channel layer, so that Stop reaches a run
@@ -15,20 +17,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
-from django.db.models import F, Q, QuerySet
-from django.db.models.signals import post_save
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
@@ -36,44 +37,35 @@ from assistant.engine.cancel import STOPPED_BY_USER, CancelToken
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
-from assistant.engine.events import ErrorEvent, Event
+from assistant.engine.events import ErrorEvent, Event, Source
 from assistant.engine.loop import run_chat
-from assistant.engine.policy import LEVELS, Policy, RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tables import TableCatalogue
 from assistant.engine.tools import Toolbox
-from assistant.engine.types import Message as EngineMessage
-from assistant.engine.types import Sampling
-from assistant.engine.usage import CostCap, Ledgers, UsageLedger
+from assistant.engine.usage import RunUsage
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.tools import tool_factories
-from assistant.orgs.services import policy_for
 from assistant.telemetry import setup
 from assistant.telemetry.spans import RunFacts, RunTrace
 
-from . import accounting, groups, leases
+from . import accounting, ends, groups, leases
+from .ends import RunEnded
 from .models import Conversation, Message, Run
 from .recorder import Recorder
+from .start import RunStart, read_start
 from .steps import AgentEnd
 
 log = logging.getLogger(__name__)
 
-Executor = Callable[[uuid.UUID, float | None], Coroutine[Any, Any, None]]
-"""Hands a run (with its cost cap) to where it executes: awaited in this process's event loop."""
+INFRASTRUCTURE = (DatabaseError, RedisError, OSError)
+"""What fails a run with the cause ``infrastructure``: a service it needs (the ledger's and the steps' database, the
+channel layer's Redis, a connection), rather than a tool or the engine."""
 
-# Runs executing in this process: their tasks (kept alive) and their cancel tokens.
+Executor = Callable[[RunStart], Coroutine[Any, Any, None]]
+"""Hands a run's start to where it executes: awaited in this process's event loop."""
+
+# The runs executing in this process, kept alive until they end (``wait_for`` awaits one).
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
-_tokens: dict[uuid.UUID, CancelToken] = {}
-# What intake read for the runs it created in this process (``hand_over``), taken by ``execute_run`` as they start
-# here; the oldest are dropped past ``HANDED_MAX`` (a run executed elsewhere, or never launched), and a run with
-# nothing handed reads it all from the database.
-_handed: OrderedDict[uuid.UUID, _Handed] = OrderedDict()
-HANDED_MAX = 256
-# What the runs launched here start from (``launch``), taken by ``execute_run`` as they start: what intake handed
-# over, or the policy the run was checked with.
-_starting: dict[uuid.UUID, _Handed | Policy] = {}
-# What the callers that launched runs here hear of them (``launch``'s ``heard``), taken by ``execute_run``.
-_hearing: dict[uuid.UUID, Heard] = {}
 # Called with the conversation's id once a run has ended and its end is announced, wherever it executed
 # (``queue`` registers the start of the conversation's next queued message).
 _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
@@ -95,27 +87,6 @@ def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
 
 
 @dataclass(slots=True)
-class _Handed:
-    """What intake read for a run, as it saved it: the run (its organisation and key loaded), the policy it was
-    checked with, its category's ledger."""
-
-    run: Run
-    policy: Policy
-    ledger: UsageLedger | None
-    history: tuple[EngineMessage, ...] | None = None
-    """The run's history as ``_history`` would read it, when intake knew it (a conversation it saved with the run)."""
-
-
-def hand_over(
-    run: Run, policy: Policy, ledger: UsageLedger | None, history: tuple[EngineMessage, ...] | None = None
-) -> None:
-    """Keep what intake read for ``run`` (saved), for its execution in this process (``_prepare``)."""
-    _handed[run.pk] = _Handed(run, policy, ledger, history)
-    while len(_handed) > HANDED_MAX:
-        _handed.popitem(last=False)
-
-
-@dataclass(slots=True)
 class Heard:
     """What a caller that launched a run hears of it when it executes in this process (``launch``): every event its
     recorder saved as a step, in order, as the events themselves (``events``), and the run as this process saved its
@@ -130,36 +101,28 @@ class Heard:
         return self.run is not None
 
 
-def launch(
-    run_id: uuid.UUID, cost_cap_eur: float | None = None, *, policy: Policy | None = None, heard: Heard | None = None
-) -> asyncio.Task[None]:
-    """Execute a run in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``).
+def launch(start: RunStart, *, heard: Heard | None = None) -> asyncio.Task[None]:
+    """Execute a run from its start in this process's event loop, or on a Celery worker (``RUNS_EXECUTOR=celery``,
+    which rebuilds its start from the database: ``start.read_start``).
 
-    Either way it goes on when the browser goes away; ``cost_cap_eur`` caps what it may cost. ``policy``: the one
-    the run was checked with at intake, which a run executing in this process then does not read again (intake
-    hands it over, with the run and its ledger: ``hand_over``). ``heard``: filled with the run's events when it
-    executes here (else left incomplete).
+    Either way it goes on when the browser goes away. ``heard``: filled with the run's events when it executes here
+    (else left incomplete).
     """
     name = settings.RUNS_EXECUTOR
-    executor = execute_run if name == "embedded" else _executors.get(name)
-    if executor is None:
+    if name == "embedded":
+        executor: Executor = functools.partial(execute_run, heard=heard)
+    elif name in _executors:
+        executor = _executors[name]
+    else:
         raise ImproperlyConfigured(f"No executor is registered for RUNS_EXECUTOR={name!r}.")
-    handed = _handed.pop(run_id, None)
-    if executor is execute_run and handed is not None:
-        if policy is not None:
-            handed.policy = policy
-        _starting[run_id] = handed
-    elif executor is execute_run and policy is not None:
-        _starting[run_id] = policy
-    if executor is execute_run and heard is not None:
-        _hearing[run_id] = heard
+    run_id = start.run.pk
     # A fresh context: the run must not inherit the request's (its thread executor ends with it); only its trace
     # context goes with it, so that the run's span is the child of the caller's.
     fresh = contextvars.Context()
     setup.carry_into(fresh)
-    task = asyncio.get_running_loop().create_task(executor(run_id, cost_cap_eur), context=fresh)
+    task = asyncio.get_running_loop().create_task(executor(start), context=fresh)
     _tasks[run_id] = task
-    task.add_done_callback(lambda _: (_tasks.pop(run_id, None), _hearing.pop(run_id, None)))
+    task.add_done_callback(lambda _: _tasks.pop(run_id, None))
     return task
 
 
@@ -173,9 +136,7 @@ async def wait_for(run_id: uuid.UUID) -> None:
 async def request_stop(run_id: uuid.UUID) -> bool:
     """Stop a run: at once if it executes here, through the shared flag wherever it executes."""
     updated = await Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).aupdate(stop_requested=True)
-    token = _tokens.get(run_id)
-    if token is not None:
-        token.cancel(STOPPED_BY_USER)
+    leases.stop_here(run_id, STOPPED_BY_USER)
     if updated:
         await leases.broadcast_stop(run_id)
     return bool(updated)
@@ -183,47 +144,12 @@ async def request_stop(run_id: uuid.UUID) -> bool:
 
 def stop_all(cause: Cause) -> int:
     """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
-    runs with ``server_shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every run
-    that starts in it from now on (one being claimed as this was called, a task the worker had already received):
+    runs with ``server_shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every
+    run that starts in it from now on (one being claimed as this was called, a task the worker had already received):
     each is stopped as soon as it is claimed. Call it in the runs' event loop; returns how many were stopped."""
     global _stopping
     _stopping = cause
-    tokens = [t for t in _tokens.values() if not t.cancelled]
-    for token in tokens:
-        token.cancel(cause)
-    return len(tokens)
-
-
-def turns(conversation_id: int, run: Run | None = None) -> QuerySet[Message]:
-    """A conversation's messages as the main model reads them, in order: first those saved with no run (an API
-    client's earlier messages and system prompt, saved with the conversation), then each turn's in the order their
-    runs started (a queued message's text was saved before the answer it waited for); superseded turns (edited or
-    regenerated) and queued messages left out. With ``run``: the turns before it, then its own user message."""
-    current = Q(run__replaced_by__isnull=True)
-    if run is not None:
-        current = (current & Q(run__created__lt=run.created)) | Q(run_id=run.pk, role="user")
-    return (
-        Message.objects.filter(conversation_id=conversation_id, queued=False)
-        .filter(Q(run__isnull=True) | current)
-        .order_by(F("run__created").asc(nulls_first=True), "pk")
-    )
-
-
-def _history(run: Run) -> tuple[EngineMessage, ...]:
-    """The conversation up to this run's user message, as the main model reads it (``turns``), in one query."""
-    rows = turns(run.conversation_id, run).values_list("run_id", "role", "content")
-    out: list[EngineMessage] = []
-    request: list[str] = []
-    for run_id, role, content in rows:
-        if run_id == run.pk and role == "user":
-            request.append(content)
-        elif content.strip():
-            out.append(EngineMessage(role="user" if role == "user" else "assistant", content=content))
-    if len(request) != 1:
-        raise (Message.DoesNotExist if not request else Message.MultipleObjectsReturned)(
-            f"run {run.pk} has {len(request)} user messages"
-        )
-    return (*out, EngineMessage.user(request[0]))
+    return leases.stop_here(None, cause)
 
 
 def toolbox_for(organisation_id: int, tables: TableCatalogue | None = None) -> Toolbox:
@@ -244,108 +170,89 @@ async def run_toolbox(organisation_id: int) -> Toolbox:
     return toolbox_for(organisation_id, tables)
 
 
-def _capped(ledger: UsageLedger | None, cost_cap_eur: float | None) -> UsageLedger | None:
-    """The run's category ledger, with its cost cap (a scheduled task's) checked first."""
-    if cost_cap_eur is None:
-        return ledger
-    cap = CostCap(cost_cap_eur)
-    return cap if ledger is None else Ledgers(cap, ledger)
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """What a claimed run starts from, read from the database in one go: the run, its category's ledger, the tables
-    its toolbox offers, the engine's policy, and its history (or why it could not be read)."""
-
-    run: Run
-    ledger: UsageLedger | None
-    tables: TableCatalogue
-    policy: Policy
-    history: tuple[EngineMessage, ...] | Exception
-
-
-def _prepare(run_id: uuid.UUID, handed: _Handed | Policy | None = None) -> _Prepared | None:
-    """Claim the run (None: it has ended or another process has it), then read what it starts from: what intake did
-    not hand over (``handed``: the run, its policy and its ledger, or the policy alone)."""
-    stop_requested = leases.claim_read(run_id)
+def claim(start: RunStart) -> TableCatalogue | None:
+    """Claim the run (None: it has ended, or another process has it), noting the ``stop_requested`` flag as it stood
+    then on its run (Stop can come before the run starts), and read the tables its toolbox offers."""
+    stop_requested = leases.claim_read(start.run.pk)
     if stop_requested is None:
         return None
-    known: tuple[EngineMessage, ...] | None = None
-    if isinstance(handed, _Handed):
-        run, ledger, policy, known = handed.run, handed.ledger, handed.policy, handed.history
-        # Only Stop moves a running run's row before it starts (its status is what the claim checked).
-        run.stop_requested = stop_requested
-    else:
-        run = Run.objects.select_related("organisation", "api_key", "conversation__user").get(pk=run_id)
-        ledger = accounting.accounting().ledger(run.organisation_id, run.category, run_id)
-        policy = handed or policy_for(run.organisation, run.api_key)  # reads the settings' rows
-    tables = OrgKnowledge(run.organisation_id).catalogue()
-    history: tuple[EngineMessage, ...] | Exception
+    start.run.stop_requested = stop_requested  # only Stop moves a running run's row before it starts
+    return OrgKnowledge(start.run.organisation_id).catalogue()
+
+
+async def execute_stored(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
+    """Execute a run another process saved (a worker's): its start read from the database (``start.read_start``),
+    then ``execute_run``. A run whose start cannot be read (its request no longer passes the policy, its messages
+    gone) fails at once, saying why."""
     try:
-        history = known if known is not None else _history(run)
-    except Exception as e:  # the run fails with it, as anything inside it does
-        history = e
-    return _Prepared(run, ledger, tables, policy, history)
+        start = await sync_to_async(read_start)(run_id, cost_cap_eur)
+    except Exception as e:
+        refused = isinstance(e, RequestRefused)
+        if not refused:
+            log.exception("run %s could not start", run_id)
+        cause = (
+            Cause(code="refused", kind=e.refusal.code) if isinstance(e, RequestRefused) else Cause(code="unexpected")
+        )
+        message = str(e) if refused else None
+        if await sync_to_async(leases.fail)(run_id, cause, timezone.now(), None, message):
+            await leases.announce_failed([run_id])
+        return
+    if start is not None:
+        await execute_run(start)
 
 
-async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
-    """Execute one run to its end and save its outcome; never raises for what happens inside.
+async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
+    """Execute one run from its start to its end and save its outcome; never raises for what happens inside.
 
-    Only the process that claims the run executes it: one that has ended or that another process
-    holds is left alone.
+    Only the process that claims the run executes it: one that has ended or that another process holds is left
+    alone. ``heard``: what a caller in this process hears of it (``Heard``).
     """
+    run = start.run
+    run_id = run.pk
     token = CancelToken()
-    heard = _hearing.pop(run_id, None)
     watch = leases.Watch(run_id, token)
-    # Listening first, then reading the flag (in ``_prepare``): a Stop sent before or after is not missed. One trip
-    # to the database's thread before the first model call, not one per read.
+    # Listening first, then reading the flag (as the run is claimed): a Stop sent before or after is not missed. One
+    # trip to the database's thread before the first model call, not one per read.
     await watch.start(flag_read=True)
     try:
-        prepared = await sync_to_async(_prepare)(run_id, _starting.pop(run_id, None))
+        tables = await sync_to_async(claim)(start)
     except BaseException:
         await watch.close()
         raise
-    if prepared is None:
+    if tables is None:
         await watch.close()
         return
-    run = prepared.run
-    _tokens[run_id] = token
     if run.stop_requested:
         token.cancel(STOPPED_BY_USER)
     elif _stopping is not None:  # claimed after the process began shutting down (``stop_all``)
         token.cancel(_stopping)
     catalogue = snapshot.catalogue()
-    recorder = Recorder(run_id, heard.events if heard is not None else None, _trace(run, prepared, catalogue, token))
+    recorder = Recorder(run_id, heard.events if heard is not None else None, _trace(start, catalogue, token))
     ctx = RunContext(
         catalogue=catalogue,
         models=snapshot.resolve,
-        toolbox=toolbox_for(run.organisation_id, prepared.tables),
-        policy=prepared.policy,
+        toolbox=toolbox_for(run.organisation_id, tables),
+        policy=start.policy,
         emit=recorder.emit,
         cancel=token,
-        ledger=_capped(prepared.ledger, cost_cap_eur),
+        ledger=start.capped_ledger,
         electricity_zone=settings.ELECTRICITY_ZONE,
-        language=run.language or settings.LANGUAGE_CODE,
+        language=start.language,
     )
     status, error, rounds = "error", "", 0
     try:
-        if isinstance(prepared.history, Exception):
-            raise prepared.history
-        history = prepared.history
-        level = run.level if run.level in LEVELS else None
-        request = RunRequest(
-            messages=history,
-            model=run.model,
-            level=level,
-            resources=tuple(run.resources),
-            sampling=Sampling.of(run.sampling),
-        )
-        outcome = await run_chat(request, ctx)
+        outcome = await run_chat(start.request, ctx, start.plan)
         status, rounds, error = outcome.status, outcome.rounds, outcome.error or ""
     except RequestRefused as e:
         error = str(e)
         with contextlib.suppress(Exception):  # said as data too, for the page; never a failure of its own
-            await recorder.emit(ErrorEvent(message=error, cause=Cause(code="refused")))
+            await recorder.emit(ErrorEvent(message=error, cause=Cause(code="refused", kind=e.refusal.code)))
+    except INFRASTRUCTURE as e:  # the database, the channel layer: no tool's failure, nor the engine's
+        log.exception("run %s failed: a service it needs failed", run_id)
+        cause = Cause(code="infrastructure", kind=type(e).__name__)
+        error = cause.english()
+        with contextlib.suppress(Exception):
+            await recorder.emit(ErrorEvent(message=error, cause=cause))
     except Exception:
         log.exception("run %s failed", run_id)
         cause = Cause(code="unexpected")
@@ -354,17 +261,15 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
             await recorder.emit(ErrorEvent(message=error, cause=cause))
     finally:
         await watch.close()
-        _tokens.pop(run_id, None)
         await recorder.close()
-        unsettled = accounting.take_unsettled(prepared.ledger)  # written with the run's end, in the same trip
-        saved = await sync_to_async(_finish)(
-            run_id, status, error, rounds, recorder.answer, ctx, unsettled, recorder.agent_ends, run
-        )
-        if heard is not None and saved:
-            heard.run = run  # as ``_finish`` saved it
+        unsettled = accounting.take_unsettled(start.ledger)  # written with the run's end, in the same trip
+        ending = Ending(status, error, rounds, recorder.answer, ctx.sources, ctx.usage, tuple(recorder.agent_ends))
+        ended = await sync_to_async(end_run)(run, ending, unsettled)
+        if heard is not None and ended is not None:
+            heard.run = ended.run
         # Its last step and answer's length, when its steps are the recorder's (a reaper that failed it meanwhile added
         # its own step: a follower then reads what it missed).
-        end = {"seq": recorder.seq, "answer_length": len(recorder.answer)} if saved else {}
+        end = {"seq": recorder.seq, "answer_length": len(recorder.answer)} if ended is not None else {}
         await groups.announce_finished(run_id, status, **end)
         for hook in _after_run:
             try:
@@ -373,13 +278,13 @@ async def execute_run(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> N
                 log.exception("a hook after run %s failed", run_id)
 
 
-def _trace(run: Run, prepared: _Prepared, catalogue: Catalogue, token: CancelToken) -> RunTrace | None:
+def _trace(start: RunStart, catalogue: Catalogue, token: CancelToken) -> RunTrace | None:
     """The run's spans, when this process exports telemetry (``telemetry.setup``): built from its events."""
     telemetry = setup.current()
     if telemetry is None:
         return None
-    history = prepared.history
-    question = history[-1].content if telemetry.content.captures and not isinstance(history, Exception) else ""
+    run = start.run
+    question = start.request.messages[-1].content if telemetry.content.captures else ""
     facts = RunFacts(
         run_id=str(run.pk),
         conversation_id=str(run.conversation_id),
@@ -396,60 +301,50 @@ def _trace(run: Run, prepared: _Prepared, catalogue: Catalogue, token: CancelTok
 FINISHED_FIELDS = ["status", "error", "rounds", "answer", "sources", "usage", "cost_eur", "finished"]
 
 
-def _finish(
-    run_id: uuid.UUID,
-    status: str,
-    error: str,
-    rounds: int,
-    answer: str,
-    ctx: RunContext,
-    unsettled: Callable[[], None] | None = None,
-    agent_ends: list[AgentEnd] | None = None,
-    run: Run | None = None,
-) -> bool:
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a run ended, as its execution saw it: what ``end_run`` saves."""
+
+    status: str
+    error: str
+    rounds: int
+    answer: str
+    sources: Mapping[str, Source]
+    usage: RunUsage
+    agent_ends: tuple[AgentEnd, ...] = ()
+
+
+def end_run(run: Run, ending: Ending, unsettled: Callable[[], None] | None = None) -> RunEnded | None:
     """Save the run's end, in one transaction with the last calls' settlements (``unsettled``, from
     ``accounting.Deferred``) and the release of what it still holds (its intake's reservation, when it ended before
-    its first call); ``run``: the run as it started (its organisation and conversation loaded), which its receivers
-    are handed rather than reading it again. A run failed meanwhile by a reaper that took this process for dead stays
-    as the reaper left it (the settlements and the release are written anyway): False."""
+    its first call), and tell the apps that react to it (``ends.run_ended``, in that transaction): returns what they
+    heard. ``run``: the run as it started (its organisation and conversation loaded), updated to its end. A run failed
+    meanwhile by a reaper that took this process for dead stays as the reaper left it (the settlements and the
+    release are written anyway): None."""
     with transaction.atomic():
         if unsettled is not None:
             unsettled()
-        accounting.accounting().release(run_id)
-        finished = timezone.now()
-        sources = [s.model_dump(mode="json") for s in ctx.sources.values()]
+        accounting.accounting().release(run.pk)
         values = {
-            "status": status,
-            "error": error,
-            "rounds": rounds,
-            "answer": answer,
-            "sources": sources,
-            "usage": ctx.usage.as_dict(),
-            "cost_eur": ctx.usage.cost_eur,
-            "finished": finished,
+            "status": ending.status,
+            "error": ending.error,
+            "rounds": ending.rounds,
+            "answer": ending.answer,
+            "sources": [s.model_dump(mode="json") for s in ending.sources.values()],
+            "usage": ending.usage.as_dict(),
+            "cost_eur": ending.usage.cost_eur,
+            "finished": timezone.now(),
         }
-        deleted = _save_end(run_id, values)
+        deleted = _save_end(run.pk, values)
         if deleted is None:
-            return False  # failed meanwhile by a reaper: that stands
-        if run is None or run.pk != run_id:
-            run = Run.objects.select_related("organisation", "conversation__user").get(pk=run_id)
+            return None  # failed meanwhile by a reaper: that stands
         for name, value in values.items():
             setattr(run, name, value)
-        run.agent_ends = agent_ends  # for its receivers, which then do not read its steps back
-        run.conversation_deleted = deleted
-        # What ``Run.save`` sends after its UPDATE: the receivers (``budgets.landings``, ``chat.deletion``) run as
-        # they would, in this transaction.
-        post_save.send(
-            sender=Run,
-            instance=run,
-            created=False,
-            update_fields=frozenset(FINISHED_FIELDS),
-            raw=False,
-            using=connection.alias,
-        )
-        if answer.strip():
-            Message.objects.create(conversation=run.conversation, role="assistant", content=answer, run=run)
-    return True
+        if ending.answer.strip() and not deleted:
+            Message.objects.create(conversation=run.conversation, role="assistant", content=ending.answer, run=run)
+        ended = RunEnded(run, ending.agent_ends, deleted)
+        ends.announce(ended)
+    return ended
 
 
 def _save_end(run_id: uuid.UUID, values: dict[str, Any]) -> bool | None:

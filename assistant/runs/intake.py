@@ -1,9 +1,11 @@
 """Intake: what a user asks, checked before any model call, then saved as a running run.
 
 The page, the API and scheduled tasks all go through ``check``, the one request check (the message,
-the policy, the resources, the organisation's knowledge bases and connectors) and ``create_run`` (``check``,
-the first request against the main model's window, then the category's budget through ``accounting``: the
-run's first call is reserved there, before any response starts, and handed to that call). A refusal is
+the policy, the resources, the organisation's knowledge bases and connectors: it plans the request) and
+``create_run`` (``check``, the first request against the main model's window, then the category's budget through
+``accounting``: the run's first call is reserved there, before any response starts, and handed to that call),
+which returns the run's start (``start.RunStart``): what it executes from, handed to ``execution.launch``. A
+refusal is
 ``RequestRefused`` carrying an ``engine.refusals.Refusal`` (a code and its parameters); each caller words it
 for its reader (``wording.refusal_text``), the API with its stable code.
 """
@@ -23,7 +25,7 @@ from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
 from assistant.engine.loop import first_request
-from assistant.engine.policy import LEVELS, Level, Policy, RunRequest, plan_request
+from assistant.engine.policy import LEVELS, Level, Plan, Policy, RunRequest, plan_request
 from assistant.engine.refusals import Refusal
 from assistant.engine.runtime import RunContext
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
@@ -37,8 +39,9 @@ from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.services import policy_for
 from assistant.telemetry import setup as telemetry
 
-from . import accounting, execution
+from . import accounting, execution, start
 from .models import Conversation, Message, Run
+from .start import RunStart, as_engine_message
 
 # The levels' names are the product's words, the same in every language.
 LEVEL_LABELS: dict[str, str] = {
@@ -65,9 +68,10 @@ class Ask:
     """An API client's output cap, sampling and answer format for the main model."""
 
 
-def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> None:
+def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> Plan:
     """Refuse, before any model call, what the policy, the server or the organisation's knowledge bases and
-    connectors forbid: raises ``RequestRefused`` with the first refusal, in the order a user can act on them.
+    connectors forbid: raises ``RequestRefused`` with the first refusal, in the order a user can act on them; else
+    the request's plan (what its run may do: it depends on the question's choices, not on the conversation before).
     ``policy``: the organisation's (``policy_for``), when the caller has it already."""
     if not ask.text.strip():
         raise RequestRefused(Refusal(code="empty_message"))
@@ -80,7 +84,7 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy:
     request = RunRequest(
         messages=(EngineMessage.user(ask.text),), model=ask.model, level=ask.level, resources=ask.resources
     )
-    plan_request(request, snapshot.catalogue(), policy or policy_for(org, api_key))  # model, resources, agents
+    plan = plan_request(request, snapshot.catalogue(), policy or policy_for(org, api_key))  # model, resources, agents
     wanted = [r for r in ask.resources if r.startswith(KB_PREFIX)]
     slugs = [r[len(KB_PREFIX) :] for r in wanted]
     known = set(KnowledgeBase.objects.filter(organisation=org, slug__in=slugs).values_list("slug", flat=True))
@@ -99,62 +103,47 @@ def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy:
     )
     if connector is not None:
         raise RequestRefused(Refusal(code="connector_not_found", resource=MCP_PREFIX + connector))
+    return plan
 
 
 class Busy(Exception):
     """The conversation already has a running run: only one runs at a time in a conversation."""
 
 
-def earlier_history(earlier: Sequence[tuple[str, str]]) -> list[EngineMessage]:
-    """A new conversation's earlier messages (an API client's, ``(role, content)``), as its run reads them first
-    (``execution._history``)."""
-    return [EngineMessage(role="user" if r == "user" else "assistant", content=c) for r, c in earlier if c.strip()]
+def history_before(
+    conversation: Conversation | None, ask: Ask, earlier: Sequence[tuple[str, str]] = (), replaces: Run | None = None
+) -> tuple[EngineMessage, ...]:
+    """The conversation as the new run will read it (``start.history_of`` once it is saved), read before it is: a new
+    conversation's ``earlier`` messages (``(role, content)``, an API client's), or the conversation's current turns
+    less the one the run ``replaces``; then the question."""
+    prior = [as_engine_message(r, c) for r, c in earlier if c.strip()]
+    if conversation is not None:
+        rows = start.turns(conversation.pk).values_list("run_id", "role", "content")
+        replaced = replaces.pk if replaces is not None else None
+        prior += [
+            as_engine_message(r, c) for run_id, r, c in rows if c.strip() and (replaced is None or run_id != replaced)
+        ]
+    return (*prior, EngineMessage.user(ask.text))
 
 
-def first_call_tokens(
-    org: Organisation,
-    conversation: Conversation | None,
-    ask: Ask,
-    api_key: ApiKey | None = None,
-    *,
-    policy: Policy | None = None,
-    earlier: Sequence[tuple[str, str]] = (),
-) -> int:
-    """What the run's first model call will reserve: its request as the first round sends it (``earlier``'s messages
-    for a new conversation, the conversation so
+def first_call_tokens(org: Organisation, request: RunRequest, plan: Plan, policy: Policy) -> int:
+    """What the run's first model call will reserve: its request as the first round sends it (the conversation so
     far and the question, the system prompt, the tool specs) plus the output cap. Raises ``ContextTooLong`` when
     that request cannot fit the main model's window, even with the oldest turns left out."""
-    prior = earlier_history(earlier)
-    if conversation is not None:
-        for m in execution.turns(conversation.pk):  # as the run will send it (``execution._history``)
-            if m.content.strip():
-                prior.append(EngineMessage(role="user" if m.role == "user" else "assistant", content=m.content))
-    request = RunRequest(
-        messages=(*prior, EngineMessage.user(ask.text)),
-        model=ask.model,
-        level=ask.level,
-        resources=ask.resources,
-        sampling=ask.sampling,
-    )
     catalogue = snapshot.catalogue()
-    ctx = RunContext(
-        catalogue=catalogue,
-        models=snapshot.resolve,
-        toolbox=execution.toolbox_for(org.pk),
-        policy=policy or policy_for(org, api_key),
-    )
-    first = first_request(request, ctx)
-    return prompt_tokens(first) + (first.max_output_tokens or catalogue[ask.model].output_cap)
+    ctx = RunContext(catalogue=catalogue, models=snapshot.resolve, toolbox=execution.toolbox_for(org.pk), policy=policy)
+    first = first_request(request, plan, ctx)
+    return prompt_tokens(first) + (first.max_output_tokens or catalogue[request.model].output_cap)
 
 
 P = ParamSpec("P")
 
 
-def _counted(create: Callable[P, Run]) -> Callable[P, Run]:
+def _counted(create: Callable[P, RunStart]) -> Callable[P, RunStart]:
     """Count the refusals met as a run is created, by code (``assistant.refusals``: the category budget's among them)."""
 
     @functools.wraps(create)
-    def counted(*args: P.args, **kwargs: P.kwargs) -> Run:
+    def counted(*args: P.args, **kwargs: P.kwargs) -> RunStart:
         try:
             return create(*args, **kwargs)
         except RequestRefused as e:
@@ -176,7 +165,8 @@ def create_run(
     replaces: Run | None = None,
     policy: Policy | None = None,
     earlier: Sequence[tuple[str, str]] = (),
-) -> Run:
+    cost_cap_eur: float | None = None,
+) -> RunStart:
     """Check the request and admit it against its category's budget, then save the user's message (or give the
     ``queued`` one its run) and a running run, together with the reservation of its first call (refused: nothing is
     saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration); ``policy``: the organisation's
@@ -184,13 +174,22 @@ def create_run(
     constraint decides). Without a ``conversation`` a new one is saved with the run, ``earlier``'s messages
     (``(role, content)``, the API's client's) in it before the user's, in the same transaction.
 
-    What intake read (the run, its policy, its category) is handed to the run's execution when it executes in this
-    process (``execution.hand_over``), which then does not read it again."""
+    Returns the run's start (``start.RunStart``: the run, its request planned once, the policy, its category's ledger
+    holding the reservation, ``cost_cap_eur``, its language), for ``execution.launch``."""
+    if earlier and conversation is not None:
+        raise ValueError("earlier messages go into a new conversation only")
     policy = policy or policy_for(org, api_key)  # read once for the check and the first call's reservation
-    check(org, ask, api_key, policy=policy)
+    plan = check(org, ask, api_key, policy=policy)
     books = accounting.accounting()
     admission = books.admit(org, ask.category, ask.text, ask.model)
-    tokens = first_call_tokens(org, conversation, ask, api_key, policy=policy, earlier=earlier)
+    request = RunRequest(
+        messages=history_before(conversation, ask, earlier, replaces),
+        model=ask.model,
+        level=ask.level,
+        resources=ask.resources,
+        sampling=ask.sampling,
+    )
+    tokens = first_call_tokens(org, request, plan, policy)
     new = conversation is None
     try:
         with transaction.atomic():
@@ -201,8 +200,6 @@ def create_run(
                 Message.objects.bulk_create(
                     [Message(conversation=conversation, role=role, content=content) for role, content in earlier]
                 )
-            elif earlier:
-                raise ValueError("earlier messages go into a new conversation only")
             run = Run.objects.create(
                 conversation=conversation,
                 organisation=org,
@@ -215,8 +212,6 @@ def create_run(
                 language=ask.language,
                 sampling=ask.sampling.as_json() if ask.sampling is not None else {},
             )
-            if new:  # for the receivers of its messages (``chat.deletion``): it was saved just now
-                run.conversation_deleted = False
             if queued is not None:
                 Message.objects.filter(pk=queued.pk).update(queued=False, run=run, queue_error="")
             else:
@@ -232,11 +227,8 @@ def create_run(
         if not new and Run.objects.filter(conversation=conversation, status=Run.Status.RUNNING).exists():
             raise Busy() from e
         raise
-    run.conversation_deleted = None  # true only in that transaction
-    # A conversation saved with the run holds only what intake saved: the run's history, as ``_history`` reads it.
-    history = (*earlier_history(earlier), EngineMessage.user(ask.text)) if new else None
-    execution.hand_over(run, policy, books.ledger(org.pk, admission.category, run.pk, admission), history)
-    return run
+    ledger = books.ledger(org.pk, admission.category, run.pk, admission)
+    return start.start_of(run, policy=policy, ledger=ledger, request=request, plan=plan, cost_cap_eur=cost_cap_eur)
 
 
 def choices_of(ask: Ask) -> dict[str, object]:
@@ -270,9 +262,9 @@ def enqueue(conversation: Conversation, ask: Ask) -> Message:
     )
 
 
-def submit(user: User, org: Organisation, conversation: Conversation | None, ask: Ask) -> Run | Message:
-    """A new message from the page: a running run, or, while the conversation has one (or messages wait before
-    it), a queued message. Checked either way, once (``create_run`` checks before it saves), so a queued message is
+def submit(user: User, org: Organisation, conversation: Conversation | None, ask: Ask) -> RunStart | Message:
+    """A new message from the page: a running run's start, or, while the conversation has one (or messages wait
+    before it), a queued message. Checked either way, once (``create_run`` checks before it saves), so a queued message is
     one that can be sent; the organisation's policy is read once for both."""
     policy = policy_for(org)
     if conversation is not None and (

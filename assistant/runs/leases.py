@@ -44,8 +44,9 @@ from assistant.engine.causes import Cause
 from assistant.engine.events import ErrorEvent, Source, sources_read, usage_from
 from assistant.engine.usage import RunUsage
 
-from . import accounting, groups
+from . import accounting, ends, groups
 from .commits import lazy_statement
+from .ends import RunEnded
 from .messages import RunStop, group_send
 from .models import Lease, Message, Run, Step
 from .steps import events_of, save_event
@@ -219,6 +220,22 @@ class _Poller:
                 watch.heard(flags)
 
 
+def stop_here(run_id: uuid.UUID | None, cause: Cause) -> int:
+    """Stop at once, with ``cause``, the run this event loop executes (its watch is open), or every one (``run_id``
+    None); how many were stopped."""
+    try:
+        poller = _Poller._by_loop.get(asyncio.get_running_loop())
+    except RuntimeError:
+        return 0
+    if poller is None:
+        return 0
+    watches = list(poller.watches.values()) if run_id is None else [poller.watches.get(run_id)]
+    tokens = [w.token for w in watches if w is not None and not w.token.cancelled]
+    for token in tokens:
+        token.cancel(cause)
+    return len(tokens)
+
+
 def executes_here(run_id: uuid.UUID) -> bool:
     """Whether this event loop executes the run (its watch is open): its process lives, then, and renews its lease;
     nothing in the database says more."""
@@ -286,15 +303,18 @@ def reap(now: datetime | None = None) -> list[uuid.UUID]:
     return failed
 
 
-def fail(run_id: uuid.UUID, cause: Cause, now: datetime, lease_cutoff: datetime | None) -> bool:
-    """Fail a running run that no process holds (none ever did, or its lease is older than ``lease_cutoff``)."""
+def fail(
+    run_id: uuid.UUID, cause: Cause, now: datetime, lease_cutoff: datetime | None, message: str | None = None
+) -> bool:
+    """Fail a running run that no process holds (none ever did, or its lease is older than ``lease_cutoff``);
+    ``message``: its error in English, when more than ``cause.english()`` (a refusal's own sentence)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id, status=Run.Status.RUNNING).first()
         lease = Lease.objects.filter(run_id=run_id).first()
         # Checked again under the lock: the run may have ended, or its process renewed the lease.
         if run is None or (lease is not None and (lease_cutoff is None or lease.heartbeat >= lease_cutoff)):
             return False
-        abandon(run, cause, now)
+        abandon(run, cause, now, message)
     log.warning("run %s failed: %s", run_id, cause.code)
     return True
 
@@ -355,16 +375,17 @@ def fail_all_running(cause: Cause, now: datetime | None = None) -> list[uuid.UUI
     return failed
 
 
-def abandon(run: Run, cause: Cause, now: datetime) -> None:
+def abandon(run: Run, cause: Cause, now: datetime, message: str | None = None) -> None:
     """End a running run that no process executes any more as failed, with what its saved steps record: the cost of
     its calls, what it read, and its partial answer as the assistant's message; a last ``error`` step says why. In a
     transaction holding its row."""
     usage = usage_of(run.steps.filter(kind__in=USAGE_STEPS).order_by("seq"))
     last = run.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
-    why = save_event(ErrorEvent(message=cause.english(), cause=cause))
+    message = message or cause.english()
+    why = save_event(ErrorEvent(message=message, cause=cause))
     # Should the process be alive after all and save a step meanwhile, its step is kept and this one dropped.
     Step.objects.bulk_create([Step(run=run, seq=last + 1, kind="error", data=why)], ignore_conflicts=True)
-    run.status, run.error, run.finished = "error", cause.english(), now
+    run.status, run.error, run.finished = "error", message, now
     run.usage, run.cost_eur = usage.as_dict(), usage.cost_eur
     run.set_sources(sources_of(run.steps.filter(kind__in=SOURCE_STEPS)))
     run.save(update_fields=["status", "error", "finished", "usage", "cost_eur", "sources"])
@@ -372,6 +393,7 @@ def abandon(run: Run, cause: Cause, now: datetime) -> None:
     accounting.accounting().release(run.pk)
     if run.answer.strip():
         Message.objects.create(conversation_id=run.conversation_id, role="assistant", content=run.answer, run=run)
+    ends.announce(RunEnded(run, None, None))
 
 
 async def areap() -> list[uuid.UUID]:

@@ -17,7 +17,7 @@ from django.db import models
 from assistant.engine.events import Event, Source
 from assistant.orgs.models import Organisation
 
-from .steps import AgentEnd, load_event, load_step
+from .steps import load_event, load_step
 
 
 class Conversation(models.Model):
@@ -51,16 +51,6 @@ class Run(models.Model):
     """One request to the assistant and everything it produced."""
 
     Status = RunStatus
-
-    agent_ends: list[AgentEnd] | None = None
-    """Not a field: the agents that ended in the run, as its execution saw them (``Recorder.agent_ends``), on the
-    instance its end saves, so that its receivers (``budgets.landings``) do not read them back; None elsewhere."""
-
-    conversation_deleted: bool | None = None
-    """Not a field: whether the run's conversation had been deleted, as read in the transaction that saved the run
-    with its row locked (its end, ``execution._finish``) or that created the conversation with it (intake: False),
-    so that the receivers of that save and of the messages saved with it (``chat.deletion``) do not read it again;
-    None elsewhere (they read it)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")

@@ -17,12 +17,13 @@ from assistant.engine.errors import RequestRefused
 
 from . import execution, groups, intake
 from .models import Conversation, Message, Run
+from .start import RunStart
 
 log = logging.getLogger(__name__)
 
 
-def next_queued(conversation_id: int) -> Run | None:
-    """Send the conversation's oldest queued message, if no run is going on: its run, or None. A message that can
+def next_queued(conversation_id: int) -> RunStart | None:
+    """Send the conversation's oldest queued message, if no run is going on: its run's start, or None. A message that can
     no longer be sent (its model withdrawn, its budget spent) keeps the reason, and the next one is tried."""
     waiting = Message.objects.filter(conversation_id=conversation_id, queued=True, queue_error="").order_by("pk")
     if not waiting.exists():
@@ -54,11 +55,11 @@ async def start_queued(conversation_id: int) -> None:
     """After a run ends (or when its page opens): start the conversation's next queued message, if any. Never
     raises: a failure is logged, the message stays queued."""
     try:
-        run = await sync_to_async(next_queued)(conversation_id)
-        if run is None:
+        start = await sync_to_async(next_queued)(conversation_id)
+        if start is None:
             return
-        await groups.announce_started(run)
-        execution.launch(run.pk)
+        await groups.announce_started(start.run)
+        execution.launch(start)
     except Exception:
         log.exception("could not send the queued message of conversation %s", conversation_id)
 

@@ -23,7 +23,8 @@ from assistant.engine.refusals import Refusal
 from assistant.engine.scope import Scope
 from assistant.orgs.models import Membership
 from assistant.runs import execution, intake
-from assistant.runs.models import Conversation, Run
+from assistant.runs.models import Conversation
+from assistant.runs.start import RunStart
 
 from .models import Execution, ScheduledTask
 
@@ -84,8 +85,8 @@ def save_task(task: ScheduledTask) -> ScheduledTask:
     return task
 
 
-def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | None:
-    """Create the run of one execution in a new conversation of the owner, with the task's cost cap.
+def start_execution(task_id: int, *, now: bool = False) -> RunStart | None:
+    """Create the run of one execution in a new conversation of the owner, with the task's cost cap: its start.
 
     Checked as a chat request is (policy, knowledge bases, the category's budget): a refusal is
     recorded on the execution and nothing runs. A disabled task runs only when asked to ``now``.
@@ -102,9 +103,11 @@ def start_execution(task_id: int, *, now: bool = False) -> tuple[Run, float] | N
             conversation = Conversation.objects.create(
                 organisation=task.organisation, user=task.owner, title=title[:200]
             )
-            run = intake.create_run(task.owner, task.organisation, conversation, ask_of(task))
-            Execution.objects.create(task=task, run=run)
+            start = intake.create_run(
+                task.owner, task.organisation, conversation, ask_of(task), cost_cap_eur=float(task.cost_cap_eur)
+            )
+            Execution.objects.create(task=task, run=start.run)
     except RequestRefused as e:
         Execution.objects.create(task=task, refused=e.refusal.model_dump_json())  # worded when shown
         return None
-    return run, float(task.cost_cap_eur)
+    return start

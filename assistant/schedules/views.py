@@ -106,7 +106,6 @@ async def task_run_now(request: AuthenticatedHttpRequest, pk: int) -> HttpRespon
     if started is None:
         await sync_to_async(messages.error)(request, _("The task could not start; the reason is in its executions."))
         return redirect("schedule", pk=task.pk)
-    run, cost_cap_eur = started
-    await groups.announce_started(run)
-    execution.launch(run.pk, cost_cap_eur)
-    return redirect("conversation", pk=run.conversation_id)
+    await groups.announce_started(started.run)
+    execution.launch(started)
+    return redirect("conversation", pk=started.run.conversation_id)

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
-import uuid
+from typing import TYPE_CHECKING
 
 from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from assistant.runs.start import RunStart
 
 
 class WorkersConfig(AppConfig):
@@ -18,11 +21,11 @@ class WorkersConfig(AppConfig):
         processing.register_queue(_queue_extraction)
 
 
-async def _submit(run_id: uuid.UUID, cost_cap_eur: float | None) -> None:
+async def _submit(start: RunStart) -> None:
     # Imported when a run is handed over: the Celery app reads the settings then (tests change them).
     from .tasks import submit
 
-    await submit(run_id, cost_cap_eur)
+    await submit(start)
 
 
 def _queue_extraction(document_id: int) -> None:

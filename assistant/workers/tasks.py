@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from assistant.knowledge import processing
 from assistant.runs import execution, leases
+from assistant.runs.start import RunStart
 from assistant.schedules import services as schedules
 from assistant.telemetry import setup
 
@@ -30,16 +31,15 @@ log = logging.getLogger(__name__)
 def execute(self: Task[Any, Any], run_id: str, cost_cap_eur: float | None = None) -> None:
     # Under the trace context the web process sent with it (``submit``): the run's span is the child of its caller's.
     parent = setup.context_from(_headers(self))
-    runner.run(setup.within(parent, execution.execute_run(uuid.UUID(hex=run_id), cost_cap_eur)))
+    runner.run(setup.within(parent, execution.execute_stored(uuid.UUID(hex=run_id), cost_cap_eur)))
 
 
 @app.task(name="schedules.execute", bind=True)
 def execute_scheduled_task(self: Task[Any, Any], task_id: int) -> None:
-    started = schedules.start_execution(task_id)
-    if started is not None:
-        run, cost_cap_eur = started
+    start = schedules.start_execution(task_id)
+    if start is not None:
         parent = setup.context_from(_headers(self))  # beat's, if it sent one; else the run's trace starts here
-        runner.run(setup.within(parent, execution.execute_run(run.pk, cost_cap_eur)))
+        runner.run(setup.within(parent, execution.execute_run(start)))
 
 
 def _headers(task: Task[Any, Any]) -> dict[str, Any]:
@@ -56,8 +56,10 @@ def extract_document(document_id: int) -> None:
         raise
 
 
-async def submit(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> None:
-    """Hand a run to whichever worker takes it; one that cannot be queued fails at once, saying so."""
+async def submit(start: RunStart) -> None:
+    """Hand a run to whichever worker takes it (its id and cost cap: the worker reads its start from the database,
+    ``execution.execute_stored``); one that cannot be queued fails at once, saying so."""
+    run_id, cost_cap_eur = start.run.pk, start.cost_cap_eur
     try:
         await asyncio.to_thread(execute.apply_async, (run_id.hex, cost_cap_eur), headers=setup.carrier())
     except Exception:

@@ -102,8 +102,9 @@ if not offered():
 async def main():
     out = []
     for _ in range(int(sys.argv[1])):
-        run = await sync_to_async(create)()
-        execution.launch(run.pk)
+        start = await sync_to_async(create)()
+        run = start.run
+        execution.launch(start)
         while not await hanging(run):
             await asyncio.sleep(0.005)
         await asyncio.sleep(0.2)  # well inside the hang
@@ -143,7 +144,7 @@ if not offered():
 async def main():
     out = []
     for _ in range(int(sys.argv[1])):
-        run = await sync_to_async(create)()
+        run = (await sync_to_async(create)()).run
         await asyncio.to_thread(execute.apply_async, (run.pk.hex, None))
         while not await hanging(run):
             await asyncio.sleep(0.005)

@@ -47,7 +47,7 @@ user = get_user_model().objects.get(username="demo")
 org = Organisation.objects.get(slug="demo")
 ask = intake.Ask(text="Bimbamjob: invoices 2024, payments and relationship", model="demo-large", level="approfondi",
                  resources=("kb:factures", "kb:comptes-rendus", "agents"))
-ids = [intake.create_run(user, org, None, ask).pk for _ in range(int(sys.argv[1]))]
+ids = [intake.create_run(user, org, None, ask).run.pk for _ in range(int(sys.argv[1]))]
 started = time.time()
 for pk in ids:
     execute.apply_async((pk.hex, None))

@@ -24,6 +24,8 @@ from assistant.budgets.models import LandingAlert
 from assistant.budgets.months import month_bounds, month_of, previous_month, zone
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.orgs.models import Organisation
+from assistant.runs import ends
+from assistant.runs.ends import RunEnded
 from assistant.runs.models import Conversation, Run, Step
 from assistant.runs.recorder import Recorder
 from assistant.runs.steps import AgentEnd, agent_ends, count_month_agent_ends
@@ -82,9 +84,9 @@ def saved_run(
     async_to_sync(record)()
     run.refresh_from_db()
     run.status, run.finished = "ok", timezone.now()
-    if from_memory:
-        run.agent_ends = seen  # as the execution hands them to its end: its steps are not read back
     run.save()
+    # Its end, as the execution tells it: with the agents it saw (``from_memory``: its steps are not read back).
+    ends.announce(RunEnded(run, tuple(seen) if from_memory else None, False))
     return run
 
 
@@ -280,12 +282,22 @@ def test_agents_that_failed_on_their_forced_landing_round_alert_too(
 def test_the_agents_the_recorder_saw_are_those_its_steps_say(world: World) -> None:
     """What the execution hands the run's end (``Recorder.agent_ends``) is what ``steps.agent_ends`` reads back."""
     agents = [OK, ("demo-large", "verificateur", "interrupted", True), FORCED_ERROR]
-    run = saved_run(world.demo, agents, from_memory=True)
+    heard: list[RunEnded] = []
+
+    def hear(sender: Any, end: RunEnded, **kwargs: Any) -> None:
+        heard.append(end)
+
+    ends.run_ended.connect(hear)
+    try:
+        run = saved_run(world.demo, agents, from_memory=True)
+    finally:
+        ends.run_ended.disconnect(hear)
     from_steps = list(agent_ends(run.steps.all()))
     assert [(a.model, a.profile, a.status, a.forced_landing) for a in from_steps] == [
         (m, p, s, f) for m, p, s, f in agents
     ]
-    assert run.agent_ends == from_steps
+    [end] = heard
+    assert end.agent_ends is not None and list(end.agent_ends) == from_steps
 
 
 def test_a_run_that_says_its_agents_alerts_as_one_read_from_its_steps(

@@ -24,6 +24,7 @@ from assistant.budgets.models import CategoryMonth, Reservation
 from assistant.engine.types import UsagePart
 from assistant.runs import execution, intake, leases
 from assistant.runs.models import Lease, Run
+from assistant.runs.start import read_start
 
 QUESTION = intake.Ask(
     text="What does contract C-2024-002 cover?", model="demo-large", level="rapide", resources=(), category="syntheses"
@@ -36,7 +37,7 @@ def _in_flight(world: World) -> int:
 
 def _dead_run_holding(world: World, heartbeat_age: timedelta, calls: int = 3) -> Run:
     """A run admitted at intake whose worker died while ``calls`` of its model calls (agents') were in flight."""
-    run = intake.create_run(world.member, world.demo, None, QUESTION)
+    run = intake.create_run(world.member, world.demo, None, QUESTION).run
     Lease.objects.create(run=run, executor="gone:1", heartbeat=timezone.now() - heartbeat_age)
     for _ in range(calls - 1):
         reservations.reserve(world.syntheses.pk, 4_000, run_id=run.pk)
@@ -44,9 +45,11 @@ def _dead_run_holding(world: World, heartbeat_age: timedelta, calls: int = 3) ->
 
 
 def test_intake_reserves_the_first_call_and_a_refused_request_saves_nothing(world: World) -> None:
-    run = intake.create_run(world.member, world.demo, None, QUESTION)
+    run = intake.create_run(world.member, world.demo, None, QUESTION).run
     (held,) = Reservation.objects.filter(run=run)
-    assert held.tokens == intake.first_call_tokens(world.demo, None, QUESTION)
+    start = read_start(run.pk)
+    assert start is not None
+    assert held.tokens == intake.first_call_tokens(world.demo, start.request, start.plan, start.policy)
     assert held.tokens > 8_192  # the prompt (system prompt, question) and demo-large's output cap
     assert _in_flight(world) == held.tokens
 
@@ -61,7 +64,7 @@ def test_intake_reserves_the_first_call_and_a_refused_request_saves_nothing(worl
 
 
 async def test_the_first_call_takes_the_intake_hold_over_instead_of_reserving_twice(tworld: World) -> None:
-    run = await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, QUESTION)
+    run = (await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, QUESTION)).run
     held = await Reservation.objects.aget(run=run)
     ledger = CategoryLedger(tworld.syntheses.pk, run_id=run.pk)
 
@@ -78,8 +81,9 @@ async def test_the_first_call_takes_the_intake_hold_over_instead_of_reserving_tw
 
 
 async def test_a_run_that_ends_gives_back_what_it_held(tworld: World, fast_demo: None) -> None:
-    run = await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, QUESTION)
-    await execution.execute_run(run.pk)
+    start = await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, QUESTION)
+    await execution.execute_run(start)
+    run = start.run
     await run.arefresh_from_db()
     assert run.status == "ok"
     row = await sync_to_async(this_month)(tworld.syntheses)
@@ -90,7 +94,7 @@ async def test_a_run_that_ends_gives_back_what_it_held(tworld: World, fast_demo:
 @pytest.mark.django_db(transaction=True)
 def test_the_reaper_releases_a_dead_run_s_reservations_with_its_lease(tworld: World) -> None:
     world = tworld
-    alive = intake.create_run(world.member, world.demo, None, QUESTION)  # a live run's hold stays
+    alive = intake.create_run(world.member, world.demo, None, QUESTION).run  # a live run's hold stays
     Lease.objects.create(run=alive, executor="here:1", heartbeat=timezone.now())
     kept = _in_flight(world)
     dead = _dead_run_holding(world, timedelta(minutes=5))
@@ -138,7 +142,7 @@ def test_a_question_too_long_for_the_main_model_s_window_is_refused_on_the_page_
 
 async def test_a_call_s_settlement_is_written_with_the_run_s_next_reservation(tworld: World) -> None:
     """One trip to the database a call: its settlement waits for the next reservation, its hold counted meanwhile."""
-    run = await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, QUESTION)
+    run = (await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, QUESTION)).run
     ledger = CategoryLedger(tworld.syntheses.pk, run_id=run.pk)
     first = await ledger.reserve("demo-large", 2_000)
     await ledger.settle(first, "demo-large", UsagePart(300, 40), 0.01)
@@ -159,7 +163,7 @@ def test_a_settlement_and_the_next_reservation_are_one_transaction(tworld: World
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    run = intake.create_run(tworld.member, tworld.demo, None, QUESTION)
+    run = intake.create_run(tworld.member, tworld.demo, None, QUESTION).run
     ledger = CategoryLedger(tworld.syntheses.pk, run_id=run.pk)
     now = timezone.now()
     first = ledger._reserve(2_000, now)  # takes intake's hold over
@@ -176,7 +180,7 @@ def test_a_settlement_and_the_next_reservation_are_one_transaction(tworld: World
 def test_a_settlement_stands_when_the_next_reservation_does_not_fit(tworld: World) -> None:
     from assistant.engine.errors import BudgetExceeded
 
-    run = intake.create_run(tworld.member, tworld.demo, None, QUESTION)
+    run = intake.create_run(tworld.member, tworld.demo, None, QUESTION).run
     ledger = CategoryLedger(tworld.syntheses.pk, run_id=run.pk)
     now = timezone.now()
     first = ledger._reserve(2_000, now)

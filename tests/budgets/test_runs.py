@@ -20,6 +20,7 @@ from assistant.budgets.months import month_of, next_month, zone
 from assistant.engine.errors import BudgetExceeded
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
+from assistant.runs.start import RunStart
 
 SYNTHESIS = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
@@ -202,7 +203,7 @@ async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World,
     await category.asave()
     ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="administration")
 
-    def attempt() -> Run | state.CategoryExhausted:
+    def attempt() -> RunStart | state.CategoryExhausted:
         try:
             with translation.override("en"):
                 return intake.create_run(tworld.member, tworld.demo, None, ask)
@@ -211,7 +212,7 @@ async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World,
 
     # One after the other here (SQLite); tests/api sends twenty at once to the live server.
     attempts = [await sync_to_async(attempt)() for _ in range(20)]
-    created = [a for a in attempts if isinstance(a, Run)]
+    created = [a for a in attempts if isinstance(a, RunStart)]
     refused = [a for a in attempts if isinstance(a, state.CategoryExhausted)]
     # Each admitted run holds its first call from intake: the others are refused there, before anything is saved.
     assert 5 <= len(created) < 20 and len(created) + len(refused) == 20
@@ -219,7 +220,7 @@ async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World,
     for e in refused:  # the month is not spent: running requests hold the rest, so retry in a few seconds
         assert not e.spent and e.retry_after == state.RESERVED_RETRY_SECONDS
         assert "the rest is reserved by running requests" in str(e)
-    await asyncio.gather(*(execution.execute_run(r.pk) for r in created))
+    await asyncio.gather(*(execution.execute_run(r) for r in created))
 
     done = [r async for r in Run.objects.all()]
     row = await sync_to_async(this_month)(category)

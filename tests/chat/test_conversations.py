@@ -25,6 +25,9 @@ from django.test import AsyncClient, Client
 from assistant.asgi import application
 from assistant.chat import deletion
 from assistant.chat.consumers import CLOSE_DELETED, CLOSE_NOT_FOUND
+from assistant.engine.events import Source
+from assistant.engine.types import UsagePart
+from assistant.engine.usage import RunUsage
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
@@ -312,12 +315,12 @@ def test_what_a_run_writes_after_the_delete_is_erased_as_it_is_saved(demo_data: 
     run = conv.runs.get()
     Run.objects.filter(pk=run.pk).update(status="running")
     deletion.erase(conv.pk)
-    # As ``runs.execution._finish`` ends a run that was stopped meanwhile (on another worker, say).
-    run.refresh_from_db()
-    run.status, run.answer, run.sources = "stopped", "A late answer", [{"id": "doc-1", "title": "Secret"}]
-    run.usage, run.cost_eur = {"cost_eur": 0.5, "by_model": {}}, 0.5
-    run.save()
-    Message.objects.create(conversation=conv, role="assistant", content="A late answer", run=run)
+    # As a run stopped meanwhile (on another worker, say) ends: ``runs.execution.end_run``.
+    run = Run.objects.select_related("organisation", "conversation").get(pk=run.pk)
+    sources = {"doc-1": Source(id="doc-1", title="Secret")}
+    usage = RunUsage()
+    usage.add("demo-large", UsagePart(prompt_tokens=10, completion_tokens=5), 0.5, None)
+    assert execution.end_run(run, execution.Ending("stopped", "", 1, "A late answer", sources, usage)) is not None
     run.refresh_from_db()
     assert run.answer == "" and run.sources == [] and run.cost_eur == 0.5 and run.status == "stopped"
     assert not Message.objects.filter(conversation=conv).exists()

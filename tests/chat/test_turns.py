@@ -23,6 +23,7 @@ from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Message, Run, Step
+from assistant.runs.start import history_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -211,12 +212,14 @@ def test_edit_resends_the_last_message_and_the_model_no_longer_reads_the_old_tur
     _turn(conv, "First question", "First answer")
     last = _turn(conv, "Second question, badly put", "An answer to the bad question")
     ask = intake.Ask(text="Second question, well put", model="demo-large", level=None, resources=())
-    new = intake.create_run(conv.user, conv.organisation, conv, ask, replaces=last)
-    history = [m.content for m in execution._history(new)]
+    start = intake.create_run(conv.user, conv.organisation, conv, ask, replaces=last)
+    new = start.run
+    history = [m.content for m in history_of(new)]
     assert history == ["First question", "First answer", "Second question, well put"]
+    assert list(start.request.messages) == list(history_of(new))  # intake's request is the one the database says
     # Edited again: every earlier version points at the latest.
     Run.objects.filter(pk=new.pk).update(status="ok")
-    newer = intake.create_run(conv.user, conv.organisation, conv, ask, replaces=new)
+    newer = intake.create_run(conv.user, conv.organisation, conv, ask, replaces=new).run
     assert set(Run.objects.filter(replaced_by=newer).values_list("pk", flat=True)) == {last.pk, new.pk}
 
 
@@ -413,9 +416,10 @@ def test_a_queued_message_reads_the_answer_it_waited_for(demo_data: None) -> Non
     Message.objects.create(conversation=conv, role="assistant", content="First answer", run=first)
     from assistant.runs import queue
 
-    run = queue.next_queued(conv.pk)
-    assert run is not None
-    assert [m.content for m in execution._history(run)] == ["First question", "First answer", "Then this"]
+    start = queue.next_queued(conv.pk)
+    assert start is not None
+    assert [m.content for m in history_of(start.run)] == ["First question", "First answer", "Then this"]
+    assert list(start.request.messages) == list(history_of(start.run))
 
 
 async def test_a_message_left_queued_with_no_run_going_on_is_sent_when_the_page_opens(fast_demo: None) -> None:

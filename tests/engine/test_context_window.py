@@ -14,7 +14,7 @@ from engine_support import AGENT_A, MAIN, delegate, harness, reply, scripted, ta
 from assistant.engine.errors import ContextTooLong, RequestRefused
 from assistant.engine.events import AgentStarted, RoundStarted, UsageEvent
 from assistant.engine.loop import first_request
-from assistant.engine.policy import RunRequest
+from assistant.engine.policy import RunRequest, plan_request
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message
 
@@ -52,7 +52,7 @@ def test_first_request_is_what_the_first_round_sends_and_counts_the_tool_specs()
         level="approfondi",
         resources=("kb:factures", "agents"),
     )
-    first = first_request(request, h.ctx)
+    first = first_request(request, plan_request(request, h.ctx.catalogue, h.ctx.policy), h.ctx)
     assert first.messages[-1] == Message.user("Zorglub ?")
     assert {t.name for t in first.tools} == {"kb_search", "kb_read", "agents"}
     assert first.max_output_tokens is not None and prompt_tokens(first) > 500

@@ -26,7 +26,7 @@ from assistant.engine.catalogue import Catalogue
 from assistant.engine.events import AgentFinished, AgentStarted, ToolCallEvent, ToolResultEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import first_request
-from assistant.engine.policy import AgentProfile, Level, Policy, RunRequest
+from assistant.engine.policy import AgentProfile, Level, Policy, RunRequest, plan_request
 from assistant.engine.run_code import code_tools
 from assistant.engine.sandbox import LAYERS, CodeLimits, Sandbox
 from assistant.engine.sandbox_probe import detect
@@ -122,7 +122,11 @@ def first_response(
 ) -> ModelResponse:
     """The demo's answer to the main model's real first request for this question."""
     request = RunRequest(messages=(Message.user(question),), model="demo-large", level=level, resources=resources)
-    step = procedure.Step(first_request(request, h.ctx), language, lambda n: f"call_{n}")
+    step = procedure.Step(
+        first_request(request, plan_request(request, h.ctx.catalogue, h.ctx.policy), h.ctx),
+        language,
+        lambda n: f"call_{n}",
+    )
     return procedure.respond(step)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine_support import MAIN, call, harness, reply, scripted, tool_messages
 
+from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable
 from assistant.engine.events import ErrorEvent, FinalEvent, RoundStarted, ToolCallEvent
 from assistant.engine.loop import ROUND_LIMIT_NOTICE
@@ -22,6 +23,7 @@ class Lookup(Tool):
 
     def __init__(self) -> None:
         self.intervals: list[tuple[float, float]] = []
+        self.cancelled = 0
 
     @property
     def spec(self) -> ToolSpec:
@@ -30,7 +32,11 @@ class Lookup(Tool):
     async def run(self, args: dict[str, Any]) -> ToolOutcome:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        await asyncio.sleep(0.2)
+        try:
+            await asyncio.sleep(0.2)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
         self.intervals.append((start, loop.time()))
         return ToolOutcome(f"definition of {args.get('word')}")
 
@@ -125,7 +131,7 @@ class Broken(Tool):
         raise RuntimeError("disk on fire")
 
 
-async def test_an_unexpected_tool_failure_ends_the_run_in_error_after_the_turn_s_other_calls() -> None:
+async def test_an_unexpected_tool_failure_ends_the_run_as_a_tool_failure_and_cancels_the_turn_s_other_calls() -> None:
     lookup = Lookup()
     h = harness(
         {MAIN.id: scripted(reply(call("broken"), call("lookup", word="facture"), text="Je vérifie."))},
@@ -138,6 +144,7 @@ async def test_an_unexpected_tool_failure_ends_the_run_in_error_after_the_turn_s
     assert outcome.error is not None
     assert "disk on fire" in outcome.error
     [error] = h.of(ErrorEvent)
-    assert error.message == outcome.error
-    assert len(lookup.intervals) == 1  # the call running beside it was not left behind
+    assert error.message == outcome.error == "A tool failed: RuntimeError: disk on fire"
+    assert error.cause == Cause(code="tool_failed", kind="RuntimeError")
+    assert (lookup.intervals, lookup.cancelled) == ([], 1)  # the call running beside it was cancelled, not left behind
     assert len(h.main.requests) == 1

@@ -22,7 +22,7 @@ from engine_support import (
 
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import AgentStarted
-from assistant.engine.policy import Level, Policy, RunRequest, plan_request
+from assistant.engine.policy import DEFAULT_LEVELS, Level, Policy, RunRequest, plan_request
 from assistant.engine.types import Message
 
 ALLOWED = Policy(allowed_models=frozenset({MAIN.id, AGENT_A.id, MID.id}))
@@ -148,3 +148,44 @@ async def test_an_agent_task_naming_a_model_not_allowed_is_refused_to_the_main_m
     assert h.of(AgentStarted) == []
     assert outcome.status == "ok"
     assert outcome.text == "Je réponds moi-même."
+
+
+async def test_the_agents_tool_is_a_tool_whose_schema_and_checks_come_from_its_run_s_argument_model() -> None:
+    h = harness(
+        {
+            MAIN.id: scripted(
+                reply(
+                    delegate(
+                        {
+                            "instruction": "Sans modèle lisible.",
+                            "model": AGENT_A.id,
+                            "resources": ["kb:factures"],
+                            "max_rounds": "beaucoup",
+                        },
+                        {"model": AGENT_A.id, "resources": ["kb:factures"]},
+                        "pas un objet",
+                    )
+                ),
+                reply(text="Je réponds moi-même."),
+            )
+        },
+        policy=ALLOWED,
+    )
+    outcome = await h.run(level="approfondi")
+
+    [spec] = [t for t in h.main.requests[0].tools if t.name == "agents"]
+    item = spec.parameters["properties"]["tasks"]["items"]
+    # The round ceiling is the run's: the level's agent round budget or the organisation's maximum, whichever is more.
+    assert item["properties"]["max_rounds"]["maximum"] == max(
+        ALLOWED.max_agent_rounds, DEFAULT_LEVELS["approfondi"].agent_rounds
+    )
+    assert item["required"] == ["instruction", "model", "resources"]
+    assert AGENT_A.id in item["properties"]["model"]["enum"] and BANNED.id not in item["properties"]["model"]["enum"]
+    assert outcome.status == "ok", outcome.error
+    [payload] = tool_payloads(h.main.requests[1], "agents")
+    unreadable, empty, not_an_object = (r["error"] for r in payload["agents"])
+    assert unreadable.startswith("max_rounds: Input should be a valid integer")
+    assert empty == "The task has no instruction."
+    assert not_an_object == "Each task must be an object with instruction, model and resources."
+    assert h.of(AgentStarted) == []
+    assert outcome.status == "ok"

@@ -258,7 +258,9 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     assert client.post("/tasks/new", {**task_form, "schedule": "0 7 * * 1-5", "enabled": "on"}).status_code == 302
     task = ScheduledTask.objects.get()
     user = org.memberships.get(user__username="demo").user
-    earlier = intake.create_run(user, org, None, intake.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",)))
+    earlier = intake.create_run(
+        user, org, None, intake.Ask(ask["text"], "demo-large", "approfondi", ("kb:factures",))
+    ).run
     Run.objects.filter(pk=earlier.pk).update(status="ok", answer="Done.")
     _key, secret = keys.create_key(org, "client")
 

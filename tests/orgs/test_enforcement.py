@@ -100,9 +100,9 @@ async def test_a_run_is_checked_again_when_it_executes(aworld: World, fast_demo:
     """A run saved before an admin restricted the models is refused when it starts, not run."""
     user = aworld.admin
     ask = intake.Ask(text=ASK["text"], model="demo-small", level="approfondi", resources=("kb:factures",))
-    run = await sync_to_async(intake.create_run)(user, aworld.demo, None, ask)
+    run = (await sync_to_async(intake.create_run)(user, aworld.demo, None, ask)).run
     await Organisation.objects.filter(pk=aworld.demo.pk).aupdate(allowed_models=["demo-large"])
-    await execution.execute_run(run.pk)
+    await execution.execute_stored(run.pk)  # as a worker does: its start read from the database
     await run.arefresh_from_db()
     assert run.status == "error"
     assert "The model 'demo-small' is not allowed here" in run.error

@@ -16,6 +16,8 @@ from test_billing import REQUEST, harness, usages
 from wire import Turn, WireServer, error_reply, sse_reply
 
 from assistant.engine.agent import run_agent
+from assistant.engine.cancel import RunStopped
+from assistant.engine.causes import Cause
 from assistant.engine.events import AgentFinished, ModelCallFailed
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.tokens import prompt_tokens
@@ -59,11 +61,13 @@ async def test_stop_closes_a_stream_that_hangs_and_bills_it_as_cut(wire: Wire) -
         h.ctx.cancel.cancel()
 
     stopper = asyncio.ensure_future(press_stop())
-    response = await h.ctx.call_model("plain", REQUEST, on_text=on_text)
-    assert stopper.done(), response
+    with pytest.raises(RunStopped) as stopped:
+        await h.ctx.call_model("plain", REQUEST, on_text=on_text)
+    assert stopper.done()
     await stopper
 
-    assert response.finish_reason == "cancelled" and response.text == PARTIAL
+    assert stopped.value.text == PARTIAL and stopped.value.cause == Cause(code="stopped_by_user")
+    assert stopped.value.usage is h.ctx.usage
     assert await _hung_up(wire.server, 1) == [0]  # the adapter closed the connection
     (billed,) = usages(h.events)
     assert billed.estimated and billed.prompt_tokens == prompt_tokens(REQUEST) and billed.completion_tokens > 0
@@ -131,11 +135,12 @@ async def test_stop_while_waiting_to_retry_a_rate_limit_bills_nothing(wire: Wire
         h.ctx.cancel.cancel()
 
     stopper = asyncio.ensure_future(press_stop())
-    response = await h.ctx.call_model("plain", REQUEST, timeout=60)
+    with pytest.raises(RunStopped):
+        await h.ctx.call_model("plain", REQUEST, timeout=60)
     assert stopper.done()
     await stopper
 
-    assert response.finish_reason == "cancelled" and len(wire.server.requests) == 1
+    assert len(wire.server.requests) == 1
     # The provider refused the only request sent: nothing billed, the reservation released, not a failure.
     assert usages(h.events) == [] and h.ctx.usage.calls == 0 and h.ctx.usage.failed_calls == 0
     assert h.ledger.settled == [(0, None, 0.0)]

@@ -3,6 +3,7 @@ accounting (``budgets``) and the Celery executor (``workers``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -52,9 +53,10 @@ async def test_scaled_out_a_run_goes_to_the_workers_executor(demo_data: None, un
     unreachable, the run fails at once, saying so, instead of executing here."""
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
-    run = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    start = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    run = start.run
     started = time.monotonic()
-    await execution.launch(run.pk)
+    await execution.launch(start)
     run = await Run.objects.aget(pk=run.pk)
     assert (run.status, run.error) == ("error", leases.NOT_QUEUED.english())
     # No model was called here: the one step says why the run failed.
@@ -72,18 +74,23 @@ async def test_a_runs_end_names_its_last_step_and_answer_only_when_its_own_end_w
     from assistant.runs import local
     from assistant.runs.models import Step
 
-    if reaped:
-        finish = execution._finish
-        monkeypatch.setattr(execution, "_finish", lambda *args: finish(*args) and False)
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
-    run = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    start = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    run = start.run
     heard: list[dict[str, Any]] = []
-    local.listen(run.pk.hex, heard.append)
+    failing: list[asyncio.Future[int]] = []
+
+    def hear(message: dict[str, Any]) -> None:
+        heard.append(message)
+        if reaped and not failing:  # a reaper that took this process for dead fails the run as it goes on
+            failing.append(asyncio.ensure_future(Run.objects.filter(pk=run.pk).aupdate(status="error")))
+
+    local.listen(run.pk.hex, hear)
     try:
-        await execution.launch(run.pk)
+        await execution.launch(start)
     finally:
-        local.unlisten(run.pk.hex, heard.append)
+        local.unlisten(run.pk.hex, hear)
     (end,) = [m for m in heard if m["type"] == "run.finished"]
     saved = await Run.objects.aget(pk=run.pk)
     if reaped:

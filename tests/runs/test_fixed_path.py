@@ -3,7 +3,7 @@ its end. Statement counts guard against round trips coming back (never timings: 
 
 from __future__ import annotations
 
-import types
+import dataclasses
 from typing import Any
 
 import pytest
@@ -14,11 +14,15 @@ from django.utils import timezone
 
 from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import CategoryMonth, Reservation
+from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
+from assistant.engine.policy import plan_request
+from assistant.engine.usage import RunUsage
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
 from assistant.runs import execution, intake, leases, queue
 from assistant.runs.models import Conversation, Lease, Message, Run
+from assistant.runs.start import RunStart, history_of, read_start
 
 # Transactional: the claim closes a connection left in a transaction (``close_old_connections``), as a test's is.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,8 +41,12 @@ def org(demo_data: None) -> Organisation:
     return Organisation.objects.get(slug="demo")
 
 
-def _create(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> Run:
+def _start(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> RunStart:
     return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)  # type: ignore[arg-type]
+
+
+def _create(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> Run:
+    return _start(org, ask, **kwargs).run
 
 
 def test_a_run_is_claimed_once_in_one_statement(org: Organisation) -> None:
@@ -54,29 +62,39 @@ def test_a_run_is_claimed_once_in_one_statement(org: Organisation) -> None:
     assert not Lease.objects.filter(run=ended).exists()
 
 
-def test_intake_reads_the_category_once_and_hands_what_it_read_to_the_execution(org: Organisation) -> None:
+def test_intake_reads_the_category_once_and_its_start_carries_what_it_read_to_the_execution(
+    org: Organisation,
+) -> None:
     with CaptureQueriesContext(connection) as sent:
-        run = _create(org)
+        start = _start(org)
+    run = start.run
     categories = [q["sql"] for q in sent if q["sql"].startswith('SELECT "budgets_category"."id"')]
     assert len(categories) == 1
-    handed = execution._handed[run.pk]
-    assert handed.run == run and handed.policy == policy_for(org)
-    assert isinstance(handed.ledger, CategoryLedger)
-    assert handed.ledger.category_id == org.categories.get(slug="administration").pk
-    assert handed.ledger.run_id == run.pk
-    # A Stop sent before the run starts is read as it starts, whatever intake handed over.
+    assert start.policy == policy_for(org)
+    assert isinstance(start.ledger, CategoryLedger)
+    assert start.ledger.category_id == org.categories.get(slug="administration").pk
+    assert start.ledger.run_id == run.pk
+    # The request as the database says it, planned once, as a worker rebuilds it with the same function.
+    assert start.request.messages == history_of(Run.objects.get(pk=run.pk))
+    assert start.plan == plan_request(start.request, snapshot.catalogue(), start.policy)
+    rebuilt = read_start(run.pk)
+    assert rebuilt is not None
+    assert (rebuilt.request, rebuilt.plan, rebuilt.policy, rebuilt.language) == (
+        start.request,
+        start.plan,
+        start.policy,
+        start.language,
+    )
+    # A Stop sent before the run starts is read as it is claimed.
     Run.objects.filter(pk=run.pk).update(stop_requested=True)
     with CaptureQueriesContext(connection) as sent:
-        prepared = execution._prepare(run.pk, execution._handed.pop(run.pk))
-    assert prepared is not None and prepared.run.stop_requested
-    assert prepared.history == execution._history(Run.objects.get(pk=run.pk))
-    assert prepared.policy == policy_for(org) and prepared.ledger is handed.ledger
-    # The claim (which reads the Stop flag) and the tables: nothing intake read is read again, nor the history of
-    # the conversation it saved with the run.
+        assert execution.claim(start) is not None
+    assert start.run.stop_requested
+    # The claim (which reads the Stop flag) and the tables: nothing intake read is read again, nor the history.
     assert len(_work(sent)) == 2, _work(sent)
     # Its first call takes intake's hold over without reading the category or its month again.
     with CaptureQueriesContext(connection) as sent:
-        handed.ledger._reserve(2_000, timezone.now())
+        start.ledger._reserve(2_000, timezone.now())
     read_again = [q for q in _work(sent) if q.startswith("SELECT") and '"budgets_category' in q.split(" WHERE ")[0]]
     assert not read_again, read_again
 
@@ -88,9 +106,9 @@ def test_a_page_s_message_is_checked_once_with_the_policy_read_once(
     calls: list[str] = []
     real_check, real_policy = intake.check, intake.policy_for
 
-    def check(*args: Any, **kwargs: Any) -> None:
+    def check(*args: Any, **kwargs: Any) -> Any:
         calls.append("check")
-        real_check(*args, **kwargs)
+        return real_check(*args, **kwargs)
 
     def policy(*args: Any, **kwargs: Any) -> Any:
         calls.append("policy")
@@ -99,8 +117,9 @@ def test_a_page_s_message_is_checked_once_with_the_policy_read_once(
     monkeypatch.setattr(intake, "check", check)
     monkeypatch.setattr(intake, "policy_for", policy)
     user = get_user_model().objects.get(username="demo")
-    run = intake.submit(user, org, None, ASK)  # type: ignore[arg-type]
-    assert isinstance(run, Run) and calls == ["policy", "check"]
+    start = intake.submit(user, org, None, ASK)  # type: ignore[arg-type]
+    assert isinstance(start, RunStart) and calls == ["policy", "check"]
+    run = start.run
     calls.clear()
     queued = intake.submit(user, org, run.conversation, ASK)  # type: ignore[arg-type]  # the run still running
     assert isinstance(queued, Message) and queued.queued and calls == ["policy", "check"]
@@ -112,23 +131,14 @@ def test_a_page_s_message_is_checked_once_with_the_policy_read_once(
     assert calls == ["policy", "check"]
 
 
-def test_a_run_with_nothing_handed_reads_it_all(org: Organisation) -> None:
+def test_a_worker_reads_a_run_s_start_from_the_database(org: Organisation) -> None:
     run = _create(org)
-    execution._handed.clear()
-    prepared = execution._prepare(run.pk)
-    assert prepared is not None and prepared.policy == policy_for(org)
-    assert isinstance(prepared.ledger, CategoryLedger) and prepared.ledger.run_id == run.pk
-    assert [m.content for m in prepared.history] == ["Bimbamjob?"]  # type: ignore[union-attr]
-
-
-def test_the_handed_over_runs_are_bounded(org: Organisation, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(execution, "HANDED_MAX", 2)
-    execution._handed.clear()
-    runs = [
-        _create(org, intake.Ask(text=f"Question {i}", model="demo-small", level="rapide", resources=()))
-        for i in range(3)
-    ]
-    assert list(execution._handed) == [runs[1].pk, runs[2].pk]
+    start = read_start(run.pk)
+    assert start is not None and start.policy == policy_for(org)
+    assert isinstance(start.ledger, CategoryLedger) and start.ledger.run_id == run.pk
+    assert [m.content for m in start.request.messages] == ["Bimbamjob?"]
+    Run.objects.filter(pk=run.pk).update(status="ok")
+    assert read_start(run.pk) is None  # ended: nothing to start
 
 
 def test_earlier_messages_are_saved_with_the_run_in_a_new_conversation(org: Organisation) -> None:
@@ -163,12 +173,15 @@ def test_an_api_client_s_earlier_messages_reach_the_main_model_first_and_are_res
         ("user", "Hello"),
         ("assistant", "Hi!"),
     ]
-    run = _create(org, earlier=earlier)
-    history = execution._history(run)
+    start = _start(org, earlier=earlier)
+    history = history_of(start.run)
     assert [(m.role, m.content) for m in history] == [*earlier, ("user", ASK.text)]
-    bare = intake.first_call_tokens(org, None, ASK)
-    long = [("user", "word " * 2_000)]
-    assert intake.first_call_tokens(org, None, ASK, earlier=long) >= bare + 2_000
+    assert start.request.messages == history
+    bare = intake.first_call_tokens(org, start.request, start.plan, start.policy)
+    long = dataclasses.replace(
+        start.request, messages=(*intake.history_before(None, ASK, [("user", "word " * 2_000)]),)
+    )
+    assert intake.first_call_tokens(org, long, start.plan, start.policy) >= bare + 2_000
 
 
 def test_the_claim_reads_the_stop_flag_as_it_claims(org: Organisation) -> None:
@@ -183,23 +196,21 @@ def test_the_claim_reads_the_stop_flag_as_it_claims(org: Organisation) -> None:
     assert leases.claim_read(run.pk) is None  # ended: not claimed
 
 
-def test_intake_hands_a_new_conversation_s_history_over_as_the_run_would_read_it(org: Organisation) -> None:
+def test_intake_s_request_is_the_history_the_run_would_read(org: Organisation) -> None:
     earlier = [("user", "Instructions for this conversation:\nAnswer briefly."), ("assistant", "  "), ("user", "Hi")]
-    run = _create(org, earlier=earlier)
-    handed = execution._handed[run.pk]
-    assert handed.history is not None
-    assert handed.history == execution._history(Run.objects.get(pk=run.pk))
-    # In a conversation that has turns already (edited, regenerated, queued...), the run reads its history.
-    Run.objects.filter(pk=run.pk).update(status="ok")
-    later = intake.create_run(run.user, org, run.conversation, ASK)
-    assert execution._handed[later.pk].history is None
+    start = _start(org, earlier=earlier)
+    assert start.request.messages == history_of(Run.objects.get(pk=start.run.pk))
+    # In a conversation that has turns already too.
+    Run.objects.filter(pk=start.run.pk).update(status="ok")
+    Message.objects.create(conversation=start.run.conversation, role="assistant", content="Hello.", run=start.run)
+    later = intake.create_run(start.run.user, org, start.run.conversation, ASK)
+    assert later.request.messages == history_of(Run.objects.get(pk=later.run.pk))
+    assert [m.content for m in later.request.messages][1:] == ["Hi", "Bimbamjob?", "Hello.", "Bimbamjob?"]
 
 
-def _context() -> Any:
-    """What ``_finish`` reads of a run's context: its sources and usage (none)."""
-    from assistant.engine.usage import RunUsage
-
-    return types.SimpleNamespace(sources={}, usage=RunUsage())
+def _ending(status: str, answer: str) -> execution.Ending:
+    """A run's end with nothing read and nothing spent."""
+    return execution.Ending(status, "", 1, answer, {}, RunUsage())
 
 
 def test_a_run_s_end_is_one_transaction_with_its_last_settlements_and_its_release(org: Organisation) -> None:
@@ -213,7 +224,7 @@ def test_a_run_s_end_is_one_transaction_with_its_last_settlements_and_its_releas
         settled.append(connection.in_atomic_block)
 
     with CaptureQueriesContext(connection) as sent:
-        assert execution._finish(run.pk, "ok", "", 1, "The answer.", _context(), unsettled, [], run)
+        assert execution.end_run(run, _ending("ok", "The answer."), unsettled)
     assert settled == [True]  # written in the end's transaction
     began = [q["sql"] for q in sent if q["sql"].upper().startswith("BEGIN")]  # SQLite's (PostgreSQL's are not sent)
     assert len(began) <= 1, began
@@ -228,7 +239,7 @@ def test_a_run_failed_meanwhile_by_a_reaper_keeps_its_failure_and_still_settles(
     run = _create(org)
     Run.objects.filter(pk=run.pk).update(status="error", error="died")
     settled: list[bool] = []
-    assert not execution._finish(run.pk, "ok", "", 1, "Late.", _context(), lambda: settled.append(True), [], run)
+    assert execution.end_run(run, _ending("ok", "Late."), lambda: settled.append(True)) is None
     saved = Run.objects.get(pk=run.pk)
     assert (saved.status, saved.error, saved.answer) == ("error", "died", "")
     assert settled == [True] and not Reservation.objects.filter(run=run).exists()
@@ -243,7 +254,7 @@ def test_a_run_ending_after_its_conversation_was_deleted_is_erased_reading_the_d
     run = _create(org)
     deletion.erase(run.conversation_id)
     with CaptureQueriesContext(connection) as sent:
-        assert execution._finish(run.pk, "stopped", "", 1, "A late answer", _context(), None, [], run)
+        assert execution.end_run(run, _ending("stopped", "A late answer"))
     saved = Run.objects.get(pk=run.pk)
     assert saved.status == "stopped" and saved.answer == ""  # erased as it was saved
     assert not Message.objects.filter(conversation_id=run.conversation_id).exists()
@@ -253,7 +264,7 @@ def test_a_run_ending_after_its_conversation_was_deleted_is_erased_reading_the_d
     # A run that ends in a conversation not deleted keeps its answer, and the deletion is not read either.
     other = _create(org, intake.Ask(text="Encore ?", model="demo-small", level="rapide", resources=()))
     with CaptureQueriesContext(connection) as sent:
-        assert execution._finish(other.pk, "ok", "", 1, "Kept.", _context(), None, [], other)
+        assert execution.end_run(other, _ending("ok", "Kept."))
     assert Run.objects.get(pk=other.pk).answer == "Kept."
     assert Message.objects.filter(run=other, role="assistant").exists()
     assert not [q for q in sent if q["sql"].startswith("SELECT") and '"deleted" IS NOT NULL' in q["sql"]]

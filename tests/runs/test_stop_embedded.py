@@ -20,6 +20,7 @@ from assistant.engine.usage import RunUsage
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Run
+from assistant.runs.start import RunStart
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +32,7 @@ HANGING = intake.Ask(
 )
 
 
-def _create() -> Run:
+def _create() -> RunStart:
     call_command("load_demo", verbosity=0)
     user = get_user_model().objects.get(username="demo")
     org = Organisation.objects.get(slug="demo")
@@ -50,9 +51,10 @@ async def _until_the_agents_second_calls_hang(run: Run, agents: int) -> None:
 
 
 async def test_stop_ends_a_run_whose_agents_calls_hang_with_what_they_found(fast_demo: None) -> None:
-    run = await sync_to_async(_create)()
+    start = await sync_to_async(_create)()
+    run = start.run
     assert run.category  # its calls are reserved on the demo's default category
-    execution.launch(run.pk)
+    execution.launch(start)
     await _until_the_agents_second_calls_hang(run, 2)
     assert await execution.request_stop(run.pk)
     await execution.wait_for(run.pk)

@@ -75,8 +75,9 @@ async def test_a_stopped_run_is_counted_with_its_stop_to_end_latency(exported: E
     org = await Organisation.objects.aget(slug="demo")
     user = await get_user_model().objects.aget(username="demo")
     ask = intake.Ask(text="Bimbamjob: invoicing 2024?", model="demo-large", level=None, resources=tuple(DELEGATING))
-    run: Run = await sync_to_async(intake.create_run)(user, org, None, ask)
-    execution.launch(run.pk)
+    start = await sync_to_async(intake.create_run)(user, org, None, ask)
+    run: Run = start.run
+    execution.launch(start)
     for _ in range(200):  # until its agents work
         if await run.steps.filter(kind="agent_started").aexists():
             break

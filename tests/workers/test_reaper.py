@@ -38,8 +38,9 @@ async def _finished_run() -> Run:
     """The demo's delegating run, executed to its end in this process."""
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
-    run = await sync_to_async(intake.create_run)(user, org, None, ASK)
-    await execution.execute_run(run.pk)
+    start = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    run = start.run
+    await execution.execute_run(start)
     return await Run.objects.aget(pk=run.pk)
 
 

@@ -29,9 +29,10 @@ async def test_a_run_claimed_after_the_shutdown_began_is_stopped_at_once(
     monkeypatch.setattr(execution, "_stopping", None)  # restored after: this process is not shutting down
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
-    run = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    start = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    run = start.run
     assert execution.stop_all(Cause(code="server_shutdown")) == 0  # nothing executing yet
-    await execution.execute_run(run.pk)
+    await execution.execute_run(start)
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == "stopped", run.error
     [stopped] = [s.data async for s in run.steps.filter(kind="stopped")]
