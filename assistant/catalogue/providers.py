@@ -89,7 +89,7 @@ _clients: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
-def _in_event_loop() -> bool:
+def in_event_loop() -> bool:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -99,7 +99,7 @@ def _in_event_loop() -> bool:
 
 def _shared(key: tuple[str | None, ...], make: Callable[[], P]) -> P:
     """The client for ``key`` in the running event loop, made once per loop."""
-    if not _in_event_loop():
+    if not in_event_loop():
         return make()
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
     if key not in per_loop:

@@ -9,7 +9,6 @@ after ``SNAPSHOT_SECONDS`` by the next sync caller.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,18 +64,10 @@ def _config() -> tuple[str | None, ...]:
     return providers.config()
 
 
-def _in_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 def _current() -> _Snapshot:
     global _snapshot
     snapshot = _snapshot
-    in_loop = _in_event_loop()
+    in_loop = providers.in_event_loop()
     fresh = snapshot is not None and time.monotonic() - snapshot.taken < SNAPSHOT_SECONDS
     if snapshot is not None and snapshot.config == _config() and (fresh or in_loop):
         return snapshot
