@@ -8,7 +8,6 @@ keeps the text received so far and every agent's findings.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from . import causes
