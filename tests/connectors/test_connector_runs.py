@@ -311,7 +311,7 @@ async def test_the_offline_demo_model_delegates_to_a_connector(
     data = completion.model_dump()
     assert data["status"] == "ok"
     answer = completion.choices[0].message.content or ""
-    assert "I am handing the search of 1 resource(s) to agents running demo-small" in answer
+    assert "I am handing the search of 1 resource to an agent running demo-small" in answer
     assert "c-1: Acme SA, Lyon [mcp:crm/search_customers]" in answer
     [agent] = [s["agent"] for s in data["steps"] if s["type"] == "run_agent"]
     assert [s["tool"] for s in agent["steps"]] == [SEARCH]

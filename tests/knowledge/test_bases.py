@@ -54,7 +54,10 @@ def test_an_admin_creates_a_base_its_slug_made_from_its_name(media: Path) -> Non
     kb = KnowledgeBase.objects.get(organisation=a.org, slug="rapports-dactivite-2024")
     assert (kb.name, kb.description) == ("Rapports d'activité 2024", "Les rapports annuels.")
     listing = client.get(reverse("kb_bases")).content.decode()
-    assert "kb:rapports-dactivite-2024" in listing and "Les rapports annuels." in listing
+    assert "Rapports d&#x27;activité 2024" in listing and "Les rapports annuels." in listing
+    assert "kb:" not in listing  # the identifier only on the base's own page, for admins
+    base = client.get(reverse("kb_base", args=["rapports-dactivite-2024"])).content.decode()
+    assert "<code>kb:rapports-dactivite-2024</code>" in base
     # A slug given is kept; the new base takes documents and is searched like any other.
     response = client.post(reverse("kb_new"), {"name": "Contrats", "slug": "contrats-2025", "description": ""})
     assert response.status_code == 302
