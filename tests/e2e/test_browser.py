@@ -62,7 +62,7 @@ def test_ask_with_two_knowledge_bases_and_agents_and_watch_it_live(page: Page, s
     )
     expect(lines.first.locator("summary")).to_contain_text("(working…)")
     expect(run.locator(".working")).to_have_text(WORKING_EN)
-    expect(run.locator(".actions.live li").first).to_contain_text("Search “")  # actions show as they happen
+    expect(run.locator(".actions.live li").first).to_contain_text("Searched “")  # actions show as they happen
     shot("1-agents-working")
     # Both come back; the working line goes; the answer streams in.
     expect(run.locator(".delegation[data-status=ok]")).to_have_count(2)
@@ -88,7 +88,7 @@ def test_ask_with_two_knowledge_bases_and_agents_and_watch_it_live(page: Page, s
     lines.first.locator("summary").click()
     expect(panel).to_have_attribute("open", "")
     expect(panel.locator("dd").first).to_have_text("Demo Small (offline demo)")
-    expect(panel.locator(".actions li").first).to_contain_text(re.compile(r"Search “\S+: .+”: \d+ results?"))
+    expect(panel.locator(".actions li").first).to_contain_text(re.compile(r"Searched “.+” in .+: \d+ results?"))
     expect(panel.locator(".actions li").nth(1)).to_contain_text("Read: ")
     expect(panel.locator("dd.status")).to_have_text("ok")
     expect(panel.locator("dd.cost")).to_contain_text(re.compile(r"\d+\.\d+ €"))
@@ -137,7 +137,7 @@ def test_stop_keeps_the_partial_answer_and_marks_agents_stopped(page: Page, shot
     expect(run.locator(".status.stopped")).to_contain_text(
         "Stopped on request. The partial answer and the agents' findings are kept."
     )
-    expect(answer_of(run)).to_contain_text("I am handing the search of 2 knowledge base(s) to agents")
+    expect(answer_of(run)).to_contain_text("I am handing the search of 2 knowledge bases to agents")
     expect(run.locator("button.stop")).to_have_count(0)
     expect(answer_of(run)).not_to_contain_text("Here is what the documents say")
     stopped.first.locator("summary").click()

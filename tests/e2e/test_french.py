@@ -123,7 +123,7 @@ def test_in_french_agents_interrupted_stopped_and_in_error_and_the_usage_page(pa
     expect(agent).to_have_attribute("data-status", "interrupted")
     expect(agent.locator("dd.status")).to_have_text("interrompu : budget de tours atteint (2/2 tours)")
     expect(agent.locator(".badge")).to_have_text("interrompu : budget de tours atteint (2/2 tours)")
-    expect(agent.locator("dd").filter(has_text="Invoices")).to_have_count(1)  # the base by its name
+    expect(agent.locator("dd").filter(has_text="Factures")).to_have_count(1)  # the base by its name, in French
     assert_all_french(page, "an agent interrupted by its round budget")
     shot("fr-1-interrupted-by-its-round-budget")
 
