@@ -225,6 +225,7 @@ def _models(key: ApiKey) -> list[ModelOut]:
             input_price_eur=m.input_price,
             cached_input_price_eur=m.cached_input_price,
             output_price_eur=m.output_price,
+            price_date=m.price_date.isoformat() if m.price_date else None,
             context_window=m.context_window,
             output_cap=m.output_cap,
             reasoning_efforts=list(m.reasoning_efforts),

@@ -290,6 +290,13 @@ class ModelCallFailedStep(BaseModel):
     message: str = ""
 
 
+ESTIMATED_EUR_DESCRIPTION = (
+    "The part of `cost_eur` that was estimated: calls cut or aborted (a broken stream, a timeout, Stop) whose tokens "
+    "were counted locally because the provider reported no usage. The rest was priced, from the catalogue, on the "
+    "usage the provider reported."
+)
+
+
 class ModelUsageOut(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
@@ -301,6 +308,7 @@ class ModelUsageOut(BaseModel):
         default=0, description="Calls cut after they were sent whose tokens are an estimate (no usage reported)."
     )
     failed_calls: int = Field(default=0, description="Calls that failed; those the provider refused billed nothing.")
+    estimated_eur: float = Field(default=0.0, description=ESTIMATED_EUR_DESCRIPTION)
     energy_wh: float | None = Field(default=None, description="Null when the model has no carbon data.")
     carbon_g: float | None = Field(default=None, description="Grams CO2e; null when the model has no carbon data.")
 
@@ -312,6 +320,7 @@ class UsageOut(BaseModel):
     completion_tokens: int = 0
     total_tokens: int = 0
     cost_eur: float = 0.0
+    estimated_eur: float = Field(default=0.0, description=ESTIMATED_EUR_DESCRIPTION)
     energy_wh: float = 0.0
     carbon_g: float = 0.0
     carbon_estimated: bool = Field(default=False, description="False when some model had no carbon data.")
@@ -343,6 +352,7 @@ class AgentOut(BaseModel):
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = Field(default=0.0, description="Its cost so far while it runs, then in all.")
+    estimated_eur: float = Field(default=0.0, description=ESTIMATED_EUR_DESCRIPTION)
     usage: UsageOut | None = Field(default=None, description="Its tokens so far while it runs, then in all.")
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)
@@ -371,6 +381,12 @@ class RoundOut(BaseModel):
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     cost_eur: float = 0.0
+    estimated_eur: float = Field(default=0.0, description=ESTIMATED_EUR_DESCRIPTION)
+    cost_source: Literal["reported", "estimated"] = Field(
+        default="reported",
+        description="`reported`: the round's model call was priced on the usage its provider reported; `estimated`: "
+        "it was cut or aborted, and some or all of its tokens were counted locally (`estimated_eur`).",
+    )
 
 
 RunStatusOut = Literal["running", "ok", "stopped", "error"]
@@ -461,6 +477,9 @@ class ModelOut(BaseModel):
     input_price_eur: float = Field(description="EUR per million input tokens.")
     cached_input_price_eur: float
     output_price_eur: float
+    price_date: str | None = Field(
+        default=None, description="When the catalogue recorded these prices (ISO date); null when unknown."
+    )
     context_window: int
     output_cap: int
     reasoning_efforts: list[str]

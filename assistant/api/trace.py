@@ -55,6 +55,7 @@ def usage_out(usage: UsageData | Mapping[str, Any] | None) -> UsageOut:
         completion_tokens=completion,
         total_tokens=prompt + completion,
         cost_eur=data.cost_eur,
+        estimated_eur=data.estimated_eur,
         energy_wh=data.energy_wh,
         carbon_g=data.carbon_g,
         carbon_estimated=data.carbon_estimated,
@@ -177,6 +178,7 @@ class TraceBuilder:
             agent.rounds = e.rounds
             agent.seconds = e.seconds
             agent.cost_eur = e.cost_eur
+            agent.estimated_eur = e.usage.estimated_eur
             agent.usage = usage_out(e.usage)
             agent.report = e.report
             agent.sources = _sources(e.sources)
@@ -188,12 +190,14 @@ class TraceBuilder:
     def _count(self, e: UsageEvent) -> StreamEvent | None:
         """A call's usage: in its round (the main model's), in the run's live usage, and in its agent's figures so
         far (said in the stream with an ``agent_usage`` event)."""
-        self._live_usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated)
+        self._live_usage.add(
+            e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated, estimated_eur=e.estimated_eur
+        )
         if e.agent_id is not None:
             usage = self._agent_usage.get(e.agent_id)
             if usage is None:
                 return None
-            usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated)
+            usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated, estimated_eur=e.estimated_eur)
             return self._agent_figures(e.agent_id, usage)
         if self.trace.rounds:
             r = self.trace.rounds[-1]
@@ -201,12 +205,16 @@ class TraceBuilder:
             r.completion_tokens += e.completion_tokens
             r.cached_prompt_tokens += e.cached_prompt_tokens
             r.cost_eur += e.cost_eur
+            r.estimated_eur += e.estimated_eur
+            if e.cost_source == "estimated":
+                r.cost_source = "estimated"
         return None
 
     def _agent_figures(self, agent_id: str, usage: RunUsage) -> StreamEvent:
         """An agent's cost and usage so far, on the agent and as an ``agent_usage`` event."""
         agent = self._agents[agent_id]
         agent.cost_eur = usage.cost_eur
+        agent.estimated_eur = round(usage.estimated_eur, 8)
         agent.usage = usage_out(usage.as_data())
         return StreamEvent(type="agent_usage", agent_id=agent_id, cost_eur=agent.cost_eur, usage=agent.usage)
 

@@ -15,8 +15,10 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Count
+from django.utils import formats
 from django.utils.translation import gettext as _
 
+from assistant.catalogue import snapshot
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.orgs.models import Organisation
@@ -66,6 +68,11 @@ class Totals:
     @property
     def cost_eur(self) -> float:
         return self.usage.cost_eur
+
+    @property
+    def estimated_eur(self) -> float:
+        """The part of ``cost_eur`` that was estimated (calls cut or aborted, their tokens counted locally)."""
+        return self.usage.estimated_eur
 
     @property
     def energy_wh(self) -> float:
@@ -190,6 +197,7 @@ def usage_report(org: Organisation, month: date, now: datetime) -> dict[str, Any
         "overall": overall,
         "by_model": sorted(by_model.items()),
         "demo_carbon": demo_carbon_hint(by_model),
+        "price_dates": _price_dates(by_model),
         "agents": _agent_lines(runs),
         "consumption_chart": _consumption_chart(lines, runs, month_days, shown_days, tz),
         "cost_chart": _cost_chart(lines, window, _days(month_bounds(first, tz)[0].date(), end.date()), today, tz),
@@ -199,6 +207,14 @@ def usage_report(org: Organisation, month: date, now: datetime) -> dict[str, Any
         "runs_count": len(runs),
         **landing_watch(org, month),
     }
+
+
+def _price_dates(by_model: dict[str, Totals]) -> str:
+    """When the catalogue recorded the prices the month's costs are priced at, in the reader's format (its models'
+    dates, latest first); "" when none is known."""
+    catalogue = snapshot.catalogue()
+    dates = sorted({m.price_date for name in by_model if (m := catalogue.get(name)) and m.price_date}, reverse=True)
+    return ", ".join(formats.date_format(d, "j F Y") for d in dates)
 
 
 def landing_watch(org: Organisation, month: date) -> dict[str, Any]:
@@ -309,6 +325,7 @@ CSV_COLUMNS = [
     "cached_prompt_tokens",
     "total_tokens",
     "cost_eur",
+    "estimated_eur",
     "energy_wh",
     "carbon_g",
 ]
@@ -379,6 +396,7 @@ def usage_csv(org: Organisation, month: date) -> str:
                 t.cached_prompt_tokens,
                 t.tokens,
                 f"{t.cost_eur:.6f}",
+                f"{t.estimated_eur:.6f}",
                 f"{t.energy_wh:.4f}",
                 f"{t.carbon_g:.4f}",
             ]

@@ -84,7 +84,7 @@ def demo_entries() -> list[dict[str, Any]]:
             "input_price": Decimal(str(m.input_price)),
             "cached_input_price": Decimal(str(m.cached_input_price)),
             "output_price": Decimal(str(m.output_price)),
-            "price_date": DEMO_PRICE_DATE,
+            "price_date": m.price_date or DEMO_PRICE_DATE,
             "price_source": "The offline demo provider (assistant/demo/): nothing is paid.",
             "price_note": "Made-up prices, so that the demo shows costs and which model is cheaper.",
             "context_window": m.context_window,

@@ -139,6 +139,7 @@ class CatalogueEntry(models.Model):
             reasoning_efforts=tuple(e for e in EFFORTS if e in (self.reasoning_efforts or [])),
             supports_tools=self.supports_tools,
             carbon=carbon,
+            price_date=self.price_date,
         )
 
 

@@ -72,6 +72,8 @@ class AgentView:
     rounds: int = 0
     seconds: float = 0.0
     cost_eur: float = 0.0
+    estimated_eur: float = 0.0
+    """The part of ``cost_eur`` that was estimated (calls cut or aborted, their tokens counted locally)."""
     usage: UsageData = field(default_factory=UsageData)
     report: str = ""
     partial_report: bool = False
@@ -206,12 +208,14 @@ def agents_of(
                 agent.rounds_log.append(RoundView(number=e.round, forced=e.forced))
             elif isinstance(e, UsageEvent) and agent.running:
                 agent.cost_eur += e.cost_eur  # what it has cost so far, shown while it works
+                agent.estimated_eur += e.estimated_eur
             elif isinstance(e, AgentFinished):
                 agent.status = e.status
                 agent.cause = e.cause
                 agent.rounds = e.rounds
                 agent.seconds = e.seconds
                 agent.cost_eur = e.cost_eur
+                agent.estimated_eur = e.usage.estimated_eur
                 agent.usage = e.usage
                 agent.report = e.report
                 agent.partial_report = e.partial_report
@@ -334,6 +338,7 @@ def run_view(
         "timeline": timeline,
         "answer_start": answer_start,  # where the last piece of text, the answer so far, starts
         "by_model": sorted(usage.by_model.items()),
+        "estimated_eur": usage.estimated_eur,
         # A source's base by its name, not its slug.
         "sources": [{**s, "where": names.get(s.get("where", ""), s.get("where", ""))} for s in run.sources],
         "stopped_message": wording.cause_text(stopped or Cause(code="stopped_by_user"))

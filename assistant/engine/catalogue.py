@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 
 from .types import EFFORTS, Effort, UsagePart
 
@@ -27,6 +28,8 @@ class ModelInfo:
     supports_tools: bool = True
     is_demo: bool = False
     carbon: Mapping[str, float] = field(default_factory=dict)
+    price_date: date | None = None
+    """When the catalogue recorded the prices (None: unknown)."""
 
     @property
     def reasons(self) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeAlias, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model_validator
 
 from .causes import Cause, ModelErrorKind
 from .marks import ERASE, KEEP, Erase, Keep, Name, Text
@@ -23,6 +23,8 @@ from .types import UsagePart
 from .usage import Impact, ModelUsageData, RunUsage, UsageData
 
 AgentStatus: TypeAlias = Literal["ok", "interrupted", "stopped", "error"]
+CostSource: TypeAlias = Literal["reported", "estimated"]
+"""Where a model call's cost comes from: the usage its provider reported, or tokens counted locally."""
 RunStatus: TypeAlias = Literal["ok", "stopped", "error"]
 
 
@@ -188,6 +190,11 @@ class UsageEvent(_Event):
     carbon_g: float = 0.0
     estimated: bool = False
     """The provider reported no usage (the call was cut): these tokens are an estimate of what was sent and streamed."""
+    cost_source: Annotated[CostSource, KEEP] = "reported"
+    """``reported``: the usage the provider reported, priced from the catalogue; ``estimated``: some or all of its
+    tokens counted locally (a call cut or aborted, or an attempt cut and tried again)."""
+    estimated_eur: float = 0.0
+    """The part of ``cost_eur`` that was estimated (all of it for a cut call the provider reported nothing of)."""
     started_at: float = 0.0
     """When its last try was sent, in seconds since the epoch (0: a step saved before)."""
     seconds: float = 0.0
@@ -202,6 +209,14 @@ class UsageEvent(_Event):
     """The call failed after it was sent (billed as cut): its ``ModelCallFailed`` follows."""
     retried: Annotated[tuple[Attempt, ...], KEEP] = ()
     """The tries before the last one, each sent and failed, then tried again."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_of_older_steps(cls, data: Any) -> Any:
+        """A step saved before costs said their source: ``estimated`` says it, and all of an estimated cost is."""
+        if isinstance(data, dict) and "cost_source" not in data and data.get("estimated"):
+            return {**data, "cost_source": "estimated", "estimated_eur": data.get("cost_eur", 0.0)}
+        return data
 
     @property
     def part(self) -> UsagePart:
@@ -292,7 +307,14 @@ def usage_from(events: Iterable[Event]) -> RunUsage:
     usage = RunUsage()
     for event in events:
         if isinstance(event, UsageEvent):
-            usage.add(event.model, event.part, event.cost_eur, event.impact, estimated=event.estimated)
+            usage.add(
+                event.model,
+                event.part,
+                event.cost_eur,
+                event.impact,
+                estimated=event.estimated,
+                estimated_eur=event.estimated_eur,
+            )
         elif isinstance(event, ModelCallFailed):
             usage.failed(event.model)
     return usage

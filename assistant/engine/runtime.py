@@ -194,7 +194,7 @@ class RunContext:
         await self._account(
             model_id,
             _with_cut_attempts(response.usage or _estimate(request, response), request, response),
-            response.usage is None or response.cut_attempts > 0,
+            response.usage,
             agent_id,
             usage,
             reservation,
@@ -228,14 +228,14 @@ class RunContext:
         A call the provider refused with an HTTP error is not billed: release its reservation instead.
         ``state``: the call's tries, for its event; ``failed``: it failed (its ``ModelCallFailed`` follows).
         """
-        estimated = response.usage is None or response.cut_attempts > 0
+        reported = response.usage
         part = _with_cut_attempts(response.usage or _estimate(request, response), request, response)
         response.usage = part
         finish = "" if failed else response.finish_reason
         await self._account(
             model_id,
             part,
-            estimated,
+            reported,
             agent_id,
             usage,
             reservation,
@@ -277,7 +277,7 @@ class RunContext:
         self,
         model_id: str,
         part: UsagePart,
-        estimated: bool,
+        reported: UsagePart | None,
         agent_id: str | None,
         usage: RunUsage | None,
         reservation: object,
@@ -288,12 +288,16 @@ class RunContext:
         failed: bool = False,
         response_model: str = "",
     ) -> None:
+        """Bill ``part``, of which ``reported`` is what the provider reported (None: nothing; the rest of ``part`` was
+        counted locally, and its cost is the call's ``estimated_eur``)."""
         info = self.catalogue[model_id]
         cost = info.cost_eur(part)
+        estimated = reported is None or reported != part
+        estimated_eur = cost if reported is None else max(0.0, cost - info.cost_eur(reported))
         impact = call_impact(info, part.completion_tokens, seconds, self.electricity_zone)
-        self.usage.add(model_id, part, cost, impact, estimated=estimated)
+        self.usage.add(model_id, part, cost, impact, estimated=estimated, estimated_eur=estimated_eur)
         if usage is not None:
-            usage.add(model_id, part, cost, impact, estimated=estimated)
+            usage.add(model_id, part, cost, impact, estimated=estimated, estimated_eur=estimated_eur)
         if self.ledger is not None:
             await self.ledger.settle(reservation, model_id, part, cost)
             if cap_reached(self.ledger):  # the call that crossed a cost cap is the run's Stop: the others abort
@@ -310,6 +314,8 @@ class RunContext:
                 energy_wh=impact.energy_kwh * 1000 if impact else 0.0,
                 carbon_g=impact.carbon_g if impact else 0.0,
                 estimated=estimated,
+                cost_source="estimated" if estimated else "reported",
+                estimated_eur=estimated_eur,
                 finish_reason=finish_reason,
                 failed=failed,
                 response_model=response_model,

@@ -51,15 +51,27 @@ class ModelUsage:
     """Calls whose tokens are an estimate: cut after they were sent, with no usage reported by the provider."""
     failed_calls: int = 0
     """Calls that failed: refused by the provider (billed nothing, not in ``calls``) or cut (billed, in ``calls``)."""
+    estimated_eur: float = 0.0
+    """The part of ``cost_eur`` that was estimated (tokens counted locally), the rest priced from reported usage."""
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, usage: UsagePart, cost_eur: float, impact: Impact | None = None, *, estimated: bool = False) -> None:
-        """One call."""
+    def add(
+        self,
+        usage: UsagePart,
+        cost_eur: float,
+        impact: Impact | None = None,
+        *,
+        estimated: bool = False,
+        estimated_eur: float | None = None,
+    ) -> None:
+        """One call; ``estimated_eur``: the part of its cost that was estimated (by default all of it when
+        ``estimated``, none otherwise)."""
         self.calls += 1
         self.tokens_estimated += int(estimated)
+        self.estimated_eur += (cost_eur if estimated else 0.0) if estimated_eur is None else estimated_eur
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.cached_prompt_tokens += usage.cached_prompt_tokens
@@ -83,6 +95,7 @@ class ModelUsage:
         self.estimated_calls += sign * other.estimated_calls
         self.tokens_estimated += sign * other.tokens_estimated
         self.failed_calls += sign * other.failed_calls
+        self.estimated_eur += sign * other.estimated_eur
 
     def as_data(self) -> ModelUsageData:
         """Energy and carbon appear only for a model whose calls were estimated (no made-up zero)."""
@@ -96,6 +109,7 @@ class ModelUsage:
             cost_eur=round(self.cost_eur, 8),
             tokens_estimated=self.tokens_estimated or None,
             failed_calls=self.failed_calls or None,
+            estimated_eur=round(self.estimated_eur, 8) or None,
             energy_wh=round(self.energy_kwh * 1000, 6) if estimated else None,
             carbon_g=round(self.carbon_g, 6) if estimated else None,
         )
@@ -118,6 +132,7 @@ class ModelUsage:
             estimated_calls=data.calls if data.carbon_g is not None else 0,
             tokens_estimated=data.tokens_estimated or 0,
             failed_calls=data.failed_calls or 0,
+            estimated_eur=data.estimated_eur or 0.0,
         )
 
 
@@ -128,9 +143,18 @@ class RunUsage:
     by_model: dict[str, ModelUsage] = field(default_factory=dict)
 
     def add(
-        self, model: str, usage: UsagePart, cost_eur: float, impact: Impact | None = None, *, estimated: bool = False
+        self,
+        model: str,
+        usage: UsagePart,
+        cost_eur: float,
+        impact: Impact | None = None,
+        *,
+        estimated: bool = False,
+        estimated_eur: float | None = None,
     ) -> None:
-        self.by_model.setdefault(model, ModelUsage()).add(usage, cost_eur, impact, estimated=estimated)
+        self.by_model.setdefault(model, ModelUsage()).add(
+            usage, cost_eur, impact, estimated=estimated, estimated_eur=estimated_eur
+        )
 
     def failed(self, model: str) -> None:
         """Count one failed call of ``model`` (what it billed, if anything, is added apart)."""
@@ -144,6 +168,11 @@ class RunUsage:
     @property
     def failed_calls(self) -> int:
         return sum(m.failed_calls for m in self.by_model.values())
+
+    @property
+    def estimated_eur(self) -> float:
+        """The part of ``cost_eur`` that was estimated (calls cut or aborted, their tokens counted locally)."""
+        return sum(m.estimated_eur for m in self.by_model.values())
 
     def merge(self, other: RunUsage, sign: int = 1) -> RunUsage:
         """Add (``sign=-1``: take away) another usage, model by model; returns this usage."""
@@ -200,6 +229,7 @@ class RunUsage:
     def as_data(self) -> UsageData:
         return UsageData(
             cost_eur=round(self.cost_eur, 8),
+            estimated_eur=round(self.estimated_eur, 8),
             energy_wh=round(self.energy_kwh * 1000, 6),
             carbon_g=round(self.carbon_g, 6),
             carbon_estimated=self.carbon_estimated,
@@ -229,6 +259,8 @@ class ModelUsageData(BaseModel):
     """Calls whose tokens are an estimate; absent when none was."""
     failed_calls: int | None = None
     """Calls that failed; absent when none did."""
+    estimated_eur: float | None = None
+    """The part of ``cost_eur`` that was estimated (cut or aborted calls); absent when none was."""
     energy_wh: float | None = None
     carbon_g: float | None = None
 
@@ -244,6 +276,9 @@ class UsageData(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     cost_eur: float = 0.0
+    estimated_eur: float = 0.0
+    """The part of ``cost_eur`` that was estimated: calls cut or aborted, their tokens counted locally (0 in a usage
+    saved before it was told apart)."""
     energy_wh: float = 0.0
     carbon_g: float = 0.0
     carbon_estimated: bool = False

@@ -8,7 +8,8 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.utils import timezone
+from django.utils import formats, timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from assistant.catalogue import snapshot
@@ -28,8 +29,15 @@ from .models import (
 
 
 def _model_choices() -> list[tuple[str, str]]:
+    """Each model with its prices and the date the catalogue recorded them (in the reader's language)."""
     catalogue = snapshot.catalogue()
-    return [(m.id, f"{model_label(m.label)} — {m.input_price:g} / {m.output_price:g} EUR") for m in catalogue.values()]
+    out = []
+    for m in catalogue.values():
+        label = f"{model_label(m.label)} — {m.input_price:g} / {m.output_price:g} EUR"
+        if m.price_date is not None:
+            label += " " + gettext("(prices of %(date)s)") % {"date": formats.date_format(m.price_date, "j F Y")}
+        out.append((m.id, label))
+    return out
 
 
 class AllowedModelsForm(forms.Form):

@@ -59,6 +59,10 @@ def check_delegation(data: dict[str, Any]) -> None:
         sum(r["cost_eur"] for r in rounds) + sum(a["cost_eur"] for a in agents), rel=1e-4
     )
     assert "carbon_g" in usage and "carbon_estimated" in usage
+    # Every call answered: every cost is the provider's reported usage, nothing of it estimated.
+    assert all(r["cost_source"] == "reported" and r["estimated_eur"] == 0 for r in rounds)
+    assert all(a["estimated_eur"] == 0 for a in agents) and usage["estimated_eur"] == 0
+    assert all(u["estimated_eur"] == 0 for u in by_model.values())
     # What the agents read is in the answer's sources.
     source_ids = {s["id"] for s in data["sources"]}
     assert source_ids and all({s["id"] for s in a["sources"]} <= source_ids for a in agents)

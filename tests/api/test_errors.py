@@ -146,6 +146,7 @@ def test_models_are_those_the_key_may_use(live: Live) -> None:
     assert {m.id for m in live.client().models.list()} == {"demo-large", "demo-small"}
     model = live.client("small").models.retrieve("demo-small")
     assert model.owned_by == "demo" and (model.model_extra or {})["output_price_eur"] > 0
+    assert (model.model_extra or {})["price_date"] == "2025-12-01"  # when the catalogue recorded its prices
     with pytest.raises(openai.NotFoundError):
         live.client("small").models.retrieve("demo-large")
 

@@ -217,6 +217,23 @@ def test_the_csv_lists_the_months_runs_of_this_organisation(world: World) -> Non
     assert len(signed_in("demo").get("/settings/usage.csv?month=2020-01").content.decode().splitlines()) == 1
 
 
+def test_the_estimated_part_of_the_costs_is_marked_on_the_page_and_in_the_csv(world: World) -> None:
+    run = _run(world.demo, "syntheses", 12_000, 0.04)
+    usage = dict(run.usage)
+    usage["estimated_eur"] = 0.0125
+    usage["by_model"] = {"demo-small": {**usage["by_model"]["mistral-small"], "estimated_eur": 0.0125}}
+    Run.objects.filter(pk=run.pk).update(usage=usage, model="demo-small")
+    _run(world.demo, "catalogue", 900, 0.001)  # all reported
+
+    rows = list(csv.DictReader(io.StringIO(signed_in("demo").get("/settings/usage.csv").content.decode())))
+    assert sorted(r["estimated_eur"] for r in rows) == ["0.000000", "0.012500"]
+    page = html.unescape(signed_in("demo").get("/settings/usage/").content.decode())
+    assert page.count("of which 0.0125 estimated") >= 2  # its model's line, the total
+    assert "Prices of 1 December 2025." in page  # the demo model's prices' date
+    french = html.unescape(signed_in("demo").get("/settings/usage/", HTTP_ACCEPT_LANGUAGE="fr").content.decode())
+    assert "dont 0,0125 estimés" in french and "Prix du 1 décembre 2025." in french
+
+
 def test_csv_cells_a_spreadsheet_would_read_as_formulas_are_kept_as_text(world: World) -> None:
     # A user name, a category's slug or a model's id starting with = + - @ must not run in a spreadsheet.
     user = get_user_model().objects.create_user("@SUM(A1)", password="x")

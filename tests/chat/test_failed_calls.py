@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from django.template.loader import render_to_string
 from django.utils import translation
 
 from assistant.chat.presenters import agents_of
-from assistant.engine.events import AgentStarted, ModelCallFailed
+from assistant.engine.events import AgentFinished, AgentStarted, ModelCallFailed, UsageEvent, usage_from
 
 
 def test_a_failed_call_shows_among_its_agent_s_actions() -> None:
@@ -31,3 +32,50 @@ def test_a_failed_call_shows_among_its_agent_s_actions() -> None:
         (agent,) = agents_of([started, refused, cut])
         assert agent.actions[0].label == "Appel au modèle refusé par le fournisseur (HTTP 500) : non facturé"
         assert "le modèle n’a pas répondu à temps" in agent.actions[1].label  # the kind in words, not its code
+
+
+def test_an_agent_s_estimated_cost_is_marked_in_its_line_and_its_panel() -> None:
+    started = AgentStarted(
+        agent_id="agent-1",
+        instruction="Find the invoices.",
+        model="demo-small",
+        model_label="Demo Small",
+        resources=("kb:factures",),
+        max_rounds=5,
+    )
+    reported = UsageEvent(
+        agent_id="agent-1", model="demo-small", prompt_tokens=900, completion_tokens=20, cost_eur=0.002
+    )
+    cut = UsageEvent(
+        agent_id="agent-1",
+        model="demo-small",
+        prompt_tokens=1_000,
+        completion_tokens=0,
+        cost_eur=0.0007,
+        estimated=True,
+        cost_source="estimated",
+        estimated_eur=0.0007,
+    )
+    usage = usage_from([reported, cut])
+    finished = AgentFinished(
+        agent_id="agent-1",
+        model="demo-small",
+        status="stopped",
+        rounds=2,
+        seconds=1.0,
+        cost_eur=usage.cost_eur,
+        usage=usage.as_data(),
+        report="",
+    )
+    (running,) = agents_of([started, reported, cut])
+    assert running.estimated_eur == 0.0007  # while it works, from its calls
+    (agent,) = agents_of([started, reported, cut, finished])
+    assert agent.estimated_eur == 0.0007
+    (clean,) = agents_of([started, reported])
+    for template in ("chat/_agent.html", "chat/_agent_panel_body.html"):
+        with translation.override("en"):
+            page = render_to_string(template, {"agent": agent, "view": {}})
+            assert "(of which 0.0007 € estimated)" in page
+            assert "(of which" not in render_to_string(template, {"agent": clean, "view": {}})
+        with translation.override("fr"):
+            assert "(dont 0,0007 € estimés)" in render_to_string(template, {"agent": agent, "view": {}})

@@ -85,13 +85,14 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         traced |= {"finish_reason": "", "retried": [], "retry_after": None}
         traced |= {"cut": False}  # a final answer cut by a limit: not, in an old step
         traced |= {"api_model": "", "response_model": ""}  # the model names sent and answered: none, in an old step
+        traced |= {"cost_source": "reported", "estimated_eur": 0.0}  # no estimated token, no estimated cost
         for key, default in traced.items():
             if key not in saved["data"] and key in again:
                 assert again[key] == default
                 added.add(key)
         if "usage" in again:  # version 1's usage counts failed and estimated calls too: none, in an old step
             usage = dict(again["usage"])
-            assert (usage.pop("tokens_estimated"), usage.pop("failed_calls")) == (0, 0)
+            assert (usage.pop("tokens_estimated"), usage.pop("failed_calls"), usage.pop("estimated_eur")) == (0, 0, 0)
             again_old = {**again, "usage": usage}
         else:
             again_old = again
@@ -109,6 +110,18 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
             again_old = {**again_old, "action": action}
         assert {k: v for k, v in again_old.items() if k not in added} == {"v": 1, **saved["data"]}
         assert load_event(again) == event
+
+
+def test_a_usage_step_saved_before_costs_said_their_source_says_it_from_its_estimated_tokens() -> None:
+    base = {"v": 1, "kind": "usage", "model": "demo-small", "prompt_tokens": 900, "completion_tokens": 10}
+    estimated = load_event({**base, "cost_eur": 0.0012, "estimated": True})
+    reported = load_event({**base, "cost_eur": 0.0012})
+    assert isinstance(estimated, UsageEvent) and isinstance(reported, UsageEvent)
+    assert (estimated.cost_source, estimated.estimated_eur) == ("estimated", 0.0012)
+    assert (reported.cost_source, reported.estimated_eur) == ("reported", 0.0)
+    # Saved again, it says its source itself, and reads back the same.
+    assert load_event(save_event(estimated)) == estimated
+    assert usage_from([estimated, reported]).estimated_eur == pytest.approx(0.0012)
 
 
 def test_old_usage_and_arguments_are_typed() -> None:

@@ -145,6 +145,15 @@ async def test_a_stream_cut_after_it_started_bills_an_estimate_of_everything_sen
     (failed,) = failures(h.events)
     assert failed.billed is True and failed.error_kind == "broken_stream" and failed.status is None
     assert usage.as_dict()["by_model"]["plain"]["tokens_estimated"] == 1  # type: ignore[index]
+    # Its whole cost is an estimate, and says so: the call, the run's usage as saved and as the API shows it.
+    assert billed.cost_source == "estimated" and billed.estimated_eur == pytest.approx(billed.cost_eur) > 0
+    assert usage.estimated_eur == pytest.approx(usage.cost_eur)
+    assert usage.as_dict()["estimated_eur"] == pytest.approx(usage.cost_eur)
+    assert usage.as_dict()["by_model"]["plain"]["estimated_eur"] == pytest.approx(usage.cost_eur)  # type: ignore[index]
+    steps = [Step.published(None, i, save_event(e)) for i, e in enumerate(h.events, 1)]
+    trace = trace_of(steps, usage.as_dict())
+    assert trace.usage.estimated_eur == pytest.approx(usage.cost_eur)
+    assert trace.usage.by_model["plain"].estimated_eur == pytest.approx(usage.cost_eur)
 
 
 async def test_a_stream_cut_after_the_provider_reported_its_usage_bills_that_usage(wire: Wire) -> None:
@@ -160,6 +169,9 @@ async def test_a_stream_cut_after_the_provider_reported_its_usage_bills_that_usa
     (billed,) = usages(h.events)
     assert (billed.prompt_tokens, billed.completion_tokens, billed.estimated) == (1_234, 56, False)
     assert h.ctx.usage.tokens_estimated == 0 and h.ctx.usage.failed_calls == 1
+    # Cut, but priced on what the provider reported: nothing of it is estimated.
+    assert billed.cost_source == "reported" and billed.estimated_eur == 0 and billed.cost_eur > 0
+    assert h.ctx.usage.estimated_eur == 0 and "estimated_eur" not in h.ctx.usage.as_dict()["by_model"]["plain"]  # type: ignore[operator]
 
 
 async def test_an_attempt_cut_before_anything_was_shown_and_tried_again_is_billed_too(wire: Wire) -> None:
@@ -179,6 +191,11 @@ async def test_an_attempt_cut_before_anything_was_shown_and_tried_again_is_bille
     assert (billed.prompt_tokens, billed.completion_tokens) == (700 + prompt_tokens(REQUEST), 30)
     assert billed.estimated and h.ctx.usage.tokens_estimated == 1
     assert h.ctx.usage.failed_calls == 0 and failures(h.events) == []
+    # Only the cut attempt's part is estimated: the answer's was reported.
+    assert billed.cost_source == "estimated"
+    assert billed.estimated_eur == pytest.approx(PLAIN.cost_eur(UsagePart(prompt_tokens(REQUEST), 0)))
+    assert 0 < billed.estimated_eur < billed.cost_eur
+    assert h.ctx.usage.estimated_eur == pytest.approx(billed.estimated_eur)
 
 
 async def test_a_client_timeout_bills_an_estimate_and_is_a_failed_call(wire: Wire) -> None:

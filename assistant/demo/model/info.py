@@ -10,6 +10,7 @@ demo wrote; the pages say it is the demo's estimate (``CARBON_AS`` names the mod
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 
 from assistant.engine.catalogue import ModelInfo
 
@@ -20,6 +21,9 @@ CARBON_AS: Mapping[str, tuple[str, str]] = {
     "demo-small": ("mistral-small", "Mistral Small 4"),
 }
 """For each demo model, the catalogue id and the name of the real model whose carbon parameters it carries."""
+
+PRICE_DATE = date(2025, 12, 1)
+"""When the demo's made-up prices were set."""
 
 DEMO_MODELS: tuple[ModelInfo, ...] = (
     ModelInfo(
@@ -33,6 +37,7 @@ DEMO_MODELS: tuple[ModelInfo, ...] = (
         output_cap=8_192,
         reasoning_efforts=("low", "medium", "high"),
         is_demo=True,
+        price_date=PRICE_DATE,
         carbon={
             "total_params_min": 675,
             "total_params_max": 675,
@@ -53,6 +58,7 @@ DEMO_MODELS: tuple[ModelInfo, ...] = (
         context_window=32_000,
         output_cap=4_096,
         is_demo=True,
+        price_date=PRICE_DATE,
         carbon={
             "total_params_min": 119,
             "total_params_max": 119,
