@@ -167,6 +167,9 @@ RUNS_WORKER_CONCURRENCY = int(os.environ.get("RUNS_WORKER_CONCURRENCY", "8"))
 RUNS_HEARTBEAT_SECONDS = float(os.environ.get("RUNS_HEARTBEAT_SECONDS", "5"))
 RUNS_LEASE_SECONDS = float(os.environ.get("RUNS_LEASE_SECONDS", "30"))
 RUNS_QUEUE_SECONDS = float(os.environ.get("RUNS_QUEUE_SECONDS", "900"))
+# How long a chat run waits for the user's answer to a delegation over the organisation's cap before it answers
+# without the agents (the wait is not counted in the run's time).
+DELEGATION_CONFIRM_SECONDS = float(os.environ.get("DELEGATION_CONFIRM_SECONDS", "120"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

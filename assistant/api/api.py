@@ -316,6 +316,7 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> RunStart:
         category=body.category,
         language=translation.get_language() or "",  # Accept-Language (LocaleMiddleware), else the site's
         sampling=body.sampling(),
+        max_delegation_eur=body.max_delegation_eur,
     )
     earlier: list[tuple[str, str]] = []
     for m in body.messages[:-1]:

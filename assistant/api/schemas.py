@@ -137,6 +137,15 @@ class ChatCompletionRequest(BaseModel):
     category: str = Field(
         default="", max_length=100, description="The task category's slug; empty for the organisation's default."
     )
+    max_delegation_eur: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="The most one delegation of the run may cost, in EUR. Before launching agents, the `agents` tool "
+        "works out the most they can cost within their round budgets (`estimate_max_eur`); over this cap (or over the "
+        "organisation's, whichever is lower) they are not launched, and the main model is told so with both estimates "
+        "and the cap (the `agents` step says it: `delegation`). Null: only the organisation's cap, if any.",
+    )
     background: StrictBool = Field(
         default=False,
         description="Keep the run going when the client closes its connection (else it stops, as Stop does); "
@@ -236,7 +245,9 @@ class RequestWarning(BaseModel):
 TOOL_REASON_CODE_DESCRIPTION = (
     "Set when the call was stopped with its run before it returned (a query interrupted, a script killed, a page "
     "read or a connector call aborted, a call waiting for its turn released): why the run stopped, as the run's and "
-    "the agents' codes say it (`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown`). Null otherwise."
+    "the agents' codes say it (`stopped_by_user`, `category_budget`, `cost_cap`, `server_shutdown`). The `agents` "
+    "call not launched: `delegation_cap` (over its cap), or why its run stopped while the user was asked. Null "
+    "otherwise."
 )
 
 
@@ -259,8 +270,27 @@ class SourceOut(BaseModel):
     """A page of the demo web (fictional, shipped with the server, read offline), not of the internet."""
 
 
+class DelegationOut(BaseModel):
+    """An `agents` call's estimate, worked out before its agents launch, and what became of it."""
+
+    decision: Literal["launched", "refused", "asking", "declined", "unanswered", "stopped"] = Field(
+        description="`launched`; `refused`: `estimate_max_eur` is over the cap (the request's `max_delegation_eur` "
+        "or the organisation's), the agents were not launched and the main model was told so; in the chat, the user "
+        "is asked first (`asking`), then `launched`, `declined`, `unanswered` (no answer in time) or `stopped`."
+    )
+    estimate_eur: float = Field(
+        description="What it should cost: the agents' first requests, known before launch, and the growth per round "
+        "of the organisation's recent agents on the same models (or a documented default)."
+    )
+    estimate_max_eur: float = Field(
+        description="The most it can cost within its agents' round budgets: a bound the budgets enforce."
+    )
+    cap_eur: float | None = Field(default=None, description="The cap it was compared with; null: none.")
+    tasks: int = Field(default=0, description="How many agents it launches, or would have.")
+
+
 class ToolStep(BaseModel):
-    """One tool call of the main model or of an agent."""
+    """One tool call of the main model or of an agent (the `agents` call itself too: its `delegation` figures)."""
 
     type: Literal["tool_call"] = "tool_call"
     round: int
@@ -272,6 +302,9 @@ class ToolStep(BaseModel):
     reason_code: str | None = Field(default=None, description=TOOL_REASON_CODE_DESCRIPTION)
     started: bool = Field(
         default=True, description="False: the call was stopped while it waited for its turn; it never started."
+    )
+    delegation: DelegationOut | None = Field(
+        default=None, description="The `agents` call only: its estimate, its cap and whether it was launched."
     )
 
 
@@ -353,6 +386,14 @@ class AgentOut(BaseModel):
     seconds: float = 0.0
     cost_eur: float = Field(default=0.0, description="Its cost so far while it runs, then in all.")
     estimated_eur: float = Field(default=0.0, description=ESTIMATED_EUR_DESCRIPTION)
+    estimate_eur: float | None = Field(
+        default=None,
+        description="What it should cost, worked out before it launched (its share of its delegation's); compare "
+        "`cost_eur`. Null for a run saved before estimates.",
+    )
+    estimate_max_eur: float | None = Field(
+        default=None, description="The most it can cost within its round budget, worked out before it launched."
+    )
     usage: UsageOut | None = Field(default=None, description="Its tokens so far while it runs, then in all.")
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)

@@ -2,7 +2,8 @@
 
 ``TraceBuilder`` takes the steps one at a time, in order, so that the stream and the final
 response are built by the same code: each step it takes may give one ``StreamEvent``. The
-``agents`` tool call itself is not a step: each agent it started is a ``run_agent`` step.
+``agents`` tool call is a step once estimated (its ``delegation``: the estimate, the cap, whether it launched), and
+each agent it started is a ``run_agent`` step.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from assistant.engine.events import (
     AgentAction,
     AgentFinished,
     AgentStarted,
+    DelegationEstimated,
     ErrorEvent,
     Event,
     FinalEvent,
@@ -33,6 +35,7 @@ from .schemas import (
     ActionOut,
     AgentOut,
     AgentStep,
+    DelegationOut,
     ModelCallFailedStep,
     ModelUsageOut,
     RoundOut,
@@ -93,6 +96,7 @@ class TraceBuilder:
         self._live_usage = RunUsage()  # from the usage steps, while running
         self._agent_usage: dict[str, RunUsage] = {}  # each agent's, from its usage steps, until it ends
         self._sources: dict[str, SourceOut] = {}
+        self._delegations: dict[str, ToolStep] = {}  # each estimated agents call's step, by its call's id
         self.ended: ErrorEvent | StoppedEvent | None = None
         """How the run ended, when it failed or stopped (its last ``error`` or ``stopped`` step)."""
         self.cut = False
@@ -123,7 +127,13 @@ class TraceBuilder:
             else:
                 self._round = e.round
                 self.trace.rounds.append(RoundOut(round=e.round, model=e.model, forced=e.forced))
+        elif isinstance(e, DelegationEstimated) and agent_id is None:
+            return self._delegation(e)
         elif isinstance(e, ToolResultEvent) and agent_id is None:
+            estimated = self._delegations.get(e.call_id) if e.name == AGENTS_TOOL else None
+            if estimated is not None:  # its step is there: what came of it
+                estimated.ok, estimated.error = e.ok, e.error
+                return None
             if e.name == AGENTS_TOOL and e.ok:
                 return None  # its agents are the steps
             tool = ToolStep(
@@ -147,6 +157,8 @@ class TraceBuilder:
                 profile=e.profile,
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
+                estimate_eur=e.estimate_eur,
+                estimate_max_eur=e.estimate_max_eur,
             )
             self._agents[agent.id] = agent
             self._agent_usage[agent.id] = RunUsage()
@@ -186,6 +198,26 @@ class TraceBuilder:
             self._keep(agent.sources)
             return StreamEvent(type="agent_finished", agent_id=e.agent_id, agent=agent)
         return None
+
+    def _delegation(self, e: DelegationEstimated) -> StreamEvent | None:
+        """An ``agents`` call's estimate: its step (in the round it was called), or that step updated with what came of
+        it; said in the stream as a ``tool_call`` event once decided (not while the user is asked)."""
+        delegation = DelegationOut(
+            decision=e.decision,
+            estimate_eur=e.estimate_eur,
+            estimate_max_eur=e.estimate_max_eur,
+            cap_eur=e.cap_eur,
+            tasks=e.tasks,
+        )
+        step = self._delegations.get(e.call_id)
+        if step is None:
+            step = ToolStep(round=self._round, tool=AGENTS_TOOL, ok=True)
+            self._delegations[e.call_id] = step
+            self.trace.steps.append(step)
+        step.delegation = delegation
+        step.ok = e.decision in ("launched", "asking")
+        step.reason_code = e.cause.code if e.cause is not None else None
+        return None if e.decision == "asking" else StreamEvent(type="tool_call", step=step)
 
     def _count(self, e: UsageEvent) -> StreamEvent | None:
         """A call's usage: in its round (the main model's), in the run's live usage, and in its agent's figures so

@@ -140,6 +140,8 @@ class LiveRun:
                 self.dirty.add(f"agent:{item.agent_id}")  # that agent's line only
             elif item.kind == "agent_finished" and item.agent_id:
                 self.dirty.add(f"ended:{item.agent_id}")  # its line, and its block's working line once none works
+            elif item.kind == "delegation_estimate" and not item.agent_id:
+                self.dirty.add("work")  # a question appears, or goes with its answer, or a delegation not launched
             elif item.kind == "tool_result" and not item.agent_id:
                 if _shows_an_action(item):
                     self.dirty.add("work")  # the main model's search or read appears in the timeline

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from assistant.engine.events import (
     AgentFinished,
     AgentStarted,
     ChosenDocument,
+    DelegationEstimated,
     ErrorEvent,
     Event,
     ModelCallFailed,
@@ -74,6 +76,10 @@ class AgentView:
     cost_eur: float = 0.0
     estimated_eur: float = 0.0
     """The part of ``cost_eur`` that was estimated (calls cut or aborted, their tokens counted locally)."""
+    estimate_eur: float | None = None
+    """What it should cost, worked out before it launched (None: a run saved before estimates)."""
+    estimate_max_eur: float | None = None
+    """The most it could cost within its round budget, worked out before it launched."""
     usage: UsageData = field(default_factory=UsageData)
     report: str = ""
     partial_report: bool = False
@@ -126,6 +132,56 @@ class AgentView:
     def status_text(self) -> str:
         """The status in the reader's words, with its cause: «interrompu : budget de tours atteint (2/2 tours)»."""
         return wording.agent_status_text(self.status, self.cause)
+
+
+@dataclass
+class DelegationView:
+    """An ``agents`` call the user sees on its own: one over its cap, asked of them (``asking``: the question, with its
+    buttons while the run waits) or not launched (why)."""
+
+    event: DelegationEstimated
+    running: bool
+    """Its run is still running (the question can be answered)."""
+
+    @property
+    def asking(self) -> bool:
+        return self.event.decision == "asking" and self.running
+
+    @property
+    def seconds_left(self) -> int:
+        """How long the run still waits for an answer (0 once the wait is over)."""
+        return max(0, round(self.event.expires_at - time.time()))
+
+    @property
+    def reason_text(self) -> str:
+        """Why it was not launched, in the reader's words."""
+        cause = self.event.cause or Cause(
+            code="delegation_cap", used=self.event.estimate_max_eur, limit=self.event.cap_eur
+        )
+        return wording.cause_text(cause)
+
+
+def delegation_shown(event: DelegationEstimated) -> bool:
+    """Whether an ``agents`` call's estimate draws something of its own in the timeline: the question while it is
+    asked, or the reason it was not launched (a launched one shows its agents' lines)."""
+    return event.decision != "launched"
+
+
+def asked_now(run: Run, question: str) -> bool:
+    """Whether ``run`` is waiting for the answer to ``question`` (a key its ``asking`` estimate gave): it runs, and no
+    decision came after it for that ``agents`` call (an answer, the wait's end, Stop)."""
+    if not question or not run.is_running:
+        return False
+    events = [
+        e
+        for _s, e in with_events(run.steps.filter(kind="delegation_estimate").order_by("seq"))
+        if isinstance(e, DelegationEstimated) and e.agent_id is None
+    ]
+    asked = next((e for e in events if e.question == question), None)
+    if asked is None:
+        return False
+    latest = [e for e in events if e.call_id == asked.call_id][-1]
+    return latest.decision == "asking" and latest.question == question
 
 
 SHORT_INSTRUCTION_CHARS = 80
@@ -189,6 +245,8 @@ def agents_of(
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
                 profile=e.profile,
+                estimate_eur=e.estimate_eur,
+                estimate_max_eur=e.estimate_max_eur,
                 resources_text=", ".join(
                     titles.get(r) or wording.resource_text(r, base_names or {}) for r in e.resources
                 ),
@@ -275,6 +333,10 @@ def timeline_of(
     by_id = {a.agent_id: a for a in agents}
     blocks: list[WorkBlock] = []
     offset = 0
+    steps = list(steps)
+    # Each agents call's latest estimate (asked, then answered), shown where it was first estimated.
+    decided = {e.call_id: e for _s, e in steps if isinstance(e, DelegationEstimated) and e.agent_id is None}
+    placed: set[str] = set()
     for step, event in steps:
         if step.text_offset is not None:
             offset = min(max(offset, step.text_offset), len(answer))
@@ -283,6 +345,11 @@ def timeline_of(
             entry = ("agent", by_id[event.agent_id])
         elif isinstance(event, ToolResultEvent) and event.agent_id is None and event.action is not None:
             entry = ("action", named_action(event.action, names or {}))
+        elif isinstance(event, DelegationEstimated) and event.agent_id is None and event.call_id not in placed:
+            placed.add(event.call_id)
+            latest = decided[event.call_id]
+            if delegation_shown(latest):
+                entry = ("delegation", DelegationView(latest, running))
         if entry is None:
             continue
         if not blocks or blocks[-1].offset != offset:

@@ -39,7 +39,7 @@ from assistant.runs.start import RunStart
 
 from . import deletion
 from .htmx import REFUSED
-from .presenters import run_view
+from .presenters import asked_now, run_view
 from .rendering import render_markdown
 
 log = logging.getLogger(__name__)
@@ -329,6 +329,31 @@ async def stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID) -> HttpResp
         # The button becomes "Stopping…"; the stopped run itself arrives through the websocket.
         await run.arefresh_from_db()
         return await sync_to_async(render)(request, "chat/_stop.html", {"view": {"run": run}})
+    return redirect("conversation", pk=run.conversation_id)
+
+
+@login_required
+@require_POST
+async def delegation_answer(request: AuthenticatedHttpRequest, pk: int, run_id: uuid.UUID) -> HttpResponseBase:
+    """The user's answer to the question their run asks (a delegation over the organisation's cap): launch the agents
+    (``launch=1``) or answer without them (``launch=0``). It reaches the run wherever it executes; the page hears
+    what came of it from the run's steps. Only the run's own user answers, only the question it is asking now."""
+    user = await request.auser()
+    org = await sync_to_async(organisation_of)(user)
+    run = await Run.objects.filter(
+        pk=run_id, conversation_id=pk, organisation=org, user=user, conversation__deleted__isnull=True
+    ).afirst()
+    if run is None:
+        return HttpResponse("Not found", status=404)
+    question, launch = request.POST.get("question", ""), request.POST.get("launch", "")
+    if launch not in ("0", "1"):
+        return HttpResponse("Bad request", status=400)
+    # Answered already, over (the wait ended, the run stopped), or never asked: nothing to do; the page shows
+    # what came of the question.
+    if await sync_to_async(asked_now)(run, question):
+        await execution.answer_question(run.pk, question, launch == "1")
+    if request.htmx:
+        return HttpResponse(status=204)
     return redirect("conversation", pk=run.conversation_id)
 
 

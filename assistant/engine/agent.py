@@ -86,6 +86,14 @@ def context_refusal(ctx: RunContext, task: AgentTask, effort: Effort | None) -> 
     )
 
 
+def first_request(ctx: RunContext, task: AgentTask, effort: Effort | None) -> ModelRequest:
+    """A task's agent's first request, as its first round would send it (system prompt, instruction and scope, tool
+    specs; its output cap), before it launches: what a delegation's estimate starts from."""
+    loop = _AgentLoop(ctx, "", task, AgentBudget(), effort)
+    loop._fit(prompt_tokens(ModelRequest(messages=(), tools=loop.specs)))
+    return ModelRequest(messages=tuple(loop.messages), tools=loop.specs, max_output_tokens=loop.cap)
+
+
 async def run_agent(
     ctx: RunContext, agent_id: str, task: AgentTask, budget: AgentBudget, effort: Effort | None, call_id: str = ""
 ) -> AgentOutcome:
@@ -147,6 +155,8 @@ class _AgentLoop:
                 max_rounds=self.counter.budget.max_rounds,
                 documents=self.task.documents,
                 call_id=self.call_id,
+                estimate_eur=self.task.estimate.estimate_eur if self.task.estimate else None,
+                estimate_max_eur=self.task.estimate.estimate_max_eur if self.task.estimate else None,
             )
         )
         try:
@@ -364,4 +374,11 @@ def _brief(e: Exception) -> str:
     return str(e)
 
 
-__all__ = ["AGENT_SYSTEM_PROMPT", "LANDING_NOTICE", "agent_first_message", "context_refusal", "run_agent"]
+__all__ = [
+    "AGENT_SYSTEM_PROMPT",
+    "LANDING_NOTICE",
+    "agent_first_message",
+    "context_refusal",
+    "first_request",
+    "run_agent",
+]

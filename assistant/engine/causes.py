@@ -30,7 +30,8 @@ CauseCode: TypeAlias = Literal[
     "category_budget",  # the task category's monthly budget is reached
     "cost_cap",  # a scheduled task's cost cap is reached, with ``used`` and ``limit`` in EUR
     "spend_limit",  # a spend limit (an organisation's, a key's, a user's) is reached, with ``used`` and ``limit`` in EUR
-    "delegation_cap",  # the run's cap on delegations (agents started) is reached, with ``used`` and ``limit``
+    "delegation_cap",  # a delegation that could cost more than its cap, not launched: ``used`` its estimate_max_eur,
+    # ``limit`` the cap (EUR); ``kind`` ``declined`` or ``unanswered`` when the user was asked and said no or nothing
     "server_shutdown",  # the worker executing the run was shut down (SIGTERM): it stopped its runs as Stop does
     # A tool call stopped because its run (or its agent) stopped: ``because`` is that stop's cause.
     "run_stopped",
@@ -104,9 +105,14 @@ class Cause(BaseModel):
                     return "stopped: the spend limit is reached"
                 return f"stopped: the spend limit is reached ({used:.4f} of {limit:.4f} EUR)"
             case "delegation_cap":
-                if limit is None:
-                    return "stopped: the delegation cap is reached"
-                return f"stopped: the delegation cap is reached ({_n(used)}/{_n(limit)} delegations)"
+                if used is None or limit is None:
+                    return "not launched: the delegation could cost more than its cap"
+                said = f"not launched: the delegation could cost up to {used:.4f} EUR, over its cap of {limit:.4f} EUR"
+                if self.kind == "declined":
+                    return f"{said}; the user chose to answer without it"
+                if self.kind == "unanswered":
+                    return f"{said}; the user did not answer in time"
+                return said
             case "server_shutdown":
                 return "stopped: the server executing it was shut down"
             case "run_stopped":

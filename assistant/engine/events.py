@@ -140,6 +140,44 @@ class AgentStarted(_Event):
     """The chosen documents among ``resources`` (its ``doc:`` entries), with their titles."""
     call_id: Name = ""
     """The main model's ``agents`` call that launched it."""
+    estimate_eur: float | None = None
+    """Its share of its delegation's ``estimate_eur`` (None: a step saved before estimates)."""
+    estimate_max_eur: float | None = None
+    """Its share of its delegation's ``estimate_max_eur``: the most it can cost within its round budget."""
+
+
+Decision: TypeAlias = Literal["launched", "refused", "asking", "declined", "unanswered", "stopped"]
+"""What became of a delegation once estimated: ``launched``; ``refused`` (over its cap, no one to ask); ``asking`` (over
+its cap: the run waits for the user's answer), then ``launched``, ``declined`` (answer without the agents),
+``unanswered`` (no answer in time: without them) or ``stopped`` (Stop came while it waited)."""
+
+
+class DelegationEstimated(_Event):
+    """An ``agents`` call's estimate, worked out before its agents launch (``estimate.py``), and what became of it
+    (``decision``): a step of its own, and another with the decision when the user was asked."""
+
+    kind: Annotated[Literal["delegation_estimate"], KEEP] = "delegation_estimate"
+    call_id: Name
+    decision: Annotated[Decision, KEEP]
+    estimate_eur: float
+    """What it should cost: the agents' first requests and the growth per round of recent agents on their models."""
+    estimate_max_eur: float
+    """The most it can cost within its agents' round budgets (a bound the budgets enforce)."""
+    cap_eur: float | None = None
+    """The cap ``estimate_max_eur`` was compared with (the request's or the organisation's), None: none."""
+    tasks: int = 0
+    """How many agents it would launch."""
+    models: Annotated[tuple[str, ...], KEEP] = ()
+    """Their models, in the order of the tasks."""
+    measured_agents: int = 0
+    """How many recent agents of the organisation the growth per round comes from (0: the documented default)."""
+    question: Name = ""
+    """``asking``: the key the user's answer names (``estimate.Question.key``)."""
+    expires_at: float = 0.0
+    """``asking``: when the wait ends (seconds since the epoch), then the run answers without the agents."""
+    cause: Cause | None = None
+    """Why it was not launched: ``delegation_cap`` (``used``: ``estimate_max_eur``, ``limit``: the cap; ``kind``
+    ``declined`` or ``unanswered`` when the user was asked)."""
 
 
 class AgentAction(_Event):
@@ -288,6 +326,7 @@ Event: TypeAlias = Annotated[
     | TextDeltaEvent
     | ToolCallEvent
     | ToolResultEvent
+    | DelegationEstimated
     | AgentStarted
     | AgentAction
     | AgentFinished

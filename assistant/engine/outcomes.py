@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from .catalogue import ModelInfo
 from .causes import Cause
+from .estimate import AgentEstimate
 from .events import AgentStatus, ChosenDocument, Source, keep_sources
 from .policy import AgentProfile
 from .tools import ToolRun
@@ -82,6 +83,8 @@ class AgentTask:
     profile: AgentProfile | None = None
     documents: tuple[ChosenDocument, ...] = ()
     """Chosen documents (their ``doc:`` resources are in ``resources``): of their bases, the agent reads only these."""
+    estimate: AgentEstimate | None = None
+    """Its figures, worked out before it launched (``estimate.py``): its ``AgentStarted`` step carries them."""
 
 
 @dataclass(slots=True)

@@ -84,6 +84,9 @@ class Policy:
     conclude_reserve_seconds: float = 30.0
     cheaper_factor: float = 2.0
     profiles: Mapping[str, AgentProfile] = field(default_factory=dict)
+    delegation_cap_eur: float | None = None
+    """Over this, a delegation (its ``estimate_max_eur``) is asked of the user where someone can be asked, else not
+    launched; None: never."""
 
     def allows(self, model: str) -> bool:
         return self.allowed_models is None or model in self.allowed_models
@@ -102,6 +105,8 @@ class RunRequest:
     resources: tuple[str, ...] = ()
     sampling: Sampling | None = None
     """An API client's output cap, sampling and format, for the main model's calls."""
+    max_delegation_eur: float | None = None
+    """The most one delegation of the run may cost (its ``estimate_max_eur``: ``estimate.py``); None: no cap."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

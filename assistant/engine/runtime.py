@@ -22,6 +22,7 @@ from .errors import (
     ModelTimeout,
     RateLimited,
 )
+from .estimate import DelegationCap, GrowthSource
 from .events import Event, ModelCallFailed, Source, UsageEvent, keep_sources
 from .models.base import ModelResolver
 from .models.streaming import CallState, tracked_call
@@ -59,6 +60,11 @@ class RunContext:
     """Where the energy of model calls is counted for carbon (ISO 3166-1 alpha-3, ``WOR`` = world)."""
     language: str | None = None
     """The reader's interface language (e.g. ``fr``), given to every model request of the run."""
+    delegation_cap: DelegationCap | None = None
+    """What a delegation of the run may cost at most, and who to ask when one is over it (``estimate.py``)."""
+    agent_growth: GrowthSource | None = None
+    """How the organisation's recent agents on a model spent a round, for the delegations' estimates (None: the
+    documented default)."""
     usage: RunUsage = field(default_factory=RunUsage)
     sources: dict[str, Source] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)

@@ -105,11 +105,20 @@ class LevelForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django
 
 
 class ParallelForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
+    """The agents running at once, and the cost over which a delegation is asked of the user before it launches."""
+
     class Meta:
         model = Organisation
-        fields = ["max_parallel_agents"]
-        widgets = {"max_parallel_agents": forms.NumberInput(attrs={"min": 1, "max": MAX_PARALLEL_AGENTS})}
-        labels = {"max_parallel_agents": _("Agents running at once")}
+        fields = ["max_parallel_agents", "delegation_confirm_eur"]
+        widgets = {
+            "max_parallel_agents": forms.NumberInput(attrs={"min": 1, "max": MAX_PARALLEL_AGENTS}),
+            "delegation_confirm_eur": forms.NumberInput(attrs={"min": "0.0001", "step": "any", "inputmode": "decimal"}),
+        }
+        labels = {
+            "max_parallel_agents": _("Agents running at once"),
+            "delegation_confirm_eur": _("Ask before a delegation that can cost more than (EUR)"),
+        }
+        help_texts = {"max_parallel_agents": "", "delegation_confirm_eur": ""}
 
 
 class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime

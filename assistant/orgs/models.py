@@ -58,6 +58,14 @@ class Organisation(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Alert when this share (%) of a model's agents in a month ended by forced landing or budget.",
     )
+    # Over this, a delegation's most (its estimate_max_eur) is asked of the user in the chat before its agents
+    # launch, and not launched in the API and scheduled tasks; None: never asked.
+    delegation_confirm_eur = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0001), MaxValueValidator(1_000_000)],
+        help_text="Ask before a delegation that can cost more than this (EUR); empty: never ask.",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -98,4 +98,5 @@ def policy_for(org: Organisation, api_key: ApiKey | None = None) -> Policy:
         default_agent_rounds=approfondi.agent_rounds,
         max_agent_rounds=max(s.agent_rounds for s in levels.values()),
         profiles=profiles,
+        delegation_cap_eur=org.delegation_confirm_eur,
     )

@@ -37,6 +37,7 @@ from assistant.engine.cancel import STOPPED_BY_USER, CancelToken
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
+from assistant.engine.estimate import DelegationCap, cap_of
 from assistant.engine.events import ErrorEvent, Event, Source
 from assistant.engine.loop import run_chat
 from assistant.engine.runtime import RunContext
@@ -48,7 +49,7 @@ from assistant.knowledge.tools import tool_factories
 from assistant.telemetry import setup
 from assistant.telemetry.spans import RunFacts, RunTrace
 
-from . import accounting, ends, groups, leases
+from . import accounting, ends, groups, growth, leases
 from .ends import RunEnded
 from .models import Conversation, Message, Run
 from .recorder import Recorder
@@ -238,6 +239,8 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         ledger=start.capped_ledger,
         electricity_zone=settings.ELECTRICITY_ZONE,
         language=start.language,
+        delegation_cap=_delegation_cap(start, watch),
+        agent_growth=growth.growth_source(run.organisation_id),
     )
     status, error, rounds = "error", "", 0
     try:
@@ -276,6 +279,29 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
                 await hook(run.conversation_id)
             except Exception:
                 log.exception("a hook after run %s failed", run_id)
+
+
+def _delegation_cap(start: RunStart, watch: leases.Watch) -> DelegationCap | None:
+    """What a delegation of the run may cost at most: the request's cap or the organisation's, the lowest; over it,
+    the user is asked in the chat (``Watch.ask``: the answer reaches the run wherever it executes), not in the API nor
+    in a scheduled task (then it is not launched)."""
+    cap = cap_of(start.request.max_delegation_eur, start.policy.delegation_cap_eur)
+    if cap is None:
+        return None
+    # The organisation's cap is asked of the user; an API client's own is a hard cap (no one to ask there anyway).
+    confirm = watch.ask if start.asks_the_user else None
+    return DelegationCap(cap_eur=cap, confirm=confirm, confirm_seconds=settings.DELEGATION_CONFIRM_SECONDS)
+
+
+async def answer_question(run_id: uuid.UUID, question: str, launch: bool) -> bool:
+    """The user's answer to a run's question (a delegation over its cap): at once if the run executes here, through
+    the shared field and a broadcast wherever it executes (as Stop: ``request_stop``). False: it is not running."""
+    answer = {"question": question, "launch": launch}
+    updated = await Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).aupdate(delegation_answer=answer)
+    leases.answer_here(run_id, question, launch)
+    if updated:
+        await leases.broadcast_answer(run_id, question, launch)
+    return bool(updated)
 
 
 def _trace(start: RunStart, catalogue: Catalogue, token: CancelToken) -> RunTrace | None:

@@ -66,6 +66,8 @@ class Ask:
     """The asker's interface language (the page's active language, the API's Accept-Language); empty: the site's."""
     sampling: Sampling | None = None
     """An API client's output cap, sampling and answer format for the main model."""
+    max_delegation_eur: float | None = None
+    """An API client's cap on what one delegation may cost (``max_delegation_eur``); None: none."""
 
 
 def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> Plan:
@@ -188,6 +190,7 @@ def create_run(
         level=ask.level,
         resources=ask.resources,
         sampling=ask.sampling,
+        max_delegation_eur=ask.max_delegation_eur,
     )
     tokens = first_call_tokens(org, request, plan, policy)
     new = conversation is None
@@ -211,6 +214,7 @@ def create_run(
                 api_key=api_key,
                 language=ask.language,
                 sampling=ask.sampling.as_json() if ask.sampling is not None else {},
+                max_delegation_eur=ask.max_delegation_eur,
             )
             if queued is not None:
                 Message.objects.filter(pk=queued.pk).update(queued=False, run=run, queue_error="")

@@ -4,7 +4,8 @@ The process that executes a run first claims it (``claim_read``: one ``Lease`` r
 queue delivers twice is executed once), then, while the run goes on, ``Watch`` does three things:
 
 - it reads the shared ``Run.stop_requested`` flag every ``STOP_POLL_SECONDS`` (the flags of every run the process
-  executes in one query: ``_Poller``);
+  executes in one query: ``_Poller``), and with it ``Run.delegation_answer``, the user's answer to a question the run
+  asked (``ask``: a delegation over its cap), which ``broadcast_answer`` also sends to the same group;
 - it listens on the run's channel-layer group ``stop_<hex>``, where ``broadcast_stop`` sends Stop
   from whichever process received it (a web server, the API): the run hears it at once;
 - it renews the lease every ``RUNS_HEARTBEAT_SECONDS`` (with the others', in one statement).
@@ -32,6 +33,7 @@ import uuid
 import weakref
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -41,13 +43,14 @@ from django.utils import timezone
 
 from assistant.engine.cancel import STOPPED_BY_USER, CancelToken
 from assistant.engine.causes import Cause
+from assistant.engine.estimate import Answer, Question
 from assistant.engine.events import ErrorEvent, Source, sources_read, usage_from
 from assistant.engine.usage import RunUsage
 
 from . import accounting, ends, groups
 from .commits import lazy_statement
 from .ends import RunEnded
-from .messages import RunStop, group_send
+from .messages import RunAnswer, RunStop, group_send
 from .models import Lease, Message, Run, Step
 from .steps import events_of, save_event
 
@@ -106,12 +109,22 @@ async def broadcast_stop(run_id: uuid.UUID, cause: Cause = STOPPED_BY_USER) -> N
         await group_send(layer, groups.stop_group(run_id), stop)
 
 
+async def broadcast_answer(run_id: uuid.UUID, question: str, launch: bool) -> None:
+    """Tell the process executing the run, wherever it is, the user's answer to its ``question``."""
+    layer = get_channel_layer()
+    if layer is not None:
+        answer: RunAnswer = {"type": "run.answer", "question": question, "launch": launch}
+        await group_send(layer, groups.stop_group(run_id), answer)
+
+
 class Watch:
-    """While a run executes: Stop from the flag or the broadcast goes to its token; its lease is renewed."""
+    """While a run executes: Stop from the flag or the broadcast goes to its token; its lease is renewed; the user's
+    answers to its questions reach ``ask``."""
 
     def __init__(self, run_id: uuid.UUID, token: CancelToken) -> None:
         self.run_id = run_id
         self.token = token
+        self._questions: dict[str, asyncio.Future[bool]] = {}
         self._layer = get_channel_layer()
         self._channel = ""
         self._tasks: list[asyncio.Future[None]] = []
@@ -138,12 +151,30 @@ class Watch:
         if self._layer is not None:
             await self._layer.group_discard(groups.stop_group(self.run_id), self._channel)
 
-    def heard(self, flags: dict[uuid.UUID, tuple[str, bool]]) -> None:
+    def heard(self, flags: dict[uuid.UUID, tuple[str, bool, Any]]) -> None:
         """What a read of the flags says of this run: stopped on request, or no longer running (failed by a reaper
-        that thought this process dead), or gone."""
-        status, stop_requested = flags.get(self.run_id, ("", False))
+        that thought this process dead), or gone; and the user's answer to its question, if one was given."""
+        status, stop_requested, answer = flags.get(self.run_id, ("", False, {}))
         if status != Run.Status.RUNNING or stop_requested:
             self.token.cancel(STOPPED_BY_USER)
+        if isinstance(answer, dict) and answer:
+            self.answered(answer.get("question"), answer.get("launch"))
+
+    async def ask(self, question: Question) -> Answer:
+        """Wait for the user's answer to ``question`` (its ``key`` is what the answer names: the page's form, the flag,
+        the broadcast); the engine ends the wait when it is too long, or when the run stops."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._questions[question.key] = future
+        try:
+            return "launch" if await future else "decline"
+        finally:
+            self._questions.pop(question.key, None)
+
+    def answered(self, key: object, launch: object) -> None:
+        """The user answered the question asked under ``key`` (one this run is not waiting for is ignored)."""
+        future = self._questions.get(key) if isinstance(key, str) else None
+        if future is not None and not future.done() and isinstance(launch, bool):
+            future.set_result(launch)
 
     async def _listen(self) -> None:
         assert self._layer is not None
@@ -157,6 +188,8 @@ class Watch:
                 continue
             if message.get("type") == "run.stop":
                 self.token.cancel(_stop_cause(message.get("cause")))
+            elif message.get("type") == "run.answer":
+                self.answered(message.get("question"), message.get("launch"))
 
 
 def _stop_cause(data: object) -> Cause:
@@ -236,6 +269,20 @@ def stop_here(run_id: uuid.UUID | None, cause: Cause) -> int:
     return len(tokens)
 
 
+def answer_here(run_id: uuid.UUID, question: str, launch: bool) -> bool:
+    """Give the run this event loop executes (its watch is open) the user's answer to its ``question``; whether it
+    executes here."""
+    try:
+        poller = _Poller._by_loop.get(asyncio.get_running_loop())
+    except RuntimeError:
+        return False
+    watch = poller.watches.get(run_id) if poller is not None else None
+    if watch is None:
+        return False
+    watch.answered(question, launch)
+    return True
+
+
 def executes_here(run_id: uuid.UUID) -> bool:
     """Whether this event loop executes the run (its watch is open): its process lives, then, and renews its lease;
     nothing in the database says more."""
@@ -246,13 +293,13 @@ def executes_here(run_id: uuid.UUID) -> bool:
     return poller is not None and run_id in poller.watches
 
 
-def _flags(run_ids: list[uuid.UUID], *, renew: bool = False) -> dict[uuid.UUID, tuple[str, bool]]:
-    """Each run's status and ``stop_requested`` flag (a run not there is left out); with ``renew``, their leases'
-    heartbeats set to now first."""
+def _flags(run_ids: list[uuid.UUID], *, renew: bool = False) -> dict[uuid.UUID, tuple[str, bool, Any]]:
+    """Each run's status, ``stop_requested`` flag and ``delegation_answer`` (a run not there is left out); with
+    ``renew``, their leases' heartbeats set to now first."""
     if renew:
         Lease.objects.filter(run_id__in=run_ids).update(heartbeat=timezone.now())
-    rows = Run.objects.filter(pk__in=run_ids).values_list("pk", "status", "stop_requested")
-    return {pk: (status, stop_requested) for pk, status, stop_requested in rows}
+    rows = Run.objects.filter(pk__in=run_ids).values_list("pk", "status", "stop_requested", "delegation_answer")
+    return {pk: (status, stop_requested, answer) for pk, status, stop_requested, answer in rows}
 
 
 async def _end(task: asyncio.Future[None]) -> None:

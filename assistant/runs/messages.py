@@ -1,7 +1,7 @@
 """The channel-layer messages of a run's life, as typed dicts (what Channels sends is a dict; these say which).
 
 ``groups`` names the groups they go to. A run's followers hear ``RunEvent`` then ``RunFinished`` (``RunMessage``);
-the process executing it hears ``RunStop``; a conversation's open pages hear ``ConversationRun`` and
+the process executing it hears ``RunStop`` and ``RunAnswer``; a conversation's open pages hear ``ConversationRun`` and
 ``ConversationDeleted``. What comes from a shared layer (Redis) is read at the consumer's edge as these.
 """
 
@@ -49,6 +49,15 @@ class RunStop(TypedDict):
     """Why: a ``Cause`` of ``engine.causes`` (one a run is stopped with), as JSON."""
 
 
+class RunAnswer(TypedDict):
+    """The user's answer to a question the run asked (a delegation over its cap), to the process executing the run."""
+
+    type: Literal["run.answer"]
+    question: str
+    """The question's key (``DelegationEstimated.question``)."""
+    launch: bool
+
+
 class ConversationRun(TypedDict):
     """A run started in the conversation."""
 
@@ -62,7 +71,7 @@ class ConversationDeleted(TypedDict):
     type: Literal["conversation.deleted"]
 
 
-ChannelMessage: TypeAlias = RunEvent | RunFinished | RunStop | ConversationRun | ConversationDeleted
+ChannelMessage: TypeAlias = RunEvent | RunFinished | RunStop | RunAnswer | ConversationRun | ConversationDeleted
 
 
 async def group_send(layer: BaseChannelLayer, group: str, message: ChannelMessage) -> None:

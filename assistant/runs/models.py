@@ -75,6 +75,11 @@ class Run(models.Model):
     language = models.CharField(max_length=10, blank=True, default="")
     # An API client's output cap, sampling and answer format for the main model (``engine.types.Sampling.as_json``).
     sampling = models.JSONField(default=dict, blank=True)
+    # An API client's cap on what one delegation may cost (``max_delegation_eur``); None: none.
+    max_delegation_eur = models.FloatField(null=True, blank=True)
+    # The user's answer to a delegation over its cap (``{"call_id": ..., "launch": bool}``), for the process executing
+    # the run to read (``leases.Watch``) wherever it runs; {}: none.
+    delegation_answer = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
     replaced_by = models.ForeignKey(

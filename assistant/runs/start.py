@@ -47,6 +47,12 @@ class RunStart:
     """The reader's language, given to every model request of the run."""
 
     @property
+    def asks_the_user(self) -> bool:
+        """Whether someone follows the run to answer a question (a delegation over its cap): a chat's run, not an API
+        request's nor a scheduled task's (the only runs with a cost cap)."""
+        return self.run.api_key_id is None and self.cost_cap_eur is None
+
+    @property
     def capped_ledger(self) -> UsageLedger | None:
         """The ledger the run's calls reserve on: its category's, with its cost cap checked first."""
         if self.cost_cap_eur is None:
@@ -103,6 +109,7 @@ def request_of(run: Run, history: Sequence[EngineMessage]) -> RunRequest:
         level=level,
         resources=tuple(run.resources),
         sampling=Sampling.of(run.sampling),
+        max_delegation_eur=run.max_delegation_eur,
     )
 
 

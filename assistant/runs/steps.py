@@ -239,6 +239,22 @@ def agent_ends(steps: QuerySet[Any]) -> Iterator[AgentEnd]:
             )
 
 
+def agent_calls(steps: QuerySet[Any], model: str) -> dict[tuple[Any, str], list[tuple[int, int]]]:
+    """The model calls of the agents among ``steps`` (a query of ``Step``) that ran on ``model``: for each (run, agent),
+    each call's prompt and completion tokens in order, reading in the database only those fields (both versions keep
+    them under these names)."""
+    rows = (
+        steps.filter(kind="usage", data__model=model)
+        .exclude(agent_id="")
+        .order_by("run_id", "seq")
+        .values_list("run_id", "agent_id", "data__prompt_tokens", "data__completion_tokens")
+    )
+    calls: dict[tuple[Any, str], list[tuple[int, int]]] = {}
+    for run_id, agent_id, prompt, completion in rows:
+        calls.setdefault((run_id, agent_id), []).append((int(prompt or 0), int(completion or 0)))
+    return calls
+
+
 def count_month_agent_ends(
     organisation_id: int,
     start: datetime,

@@ -38,6 +38,11 @@ def _number(value: float | None) -> str:
     return "?" if value is None else formats.number_format(round(value), 0, force_grouping=True)
 
 
+def euros(value: float) -> str:
+    """An amount in EUR in the reader's number format: 0.0042 € in English, 0,0042 € in French."""
+    return f"{formats.number_format(value, 4 if value < 1 else 2)} €"
+
+
 def cause_text(cause: Cause) -> str:
     """Why, in a phrase that follows a status («interrompu : budget de tours atteint (5/5 tours)»)."""
     used, limit = _number(cause.used), _number(cause.limit)
@@ -59,12 +64,19 @@ def cause_text(cause: Cause) -> str:
         case "spend_limit":
             return _("stopped: the spend limit is reached")
         case "delegation_cap":
-            if cause.limit is None:
-                return _("stopped: the delegation cap is reached")
-            return _("stopped: the delegation cap is reached (%(used)s/%(limit)s delegations)") % {
-                "used": used,
-                "limit": limit,
-            }
+            if cause.used is None or cause.limit is None:
+                return _("not launched: the delegation could cost more than its cap")
+            amounts = {"most": euros(cause.used), "cap": euros(cause.limit)}
+            if cause.kind == "declined":
+                return _("not launched: it could cost up to %(most)s, over the cap of %(cap)s; answered without it") % (
+                    amounts
+                )
+            if cause.kind == "unanswered":
+                return (
+                    _("not launched: it could cost up to %(most)s, over the cap of %(cap)s; no answer came in time")
+                    % amounts
+                )
+            return _("not launched: it could cost up to %(most)s, over the cap of %(cap)s") % amounts
         case "server_shutdown":
             return _("stopped: the server executing it was shut down")
         case "run_stopped":

@@ -27,9 +27,11 @@ def test_a_token_takes_only_a_cause_a_run_is_stopped_with() -> None:
 def test_the_causes_the_next_issues_need_say_what_they_carry() -> None:
     assert Cause(code="stopped_by_user").english() == "stopped on request"
     assert Cause(code="stopped_by_user", agent_id="agent-2").english() == "this agent was stopped on request"
-    assert Cause(code="delegation_cap", used=8, limit=8).english() == (
-        "stopped: the delegation cap is reached (8/8 delegations)"
+    assert Cause(code="delegation_cap", used=0.52, limit=0.1).english() == (
+        "not launched: the delegation could cost up to 0.5200 EUR, over its cap of 0.1000 EUR"
     )
+    declined = Cause(code="delegation_cap", used=0.52, limit=0.1, kind="declined")
+    assert declined.english().endswith("; the user chose to answer without it")
     tool = Cause(code="run_stopped", because=Cause(code="category_budget"))
     assert tool.english() == "stopped because its run stopped (stopped: the category's monthly budget is reached)"
     assert not tool.is_stop and tool.because is not None and tool.because.is_stop

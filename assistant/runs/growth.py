@@ -1,0 +1,51 @@
+"""How an organisation's recent agents on a model spent a round: what a delegation's estimate grows each round by.
+
+Read from their saved usage steps (``steps.agent_calls``): for each agent, how many calls it made, how much its
+request grew from one call to the next (what each round added: its call and its tools' results) and what each call
+wrote; averaged over the agents of the organisation's ``RECENT_RUNS`` latest runs of the last ``RECENT_DAYS`` days.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from assistant.engine.estimate import AgentGrowth, GrowthSource
+
+from .models import Run, Step
+from .steps import agent_calls
+
+RECENT_RUNS = 200
+RECENT_DAYS = 30
+
+
+def agent_growth(organisation_id: int, model: str) -> AgentGrowth | None:
+    """The organisation's recent agents on ``model``, or None when none ran."""
+    since = timezone.now() - timedelta(days=RECENT_DAYS)
+    runs = Run.objects.filter(organisation_id=organisation_id, created__gte=since).order_by("-created")
+    calls = agent_calls(Step.objects.filter(run__in=runs.values("pk")[:RECENT_RUNS]), model)
+    if not calls:
+        return None
+    growths, outputs, rounds = [], [], []
+    for made in calls.values():
+        rounds.append(len(made))
+        outputs += [completion for _prompt, completion in made]
+        if len(made) > 1:
+            growths.append(max(0, made[-1][0] - made[0][0]) / (len(made) - 1))
+    return AgentGrowth(
+        rounds=sum(rounds) / len(rounds),
+        growth_tokens=sum(growths) / len(growths) if growths else 0.0,
+        output_tokens=sum(outputs) / len(outputs),
+        agents=len(calls),
+    )
+
+
+def growth_source(organisation_id: int) -> GrowthSource:
+    """``agent_growth`` for a run's delegations (read when one is estimated, in the database's thread)."""
+
+    async def growth(model: str) -> AgentGrowth | None:
+        return await sync_to_async(agent_growth)(organisation_id, model)
+
+    return growth
