@@ -20,7 +20,7 @@ ask and says so (``Confirm``), else it is not (cause ``delegation_cap``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -49,6 +49,30 @@ class AgentGrowth:
 DEFAULT_GROWTH = AgentGrowth(rounds=3.0, growth_tokens=900.0, output_tokens=150.0)
 """When no recent agent ran on a model: 3 rounds (a search, a read, the result), 900 tokens added a round (a search's
 hits, or a read's excerpts) and 150 written (a tool call, or a short report)."""
+
+
+def growth_of(agents: Iterable[Sequence[tuple[int, int]]]) -> AgentGrowth | None:
+    """How ``agents`` spent a round, each given as its calls' (prompt tokens, completion tokens) in order: their
+    rounds on average, what their requests grew by from one call to the next, what a call wrote; None for none."""
+    rounds: list[int] = []
+    growths: list[float] = []
+    outputs: list[int] = []
+    for calls in agents:
+        if not calls:
+            continue
+        rounds.append(len(calls))
+        outputs += [completion for _prompt, completion in calls]
+        if len(calls) > 1:
+            growths.append(max(0, calls[-1][0] - calls[0][0]) / (len(calls) - 1))
+    if not rounds:
+        return None
+    return AgentGrowth(
+        rounds=sum(rounds) / len(rounds),
+        growth_tokens=sum(growths) / len(growths) if growths else 0.0,
+        output_tokens=sum(outputs) / len(outputs),
+        agents=len(rounds),
+    )
+
 
 GrowthSource: TypeAlias = Callable[[str], Awaitable[AgentGrowth | None]]
 """This organisation's recent agents on a model (its id), or None when there are none."""
@@ -165,4 +189,5 @@ __all__ = [
     "agent_estimate",
     "cap_of",
     "delegation_estimate",
+    "growth_of",
 ]

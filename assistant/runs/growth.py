@@ -12,7 +12,7 @@ from datetime import timedelta
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from assistant.engine.estimate import AgentGrowth, GrowthSource
+from assistant.engine.estimate import AgentGrowth, GrowthSource, growth_of
 
 from .models import Run, Step
 from .steps import agent_calls
@@ -25,21 +25,7 @@ def agent_growth(organisation_id: int, model: str) -> AgentGrowth | None:
     """The organisation's recent agents on ``model``, or None when none ran."""
     since = timezone.now() - timedelta(days=RECENT_DAYS)
     runs = Run.objects.filter(organisation_id=organisation_id, created__gte=since).order_by("-created")
-    calls = agent_calls(Step.objects.filter(run__in=runs.values("pk")[:RECENT_RUNS]), model)
-    if not calls:
-        return None
-    growths, outputs, rounds = [], [], []
-    for made in calls.values():
-        rounds.append(len(made))
-        outputs += [completion for _prompt, completion in made]
-        if len(made) > 1:
-            growths.append(max(0, made[-1][0] - made[0][0]) / (len(made) - 1))
-    return AgentGrowth(
-        rounds=sum(rounds) / len(rounds),
-        growth_tokens=sum(growths) / len(growths) if growths else 0.0,
-        output_tokens=sum(outputs) / len(outputs),
-        agents=len(calls),
-    )
+    return growth_of(agent_calls(Step.objects.filter(run__in=runs.values("pk")[:RECENT_RUNS]), model).values())
 
 
 def growth_source(organisation_id: int) -> GrowthSource:
