@@ -122,6 +122,23 @@ def test_levels_and_the_parallel_cap_reach_the_policy(world: World) -> None:
     assert 'name="approfondi-agent_rounds" value="2"' in html
 
 
+def test_the_cost_over_which_a_delegation_is_asked_reaches_the_policy(world: World) -> None:
+    client = signed_in("demo")
+    assert policy_for(demo_org()).delegation_cap_eur is None  # never asked, by default
+    assert client.post("/settings/levels", levels_post(parallel__delegation_confirm_eur="0.25")).status_code == 302
+    assert policy_for(demo_org()).delegation_cap_eur == 0.25
+    page = client.get("/settings/").content.decode()
+    assert "Ask before a delegation that can cost more than (EUR)" in page
+    assert 'name="parallel-delegation_confirm_eur" value="0.25"' in page
+    for refused in ("0", "-1", "lots"):
+        assert client.post("/settings/levels", levels_post(parallel__delegation_confirm_eur=refused)).status_code == 422
+    assert policy_for(demo_org()).delegation_cap_eur == 0.25
+    assert client.post("/settings/levels", levels_post(parallel__delegation_confirm_eur="")).status_code == 302
+    assert policy_for(demo_org()).delegation_cap_eur is None
+    client.cookies["django_language"] = "fr"
+    assert "Demander avant une délégation qui peut coûter plus de (EUR)" in client.get("/settings/").content.decode()
+
+
 def test_below_approfondi_the_agent_budget_stays_zero(world: World) -> None:
     client = signed_in("demo")
     assert (
