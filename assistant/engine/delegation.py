@@ -46,11 +46,11 @@ from .tools import Document, Tool, ToolOutcome
 from .types import ToolCall, ToolSpec
 from .usage import AgentBudget
 
+log = logging.getLogger(__name__)
+
 AGENTS_TOOL = "agents"
 MAX_TASKS_PER_CALL = 4
 MAX_DOCUMENTS_PER_TASK = 20
-log = logging.getLogger(__name__)
-
 REFUSED = "task_refused"  # the type of a validation error whose message is said as it is, without its place
 
 
@@ -476,7 +476,7 @@ class Delegation(Tool):
         ctx = self.ctx
         estimate = await self._estimate(started)
         cap = ctx.delegation_cap
-        figures = {
+        figures: dict[str, Any] = {
             "call_id": call_id,
             "estimate_eur": round(estimate.estimate_eur, 8),
             "estimate_max_eur": round(estimate.estimate_max_eur, 8),
