@@ -416,12 +416,12 @@ class Delegation(Tool):
             )
             started.append((i, f"agent-{ctx.agents_started}", task, budget))
         if started:
-            checked = await self._cost_check(call_id, started, results)
-            if isinstance(checked, ToolOutcome):  # not launched: over its cap
+            launched = await self._cost_check(call_id, started, results)
+            if isinstance(launched, ToolOutcome):  # not launched: over its cap
                 ctx.active_agents -= len(started)
                 ctx.agents_started -= len(started)
-                return checked
-            started = checked
+                return launched
+            started = launched
         # Each agent ends on its own (Stop included: it reports what it had); what escapes one (a service the run
         # needs failing) cancels the others and ends the run.
         try:

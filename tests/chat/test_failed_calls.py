@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.template.loader import render_to_string
 from django.utils import translation
 
 from assistant.chat.presenters import agents_of
 from assistant.engine.events import AgentFinished, AgentStarted, ModelCallFailed, UsageEvent, usage_from
+from assistant.runs.models import Run
 
 
 def test_a_failed_call_shows_among_its_agent_s_actions() -> None:
@@ -72,10 +75,11 @@ def test_an_agent_s_estimated_cost_is_marked_in_its_line_and_its_panel() -> None
     (agent,) = agents_of([started, reported, cut, finished])
     assert agent.estimated_eur == 0.0007
     (clean,) = agents_of([started, reported])
+    view = {"run": Run(id=uuid.uuid4(), conversation_id=1)}
     for template in ("chat/_agent.html", "chat/_agent_panel_body.html"):
         with translation.override("en"):
-            page = render_to_string(template, {"agent": agent, "view": {}})
+            page = render_to_string(template, {"agent": agent, "view": view})
             assert "(of which 0.0007 € estimated)" in page
-            assert "(of which" not in render_to_string(template, {"agent": clean, "view": {}})
+            assert "(of which" not in render_to_string(template, {"agent": clean, "view": view})
         with translation.override("fr"):
-            assert "(dont 0,0007 € estimés)" in render_to_string(template, {"agent": agent, "view": {}})
+            assert "(dont 0,0007 € estimés)" in render_to_string(template, {"agent": agent, "view": view})

@@ -87,6 +87,7 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         traced |= {"cut": False}  # a final answer cut by a limit: not, in an old step
         traced |= {"api_model": "", "response_model": ""}  # the model names sent and answered: none, in an old step
         traced |= {"cost_source": "reported", "estimated_eur": 0.0}  # no estimated token, no estimated cost
+        traced |= {"estimate_eur": None, "estimate_max_eur": None}  # an agent launched before estimates: none
         for key, default in traced.items():
             if key not in saved["data"] and key in again:
                 assert again[key] == default
@@ -189,8 +190,13 @@ def test_a_published_step_is_read_once() -> None:
 def test_the_usage_of_the_usage_steps_is_the_run_usage_saved() -> None:
     usage = usage_from(_step(s).event for s in OLD["steps"])
     saved = RunUsage.of(OLD["run"]["usage"])
-    # (the usage saved today counts failed and estimated calls too: none then)
-    assert usage.as_dict() == saved.as_dict() == {**OLD["run"]["usage"], "tokens_estimated": 0, "failed_calls": 0}
+    # (the usage saved today counts failed and estimated calls, and the estimated part of the cost, too: none then)
+    assert usage.as_dict() == saved.as_dict() == {
+        **OLD["run"]["usage"],
+        "tokens_estimated": 0,
+        "failed_calls": 0,
+        "estimated_eur": 0.0,
+    }
 
 
 def test_run_usage_adds_and_takes_away_another() -> None:
