@@ -478,8 +478,8 @@ class Delegation(Tool):
         cap = ctx.delegation_cap
         figures: dict[str, Any] = {
             "call_id": call_id,
-            "estimate_eur": round(estimate.estimate_eur, 8),
-            "estimate_max_eur": round(estimate.estimate_max_eur, 8),
+            "estimate_eur": estimate.estimate_eur,
+            "estimate_max_eur": estimate.estimate_max_eur,
             "cap_eur": cap.cap_eur if cap is not None else None,
             "tasks": len(started),
             "models": tuple(a.model for a in estimate.agents),
