@@ -191,12 +191,16 @@ def test_the_usage_of_the_usage_steps_is_the_run_usage_saved() -> None:
     usage = usage_from(_step(s).event for s in OLD["steps"])
     saved = RunUsage.of(OLD["run"]["usage"])
     # (the usage saved today counts failed and estimated calls, and the estimated part of the cost, too: none then)
-    assert usage.as_dict() == saved.as_dict() == {
-        **OLD["run"]["usage"],
-        "tokens_estimated": 0,
-        "failed_calls": 0,
-        "estimated_eur": 0.0,
-    }
+    assert (
+        usage.as_dict()
+        == saved.as_dict()
+        == {
+            **OLD["run"]["usage"],
+            "tokens_estimated": 0,
+            "failed_calls": 0,
+            "estimated_eur": 0.0,
+        }
+    )
 
 
 def test_run_usage_adds_and_takes_away_another() -> None:

@@ -64,7 +64,10 @@ def test_the_page_speaks_french(world: World) -> None:
 
 def test_each_model_s_prices_say_when_the_catalogue_recorded_them(world: World) -> None:
     client = signed_in("demo")
-    assert "Demo Small (offline demo) — 0.2 / 0.6 EUR (prices of 1 December 2025)" in client.get("/settings/").content.decode()
+    assert (
+        "Demo Small (offline demo) — 0.2 / 0.6 EUR (prices of 1 December 2025)"
+        in client.get("/settings/").content.decode()
+    )
     client.cookies["django_language"] = "fr"
     assert "(prix du 1 décembre 2025)" in client.get("/settings/").content.decode()
 

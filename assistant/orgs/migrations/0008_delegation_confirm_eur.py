@@ -5,15 +5,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('orgs', '0007_organisation_forced_landing_alert_percent'),
+        ("orgs", "0007_organisation_forced_landing_alert_percent"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='organisation',
-            name='delegation_confirm_eur',
-            field=models.FloatField(blank=True, help_text='Ask before a delegation that can cost more than this (EUR); empty: never ask.', null=True, validators=[django.core.validators.MinValueValidator(0.0001), django.core.validators.MaxValueValidator(1000000)]),
+            model_name="organisation",
+            name="delegation_confirm_eur",
+            field=models.FloatField(
+                blank=True,
+                help_text="Ask before a delegation that can cost more than this (EUR); empty: never ask.",
+                null=True,
+                validators=[
+                    django.core.validators.MinValueValidator(0.0001),
+                    django.core.validators.MaxValueValidator(1000000),
+                ],
+            ),
         ),
     ]

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0005_run_sampling'),
+        ("runs", "0005_run_sampling"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='delegation_answer',
+            model_name="run",
+            name="delegation_answer",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='run',
-            name='max_delegation_eur',
+            model_name="run",
+            name="max_delegation_eur",
             field=models.FloatField(blank=True, null=True),
         ),
     ]
