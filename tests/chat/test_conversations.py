@@ -335,6 +335,11 @@ TRACE_DEFAULTS: dict[str, Any] = {
     "finish_reason": "",
     "retried": [],
     "retry_after": None,
+    # A call's cost source, an agent's estimate: what an old step says (reported, none).
+    "cost_source": "reported",
+    "estimated_eur": 0.0,
+    "estimate_eur": None,
+    "estimate_max_eur": None,
 }
 
 
@@ -377,7 +382,7 @@ def test_step_text_is_emptied_and_its_shape_kept() -> None:
         "sources": [],
         "cause": None,
         "partial_report": False,
-        "usage": {**finished["usage"], "tokens_estimated": 0, "failed_calls": 0},
+        "usage": {**finished["usage"], "tokens_estimated": 0, "failed_calls": 0, "estimated_eur": 0.0},
     }
     call = next(s["data"] for s in OLD_STEPS if s["kind"] == "tool_call")
     assert erased("tool_call", call) == {**call, "arguments": {}}
