@@ -42,7 +42,7 @@ async def test_the_server_runs_its_calls_of_the_round_and_the_turn_ends_on_the_c
     assert final.tool_calls == (remind,)
     assert final.messages[:2] == (QUESTION, Message.assistant("Je relance.", (search, remind)))
     [found] = final.messages[2:]
-    assert found.role == "tool" and found.tool_call_id == search.id and "FAC-" in found.content
+    assert found.role == "tool" and found.tool_call_id == search.id and "fac-1" in found.content
 
 
 async def test_a_follow_up_continues_the_messages_and_its_choice_binds_its_first_call_only() -> None:
