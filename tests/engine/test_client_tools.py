@@ -12,7 +12,7 @@ from assistant.engine.events import FinalEvent, ToolCallEvent, ToolResultEvent
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import RunRequest
 from assistant.engine.tools import SERVER_TOOLS, is_server_tool
-from assistant.engine.types import ClientTools, Message, NamedTool, ToolSpec
+from assistant.engine.types import ClientTools, Message, ModelResponse, NamedTool, Reasoning, ToolSpec
 
 REMINDER = ToolSpec(
     name="send_reminder",
@@ -47,10 +47,12 @@ async def test_the_server_runs_its_calls_of_the_round_and_the_turn_ends_on_the_c
 
 async def test_a_follow_up_continues_the_messages_and_its_choice_binds_its_first_call_only() -> None:
     remind = call("send_reminder", invoice="FAC-1")
-    first = harness({MAIN.id: scripted(reply(remind))})
+    thought = Reasoning(format="openai", id="rs_1", encrypted="opaque", summary=("Relancer FAC-1.",))
+    first = harness({MAIN.id: scripted(ModelResponse(tool_calls=[remind], reasoning=[thought]))})
     tools = ClientTools(specs=(REMINDER,), choice=NamedTool("send_reminder"))
     await run_chat(request(QUESTION, tools=tools), first.ctx)
     [ended] = first.of(FinalEvent)
+    assert ended.messages[-1].reasoning == (thought,)  # the model's reasoning goes on with its loop
     assert first.main.requests[0].tool_choice == NamedTool("send_reminder")
 
     search = call("kb_search", query="Zorglub", kb="factures")
