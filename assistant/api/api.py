@@ -465,15 +465,22 @@ def _completion(
 def _message(run: Run, builder: TraceBuilder) -> OutputMessage:
     """The answer, or the client's tools the main model called (``content`` then null when it wrote nothing), with
     our ids for them (``client_turns.client_call_id``)."""
-    if run.status != "ok" or not builder.tool_calls:
+    calls = _tool_calls(run, builder)
+    if calls is None:
         return OutputMessage(content=run.answer)
-    calls = [
+    return OutputMessage(content=run.answer or None, tool_calls=calls)
+
+
+def _tool_calls(run: Run, builder: TraceBuilder) -> list[ToolCallOut] | None:
+    """The client's tools the run ended on, with our ids for them; None when it ended otherwise."""
+    if run.status != "ok" or not builder.tool_calls:
+        return None
+    return [
         ToolCallOut(
             id=client_turns.client_call_id(run.pk, i), function=FunctionCallOut(name=c.name, arguments=c.arguments)
         )
         for i, c in enumerate(builder.tool_calls)
     ]
-    return OutputMessage(content=run.answer or None, tool_calls=calls)
 
 
 # What a failed run's error object carries of the run (beside ``answer``, the text written before it failed).
@@ -640,6 +647,7 @@ def _run_out(run: Run) -> RunOut:
         answer=run.answer,
         reason=reason,
         reason_code=reason_code,
+        tool_calls=_tool_calls(run, builder),
         **trace.model_dump(),
     )
 

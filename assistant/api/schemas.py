@@ -607,6 +607,10 @@ class RunOut(Trace):
     answer: str = Field(description="The answer so far (whole once the run has ended).")
     reason: str = Field(default="", description=REASON_DESCRIPTION)
     reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
+    tool_calls: list[ToolCallOut] | None = Field(
+        default=None,
+        description="When the run ended on the client's tools: its calls, with the ids a follow-up answers them by.",
+    )
 
 
 class ModelOut(BaseModel):

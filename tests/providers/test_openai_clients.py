@@ -375,6 +375,8 @@ async def test_a_client_tool_loop_runs_to_completion_with_the_sdk(
     # Billed as any round: the usage the provider reported.
     assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (300, 12)  # type: ignore[union-attr]
     assert (first.model_extra or {})["status"] == "ok" and (await Run.objects.aget(pk=run_id)).cost_eur > 0
+    kept = (await client.get(f"/runs/{run_id}", cast_to=httpx2.Response)).json()  # a background run's client reads them
+    assert kept["tool_calls"] == [call.model_dump(mode="json")]
     sent = provider.requests[0].body
     assert {"kb_search", "kb_read"} < set(names(sent)) and names(sent)[-1] == "send_reminder"  # beside the server's
     assert sent["tool_choice"] == "required" and sent["parallel_tool_calls"] is False
