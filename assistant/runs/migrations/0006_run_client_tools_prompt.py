@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0005_run_sampling'),
+        ("runs", "0005_run_sampling"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='client_tools',
+            model_name="run",
+            name="client_tools",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='run',
-            name='prompt',
+            model_name="run",
+            name="prompt",
             field=models.JSONField(blank=True, default=list),
         ),
     ]
