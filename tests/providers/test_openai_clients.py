@@ -405,6 +405,27 @@ async def test_a_client_tool_loop_runs_to_completion_with_the_sdk(
     assert again["tool_choice"] == "auto" and "send_reminder" in names(again)
 
 
+async def test_a_loop_of_several_client_rounds_keeps_one_growing_prompt(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    second = ("send_reminder", '{"invoice": "F-2024-091"}')
+    provider.script(calling(SEARCH, REMIND), calling(second), answer("Both reminders are sent."))
+    messages: list[Any] = list(QUESTION)
+    extensions = {"tools_enabled": ["kb:factures"]}
+    while True:
+        completion = await client.chat.completions.create(
+            model=MODEL, messages=messages, tools=[REMINDER], extra_body=extensions
+        )
+        if completion.choices[0].finish_reason != "tool_calls":
+            break
+        messages += answered(completion.choices[0].message, "sent")
+    assert completion.choices[0].message.content == "Both reminders are sent."
+    sent = [r.body["messages"] for r in provider.requests]
+    assert len(sent) == 3 and sent[2][: len(sent[1])] == sent[1] and sent[1][: len(sent[0])] == sent[0]
+    # The first round's search and what it found go on to the last call, which the client never saw.
+    assert [m.get("tool_call_id") for m in sent[2] if m["role"] == "tool"] == ["call00000", "call00001", "call00000"]
+
+
 async def test_a_streamed_turn_ends_with_tool_call_deltas(client: openai.AsyncOpenAI, provider: WireServer) -> None:
     provider.script(calling(REMIND, text="I send it."), answer("Sent."))
     stream = await client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[REMINDER], stream=True)
@@ -646,6 +667,11 @@ async def test_the_openapi_document_describes_the_stream_and_the_failed_runs(cli
     assert {"run_id", "steps", "usage", "answer"} <= set(schemas["RunErrorBody"]["properties"])
     assert {"choices", "event", "run_id", "usage", "status"} <= set(schemas["ChatCompletionChunk"]["properties"])
     assert "agent_usage" in schemas["StreamEvent"]["properties"]["type"]["enum"]
+    request = schemas["ChatCompletionRequest"]["properties"]
+    assert {"tools", "tool_choice", "parallel_tool_calls"} <= set(request)
+    assert (
+        "tool_calls" in schemas["ChunkDelta"]["properties"] and "tool_calls" in schemas["OutputMessage"]["properties"]
+    )
 
     def refs(node: Any) -> Iterator[str]:
         if isinstance(node, dict):
