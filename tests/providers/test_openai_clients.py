@@ -583,7 +583,7 @@ async def test_langchain_bind_tools_and_structured_output_through_a_tool(secret:
         """Send a payment reminder for an invoice."""
         return "sent"
 
-    provider.script(calling(REMIND), calling(("Invoices", '{"unpaid": ["F-2024-077", "F-2024-091"]}')))
+    provider.script(calling(REMIND), calling(("Invoices", '{"unpaid": ["F-2024-077", "F-2024-091"]}')), calling(REMIND))
     http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
     chat = ChatOpenAI(
         model=MODEL, base_url="http://testserver/v1", api_key=secret, http_async_client=http, max_retries=0
@@ -599,6 +599,12 @@ async def test_langchain_bind_tools_and_structured_output_through_a_tool(secret:
     sent = provider.requests[1].body
     assert sent["tool_choice"] == {"type": "function", "function": {"name": "Invoices"}}
     assert names(sent)[-1] == "Invoices"
+    chunks = [c async for c in chat.bind_tools([send_reminder]).astream("Remind Bimbamjob of F-2024-077.")]
+    streamed = chunks[0]
+    for chunk in chunks[1:]:
+        streamed += chunk  # type: ignore[assignment]  # AIMessageChunk's sum: how langchain gathers a stream
+    [call] = streamed.tool_calls  # type: ignore[attr-defined]
+    assert call["name"] == "send_reminder" and call["args"] == {"invoice": "F-2024-077"}
     await http.aclose()
     await snapshot.aclose_providers()
 
