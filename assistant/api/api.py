@@ -263,7 +263,20 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _warnings(key: ApiKey, body: ChatCompletionRequest, policy: Policy) -> list[RequestWarning]:
     """What of the request the run will not do: said in the response, never dropped silently; ``policy``: the
     key's, as the request was checked with."""
-    return _agents_warnings(body, policy) + _sampling_warnings(body)
+    return _agents_warnings(body, policy) + _sampling_warnings(body) + _strict_warnings(body)
+
+
+def _strict_warnings(body: ChatCompletionRequest) -> list[RequestWarning]:
+    """A client tool's ``strict``: not sent (the arguments are the model's, as it wrote them)."""
+    return [
+        RequestWarning(
+            code="parameter_not_sent",
+            message=f"`strict` of the tool {t.function.name} is not sent to the model: check its arguments.",
+            param=f"tools[{i}].function.strict",
+        )
+        for i, t in enumerate(body.tools or ())
+        if t.function.strict
+    ]
 
 
 def _sampling_warnings(body: ChatCompletionRequest) -> list[RequestWarning]:

@@ -429,6 +429,15 @@ async def test_a_loop_of_several_client_rounds_keeps_one_growing_prompt(
     assert [m.get("tool_call_id") for m in sent[2] if m["role"] == "tool"] == ["call00000", "call00001", "call00000"]
 
 
+async def test_a_tools_strict_is_said_not_sent(client: openai.AsyncOpenAI, provider: WireServer) -> None:
+    provider.script(answer("Nothing to remind."))
+    strict = {**REMINDER, "function": {**REMINDER["function"], "name": "send_final_notice", "strict": True}}
+    completion = await client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[REMINDER, strict])
+    warnings = (completion.model_extra or {})["warnings"]
+    assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", "tools[1].function.strict")]
+    assert "strict" not in json.dumps(provider.requests[0].body["tools"])
+
+
 async def test_a_streamed_turn_ends_with_tool_call_deltas(client: openai.AsyncOpenAI, provider: WireServer) -> None:
     provider.script(calling(REMIND, text="I send it."), answer("Sent."))
     stream = await client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[REMINDER], stream=True)
