@@ -167,23 +167,6 @@ def delegation_shown(event: DelegationEstimated) -> bool:
     return event.decision != "launched"
 
 
-def asked_now(run: Run, question: str) -> bool:
-    """Whether ``run`` is waiting for the answer to ``question`` (a key its ``asking`` estimate gave): it runs, and no
-    decision came after it for that ``agents`` call (an answer, the wait's end, Stop)."""
-    if not question or not run.is_running:
-        return False
-    events = [
-        e
-        for _s, e in with_events(run.steps.filter(kind="delegation_estimate").order_by("seq"))
-        if isinstance(e, DelegationEstimated) and e.agent_id is None
-    ]
-    asked = next((e for e in events if e.question == question), None)
-    if asked is None:
-        return False
-    latest = [e for e in events if e.call_id == asked.call_id][-1]
-    return latest.decision == "asking" and latest.question == question
-
-
 SHORT_INSTRUCTION_CHARS = 80
 _SENTENCE_END = re.compile(r"[.!?…](?=\s|$)|\n")
 

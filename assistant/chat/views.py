@@ -7,6 +7,7 @@ up to date. With htmx, sending and stopping swap fragments; without it, plain po
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -39,10 +40,13 @@ from assistant.runs.start import RunStart
 
 from . import deletion
 from .htmx import REFUSED
-from .presenters import asked_now, run_view
+from .presenters import run_view
 from .rendering import render_markdown
 
 log = logging.getLogger(__name__)
+
+QUESTION_KEY = re.compile(r"[0-9a-f]{32}")
+"""A question's key (``engine.estimate.Question.key``)."""
 
 
 def _composer(org: Organisation, values: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -346,12 +350,11 @@ async def delegation_answer(request: AuthenticatedHttpRequest, pk: int, run_id: 
     if run is None:
         return HttpResponse("Not found", status=404)
     question, launch = request.POST.get("question", ""), request.POST.get("launch", "")
-    if launch not in ("0", "1"):
+    if launch not in ("0", "1") or not QUESTION_KEY.fullmatch(question):
         return HttpResponse("Bad request", status=400)
-    # Answered already, over (the wait ended, the run stopped), or never asked: nothing to do; the page shows
-    # what came of the question.
-    if await sync_to_async(asked_now)(run, question):
-        await execution.answer_question(run.pk, question, launch == "1")
+    # The run takes the answer to the question it asks now only (the key is that question's): one answered already,
+    # over (the wait ended, the run stopped) or never asked changes nothing; the page shows what came of it.
+    await execution.answer_question(run.pk, question, launch == "1")
     if request.htmx:
         return HttpResponse(status=204)
     return redirect("conversation", pk=run.conversation_id)

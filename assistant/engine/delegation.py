@@ -527,13 +527,12 @@ class Delegation(Tool):
         ctx = self.ctx
         began = time.monotonic()
         asked = asyncio.ensure_future(asyncio.wait_for(confirm(question), question.seconds))
-        stopped = asyncio.ensure_future(ctx.cancel.wait())
         try:
-            await asyncio.wait({asked, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            await ctx.cancel.race(asked)
         finally:
-            stopped.cancel()
             if not asked.done():
                 asked.cancel()
+                await asyncio.wait([asked])
             ctx.started += time.monotonic() - began
         if ctx.cancel.cancelled or asked.cancelled():
             return None
