@@ -192,7 +192,7 @@ def test_a_user_message_after_a_tool_message_goes_into_that_tool_result(caplog: 
         sent = mistral_messages(history)
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
     assert sent[-1]["content"] == '{"hits": []}\n\n[Answer now.]'
-    assert "user message right after a tool message" in caplog.text
+    assert "a user message right after a tool message" in caplog.text
     assert mistral_refusal({"model": "m", "messages": sent}) is None
 
 

@@ -197,9 +197,9 @@ class CallIds:
 def mistral_messages(messages: tuple[Message, ...]) -> list[models.ChatCompletionStreamRequestMessageTypedDict]:
     """The conversation as Mistral takes it (its message rules, see the module's docstring).
 
-    The engine already writes its notes to the model into the last tool result; a user message right after a tool
-    message that still comes (an API client's history) is appended to that tool result's content rather than
-    refused by Mistral, and logged. An assistant message with neither text nor tool calls is left out.
+    The engine already writes its notes to the model into the last tool result; a user (or system) message right
+    after a tool message that still comes (an API client's history) is appended to that tool result's content
+    rather than refused by Mistral, and logged. An assistant message with neither text nor tool calls is left out.
     """
     ids = CallIds()
     out: list[models.ChatCompletionStreamRequestMessageTypedDict] = []
@@ -207,8 +207,8 @@ def mistral_messages(messages: tuple[Message, ...]) -> list[models.ChatCompletio
     for m in messages:
         if m.role == "assistant" and not m.content and not m.tool_calls:
             continue
-        if m.role == "user" and last_tool is not None:
-            log.warning("a user message right after a tool message: sent to Mistral in that tool result's content")
+        if m.role in ("user", "system") and last_tool is not None:  # Mistral takes only these two after a tool
+            log.warning("a %s message right after a tool message: sent to Mistral in that tool result's content", m.role)
             before = last_tool["content"]
             last_tool["content"] = f"{before}\n\n{m.content}" if before else m.content
             continue
