@@ -208,7 +208,9 @@ def mistral_messages(messages: tuple[Message, ...]) -> list[models.ChatCompletio
         if m.role == "assistant" and not m.content and not m.tool_calls:
             continue
         if m.role in ("user", "system") and last_tool is not None:  # Mistral takes only these two after a tool
-            log.warning("a %s message right after a tool message: sent to Mistral in that tool result's content", m.role)
+            log.warning(
+                "a %s message right after a tool message: sent to Mistral in that tool result's content", m.role
+            )
             before = last_tool["content"]
             last_tool["content"] = f"{before}\n\n{m.content}" if before else m.content
             continue
