@@ -1,8 +1,11 @@
 """Mistral chat completions through the official ``mistralai`` SDK (``chat.stream_async``).
 
-Same shape as the OpenAI adapter: text deltas as they arrive (a reasoning model's thinking chunks
-are not shown), tool calls accumulated by index and yielded whole, then the usage and the finish
-reason. ``reasoning_effort`` is sent only to a model whose reasoning is adjustable (Magistral
+Same shape as the OpenAI adapter: text deltas as they arrive, tool calls accumulated by index and
+yielded whole, then the usage and the finish reason. A reasoning model's (Magistral's) ``thinking``
+chunks are gathered into the turn's ``Reasoning`` (its text, and its ``signature`` wherever in the
+stream it came), yielded when the text starts and again at the end if its signature came later; the
+next requests of the same loop send it back in place, as a ``thinking`` chunk of the assistant
+message before its text. ``reasoning_effort`` is sent only to a model whose reasoning is adjustable (Magistral
 models always reason and take no such parameter). SDK errors become engine errors in
 ``_translated``.
 
@@ -44,6 +47,8 @@ from ..types import (
     Message,
     ModelRequest,
     NamedTool,
+    Reasoning,
+    ReasoningPart,
     ResponseModel,
     Sampling,
     StreamPart,
@@ -93,13 +98,14 @@ class MistralModel(Model):
         usage: UsagePart | None = None
         reason: str | None = None
         answered = ""
+        thinking = _Thinking(self.api_model)
         effort = self.info.effort_for(request.reasoning_effort) if self.adjustable_reasoning else None
         tools = [_tool(t) for t in request.tools]
         try:
             with _translated():
                 stream = await self.provider.client.chat.stream_async(
                     model=self.api_model,
-                    messages=mistral_messages(request.messages),
+                    messages=mistral_messages(request.messages, self.api_model),
                     tools=tools or UNSET,
                     tool_choice=_tool_choice(request) if tools else None,
                     parallel_tool_calls=request.parallel_tool_calls if tools else None,
@@ -116,8 +122,12 @@ class MistralModel(Model):
                             usage = _usage(chunk.usage)
                         for choice in chunk.choices[:1]:
                             delta = choice.delta
+                            thinking.add(delta.content)
                             text = _text(delta.content)
                             if text:
+                                said = thinking.said()
+                                if said is not None:
+                                    yield said
                                 yield TextDelta(text)
                             for piece in delta.tool_calls or ():
                                 calls.add(piece.index, piece.id, piece.function.name, piece.function.arguments)
@@ -133,12 +143,46 @@ class MistralModel(Model):
             raise ModelUnavailable("the Mistral server reported an error while the model was answering")
         if answered:
             yield ResponseModel(answered)
+        said = thinking.said()
+        if said is not None:
+            yield said
         complete = calls.calls()
         for call in complete:
             yield ToolCallPart(call)
         if usage is not None:
             yield usage
         yield FinishPart(finish_reason(reason, bool(complete)))
+
+
+class _Thinking:
+    """A turn's thinking chunks as they stream: their text, and their signature wherever it came."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.parts: list[str] = []
+        self.signature = ""
+        self._said: Reasoning | None = None
+
+    def add(self, content: Any) -> None:
+        if not isinstance(content, list):
+            return
+        for chunk in content:
+            if isinstance(chunk, models.ThinkChunk):
+                self.parts += [c.text for c in chunk.thinking if isinstance(c, models.TextChunk)]
+                if isinstance(chunk.signature, str) and chunk.signature:
+                    self.signature = chunk.signature
+
+    def said(self) -> ReasoningPart | None:
+        """The reasoning so far, when there is some not yielded yet in this form (the same id: it replaces)."""
+        if not self.parts and not self.signature:
+            return None
+        reasoning = Reasoning(
+            format="mistral", id="thinking-0", signature=self.signature, summary=("".join(self.parts),)
+        )
+        if reasoning == self._said:
+            return None
+        self._said = reasoning
+        return ReasoningPart(reasoning)
 
 
 def _sampling(sampling: Sampling | None) -> dict[str, Any]:
@@ -194,18 +238,22 @@ class CallIds:
         return candidate
 
 
-def mistral_messages(messages: tuple[Message, ...]) -> list[models.ChatCompletionStreamRequestMessageTypedDict]:
-    """The conversation as Mistral takes it (its message rules, see the module's docstring).
+def mistral_messages(
+    messages: tuple[Message, ...], model: str = ""
+) -> list[models.ChatCompletionStreamRequestMessageTypedDict]:
+    """The conversation as Mistral takes it (its message rules, see the module's docstring), for ``model`` (its name
+    at Mistral: the thinking it wrote goes back).
 
     The engine already writes its notes to the model into the last tool result; a user (or system) message right
     after a tool message that still comes (an API client's history) is appended to that tool result's content
-    rather than refused by Mistral, and logged. An assistant message with neither text nor tool calls is left out.
+    rather than refused by Mistral, and logged. An assistant message with neither text, tool calls nor thinking is left
+    out.
     """
     ids = CallIds()
     out: list[models.ChatCompletionStreamRequestMessageTypedDict] = []
     last_tool: models.ToolMessageTypedDict | None = None  # the message just sent, when it is a tool result
     for m in messages:
-        if m.role == "assistant" and not m.content and not m.tool_calls:
+        if m.role == "assistant" and not m.content and not m.tool_calls and not _thinking_of(m, model):
             continue
         if m.role in ("user", "system") and last_tool is not None:  # Mistral takes only these two after a tool
             log.warning(
@@ -219,7 +267,7 @@ def mistral_messages(messages: tuple[Message, ...]) -> list[models.ChatCompletio
             out.append(last_tool)
         else:
             last_tool = None
-            out.append(_message(m, ids))
+            out.append(_message(m, ids, model))
     return out
 
 
@@ -227,20 +275,39 @@ def _tool_message(m: Message, ids: CallIds) -> models.ToolMessageTypedDict:
     return models.ToolMessageTypedDict(role="tool", content=m.content, tool_call_id=ids(m.tool_call_id), name=m.name)
 
 
-def _message(m: Message, ids: CallIds) -> models.ChatCompletionStreamRequestMessageTypedDict:
+def _message(m: Message, ids: CallIds, model: str) -> models.ChatCompletionStreamRequestMessageTypedDict:
+    """``m`` on Mistral's wire; an assistant turn's thinking goes back when ``model`` (its name at Mistral) had it."""
     if m.role == "system":
         return models.SystemMessageTypedDict(role="system", content=m.content)
     if m.role == "user":
         return models.UserMessageTypedDict(role="user", content=m.content)
     if m.role == "tool":
         return _tool_message(m, ids)
-    message = models.AssistantMessageTypedDict(role="assistant", content=m.content or None)
+    thinking = _thinking_of(m, model)
+    if thinking:
+        text: list[models.ContentChunkTypedDict] = [{"type": "text", "text": m.content}] if m.content else []
+        message = models.AssistantMessageTypedDict(role="assistant", content=[*thinking, *text])
+    else:
+        message = models.AssistantMessageTypedDict(role="assistant", content=m.content or None)
     if m.tool_calls:
         message["tool_calls"] = [
             models.ToolCallTypedDict(id=ids(c.id), type="function", function={"name": c.name, "arguments": c.arguments})
             for c in m.tool_calls
         ]
     return message
+
+
+def _thinking_of(m: Message, model: str) -> list[models.ThinkChunkTypedDict]:
+    """The thinking of an assistant turn that goes back to ``model``: Mistral's, written by that model."""
+    return [_thinking(r) for r in m.reasoning if r.format == "mistral" and r.model in ("", model)]
+
+
+def _thinking(r: Reasoning) -> models.ThinkChunkTypedDict:
+    """A thinking chunk as it came: its text and its signature."""
+    chunk = models.ThinkChunkTypedDict(type="thinking", thinking=[{"type": "text", "text": r.text}])
+    if r.signature:
+        chunk["signature"] = r.signature
+    return chunk
 
 
 def _tool(spec: ToolSpec) -> models.ToolTypedDict:
@@ -258,7 +325,7 @@ def _tool_choice(request: ModelRequest) -> models.ChatCompletionStreamRequestToo
 
 
 def _text(content: Any) -> str:
-    """The visible text of a delta: a string, or the text chunks of a list (thinking is left out)."""
+    """The visible text of a delta: a string, or the text chunks of a list (thinking is gathered apart)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
