@@ -67,7 +67,8 @@ STREAM_DESCRIPTION = """With `"stream": true` the answer comes as server-sent ev
 `chat.completion.chunk` format (`ChatCompletionChunk`), ending with `data: [DONE]`. A run that was admitted always
 answers 200; its first chunk carries `run_id` and `warnings`. Chunks with an empty `choices` carry an `event`
 (`StreamEvent`): each agent's start (with its `agent_id`), its actions and its end, and the main model's tool calls,
-as they happen. The answer's last chunk has `finish_reason` (`stop`, or `length` when a limit cut it); the last
+as they happen. A reasoning model's summary of each round comes as a `delta.reasoning_content` before that round's
+`delta.content` (as OpenAI-compatible clients expect it; not streamed: `message.reasoning_content`). The answer's last chunk has `finish_reason` (`stop`, or `length` when a limit cut it); the last
 chunk before `[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` (`ok`, `stopped`) and
 `reason`, as in the non-streamed response. A run that fails ends its stream, after the deltas already sent, with
 one event whose data is `{"error": {...}}` (`StreamError`: the same object as the non-streamed error, with the
@@ -380,7 +381,12 @@ def _completion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
         model=run.model,
-        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder))],
+        choices=[
+            Choice(
+                message=OutputMessage(content=run.answer, reasoning_content=builder.reasoning_content),
+                finish_reason=_finish_reason(run, builder),
+            )
+        ],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]  # run.status is a Run.Status value, which the stubs type as str, not the API's Literal
         reason=reason,
@@ -463,7 +469,12 @@ async def _stream(
             if isinstance(item, str):
                 yield _sse({**base, "choices": [{"index": 0, "delta": {"content": item}, "finish_reason": None}]})
                 continue
+            said = len(builder.reasoning)
             event = builder.add(item)
+            for n, summary in enumerate(builder.reasoning[said:], start=said):
+                # The main model's reasoning summary, before that round's text (OpenAI-compatible clients show it).
+                delta = {"reasoning_content": f"\n\n{summary}" if n else summary}
+                yield _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
             if event is not None:
                 data = {k: v for k, v in event.model_dump(mode="json").items() if v is not None}
                 yield _sse({**base, "choices": [], "event": data})

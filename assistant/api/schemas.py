@@ -404,9 +404,17 @@ class Trace(BaseModel):
 # Responses ----------------------------------------------------------------------------------------
 
 
+REASONING_CONTENT = (
+    "The main model's reasoning summaries, round by round, separated by a blank line (a reasoning model's, when its "
+    "provider gives one: OpenAI's summaries, Magistral's thinking); absent when it gave none. An agent's stays in "
+    "its `agent` step."
+)
+
+
 class OutputMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str
+    reasoning_content: str | None = Field(None, description=REASONING_CONTENT)
 
 
 class Choice(BaseModel):
@@ -526,6 +534,11 @@ class RunErrorOut(BaseModel):
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = Field(
+        None,
+        description="A reasoning summary of the main model's current round, whole, before that round's `content` "
+        "deltas (a round after the first starts with a blank line).",
+    )
 
 
 class ChunkChoice(BaseModel):
