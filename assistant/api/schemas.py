@@ -406,7 +406,7 @@ class Trace(BaseModel):
 
 REASONING_CONTENT = (
     "The main model's reasoning summaries, round by round, separated by a blank line (a reasoning model's, when its "
-    "provider gives one: OpenAI's summaries, Magistral's thinking); absent when it gave none. An agent's stays in "
+    "provider gives one: OpenAI's summaries, Magistral's thinking); null when it gave none. An agent's stays in "
     "its `agent` step."
 )
 
