@@ -389,11 +389,9 @@ async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: st
     work = asyncio.ensure_future(_work(tool, call, args, started))
     if stop is None or tool.stops_itself:
         return await _outcome(call, work)
-    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        await stop.race(work)
     finally:
-        stopping.cancel()
         stopped = not work.done()  # Stop, or this call itself cancelled: the tool's work ends with it
         if stopped:
             work.cancel()
