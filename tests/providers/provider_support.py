@@ -115,7 +115,8 @@ class Brain:
 
     def agent(self, body: dict[str, Any]) -> Turn:
         messages = body["messages"]
-        results = [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+        # A tool result's JSON, without the engine's note to the model after it (the forced landing's notice).
+        results = [json.JSONDecoder().raw_decode(m["content"])[0] for m in messages if m["role"] == "tool"]
         kb = "factures" if "invoices" in messages[1]["content"] else "comptes-rendus"
         forced = isinstance(body.get("tool_choice"), dict)
         read = [d for r in results for d in r.get("documents", [])]

@@ -227,7 +227,7 @@ async def test_an_agent_on_a_mistral_model_lands_and_relaunches_against_mistrals
     ctx = RunContext(catalogue=Catalogue([info]), models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE))
     task = AgentTask(instruction="Find the invoices.", model=info, resources=("kb:factures",), max_rounds=2)
 
-    outcome = await run_agent(ctx, "agent-1", task, AgentBudget(), None)
+    outcome = await run_agent(ctx, "agent-1", task, AgentBudget(max_rounds=2), None)
 
     assert wire.server.refused == [], [r.body for r in wire.server.refused]
     assert (outcome.status, outcome.forced_landing) == ("interrupted", True)
