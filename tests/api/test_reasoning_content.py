@@ -12,7 +12,7 @@ from assistant.demo.model import say
 pytestmark = pytest.mark.slow
 
 QUESTION = "Bimbamjob: invoices 2024?"
-SEARCHING = {"tools_enabled": ["kb:factures"]}
+SEARCHING = {"tools_enabled": ["kb:factures"], "reasoning_level": "standard"}  # a level: the model reasons
 
 
 def test_the_reasoning_summary_streams_before_each_rounds_text_and_is_in_the_message(live: Live) -> None:
@@ -31,7 +31,7 @@ def test_the_reasoning_summary_streams_before_each_rounds_text_and_is_in_the_mes
     reasoning = "".join(piece for kind, piece in order if kind == "reasoning")
     answer = "".join(piece for kind, piece in order if kind == "text")
     # It searched, then answered: each round's summary came before what that round wrote.
-    assert order[0] == ("reasoning", say("thinking_tools", "en"))
+    assert order[0] == ("reasoning", say("thinking_tools", "en")), order[:3]
     assert reasoning.endswith("\n\n" + say("thinking_answer", "en"))
     last = max(i for i, (kind, _) in enumerate(order) if kind == "reasoning")
     assert "Bimbamjob" in "".join(piece for kind, piece in order[last:] if kind == "text")  # the answer, after it

@@ -15,7 +15,7 @@ from django.utils import translation
 
 from assistant.chat.live import LiveRun
 from assistant.chat.presenters import TextPiece, WorkBlock, agent_of, run_view
-from assistant.demo.model import DemoModel
+from assistant.demo.model import DemoModel, say
 from assistant.demo.model.info import DEMO_MODELS
 from assistant.engine.events import (
     Action,
@@ -26,7 +26,7 @@ from assistant.engine.events import (
     RoundStarted,
     ToolResultEvent,
 )
-from assistant.engine.types import Message, ModelRequest, ReasoningPart, ToolSpec
+from assistant.engine.types import Message, ModelRequest, ReasoningPart, ToolCallPart, ToolSpec
 from assistant.orgs.models import Organisation
 from assistant.runs.follow import Follower
 from assistant.runs.models import Conversation, Run, Step
@@ -147,14 +147,19 @@ def test_the_demos_reasoning_model_says_why_it_searches_then_why_it_answers() ->
         return [p async for p in model.stream(request)]
 
     asked = ModelRequest(
-        messages=(Message.system("You answer."), Message.user("Bimbamjob : factures ?")),
+        messages=(
+            Message.system("You answer."),
+            Message.user("Que disent les factures de Bimbamjob sur les retards ?"),
+        ),
         tools=(search,),
         reasoning_effort="high",
     )
     got = asyncio.run(parts(DemoModel(large), asked))
     first = got[0]
     assert isinstance(first, ReasoningPart) and first.reasoning.format == "demo"
-    assert first.reasoning.text.startswith("Avant de répondre")  # the question's language
+    # Why it does what it does next, in the question's language: it searches (it calls a tool) or it answers.
+    searches = any(isinstance(p, ToolCallPart) for p in got)
+    assert first.reasoning.text == say("thinking_tools" if searches else "thinking_answer", "fr")
     assert not any(isinstance(p, ReasoningPart) for p in got[1:])  # once, before the round's text and calls
     # A model that does not reason, or a request with no effort, says nothing of it.
     for model, request in (
