@@ -19,8 +19,8 @@ WORDS = {
     "fr": {"question": "Bimbamjob : factures, paiements et relation", "label": "Réflexion"},
 }
 # The timeline's entries in document order: each piece of text, and each folded summary with its label.
-ORDER = """run => Array.from(run.querySelectorAll('.timeline > .segment, .timeline > .work details.thinking,
-  .timeline > .work .delegation')).map(el => el.matches('details.thinking') ? 'thinking'
+SELECTOR = ".timeline > .segment, .timeline > .work details.thinking, .timeline > .work .delegation"
+ORDER = f"""run => Array.from(run.querySelectorAll('{SELECTOR}')).map(el => el.matches('details.thinking') ? 'thinking'
   : el.classList.contains('delegation') ? 'line' : 'text')"""
 
 
