@@ -564,8 +564,8 @@ async def _stream(
             event = builder.add(item)
             for n, summary in enumerate(builder.reasoning[said:], start=said):
                 # The main model's reasoning summary, before that round's text (OpenAI-compatible clients show it).
-                delta = {"reasoning_content": f"\n\n{summary}" if n else summary}
-                yield _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                thought = {"reasoning_content": f"\n\n{summary}" if n else summary}
+                yield _sse({**base, "choices": [{"index": 0, "delta": thought, "finish_reason": None}]})
             if event is not None:
                 data = {k: v for k, v in event.model_dump(mode="json").items() if v is not None}
                 yield _sse({**base, "choices": [], "event": data})
