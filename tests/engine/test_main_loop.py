@@ -69,7 +69,7 @@ async def test_after_the_round_limit_the_model_answers_without_tools_and_that_an
     assert len(requests) == 3
     assert [r.tool_choice for r in requests] == ["auto", "auto", "none"]
     assert requests[2].tools == ()
-    assert requests[2].messages[-1].content == ROUND_LIMIT_NOTICE
+    assert requests[2].messages[-1].role == "tool" and requests[2].messages[-1].content.endswith(ROUND_LIMIT_NOTICE)
     assert [e.forced for e in h.of(RoundStarted)] == [False, False, True]
     assert len(h.of(ToolCallEvent)) == 2  # the forced round's tool call is not run
     assert outcome.status == "ok"
