@@ -24,9 +24,9 @@ from .causes import Cause
 from .compaction import compact
 from .errors import ModelError, ModelTimeout, ToolFailed
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted
+from .notes import add_note
 from .outcomes import RESULT_SPEC, RESULT_TOOL, AgentOutcome, AgentRecord, AgentReport, AgentTask
 from .runtime import RunContext
-from .notes import add_note
 from .scope import Scope
 from .tokens import estimate_tokens, prompt_tokens
 from .tools import Tool, run_tool_call
