@@ -283,13 +283,16 @@ async def test_an_answer_cut_by_max_tokens_ends_with_length(client: openai.Async
 async def test_a_reasoning_model_is_not_sent_what_it_refuses_and_the_response_says_so(
     client: openai.AsyncOpenAI, provider: WireServer
 ) -> None:
-    provider.script(sse_reply("openai", "gpt-5", Turn("Two.")))
+    # gpt-5 goes through the Responses API, which takes no stop, seed nor penalties; a reasoning model no sampling.
+    provider.script(sse_reply("responses", "gpt-5", Turn("Two.")))
     completion = await client.chat.completions.create(model="gpt-5", messages=QUESTION, **SAMPLING)
+    assert completion.choices[0].message.content == "Two."
     warnings = (completion.model_extra or {})["warnings"]
-    refused = ["temperature", "top_p", "presence_penalty", "frequency_penalty"]
+    refused = ["temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty"]
     assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", p) for p in refused]
     sent = provider.requests[0].body
-    assert not set(refused) & set(sent) and sent["seed"] == 7 and sent["stop"] == ["END"]
+    assert provider.requests[0].path == "/v1/responses"
+    assert not set(refused) & set(sent) and sent["user"] == "client-42"
 
 
 async def test_more_than_one_choice_is_refused(client: openai.AsyncOpenAI, provider: WireServer) -> None:
