@@ -9,6 +9,7 @@ import logging
 import re
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from wire import Reply, Turn, WireServer, mistral_refusal, sse_reply
 
 from assistant.engine.agent import LANDING_NOTICE, run_agent
 from assistant.engine.catalogue import Catalogue
+from assistant.engine.events import Event, FinalEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import ROUND_LIMIT_NOTICE, run_chat
 from assistant.engine.models.mistral import CallIds, mapped_call_id, mistral_messages
@@ -24,12 +26,15 @@ from assistant.engine.outcomes import AgentTask
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox
-from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+from assistant.engine.types import ClientTools, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from assistant.engine.usage import AgentBudget
 
 MISTRAL = pytest.mark.parametrize("server", ["mistral"], indirect=True)
 
 MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
+REMINDER = ToolSpec(
+    "send_reminder", "Send a payment reminder.", {"type": "object", "properties": {"invoice": {"type": "string"}}}
+)
 SEARCH = ToolSpec("kb_search", "Search.", {"type": "object", "properties": {"query": {"type": "string"}}})
 KNOWLEDGE = MemoryKnowledge(
     {
@@ -213,7 +218,9 @@ async def test_the_adapter_sends_a_clients_history_mistral_would_refuse_as_one_i
 
 
 @MISTRAL
-async def test_an_agent_on_a_mistral_model_lands_and_relaunches_against_mistrals_rules(wire: Wire) -> None:
+async def test_an_agent_on_a_mistral_model_lands_and_relaunches_against_mistrals_rules(
+    wire: Wire, caplog: pytest.LogCaptureFixture
+) -> None:
     info = PLAIN
     wire.model(info)
     search = ("kb_search", json.dumps({"query": "Bimbamjob", "kb": "factures"}))
@@ -227,9 +234,11 @@ async def test_an_agent_on_a_mistral_model_lands_and_relaunches_against_mistrals
     ctx = RunContext(catalogue=Catalogue([info]), models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE))
     task = AgentTask(instruction="Find the invoices.", model=info, resources=("kb:factures",), max_rounds=2)
 
-    outcome = await run_agent(ctx, "agent-1", task, AgentBudget(max_rounds=2), None)
+    with caplog.at_level(logging.WARNING, logger="assistant.engine.models.mistral"):
+        outcome = await run_agent(ctx, "agent-1", task, AgentBudget(max_rounds=2), None)
 
     assert wire.server.refused == [], [r.body for r in wire.server.refused]
+    assert "right after a tool message" not in caplog.text  # the engine wrote its notice in the tool result itself
     assert (outcome.status, outcome.forced_landing) == ("interrupted", True)
     assert "paid late [doc-1]" in outcome.report and outcome.rounds == 3 and outcome.tools_run == ["kb_search"]
     bodies = [r.body for r in wire.server.requests]
@@ -245,7 +254,9 @@ async def test_an_agent_on_a_mistral_model_lands_and_relaunches_against_mistrals
 
 
 @MISTRAL
-async def test_the_main_loops_round_limit_reaches_a_mistral_model_against_its_rules(wire: Wire) -> None:
+async def test_the_main_loops_round_limit_reaches_a_mistral_model_against_its_rules(
+    wire: Wire, caplog: pytest.LogCaptureFixture
+) -> None:
     info = PLAIN
     wire.model(info)
 
@@ -260,10 +271,52 @@ async def test_the_main_loops_round_limit_reaches_a_mistral_model_against_its_ru
         messages=(Message.user("Invoices?"),), model=info.id, level="rapide", resources=("kb:factures",)
     )
 
-    outcome = await run_chat(request, ctx)
+    with caplog.at_level(logging.WARNING, logger="assistant.engine.models.mistral"):
+        outcome = await run_chat(request, ctx)
 
     assert wire.server.refused == [], [r.body for r in wire.server.refused]
+    assert "right after a tool message" not in caplog.text  # the engine wrote its notice in the tool result itself
     assert outcome.status == "ok" and outcome.text == "Bimbamjob paid late."
     last = wire.server.requests[-1].body
     assert "tools" not in last and last["messages"][-1]["role"] == "tool"
     assert ROUND_LIMIT_NOTICE in last["messages"][-1]["content"]
+
+
+@MISTRAL
+async def test_a_client_tool_through_a_mistral_model_and_the_clients_follow_up_with_its_own_ids(wire: Wire) -> None:
+    info = PLAIN
+    wire.model(info)
+    remind = ("send_reminder", json.dumps({"invoice": "F-2024-077"}))
+    wire.server.script(
+        sse_reply("mistral", "plain", Turn("I send the reminder.", (remind,))),
+        sse_reply("mistral", "plain", Turn("Reminder sent; F-2024-077 is still due.")),
+    )
+    tools = ClientTools(specs=(REMINDER,))
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    ctx = RunContext(
+        catalogue=Catalogue([info]), models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE), emit=emit
+    )
+    question = Message.user("Remind Bimbamjob of its unpaid invoice.")
+    first = await run_chat(RunRequest(messages=(question,), model=info.id, client_tools=tools), ctx)
+    [ended] = [e for e in events if isinstance(e, FinalEvent)]
+    [called] = ended.tool_calls
+    assert first.status == "ok" and called.name == "send_reminder"
+
+    # The client sends the turn back with ids of its own (as one that continues an OpenAI conversation writes them).
+    theirs = replace(called, id="call_" + "Zx9" * 8)
+    history = tuple(
+        replace(m, tool_calls=tuple(theirs if c == called else c for c in m.tool_calls)) for m in ended.messages
+    )
+    follow_up = (*history, Message.tool(theirs, '{"sent": true}'))
+    outcome = await run_chat(RunRequest(messages=follow_up, model=info.id, client_tools=tools), ctx)
+
+    assert wire.server.refused == [], [r.body for r in wire.server.refused]
+    assert outcome.status == "ok" and outcome.text == "Reminder sent; F-2024-077 is still due."
+    sent = wire.server.requests[-1].body["messages"]
+    [assistant] = [m for m in sent if m.get("tool_calls")]
+    [result] = [m for m in sent if m["role"] == "tool"]
+    assert assistant["tool_calls"][0]["id"] == result["tool_call_id"] == mapped_call_id(theirs.id)
