@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
+from assistant.budgets import spend
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
@@ -188,10 +189,13 @@ def _page(
 ) -> dict[str, Any]:
     org = organisation_of(request.user)
     items = _turns(conversation) if conversation is not None else []
+    composer = _composer(org, {**last_choices(conversation), **(values or {})})
+    # The member's month at 80 % or 100 % of their spend limit: said next to the composer, before they send.
+    composer["spend"] = spend.banner_text(spend.state_for(org, request.user.pk))
     return {
         "conversations": Conversation.objects.filter(organisation=org, user=request.user, deleted__isnull=True)[:50],
         "conversation": conversation,
-        "composer": _composer(org, {**last_choices(conversation), **(values or {})}),
+        "composer": composer,
         "error": error,
         "items": items,
         "queued": _queued(conversation),
