@@ -278,13 +278,9 @@ async def test_twenty_concurrent_runs_against_a_member_s_room_for_about_five(two
     assert {r.status for r in done} == {"ok"}
 
 
-def test_twenty_threads_never_overshoot_a_hard_cap(tworld: World) -> None:
-    """Each holds the most a call can cost; what is settled never passes the limit (here on SQLite; the PostgreSQL
-    tests run the same)."""
-    check_threads(tworld)
-
-
 def check_threads(world: World) -> None:
+    """Twenty threads, each on its own connection, hold the most a call can cost at the same instant, then settle it:
+    what is held and settled never passes the limit (run by the PostgreSQL tests, ``test_postgres``)."""
     from concurrent.futures import ThreadPoolExecutor
     from threading import Barrier
 
