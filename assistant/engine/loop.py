@@ -19,6 +19,7 @@ from .errors import ContextTooLong, ModelError, RequestRefused, ToolFailed
 from .events import (
     ErrorEvent,
     FinalEvent,
+    ReasoningEvent,
     RoundStarted,
     RunStatus,
     StoppedEvent,
@@ -33,7 +34,7 @@ from .runtime import RunContext
 from .scope import KB_PREFIX, MCP_PREFIX
 from .tokens import prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
-from .types import Message, ModelRequest, ToolCall, ToolSpec
+from .types import Message, ModelRequest, Reasoning, ToolCall, ToolSpec
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
 - Cite the documents you use by their id, in square brackets, e.g. [doc-12].
@@ -127,6 +128,11 @@ class _MainLoop:
         self.text += delta
         await self.ctx.emit(TextDeltaEvent(text=delta))
 
+    async def _on_reasoning(self, reasoning: Reasoning) -> None:
+        event = ReasoningEvent.of(reasoning, self.rounds, self.info.id)
+        if event is not None:
+            await self.ctx.emit(event)
+
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(t.spec for t in self.tools.values())
 
@@ -168,6 +174,7 @@ class _MainLoop:
                     self.info.id,
                     request,
                     on_text=self._on_text,
+                    on_reasoning=self._on_reasoning,
                     timeout=ctx.policy.main_call_timeout,
                 )
                 self.messages.append(response.as_message())
