@@ -124,9 +124,10 @@ class Refusal(BaseModel):
                     f"({self.reserved or 0:,} tokens): try again in a few seconds."
                 )
             case "spend_limit_spent":
-                whose = "This API key" if self.limit_kind == "key" else "You"
+                whose = "This API key has spent" if self.limit_kind == "key" else "You have spent"
+                its = "its" if self.limit_kind == "key" else "your"
                 text = (
-                    f"{whose} spent {self.used_eur or 0:.2f} EUR of the monthly spend limit of {self.limit_eur or 0:.2f} "
+                    f"{whose} {self.used_eur or 0:.2f} EUR of {its} monthly spend limit of {self.limit_eur or 0:.2f} "
                     f"EUR ({self.percent or 0} %): what is left cannot take this request (up to {self.cost_eur or 0:.4f} EUR)."
                 )
                 if self.resets_at is not None:
@@ -134,10 +135,13 @@ class Refusal(BaseModel):
                     text += f" It resets on {day.day} {day:%B %Y} at midnight ({self.zone or 'UTC'})."
                 return text + " Only an admin can change the limit in the meantime."
             case "spend_limit_busy":
-                whose = "This API key" if self.limit_kind == "key" else "You"
+                if self.limit_kind == "key":
+                    whose, its, running = "This API key has spent", "its", "running requests"
+                else:
+                    whose, its, running = "You have spent", "your", "your running requests"
                 return (
-                    f"{whose} spent {self.used_eur or 0:.2f} EUR of the monthly spend limit of {self.limit_eur or 0:.2f} "
-                    f"EUR ({self.percent or 0} %) and the rest is reserved by running requests "
+                    f"{whose} {self.used_eur or 0:.2f} EUR of {its} monthly spend limit of {self.limit_eur or 0:.2f} "
+                    f"EUR ({self.percent or 0} %) and the rest is reserved by {running} "
                     f"({self.reserved_eur or 0:.2f} EUR): try again in a few seconds."
                 )
             case "owner_left":

@@ -200,6 +200,7 @@ class ApiKeyForm(forms.Form):
     limit_mode = forms.ChoiceField(
         choices=LIMIT_MODES,
         initial="hard",
+        required=False,  # a key with no limit needs no mode; a limit given with none is a hard cap
         label=_("When the limit is reached"),
         help_text=_("A hard cap refuses the key's requests until the month ends; an alert only e-mails the admins."),
     )

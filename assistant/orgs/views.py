@@ -208,7 +208,7 @@ def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
         expires=form.expires(),
         rate_limit=form.cleaned_data["rate_limit"],
         monthly_eur=form.cleaned_data["monthly_eur"],
-        hard_cap=form.cleaned_data["limit_mode"] == "hard",
+        hard_cap=form.cleaned_data["limit_mode"] != "alert",
     )
     audit.record(
         request.user,

@@ -183,7 +183,7 @@ async def test_a_spent_key_is_a_429_spend_limit_exhausted_the_client_does_not_re
             None,
             "key",
         )
-        assert error["message"].startswith("This API key has spent 1.00 EUR of its monthly spend limit of 1.00 EUR")
+        assert error["message"].startswith("This API key has spent 0.99 EUR of its monthly spend limit of 1.00 EUR (99 %)")
         assert response.headers["x-should-retry"] == "false"
         resets_at = datetime.fromisoformat(error["resets_at"])
         assert abs(int(response.headers["retry-after"]) - (resets_at - timezone.now()).total_seconds()) < 60
@@ -242,7 +242,7 @@ async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(tworld
     assert row.used_eur == pytest.approx(1.0 - first - 0.003 + run.cost_eur)
     assert row.used_eur <= 1.0  # no overshoot: each call held the most it could cost
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
-    assert "stopped: the spend limit is reached (" in html.unescape(page)
+    assert "Stopped: the spend limit is reached (0.9" in html.unescape(page)
 
 
 # Concurrency: no overshoot beyond what is reserved ----------------------------------------------------------------

@@ -122,3 +122,26 @@ def test_a_hard_cap_shows_a_banner_at_80_percent_then_refuses_next_to_the_compos
     expect(page.locator("#my-spend .spend-total")).to_contain_text("(100 %)")
     page.screenshot(path=str(ARTIFACTS / "spend-my-usage-fr-1400.png"), full_page=True)
     page.context.add_cookies([{"name": "django_language", "value": "en", "url": server}])
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+def test_the_members_page_and_the_usage_pages_fit_1400_and_390(
+    browser: Any, server: str, signed_in: dict[str, Any], language: str
+) -> None:
+    for width, height in ((1400, 900), (390, 844)):
+        context = browser.new_context(
+            base_url=server, storage_state=signed_in, viewport={"width": width, "height": height}, locale="en-GB"
+        )
+        context.add_cookies([{"name": "django_language", "value": language, "url": server}])
+        tab = context.new_page()
+        for path, section, name in (
+            ("/settings/members/", "#member-limits", "members"),
+            ("/settings/usage/", "#spend-limits", "usage"),
+            ("/settings/usage/mine/", "#my-spend", "my-usage"),
+        ):
+            tab.goto(path)
+            expect(tab.locator(section)).to_be_visible()
+            assert tab.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scrolling
+            ARTIFACTS.mkdir(exist_ok=True)
+            tab.screenshot(path=str(ARTIFACTS / f"spend-{name}-{language}-{width}.png"), full_page=True)
+        context.close()
