@@ -183,7 +183,9 @@ async def test_a_spent_key_is_a_429_spend_limit_exhausted_the_client_does_not_re
             None,
             "key",
         )
-        assert error["message"].startswith("This API key has spent 0.99 EUR of its monthly spend limit of 1.00 EUR (99 %)")
+        assert error["message"].startswith(
+            "This API key has spent 0.99 EUR of its monthly spend limit of 1.00 EUR (99 %)"
+        )
         assert response.headers["x-should-retry"] == "false"
         resets_at = datetime.fromisoformat(error["resets_at"])
         assert abs(int(response.headers["retry-after"]) - (resets_at - timezone.now()).total_seconds()) < 60
