@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from .causes import Cause, ModelErrorKind
 from .marks import ERASE, KEEP, Erase, Keep, Name, Text
-from .types import Reasoning, UsagePart
+from .types import Message, Reasoning, ToolCall, UsagePart
 from .usage import Impact, ModelUsageData, RunUsage, UsageData
 
 AgentStatus: TypeAlias = Literal["ok", "interrupted", "stopped", "error"]
@@ -273,6 +273,13 @@ class FinalEvent(_Event):
     usage: UsageData = UsageData()
     cut: bool = False
     """The answer's last call stopped at its output cap (the model's, or the API client's ``max_tokens``)."""
+    tool_calls: Annotated[tuple[ToolCall, ...], ERASE] = ()
+    """The API client's tools that the main model called in its last round, for the client to run (the turn ends on
+    them; the ids are the model's): empty for an answer."""
+    messages: Annotated[tuple[Message, ...], ERASE] = ()
+    """With ``tool_calls``: the main model's messages after its system prompt as its next call would continue them
+    (the conversation, the question, each round's calls and results, the server's tools of the last round run),
+    from which the client's follow-up with the results continues (``runs.client_turns``)."""
 
 
 class ErrorEvent(_Event):

@@ -135,11 +135,7 @@ class RunContext:
                             await on_reasoning(part.reasoning)
 
         task = asyncio.ensure_future(consume())
-        waiter = asyncio.ensure_future(self.cancel.wait())
-        try:
-            await asyncio.wait([task, waiter], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
+        await self.cancel.race(task, timeout)
         timed_out = not task.done() and not self.cancel.cancelled
         aborted = not task.done()
         if aborted:

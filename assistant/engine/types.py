@@ -120,6 +120,39 @@ class NamedTool:
 ToolChoice: TypeAlias = Literal["auto", "required", "none"] | NamedTool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientTools:
+    """An API client's function tools, offered to the main model beside the server's (never to an agent): the main
+    model calling one ends the run's turn, and the client runs it. ``choice`` applies to the run's first main-model
+    call only (later rounds use ``auto``); ``parallel``: the client's ``parallel_tool_calls`` (None: not set)."""
+
+    specs: tuple[ToolSpec, ...]
+    choice: ToolChoice = "auto"
+    parallel: bool | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.specs)
+
+    def as_json(self) -> dict[str, Any]:
+        """What a run keeps of them (``of`` reads it back)."""
+        choice = self.choice
+        return {
+            "tools": [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in self.specs],
+            "choice": {"name": choice.name} if isinstance(choice, NamedTool) else choice,
+            "parallel": self.parallel,
+        }
+
+    @classmethod
+    def of(cls, data: dict[str, Any] | None) -> ClientTools | None:
+        """A run's kept client tools (``as_json``), or None when it had none."""
+        if not data or not data.get("tools"):
+            return None
+        raw = data.get("choice", "auto")
+        choice: ToolChoice = NamedTool(str(raw["name"])) if isinstance(raw, dict) else raw
+        return cls(specs=tuple(ToolSpec(**t) for t in data["tools"]), choice=choice, parallel=data.get("parallel"))
+
+
 SAMPLING_PARAMETERS: tuple[str, ...] = (
     "temperature",
     "top_p",
