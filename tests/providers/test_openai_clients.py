@@ -438,6 +438,38 @@ async def test_a_tools_strict_is_said_not_sent(client: openai.AsyncOpenAI, provi
     assert "strict" not in json.dumps(provider.requests[0].body["tools"])
 
 
+async def test_a_reasoning_models_reasoning_goes_on_into_the_follow_up(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    # gpt-5 goes through the Responses API: its encrypted reasoning item is kept with the run that ended on the
+    # client's call, and sent back in its place, before that call, by the run that continues it.
+    provider.script(
+        sse_reply("responses", "gpt-5", Turn(thinking="F-2024-077 is unpaid: remind it.", calls=(REMIND,))),
+        sse_reply("responses", "gpt-5", Turn("The reminder is sent.")),
+    )
+    extensions = {"reasoning_level": "standard"}
+    first = await client.chat.completions.create(
+        model="gpt-5", messages=QUESTION, tools=[REMINDER], extra_body=extensions
+    )
+    assert first.choices[0].finish_reason == "tool_calls"
+    done = await client.chat.completions.create(
+        model="gpt-5",
+        messages=[*QUESTION, *answered(first.choices[0].message, "sent")],
+        tools=[REMINDER],
+        extra_body=extensions,
+    )
+    assert done.choices[0].message.content == "The reminder is sent."
+    issued = [e["item"] for e in provider.replies[0].events if e.get("type") == "response.output_item.done"]
+    sent = [
+        i
+        for i in provider.requests[1].body["input"]
+        if i.get("type") in ("reasoning", "function_call", "function_call_output")
+    ]
+    assert [i["type"] for i in sent] == ["reasoning", "function_call", "function_call_output"]
+    assert sent[0]["id"] == issued[0]["id"] and sent[0]["encrypted_content"] == issued[0]["encrypted_content"]
+    assert sent[1]["call_id"] == sent[2]["call_id"] == issued[1]["call_id"] and sent[2]["output"] == "sent"
+
+
 async def test_a_streamed_turn_ends_with_tool_call_deltas(client: openai.AsyncOpenAI, provider: WireServer) -> None:
     provider.script(calling(REMIND, text="I send it."), answer("Sent."))
     stream = await client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[REMINDER], stream=True)

@@ -23,10 +23,12 @@ from wire import Reply, Turn, Usage, sse_reply
 
 from assistant.catalogue.loading import infos_from_file
 from assistant.engine.catalogue import Catalogue
-from assistant.engine.events import AgentFinished, Event, ReasoningEvent
+from assistant.engine.errors import MalformedResponse
+from assistant.engine.events import AgentFinished, Event, ReasoningEvent, UsageEvent
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
+from assistant.engine.tokens import prompt_tokens
 from assistant.engine.tools import Toolbox
 from assistant.engine.types import (
     FinishPart,
@@ -327,3 +329,34 @@ async def test_stop_closes_every_responses_stream_of_a_delegated_run_and_nothing
     assert ctx.usage.by_model["gpt-5"].calls == 1 and ctx.usage.by_model["gpt-5"].tokens_estimated == 0
     mini = ctx.usage.by_model["gpt-5-mini"]
     assert mini.calls == 2 and mini.tokens_estimated == 2 and mini.failed_calls == 0
+
+
+async def test_an_error_event_before_anything_is_tried_again_and_a_failed_response_bills_its_usage(wire: Wire) -> None:
+    h = harness(wire)
+    error = {"type": "error", "sequence_number": 0, "code": "server_error", "message": "The server had an error."}
+    answer = sse_reply("responses", "plain", Turn("Made it.", usage=Usage(300, 9)))
+    failed = list(sse_reply("responses", "plain", Turn("Half an", usage=None)).events[:-1])
+    failed.append({"type": "response.failed", "sequence_number": 99, "response": {
+        "id": "resp_x", "object": "response", "model": "plain", "status": "failed", "output": [],
+        "error": {"code": "server_error", "message": "The model broke down."},
+        "usage": Usage(250, 4).responses_wire()}})  # fmt: skip
+    wire.server.script(
+        Reply(events=(error,), done=False, named=True),
+        answer,
+        Reply(events=tuple(failed), done=False, named=True),
+    )
+
+    # An error event before anything was shown: tried again. The answer that followed is billed as reported, plus an
+    # estimate of what the broken attempt was sent (it reached the server, as any stream cut before its first part).
+    response = await h.ctx.call_model("plain", REQUEST)
+    assert response.text == "Made it." and len(wire.server.requests) == 2 and response.cut_attempts == 1
+
+    # A response that failed after its text had started: the call fails, billed what the server reported.
+    with pytest.raises(MalformedResponse, match="The model broke down"):
+        await h.ctx.call_model("plain", REQUEST)
+    assert len(wire.server.requests) == 3  # not tried again: its text was shown
+    billed = [e for e in h.events if isinstance(e, UsageEvent)]
+    assert [(u.prompt_tokens, u.completion_tokens, u.estimated, u.failed) for u in billed] == [
+        (300 + prompt_tokens(REQUEST), 9, True, False),
+        (250, 4, False, True),
+    ]
