@@ -121,9 +121,7 @@ async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_defa
     # The page saw what it sees embedded: the new turn, the agents at work, the answer streaming, the end.
     assert f'id="turn-{run.pk}"' in frames[0]
     joined = "".join(frames[:-1])
-    assert (
-        'Delegated to an agent (demo-small): "<span class="instruction">Find in the knowledge base factures' in joined
-    )
+    assert 'Delegated to an agent (demo-small): "<span class="instruction">Find in your knowledge base what' in joined
     assert "(working…)" in joined and "An agent is working; waiting for its answer to continue" in joined
     assert "Searched “" in joined and "” in Invoices: " in joined
     assert len(re.findall(rf'id="run-{run.pk}-answer"', joined)) > 1  # the answer arrived in several pushes
