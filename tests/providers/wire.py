@@ -45,6 +45,10 @@ class Turn:
     calls: tuple[tuple[str, str], ...] = ()
     usage: Usage | None = Usage(100, 20)
     finish: str | None = None
+    thinking: str = ""
+    """Mistral: the thinking chunks (a word each) before the text."""
+    signature: str = ""
+    """Mistral: the thinking's signature, in a chunk of its own after the text."""
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,15 @@ def sse_reply(
         return c
 
     chunks.append(chunk({"role": "assistant", "content": ""}))
+    if dialect == "mistral":
+        for i, w in enumerate(turn.thinking.split(" ") if turn.thinking else []):
+            thought = {"type": "text", "text": w if i == 0 else " " + w}
+            chunks.append(chunk({"content": [{"type": "thinking", "thinking": [thought]}]}))
     words = turn.text.split(" ") if turn.text else []
     for i, w in enumerate(words):
         chunks.append(chunk({"content": w if i == 0 else " " + w}))
+    if dialect == "mistral" and turn.signature:
+        chunks.append(chunk({"content": [{"type": "thinking", "thinking": [], "signature": turn.signature}]}))
     for index, (name, arguments) in enumerate(turn.calls):
         call_id = f"call{index:05d}{len(arguments) % 10}"[:9]
         pieces = [arguments[i : i + piece] for i in range(0, len(arguments), piece)] or [""]
