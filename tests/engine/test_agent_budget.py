@@ -62,7 +62,8 @@ async def test_call_budget_forces_a_landing_on_the_last_call() -> None:
     assert len(requests) == 2
     assert requests[0].tool_choice == "required"
     assert requests[1].tool_choice == NamedTool("submit_result")
-    assert requests[1].messages[-1].content == LANDING_NOTICE  # the last call is announced
+    # The last call is announced in its last tool result (no user message after a tool message).
+    assert requests[1].messages[-1].role == "tool" and requests[1].messages[-1].content.endswith(LANDING_NOTICE)
 
     [agent] = outcome.agents
     assert agent.status == "interrupted"

@@ -283,13 +283,16 @@ async def test_an_answer_cut_by_max_tokens_ends_with_length(client: openai.Async
 async def test_a_reasoning_model_is_not_sent_what_it_refuses_and_the_response_says_so(
     client: openai.AsyncOpenAI, provider: WireServer
 ) -> None:
-    provider.script(sse_reply("openai", "gpt-5", Turn("Two.")))
+    # gpt-5 goes through the Responses API, which takes no stop, seed nor penalties; a reasoning model no sampling.
+    provider.script(sse_reply("responses", "gpt-5", Turn("Two.")))
     completion = await client.chat.completions.create(model="gpt-5", messages=QUESTION, **SAMPLING)
+    assert completion.choices[0].message.content == "Two."
     warnings = (completion.model_extra or {})["warnings"]
-    refused = ["temperature", "top_p", "presence_penalty", "frequency_penalty"]
+    refused = ["temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty"]
     assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", p) for p in refused]
     sent = provider.requests[0].body
-    assert not set(refused) & set(sent) and sent["seed"] == 7 and sent["stop"] == ["END"]
+    assert provider.requests[0].path == "/v1/responses"
+    assert not set(refused) & set(sent) and sent["user"] == "client-42"
 
 
 async def test_more_than_one_choice_is_refused(client: openai.AsyncOpenAI, provider: WireServer) -> None:
@@ -433,6 +436,38 @@ async def test_a_tools_strict_is_said_not_sent(client: openai.AsyncOpenAI, provi
     warnings = (completion.model_extra or {})["warnings"]
     assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", "tools[1].function.strict")]
     assert "strict" not in json.dumps(provider.requests[0].body["tools"])
+
+
+async def test_a_reasoning_models_reasoning_goes_on_into_the_follow_up(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    # gpt-5 goes through the Responses API: its encrypted reasoning item is kept with the run that ended on the
+    # client's call, and sent back in its place, before that call, by the run that continues it.
+    provider.script(
+        sse_reply("responses", "gpt-5", Turn(thinking="F-2024-077 is unpaid: remind it.", calls=(REMIND,))),
+        sse_reply("responses", "gpt-5", Turn("The reminder is sent.")),
+    )
+    extensions = {"reasoning_level": "standard"}
+    first = await client.chat.completions.create(
+        model="gpt-5", messages=QUESTION, tools=[REMINDER], extra_body=extensions
+    )
+    assert first.choices[0].finish_reason == "tool_calls"
+    done = await client.chat.completions.create(
+        model="gpt-5",
+        messages=[*QUESTION, *answered(first.choices[0].message, "sent")],
+        tools=[REMINDER],
+        extra_body=extensions,
+    )
+    assert done.choices[0].message.content == "The reminder is sent."
+    issued = [e["item"] for e in provider.replies[0].events if e.get("type") == "response.output_item.done"]
+    sent = [
+        i
+        for i in provider.requests[1].body["input"]
+        if i.get("type") in ("reasoning", "function_call", "function_call_output")
+    ]
+    assert [i["type"] for i in sent] == ["reasoning", "function_call", "function_call_output"]
+    assert sent[0]["id"] == issued[0]["id"] and sent[0]["encrypted_content"] == issued[0]["encrypted_content"]
+    assert sent[1]["call_id"] == sent[2]["call_id"] == issued[1]["call_id"] and sent[2]["output"] == "sent"
 
 
 async def test_a_streamed_turn_ends_with_tool_call_deltas(client: openai.AsyncOpenAI, provider: WireServer) -> None:
