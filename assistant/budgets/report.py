@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -16,22 +17,24 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db.models import CharField, Count
+from django.db.models import CharField, Count, Sum
 from django.db.models.functions import Cast
 from django.utils.translation import gettext as _
 
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.engine.usage import RunUsage, UsageData
-from assistant.orgs.models import AgentProfile, Organisation
+from assistant.orgs.models import AgentProfile, ApiKey, Membership, Organisation
+from assistant.orgs.spending import SpendLimit, key_limit, member_limit
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import agent_ends, with_events
 from assistant.runs.wording import demo_carbon_hint, status_text, with_demo_estimate
 from assistant.runs.wording import grams as wording_grams
 
+from . import spend
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landing_lines
-from .models import BudgetAlert, LandingAlert
-from .months import month_bounds, previous_month, zone
+from .models import BudgetAlert, LandingAlert, SpendMonth
+from .months import month_bounds, month_of, next_month, previous_month, zone
 from .services import categories_of
 from .state import CategoryState, state_of
 
@@ -200,6 +203,7 @@ def usage_report(org: Organisation, month: date, now: datetime) -> dict[str, Any
             "category", "seen_by"
         ),
         "runs_count": len(runs),
+        "spend_lines": spend_lines(org, month),
         **landing_watch(org, month),
     }
 
@@ -301,6 +305,7 @@ CSV_COLUMNS = [
     "started",
     "run",
     "user",
+    "api_key",
     "category",
     "model",
     "level",
@@ -386,7 +391,9 @@ def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
         Run.objects.filter(organisation=org, created__gte=start, created__lt=end)
         .order_by("created")
         .annotate(id_text=Cast("pk", CharField()))
-        .values_list("created", "id_text", "user__username", "category", "model", "level", "status", "usage")
+        .values_list(
+            "created", "id_text", "user__username", "api_key__name", "category", "model", "level", "status", "usage"
+        )
     )
     steps = Step.objects.filter(run__organisation=org, run__created__gte=start, run__created__lt=end)
     agents: dict[str, int] = {
@@ -404,7 +411,7 @@ def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
-    for n, (created, id_text, username, category, model, level, status, usage) in enumerate(
+    for n, (created, id_text, username, key_name, category, model, level, status, usage) in enumerate(
         runs.iterator(chunk_size=CSV_CHUNK), 1
     ):
         pk = _uuid_text(id_text)
@@ -415,6 +422,7 @@ def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
                 pk,
                 # The texts someone chose (a user name, a category's slug, a model's id): never formulas.
                 texts.get(username) or texts.setdefault(username, csv_text(username)),
+                csv_text(key_name or ""),  # an API request counts against its key's spend limit
                 texts.get(category) or texts.setdefault(category, csv_text(category)),
                 texts.get(model) or texts.setdefault(model, csv_text(model)),
                 texts.get(level) or texts.setdefault(level, csv_text(level)),
@@ -450,3 +458,125 @@ def usage_csv(org: Organisation, month: date) -> str:
     list of ids.
     """
     return "".join(usage_csv_parts(org, month))
+
+
+@dataclass(frozen=True, slots=True)
+class SpendLine:
+    """A member's or a key's month on the usage page and in its spend CSV."""
+
+    kind: str
+    """``member`` or ``key``."""
+    name: str
+    spent_eur: float
+    limit: SpendLimit | None
+    revoked: bool = False
+
+    @property
+    def percent(self) -> int | None:
+        if self.limit is None or not self.limit.eur:
+            return None
+        return math.floor(100.0 * self.spent_eur / self.limit.eur)
+
+    @property
+    def level(self) -> str:
+        """How close it is: ``over`` (100 % or more), ``warn`` (80 % or more), else ``ok``."""
+        percent = self.percent
+        if percent is None or percent < 80:
+            return "ok"
+        return "over" if percent >= 100 else "warn"
+
+
+def spend_lines(org: Organisation, month: date) -> list[SpendLine]:
+    """Every member's month (their chat runs and scheduled tasks) and every key's, with its limit: what the month's
+    runs cost, or the month's counter while a limit applies (calls of running requests included)."""
+    tz = zone(org.time_zone)
+    start, end = month_bounds(month, tz)
+    runs = Run.objects.filter(organisation=org, created__gte=start, created__lt=end).order_by()
+    by_member = dict(
+        runs.filter(api_key__isnull=True).values("user_id").annotate(eur=Sum("cost_eur")).values_list("user_id", "eur")
+    )
+    by_key = dict(
+        runs.filter(api_key__isnull=False)
+        .values("api_key_id")
+        .annotate(eur=Sum("cost_eur"))
+        .values_list("api_key_id", "eur")
+    )
+    counted = SpendMonth.objects.filter(organisation=org, month=month)
+    member_rows = {r.user_id: r.used_eur for r in counted if r.api_key_id is None}
+    key_rows = {r.api_key_id: r.used_eur for r in counted if r.api_key_id is not None}
+    lines = []
+    for m in Membership.objects.filter(organisation=org).select_related("user").order_by("user__username"):
+        limit = member_limit(org, m)
+        used = member_rows.get(m.user_id) if limit is not None else None
+        spent = used if used is not None else float(by_member.get(m.user_id) or 0.0)
+        lines.append(SpendLine("member", m.user.get_username(), spent, limit))
+    for key in ApiKey.objects.filter(organisation=org).order_by("name", "pk"):
+        limit = key_limit(key)
+        used = key_rows.get(key.pk) if limit is not None else None
+        spent = used if used is not None else float(by_key.get(key.pk) or 0.0)
+        if key.revoked is not None and not spent:
+            continue  # a revoked key that spent nothing this month is no line
+        lines.append(SpendLine("key", f"{key.name} ({key.prefix}…)", spent, limit, key.revoked is not None))
+    return lines
+
+
+SPEND_CSV_COLUMNS = ["month", "kind", "name", "spent_eur", "limit_eur", "limit_mode", "percent"]
+
+
+def spend_csv(org: Organisation, month: date) -> str:
+    """One line per member and per API key: the month's spend against its limit."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(SPEND_CSV_COLUMNS)
+    for line in spend_lines(org, month):
+        limit = line.limit
+        writer.writerow(
+            [
+                f"{month:%Y-%m}",
+                line.kind,
+                csv_text(line.name),
+                f"{line.spent_eur:.6f}",
+                f"{limit.eur:.2f}" if limit is not None else "",
+                ("hard" if limit.hard else "alert") if limit is not None else "",
+                line.percent if line.percent is not None else "",
+            ]
+        )
+    return out.getvalue()
+
+
+def member_usage(org: Organisation, user_id: int, month: date, now: datetime) -> dict[str, Any]:
+    """ "My usage": a member's month (their chat runs and scheduled tasks): spend, limit, by model, main model and
+    agents."""
+    tz = zone(org.time_zone)
+    start, end = month_bounds(month, tz)
+    runs = list(
+        Run.objects.filter(organisation=org, user_id=user_id, api_key__isnull=True, created__gte=start, created__lt=end)
+    )
+    by_model: dict[str, Totals] = defaultdict(Totals)
+    overall = Totals(runs=len(runs))
+    for r in runs:
+        overall.add_usage(r.usage)
+        for name, m in RunUsage.of(r.usage).by_model.items():
+            by_model[name].add_usage(RunUsage({name: m}))
+    lines = _agent_lines(runs)
+    main, agents = Totals(), Totals()
+    for line in lines:
+        (agents if line.is_agent else main).add_usage(line.totals.usage)
+    current = month_of(now, tz) == month
+    state = spend.state_for(org, user_id, now=now) if current else None
+    return {
+        "month": month,
+        "previous_month": previous_month(month),
+        "next_month": None if current else next_month(month),
+        "time_zone": tz.key,
+        "state": state,
+        # While a limit applies, its month's counter (calls of running requests included); else the runs' cost.
+        "spent_eur": state.used_eur if state is not None and state.limit is not None else overall.cost_eur,
+        "banner": spend.banner_text(state) if state is not None else "",
+        "overall": overall,
+        "by_model": sorted(by_model.items()),
+        "main": main,
+        "agents": agents,
+        "agent_lines": [line for line in lines if line.is_agent],
+        "demo_carbon": demo_carbon_hint(by_model),
+    }
