@@ -470,3 +470,49 @@ def test_admins_see_every_member_s_and_key_s_month_on_the_usage_page_and_its_csv
     # The other organisation's admin sees none of it.
     other = signed_in("mallory").get("/settings/usage/spend.csv").content.decode()
     assert "mia" not in other and "zapier" not in other
+
+
+# A scheduled task counts against its owner; a worker's run rebuilds its ledger -------------------------------------
+
+
+def test_a_scheduled_task_counts_against_its_owner_s_limit(world: World) -> None:
+    from assistant.schedules import services as schedules
+    from assistant.schedules.models import Execution, ScheduledTask
+
+    task = ScheduledTask.objects.create(
+        organisation=world.demo,
+        owner=world.member,
+        name="watch",
+        prompt=QUESTION["text"],
+        model="demo-large",
+        level="rapide",
+        resources=[],
+        cost_cap_eur=Decimal("1"),
+        schedule="0 7 * * *",
+    )
+    member_limit(world, "2")
+    spent(world, eur=1.99)
+    assert schedules.start_execution(task.pk, now=True) is None
+    execution = Execution.objects.get(task=task)
+    assert execution.run is None and "spend_limit_spent" in execution.refused
+    assert not Run.objects.exists() and not SpendReservation.objects.exists()
+
+
+async def test_a_worker_s_run_rebuilds_its_spend_ledger_and_takes_the_intake_hold_over(tworld: World) -> None:
+    from assistant.budgets.ledger import BudgetLedgers
+    from assistant.runs.start import read_start
+
+    await sync_to_async(member_limit)(tworld, "5")
+    ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="catalogue")
+    run = (await sync_to_async(intake.create_run)(tworld.member, tworld.demo, None, ask)).run
+    held = await SpendReservation.objects.aget(run=run)
+    start = await sync_to_async(read_start)(run.pk)  # as a Celery worker reads it, with no admission
+    assert start is not None and isinstance(start.ledger, BudgetLedgers)
+    limited = start.ledger.ledgers[0]
+    assert isinstance(limited, spend.SpendLedger) and limited.place.limit.eur == 5.0
+    tokens = round(held.eur / spend.call_eur("demo-large", 10_000) * 10_000)  # about the same call
+    first = await start.ledger.reserve("demo-large", tokens)
+    assert isinstance(first, list) and first[0][1].pk == held.pk  # the intake's hold, not a second one
+    assert await SpendReservation.objects.filter(run=run).acount() == 1
+    await start.ledger.settle(first, "demo-large", None, 0.0)
+    assert await sync_to_async(spend.release_run)(run.pk) == 0.0 and not await SpendReservation.objects.aexists()
