@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('orgs', '0008_spend_limits'),
+        ("orgs", "0008_spend_limits"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agentprofile',
-            name='translations',
-            field=models.JSONField(blank=True, default=dict, help_text="Its words in other languages, e.g. {'fr': {'name': 'Factures'}}; without, shown as written."),
+            model_name="agentprofile",
+            name="translations",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="Its words in other languages, e.g. {'fr': {'name': 'Factures'}}; without, shown as written.",
+            ),
         ),
     ]
