@@ -4,8 +4,8 @@ The same views serve the full page (built from saved steps) and the live pushes 
 steps a consumer has seen so far), so that a reload and a live update always show the same thing.
 
 The timeline (``timeline_of``) is the main model's text cut where each step happened (``Step.text_offset``):
-a piece of text, then what happened after it (the main model's searches and reads, the delegation lines),
-then the next piece of text, and so on; its last piece is the answer, to which live text is appended.
+a piece of text, then what happened after it (the main model's reasoning summaries, folded under "Thinking", its
+searches and reads, the delegation lines), then the next piece of text, and so on; its last piece is the answer, to which live text is appended.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from assistant.engine.events import (
     ErrorEvent,
     Event,
     ModelCallFailed,
+    ReasoningEvent,
     RoundStarted,
     StoppedEvent,
     ToolResultEvent,
@@ -49,10 +50,30 @@ REPORT_PREVIEW_CHARS = 2_000
 
 
 @dataclass
+class ThinkingView:
+    """What a model showed of its reasoning in one round (``ReasoningEvent``): its summary, folded under "Thinking",
+    or that its provider refused a summary. ``key`` names it on the page, so that it stays open across pushes."""
+
+    key: str
+    summary: str
+    unavailable: bool = False
+
+    @property
+    def html(self) -> SafeString:
+        return render_markdown(self.summary)
+
+    @classmethod
+    def of(cls, event: ReasoningEvent, key: str) -> ThinkingView:
+        return cls(key=key, summary=event.summary, unavailable=event.summary_unavailable and not event.summary)
+
+
+@dataclass
 class RoundView:
     number: int
     forced: bool = False
     actions: list[Action] = field(default_factory=list)
+    thinking: list[ThinkingView] = field(default_factory=list)
+    """The agent's reasoning summaries of this round, before its actions."""
 
 
 @dataclass
@@ -86,11 +107,21 @@ class AgentView:
     def running(self) -> bool:
         return self.status == "running"
 
-    def log_action(self, action: Action) -> None:
-        """An action of its current round, for the agent panel."""
+    def current_round(self) -> RoundView:
+        """Its current round in the agent panel (the first, before it said it started one)."""
         if not self.rounds_log:
             self.rounds_log.append(RoundView(number=max(self.rounds, 1)))
-        self.rounds_log[-1].actions.append(action)
+        return self.rounds_log[-1]
+
+    def log_action(self, action: Action) -> None:
+        """An action of its current round, for the agent panel."""
+        self.current_round().actions.append(action)
+
+    def log_thinking(self, event: ReasoningEvent) -> None:
+        """A reasoning summary of its current round, for the agent panel."""
+        current = self.current_round()
+        key = f"{self.agent_id}-{current.number}-{len(current.thinking)}"
+        current.thinking.append(ThinkingView.of(event, key))
 
     @property
     def instruction_short(self) -> str:
@@ -204,6 +235,8 @@ def agents_of(
             elif isinstance(e, RoundStarted):
                 agent.rounds = e.round
                 agent.rounds_log.append(RoundView(number=e.round, forced=e.forced))
+            elif isinstance(e, ReasoningEvent):
+                agent.log_thinking(e)
             elif isinstance(e, UsageEvent) and agent.running:
                 agent.cost_eur += e.cost_eur  # what it has cost so far, shown while it works
             elif isinstance(e, AgentFinished):
@@ -242,7 +275,8 @@ class WorkBlock:
 
     index: int
     offset: int
-    entries: list[tuple[str, Any]] = field(default_factory=list)  # ("action", action) or ("agent", AgentView)
+    entries: list[tuple[str, Any]] = field(default_factory=list)
+    """("action", Action), ("agent", AgentView) or ("thinking", ThinkingView), in order."""
     working: bool = False  # one of its agents is working and the run waits for it
     kind: str = "work"
 
@@ -279,6 +313,8 @@ def timeline_of(
             entry = ("agent", by_id[event.agent_id])
         elif isinstance(event, ToolResultEvent) and event.agent_id is None and event.action is not None:
             entry = ("action", named_action(event.action, names or {}))
+        elif isinstance(event, ReasoningEvent) and event.agent_id is None:
+            entry = ("thinking", ThinkingView.of(event, str(step.seq)))
         if entry is None:
             continue
         if not blocks or blocks[-1].offset != offset:
