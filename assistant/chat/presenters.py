@@ -39,7 +39,8 @@ from assistant.engine.events import (
 )
 from assistant.engine.outcomes import AgentReport
 from assistant.engine.usage import RunUsage, UsageData
-from assistant.knowledge.models import KnowledgeBase
+from assistant.knowledge.models import Document, KnowledgeBase
+from assistant.orgs.models import AgentProfile
 from assistant.runs import wording
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
@@ -217,7 +218,7 @@ def agents_of(
                 model_label=model_label(e.model_label),
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
-                profile=e.profile,
+                profile=profile_name(e.profile, base_names or {}),
                 resources_text=", ".join(
                     titles.get(r) or wording.resource_text(r, base_names or {}) for r in e.resources
                 ),
@@ -335,11 +336,32 @@ def timeline_of(
     return items, start
 
 
+PROFILE = "profile:"
+"""The key of an agent profile's name among ``base_names``'s (a base's slug never holds a colon)."""
+TITLE = "title:"
+"""The key of a document's title among ``base_names``'s, before its public id."""
+
+
 def base_names(organisation_id: int) -> dict[str, str]:
     """The organisation's knowledge bases, slug to name in the reader's language: how the page words the
-    resources ``kb:<slug>``."""
+    resources ``kb:<slug>``; and what it words in other languages besides, each to its words in the reader's: its
+    agent profiles (``profile:<name>``) and documents' titles (``title:doc-<id>``)."""
     bases = KnowledgeBase.objects.filter(organisation_id=organisation_id).only("slug", "name", "translations")
-    return {kb.slug: kb.shown_name for kb in bases}
+    names = {kb.slug: kb.shown_name for kb in bases}
+    names.update({f"{PROFILE}{name}": shown for name, shown in AgentProfile.shown_names(organisation_id).items()})
+    names.update({f"{TITLE}{doc}": title for doc, title in Document.shown_titles(organisation_id).items()})
+    return names
+
+
+def named_source(source: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """A source as the page shows it: its base by its name, a document's title in the reader's language."""
+    where, title = source.get("where", ""), source.get("title", "")
+    return {**source, "where": names.get(where, where), "title": names.get(f"{TITLE}{source.get('id')}", title)}
+
+
+def profile_name(profile: str | None, names: Mapping[str, str]) -> str | None:
+    """An agent profile's name in the reader's language (as written when it has no other words)."""
+    return names.get(f"{PROFILE}{profile}", profile) if profile else profile
 
 
 def run_view(
@@ -370,8 +392,8 @@ def run_view(
         "timeline": timeline,
         "answer_start": answer_start,  # where the last piece of text, the answer so far, starts
         "by_model": sorted(usage.by_model.items()),
-        # A source's base by its name, not its slug.
-        "sources": [{**s, "where": names.get(s.get("where", ""), s.get("where", ""))} for s in run.sources],
+        # A source's base by its name, not its slug; a title in the reader's language where it has one.
+        "sources": [named_source(s, names) for s in run.sources],
         "stopped_message": wording.cause_text(stopped or Cause(code="stopped_by_user"))
         if run.status == "stopped"
         else "",

@@ -123,7 +123,7 @@ def _document_value(document: Document) -> str:
 
 
 def _document_label(document: Document) -> str:
-    return _("“%(title)s” (%(kb)s)") % {"title": document.title, "kb": document.knowledge_base.shown_name}
+    return _("“%(title)s” (%(kb)s)") % {"title": document.shown_title, "kb": document.knowledge_base.shown_name}
 
 
 DOCUMENTS_FOUND = 20

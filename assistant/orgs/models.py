@@ -21,6 +21,8 @@ from assistant.catalogue import snapshot
 from assistant.engine.policy import DEFAULT_LEVELS, LEVELS, RESOURCE_KINDS
 from assistant.engine.types import EFFORTS
 
+from .translated import Translated
+
 MAX_PARALLEL_AGENTS = 4
 MAX_MAIN_ROUNDS = 50
 MAX_AGENT_ROUNDS = 20
@@ -172,8 +174,9 @@ class ReasoningLevel(models.Model):
             raise ValidationError({"agent_rounds": "Below Approfondi there are no agents: the budget stays 0."})
 
 
-class AgentProfile(models.Model):
-    """A named agent profile a delegation can name: its instructions, default model and resource kinds."""
+class AgentProfile(Translated):
+    """A named agent profile a delegation can name: its instructions, default model and resource kinds. Its name is
+    what the main model gives (as written); ``translations`` may word it in other languages for the pages."""
 
     organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="agent_profiles")
     name = models.CharField(
@@ -193,6 +196,13 @@ class AgentProfile(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def shown_names(cls, organisation_id: int) -> dict[str, str]:
+        """The organisation's profiles worded in other languages: each one's name to its name in the reader's
+        language (a profile without other words is shown as written: absent here)."""
+        profiles = cls.objects.filter(organisation_id=organisation_id).only("name", "translations")
+        return {p.name: p.shown_name for p in profiles if p.translations}
 
     def clean(self) -> None:
         # The catalogue as users are offered it (database entries with a key, and the demo models).

@@ -82,9 +82,11 @@ def take_unsettled(ledger: UsageLedger | None) -> Callable[[], None] | None:
 _registered: Accounting | None = None
 
 
-def register(accounting: Accounting) -> None:
+def register(accounting: Accounting | None) -> Accounting | None:
+    """Charge runs to ``accounting`` from now on (None: to none, and no run starts); returns the one it replaces."""
     global _registered
-    _registered = accounting
+    previous, _registered = _registered, accounting
+    return previous
 
 
 def accounting() -> Accounting:

@@ -60,9 +60,9 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
         "fr": "Je confie la recherche dans {count} ressource à un agent qui utilise {model}.",
     },
     "instruction_kb": {
-        "en": "Find in the knowledge base {kb} what the documents say about: {words}. "
+        "en": "Find in your knowledge base what the documents say about: {words}. "
         "Read the relevant documents and report the facts with their document ids.",
-        "fr": "Cherche dans la base de connaissances {kb} ce que disent les documents sur : {words}. "
+        "fr": "Cherche dans ta base de connaissances ce que disent les documents sur : {words}. "
         "Lis les documents pertinents et rapporte les faits avec l’identifiant de leur document.",
     },
     "instruction_connector": {
