@@ -124,9 +124,9 @@ def long_requests() -> list[Result]:
     """The server as in the uploads' benchmark (`manage.py runserver`, Daphne, SQLite in a temporary folder),
     seeded with a large month (20,000 runs), a conversation of 400 turns (4,000-character answers), a
     document of 5 million characters and three bases of 2,000 documents. The demo admin sends each long
-    request 8 times, one at a time, 1 s apart (a base's deletion: once for each base), while a member of
+    request 8 times (the document's page 24), one at a time, 1 s apart (a base's deletion: once for each base), while a member of
     another organisation loads the chat page and the knowledge bases page in a loop, 50 ms apart, from a client
-    process of its own; the p95 is over the pages requested while one of the long requests ran:
+    process of its own; the p95 is over the pages whose time overlapped one of the long requests:
     the usage CSV of the month (`/settings/usage.csv`), the conversation's export (`export.json` and
     `export.md`), the document's page (`/documents/<id>/`), a base's deletion (`POST /kb/<slug>/delete`). On
     PostgreSQL (when `BENCH_POSTGRES` answers, a new database): budget raises sent by four threads of the
