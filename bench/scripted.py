@@ -91,6 +91,8 @@ def _tool_results(messages: list[dict[str, Any]], calls_named: dict[str, str]) -
         content = m.get("content")
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if isinstance(content, str):  # without the budget note the engine appends to a request's last tool result
+            content = content.partition("\n\nBudget left: ")[0]
         try:
             value = json.loads(content or "")
         except (TypeError, ValueError):

@@ -24,10 +24,11 @@ from .causes import Cause
 from .compaction import compact
 from .errors import ModelError, ModelTimeout, ToolFailed
 from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, ReasoningEvent, RoundStarted
+from .notes import add_note
 from .outcomes import RESULT_SPEC, RESULT_TOOL, AgentOutcome, AgentRecord, AgentReport, AgentTask
 from .runtime import RunContext
 from .scope import Scope
-from .tokens import prompt_tokens
+from .tokens import estimate_tokens, prompt_tokens
 from .tools import Tool, run_tool_call
 from .types import Effort, Message, ModelRequest, ModelResponse, NamedTool, Reasoning, ToolCall
 from .usage import AgentBudget, AgentCounter, RunUsage
@@ -36,6 +37,7 @@ AGENT_SYSTEM_PROMPT = """You are a research agent. You work alone on one instruc
 - Search, then read every relevant document in one call (several ids at once) rather than one per round.
 - Report facts as they are in the documents, with the ids of the documents they come from. Do not guess; say what you could not establish.
 - You cannot write, modify, send or store anything. You cannot delegate.
+- After your first round, your last tool result ends with a line "Budget left: ...": the rounds (this one included), tokens and seconds you have left. Pace yourself by it: on your last round only submit_result is allowed.
 - Finish by calling submit_result with your findings, the sources you read and the gaps that remain."""
 
 LANDING_NOTICE = (
@@ -145,6 +147,7 @@ class _AgentLoop:
                 resources=self.task.resources,
                 profile=self.task.profile.name if self.task.profile else None,
                 max_rounds=self.counter.budget.max_rounds,
+                rounds_asked=self.task.rounds_asked,
                 documents=self.task.documents,
                 call_id=self.call_id,
             )
@@ -159,10 +162,11 @@ class _AgentLoop:
                     if exhausted is not None:
                         return await self._finish("interrupted", exhausted)
                     self.landing = self.counter.landing_cause()
-                if self.landing and not self.forced:
-                    self.forced = True
-                    self.messages.append(Message.user(LANDING_NOTICE))
-                self._fit(spec_tokens)
+                note = self._note()
+                # Fitted with room for the note, which goes into the last tool result as sent (``notes``).
+                self._fit(spec_tokens + (estimate_tokens(note) if note else 0))
+                if note:
+                    add_note(self.messages, note)
                 request = ModelRequest(
                     messages=tuple(self.messages),
                     tools=self.specs,
@@ -193,6 +197,15 @@ class _AgentLoop:
             return await self._finish("interrupted", cause, f"time budget reached: {e}")
         except ModelError as e:
             return await self._finish("error", causes.model_error(e), f"the model call failed ({e})")
+
+    def _note(self) -> str:
+        """What this round's request adds to its last tool result: the budget left (every request after the first),
+        then, on the forced landing's round, its notice."""
+        parts = [self.counter.left().agent_line()] if self.counter.rounds else []
+        if self.landing and not self.forced:
+            self.forced = True
+            parts.append(LANDING_NOTICE)
+        return " ".join(parts)
 
     def _fit(self, spec_tokens: int) -> None:
         """Keep the history inside the agent's model's window: earlier tool results compacted."""

@@ -19,6 +19,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from .notes import without_note
 from .tokens import request_tokens
 from .types import Message
 
@@ -107,6 +108,7 @@ def _latest_round(messages: list[Message]) -> int:
 
 def _digest(content: str) -> str:
     """What an earlier tool result found, in a few lines."""
+    content = without_note(content)  # an earlier round's budget note is out of date: left out
     try:
         value = json.loads(content)
     except ValueError:

@@ -1,7 +1,8 @@
 """Delegation: the ``agents`` tool of one run, its arguments' model (and so its spec) and the checks of its tasks.
 
 The main model asks for 1 to 4 tasks in one call; their arguments are a pydantic model built for the run
-(``agents_arguments``: the models, resources and profiles it may name, the round ceiling of its level), from
+(``agents_arguments``: the models, resources and profiles it may name, the round budget of its level, which no task
+may exceed: a larger ``max_rounds`` is clamped to it, and its agent's step says so), from
 which the tool's JSON schema is derived and by which each task is validated; each valid task is then checked
 against the request and the policy (model, resources, profile, documents, its context window), and the accepted
 ones run concurrently, each as an agent (``agent.run_agent``) with its own budget. What the main model reads
@@ -15,7 +16,17 @@ import functools
 import json
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .agent import context_refusal, run_agent
@@ -71,6 +82,24 @@ class TaskArguments(BaseModel):
     profile: str = ""
     documents: list[str] = Field(default_factory=list, max_length=MAX_DOCUMENTS_PER_TASK)
 
+    _rounds_asked: int | None = PrivateAttr(None)
+    """The ``max_rounds`` the main model asked, when more than the level allows (it got the level's budget)."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _asked(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        task = handler(data)
+        raw = data.get("max_rounds") if isinstance(data, dict) else None
+        if isinstance(raw, str) and raw.strip().isdigit():
+            raw = int(raw)
+        if isinstance(raw, int | float) and not isinstance(raw, bool) and int(raw) > task.max_rounds:
+            task._rounds_asked = int(raw)
+        return task
+
+    @property
+    def rounds_asked(self) -> int | None:
+        return self._rounds_asked
+
     @field_validator("instruction", mode="after")
     @classmethod
     def _instruction(cls, value: str) -> str:
@@ -109,13 +138,13 @@ def agents_arguments(
     resources: tuple[str, ...],
     profiles: tuple[str, ...],
     rounds: int,
-    ceiling: int,
     documents: bool,
 ) -> type[AgentsArguments]:
     """The ``agents`` tool's arguments for one run: the models it may name (``models``), its ``resources``, its
-    agent ``profiles``, the agents' default round budget (``rounds``) and the most a task may ask (``ceiling``, the
-    level's budget or the organisation's maximum), ``documents`` when it has knowledge bases to choose them in.
-    The JSON schema the main model reads is this model's; a task over the ceiling is given the ceiling."""
+    agent ``profiles``, the round budget of its level (``rounds``: each agent's by default, and the most a task may
+    ask: an admin's level binds, whatever the main model asks), ``documents`` when it has knowledge bases to choose
+    them in. The JSON schema the main model reads is this model's; a task over the budget is given the budget (its
+    ``rounds_asked`` says what it asked)."""
     fields: dict[str, Any] = {
         "model": (str, Field("", json_schema_extra={"enum": list(models)})),
         "resources": (
@@ -128,7 +157,12 @@ def agents_arguments(
         ),
         "max_rounds": (
             int,
-            Field(rounds, ge=1, le=ceiling, description=f"Tool rounds for this agent ({rounds} by default)."),
+            Field(
+                rounds,
+                ge=1,
+                le=rounds,
+                description=f"Tool rounds for this agent: at most {rounds}, the level's budget (the default).",
+            ),
         ),
     }
     if profiles:
@@ -136,7 +170,7 @@ def agents_arguments(
     task = create_model(
         "AgentTaskArguments",
         __base__=TaskArguments,
-        __validators__={"_ceiling": field_validator("max_rounds", mode="before")(_clamp(rounds, ceiling))},
+        __validators__={"_ceiling": field_validator("max_rounds", mode="before")(_clamp(rounds))},
         **fields,
     )
     task.hidden = frozenset(({"profile"} if not profiles else set()) | ({"documents"} if not documents else set()))
@@ -147,14 +181,14 @@ def agents_arguments(
     )
 
 
-def _clamp(rounds: int, ceiling: int) -> Any:
+def _clamp(rounds: int) -> Any:
     def clamp(cls: type[BaseModel], value: Any) -> Any:
         if value is None:
             return rounds
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return max(1, min(int(value), ceiling))
+            return max(1, min(int(value), rounds))
         return value
 
     return classmethod(clamp)
@@ -201,7 +235,6 @@ class Delegation(Tool):
             tuple(self.resources),
             tuple(ctx.policy.profiles),
             plan.agent_rounds,
-            max(ctx.policy.max_agent_rounds, plan.agent_rounds),
             bool(plan.scope.searchable),
         )
         self.outcomes: list[AgentOutcome] = []
@@ -315,6 +348,7 @@ class Delegation(Tool):
             model=catalogue[model_id],
             resources=tuple(dict.fromkeys(resources)),
             max_rounds=args.max_rounds,
+            rounds_asked=args.rounds_asked,
             profile=profile,
             documents=documents,
         )

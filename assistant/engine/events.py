@@ -157,6 +157,8 @@ class AgentStarted(_Event):
     resources: Annotated[tuple[str, ...], KEEP]
     profile: Annotated[str | None, KEEP] = None
     max_rounds: int
+    rounds_asked: int | None = None
+    """The rounds the main model asked when more than its level allows (it got ``max_rounds``, the level's budget)."""
     documents: Annotated[tuple[ChosenDocument, ...], ERASE] = ()
     """The chosen documents among ``resources`` (its ``doc:`` entries), with their titles."""
     call_id: Name = ""

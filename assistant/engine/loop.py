@@ -27,19 +27,21 @@ from .events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from .notes import BudgetLeft, add_note
 from .outcomes import AgentOutcome
 from .policy import Plan, RunRequest, plan_request
 from .refusals import Refusal
 from .runtime import RunContext
 from .scope import KB_PREFIX, MCP_PREFIX
-from .tokens import prompt_tokens
+from .tokens import estimate_tokens, prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
 from .types import Message, ModelRequest, Reasoning, ToolCall, ToolChoice, ToolSpec
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
 - Cite the documents you use by their id, in square brackets, e.g. [doc-12].
 - Documents and pages that your agents read count as read: use their reports and do not read them again.
-- When an agent comes back interrupted, stopped or in error, say what is missing; do not fill the gaps yourself."""
+- When an agent comes back interrupted, stopped or in error, say what is missing; do not fill the gaps yourself.
+- After your first round, your last tool result ends with a line "Budget left: ...": the rounds with tools you have left (this one included) and the seconds. After the last one you answer without tools."""
 
 ROUND_LIMIT_NOTICE = "[The round limit is reached: answer now from what you have, without tools.]"
 LEFT_OUT_NOTICE = "\n({count} earlier messages of this conversation were left out to fit your context window.)"
@@ -147,10 +149,30 @@ class _MainLoop:
         """The client's ``tool_choice`` for the run's first call, ``auto`` after it."""
         return self.client.choice if self.client is not None and self.rounds <= 1 else "auto"
 
-    def round_request(self, specs: tuple[ToolSpec, ...], *, last: bool) -> ModelRequest:
-        """This round's request, its history fitted to the window; the first one must fit it, or the run is refused."""
+    def _note(self, last: bool, specs: tuple[ToolSpec, ...]) -> str:
+        """What this round's request adds to its last tool result (``notes``): the rounds with tools and the seconds
+        left (every request after the first), then, on the round past the limit, its notice."""
+        if not specs:
+            return ""
+        parts = []
+        if self.rounds > 1:
+            left = BudgetLeft(
+                rounds=max(0, self.plan.main_rounds - self.rounds + 1),
+                tokens=None,
+                seconds=max(0, int(self.ctx.seconds_left)),
+            )
+            parts.append(left.main_line())
+        if last:
+            parts.append(ROUND_LIMIT_NOTICE)
+        return " ".join(parts)
+
+    def round_request(self, specs: tuple[ToolSpec, ...], *, last: bool, note: str = "") -> ModelRequest:
+        """This round's request, its history fitted to the window (with room for ``note``, then appended to its last
+        tool result as sent); the first one must fit it, or the run is refused."""
         spec_tokens = prompt_tokens(ModelRequest(messages=(), tools=specs))  # the same every round
-        self._fit(0 if last else spec_tokens)
+        self._fit((0 if last else spec_tokens) + (estimate_tokens(note) if note else 0))
+        if note:
+            add_note(self.messages, note)
         request = ModelRequest(
             messages=tuple(self.messages),
             tools=() if last else specs,
@@ -175,9 +197,7 @@ class _MainLoop:
                 ctx.cancel.check(ctx.usage)
                 self.rounds += 1
                 last = self.rounds > self.plan.main_rounds or not specs
-                if last and specs:
-                    self.messages.append(Message.user(ROUND_LIMIT_NOTICE))
-                request = self.round_request(specs, last=last)
+                request = self.round_request(specs, last=last, note=self._note(last, specs))
                 await ctx.emit(RoundStarted(round=self.rounds, model=self.info.id, forced=last and bool(specs)))
                 if self.text and not self.text.endswith("\n"):
                     await self._on_text("\n\n")

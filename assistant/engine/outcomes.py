@@ -82,6 +82,8 @@ class AgentTask:
     profile: AgentProfile | None = None
     documents: tuple[ChosenDocument, ...] = ()
     """Chosen documents (their ``doc:`` resources are in ``resources``): of their bases, the agent reads only these."""
+    rounds_asked: int | None = None
+    """The rounds the main model asked when more than its level allows (``max_rounds`` is then the level's budget)."""
 
 
 @dataclass(slots=True)
@@ -113,6 +115,10 @@ class AgentOutcome:
             "report": self.report,
             "documents_read": [f"{s.id} ({s.title})" for s in self.sources],
         }
+        if self.task.rounds_asked is not None:
+            data["max_rounds"] = (
+                f"{self.task.max_rounds}: the level's round budget (you asked {self.task.rounds_asked}, more than it allows)"
+            )
         if self.status != "ok":
             data["reason"] = self.reason
             if self.cause is not None:

@@ -20,7 +20,8 @@ LEVELS: tuple[Level, ...] = ("rapide", "standard", "approfondi", "maximal")
 class LevelSettings:
     """One reasoning level: the provider effort, the main loop's round limit, the agents' round budget.
 
-    ``agent_rounds == 0`` means no delegation at this level.
+    Both are ceilings: the main loop answers without tools past its limit, and no agent of a run at this level gets
+    more rounds than ``agent_rounds``, whatever its task asks. ``agent_rounds == 0`` means no delegation at this level.
     """
 
     effort: Effort | None
@@ -76,7 +77,6 @@ class Policy:
     max_parallel_agents: int = 4
     default_main_rounds: int = 6
     default_agent_rounds: int = 5
-    max_agent_rounds: int = 10
     agent_max_tokens: int = 60_000
     agent_call_timeout: float = 60.0
     main_call_timeout: float = 180.0

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from .causes import Cause
 from .errors import BudgetExceeded, CostCapReached
 from .marks import KEEP
+from .notes import BudgetLeft
 from .types import UsagePart
 
 
@@ -314,6 +315,16 @@ class AgentCounter:
         if self.rounds and self.seconds_left < 2 * self.last_call_seconds:
             return Cause(code="seconds", used=self.elapsed, limit=b.max_seconds)
         return None
+
+    def left(self) -> BudgetLeft:
+        """What is left at the start of the next round: its rounds (that one included, at least 1: a round granted
+        past the budget), tokens and whole seconds."""
+        b = self.budget
+        return BudgetLeft(
+            rounds=max(1, b.max_rounds - self.rounds),
+            tokens=max(0, b.max_tokens - self.tokens),
+            seconds=max(0, int(self.seconds_left)),
+        )
 
     def call_timeout(self) -> float:
         """The hard timeout of the next call: never past the agent's time budget."""

@@ -27,6 +27,8 @@ ACTIONS: dict[str, Promise] = {
     "key.created": _("created an API key"),
     "key.rotated": _("rotated an API key"),
     "key.revoked": _("revoked an API key"),
+    "spend.default_saved": _("changed the members' default spend limit"),
+    "spend.member_saved": _("changed a member's spend limit"),
     "category.created": _("created a budget category"),
     "categories.saved": _("changed the budget categories"),
     "budget.raised": _("raised a category budget"),
@@ -101,6 +103,8 @@ DETAIL_LABELS: dict[str, Promise] = {
     "tools": _("tools offered"),
     "headers": _("headers"),
     "enabled": _("offered to requests"),
+    "monthly_eur": _("EUR per month"),
+    "limit_mode": _("when the limit is reached"),
 }
 # What None means for a detail (else "—").
 NONE_MEANS: dict[str, Promise] = {
@@ -108,6 +112,18 @@ NONE_MEANS: dict[str, Promise] = {
     "models": _("the whole catalogue"),
     "expires": _("never"),
     "rate_limit": _("the server's default"),
+    "monthly_eur": _("no limit"),
+}
+
+
+# A detail's coded values as the page words them.
+VALUE_WORDS: dict[str, dict[str, Promise]] = {
+    "limit_mode": {
+        "hard": _("hard cap"),
+        "alert": _("alert"),
+        "none": _("no limit"),
+        "default": _("the organisation's default"),
+    },
 }
 
 
@@ -120,6 +136,9 @@ def _value(name: str, value: Any) -> str:
     if value is None:
         meaning = NONE_MEANS.get(name)
         return str(meaning) if meaning is not None else "—"
+    words = VALUE_WORDS.get(name, {})
+    if isinstance(value, str) and value in words:
+        return str(words[value])
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "—"
     if isinstance(value, dict):

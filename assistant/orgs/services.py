@@ -92,10 +92,9 @@ def policy_for(org: Organisation, api_key: ApiKey | None = None) -> Policy:
         allowed_models=allowed,
         levels=levels,
         max_parallel_agents=org.max_parallel_agents,
-        # A request with no level (the API) gets Approfondi's budgets, the engine's defaults before any edit;
-        # a delegation may ask for more turns up to the largest budget the admin set.
+        # A request with no level (the API) gets Approfondi's budgets, the engine's defaults before any edit: as a
+        # level's, they are ceilings (no delegation asks for more rounds).
         default_main_rounds=approfondi.main_rounds,
         default_agent_rounds=approfondi.agent_rounds,
-        max_agent_rounds=max(s.agent_rounds for s in levels.values()),
         profiles=profiles,
     )

@@ -86,10 +86,12 @@ async def _measure(runs: int, delegate: bool, echo: bool = False) -> tuple[list[
     rounds: list[float] = []
     per_run: list[float] = []
     policy = Policy(default_main_rounds=MAIN_TOOL_ROUNDS + 1)
+    delegating = Policy(default_agent_rounds=AGENT_TOOL_ROUNDS + 2)
     for _ in range(runs):
         clock = RoundClock()
         if delegate:
-            s = setup(main_delegates, agent_searches, clock=clock)
+            # The level's agent round budget binds: the task's max_rounds is within it.
+            s = setup(main_delegates, agent_searches, policy=delegating, clock=clock)
             request = RunRequest(
                 messages=(Message.user(QUESTION),), model="bench-main", resources=("kb:factures", "agents")
             )

@@ -7,6 +7,7 @@ import time
 
 from assistant.engine.loop import run_chat
 from assistant.engine.models.function import FunctionModel
+from assistant.engine.notes import without_note
 from assistant.engine.policy import RunRequest
 from assistant.engine.types import Message, ModelRequest, ModelResponse
 
@@ -48,7 +49,7 @@ def agent_model(request: ModelRequest, info: object) -> ModelResponse:
     if not searches:
         kb = enum_of(request, "kb_search", "kb")[0]
         return ModelResponse(tool_calls=[call(request, "kb_search", {"query": "Bimbamjob payment", "kb": kb})])
-    ids = [h["id"] for h in json.loads(searches[0].content)["hits"]]
+    ids = [h["id"] for h in json.loads(without_note(searches[0].content))["hits"]]
     if not tool_results(request, "kb_read"):
         return ModelResponse(tool_calls=[call(request, "kb_read", {"ids": ids})])
     report = {"findings": f"Read {', '.join(ids)}.", "sources": ids}

@@ -89,6 +89,8 @@ def test_every_step_saved_before_typing_gives_back_its_engine_event() -> None:
         traced |= {"cut": False}  # a final answer cut by a limit: not, in an old step
         traced |= {"tool_calls": [], "messages": []}  # a turn ended on an API client's tools: none, in an old step
         traced |= {"api_model": "", "response_model": ""}  # the model names sent and answered: none, in an old step
+        # What a round had left as it started, and the rounds a task asked over its level: unsaid, in an old step.
+        traced |= {"rounds_left": None, "tokens_left": None, "seconds_left": None, "rounds_asked": None}
         for key, default in traced.items():
             if key not in saved["data"] and key in again:
                 assert again[key] == default

@@ -12,7 +12,6 @@ arguments; the connector costs no tokens.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -30,6 +29,7 @@ from assistant.connectors.models import Connector
 from assistant.engine.agent import NOT_AVAILABLE_TO_AGENT
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import FunctionModel, ModelFunction
+from assistant.engine.notes import without_note
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs import keys
 
@@ -41,7 +41,7 @@ QUESTION = [{"role": "user", "content": "Where is our customer Acme based?"}]
 
 
 def tool_contents(request: ModelRequest, name: str) -> list[str]:
-    return [m.content for m in request.messages if m.role == "tool" and m.name == name]
+    return [without_note(m.content) for m in request.messages if m.role == "tool" and m.name == name]
 
 
 @pytest.fixture
@@ -245,7 +245,7 @@ async def test_a_slow_connector_is_cut_at_its_timeout(
     client: openai.AsyncOpenAI, models: Any, registered: CrmServer, settings: Any
 ) -> None:
     settings.CONNECTOR_TIMEOUT_SECONDS = 0.5
-    registered.delay = 3.0
+    registered.hold = True  # the server never answers while the run lasts
 
     def answer(request: ModelRequest) -> ModelResponse:
         [content] = tool_contents(request, SEARCH)
@@ -253,14 +253,13 @@ async def test_a_slow_connector_is_cut_at_its_timeout(
         return ModelResponse(text="The CRM did not answer.")
 
     models({"demo-large": scripted(ModelResponse(tool_calls=[call(SEARCH, query="acme")]), answer)})
-    started = time.monotonic()
     completion = await client.chat.completions.create(
         model="demo-large",
         messages=QUESTION,  # type: ignore[arg-type]
         extra_body={"tools_enabled": ["mcp:crm"]},
     )
-    assert completion.model_dump()["status"] == "ok"
-    assert time.monotonic() - started < 2.5
+    assert completion.model_dump()["status"] == "ok"  # the model read the timeout's error (``answer`` above)
+    assert registered.calls == [("search_customers", {"query": "acme"})]
 
 
 async def _refused(client: openai.AsyncOpenAI, resources: list[str]) -> dict[str, Any]:

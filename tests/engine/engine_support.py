@@ -18,6 +18,7 @@ from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import RunOutcome, run_chat
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
+from assistant.engine.notes import without_note
 from assistant.engine.policy import Level, Policy, RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, KnowledgeBackend, Toolbox, ToolFactory
@@ -162,7 +163,7 @@ def tool_messages(request: ModelRequest, name: str | None = None) -> list[Messag
 
 
 def tool_payloads(request: ModelRequest, name: str) -> list[Any]:
-    return [json.loads(m.content) for m in tool_messages(request, name)]
+    return [json.loads(without_note(m.content)) for m in tool_messages(request, name)]
 
 
 def request_text(request: ModelRequest) -> str:

@@ -14,6 +14,7 @@ from assistant.engine.events import ErrorEvent, FinalEvent, RoundStarted, ToolCa
 from assistant.engine.loop import ROUND_LIMIT_NOTICE
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo
+from assistant.engine.notes import without_note
 from assistant.engine.tools import Tool, ToolOutcome
 from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolSpec
 
@@ -53,7 +54,11 @@ async def test_tool_calls_of_one_turn_run_concurrently() -> None:
     assert max(s for s, _ in lookup.intervals) < min(e for _, e in lookup.intervals)
     results = tool_messages(h.main.requests[1], "lookup")
     assert [m.tool_call_id for m in results] == [c.id for c in calls]  # results in the order of the calls
-    assert [m.content for m in results] == ["definition of facture", "definition of contrat", "definition of avenant"]
+    assert [without_note(m.content) for m in results] == [
+        "definition of facture",
+        "definition of contrat",
+        "definition of avenant",
+    ]
     assert outcome.text == "Trois définitions."
 
 
@@ -69,7 +74,7 @@ async def test_after_the_round_limit_the_model_answers_without_tools_and_that_an
     assert len(requests) == 3
     assert [r.tool_choice for r in requests] == ["auto", "auto", "none"]
     assert requests[2].tools == ()
-    assert requests[2].messages[-1].content == ROUND_LIMIT_NOTICE
+    assert requests[2].messages[-1].role == "tool" and requests[2].messages[-1].content.endswith(ROUND_LIMIT_NOTICE)
     assert [e.forced for e in h.of(RoundStarted)] == [False, False, True]
     assert len(h.of(ToolCallEvent)) == 2  # the forced round's tool call is not run
     assert outcome.status == "ok"

@@ -175,10 +175,8 @@ async def test_the_agents_tool_is_a_tool_whose_schema_and_checks_come_from_its_r
 
     [spec] = [t for t in h.main.requests[0].tools if t.name == "agents"]
     item = spec.parameters["properties"]["tasks"]["items"]
-    # The round ceiling is the run's: the level's agent round budget or the organisation's maximum, whichever is more.
-    assert item["properties"]["max_rounds"]["maximum"] == max(
-        ALLOWED.max_agent_rounds, DEFAULT_LEVELS["approfondi"].agent_rounds
-    )
+    # The round ceiling is the level's agent round budget: the admin's level binds.
+    assert item["properties"]["max_rounds"]["maximum"] == DEFAULT_LEVELS["approfondi"].agent_rounds
     assert item["required"] == ["instruction", "model", "resources"]
     assert AGENT_A.id in item["properties"]["model"]["enum"] and BANNED.id not in item["properties"]["model"]["enum"]
     assert outcome.status == "ok", outcome.error

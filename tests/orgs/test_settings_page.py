@@ -50,7 +50,7 @@ def test_a_fresh_organisation_has_the_engine_defaults() -> None:
     assert policy.allowed_models is None
     assert dict(policy.levels) == dict(DEFAULT_LEVELS)
     assert policy.max_parallel_agents == 4
-    assert policy.default_agent_rounds == 5 and policy.max_agent_rounds == 10
+    assert policy.default_agent_rounds == 5
     assert dict(policy.profiles) == {}
 
 
@@ -107,8 +107,8 @@ def test_levels_and_the_parallel_cap_reach_the_policy(world: World) -> None:
     assert (approfondi.effort, approfondi.main_rounds, approfondi.agent_rounds) == ("medium", 3, 2)
     assert policy.levels["maximal"].agent_rounds == 20
     assert policy.max_parallel_agents == 2
-    # A request with no level (the API) gets Approfondi's budgets; a delegation may ask up to the largest.
-    assert (policy.default_main_rounds, policy.default_agent_rounds, policy.max_agent_rounds) == (3, 2, 20)
+    # A request with no level (the API) gets Approfondi's budgets.
+    assert (policy.default_main_rounds, policy.default_agent_rounds) == (3, 2)
     assert ReasoningLevel.objects.filter(organisation=demo_org()).count() == 4
     # The page shows what was saved.
     html = client.get("/settings/").content.decode()

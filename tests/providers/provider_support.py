@@ -16,6 +16,7 @@ from assistant.engine.models.mistral import MistralModel
 from assistant.engine.models.openai import OpenAIModel
 from assistant.engine.models.responses import ResponsesModel
 from assistant.engine.models.streaming import RetryPolicy
+from assistant.engine.notes import without_note
 from assistant.engine.providers.mistral import MistralProvider
 from assistant.engine.providers.openai import OpenAIProvider
 
@@ -126,7 +127,7 @@ class Brain:
 
     def agent(self, body: dict[str, Any]) -> Turn:
         messages = body["messages"]
-        results = [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+        results = [json.loads(without_note(m["content"])) for m in messages if m["role"] == "tool"]
         kb = "factures" if "invoices" in messages[1]["content"] else "comptes-rendus"
         forced = isinstance(body.get("tool_choice"), dict)
         read = [d for r in results for d in r.get("documents", [])]

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from assistant.engine.notes import without_note
 from assistant.engine.types import Message, ModelRequest, ToolSpec
 
 
@@ -26,7 +27,7 @@ def tool_results(messages: tuple[Message, ...], name: str) -> list[dict[str, Any
     for m in messages:
         if m.role == "tool" and m.name == name:
             try:
-                value = json.loads(m.content)
+                value = json.loads(without_note(m.content))
             except ValueError:
                 continue
             if isinstance(value, dict):
