@@ -81,6 +81,7 @@ class RunContext:
         timeout: float | None = None,
         on_text: Callable[[str], Awaitable[None]] | None = None,
         usage: RunUsage | None = None,
+        cancel: CancelToken | None = None,
     ) -> ModelResponse:
         """One model call: reserve, stream, count usage once (into the run and ``usage``), settle.
 
@@ -97,8 +98,12 @@ class RunContext:
         ``bill_cut_call``; aborted by Stop while the adapter waited to try again after the provider refused
         the call (``CallState.waiting``, nothing in flight), nothing. A failure (not a Stop) is counted in
         ``failed_calls`` and emitted as ``ModelCallFailed``.
+
+        ``cancel``: the token that stops this call, an agent's own (``CancelToken.agent``: its run's Stop cancels it
+        too); the run's by default.
         """
-        self.cancel.check(usage or self.usage)  # nothing is spent after Stop
+        token = cancel or self.cancel
+        token.check(usage or self.usage)  # nothing is spent after Stop
         info = self.catalogue[model_id]
         model = self.models(model_id)
         cap = request.max_output_tokens or info.output_cap
@@ -109,9 +114,9 @@ class RunContext:
             except BudgetExceeded as e:
                 self.cancel.cancel(Cause(code="cost_cap" if isinstance(e, CostCapReached) else "category_budget"))
                 raise RunStopped(self.cancel.stop_cause, usage or self.usage) from e
-            if self.cancel.cancelled:  # Stop came while the reservation was being made: the call is not made
+            if token.cancelled:  # Stop came while the reservation was being made: the call is not made
                 await self.ledger.settle(reservation, model_id, None, 0.0)
-                self.cancel.check(usage or self.usage)
+                token.check(usage or self.usage)
         response = ModelResponse()
         started = time.monotonic()
         # Retries wait no longer than the call may last, nor past the run's time.
@@ -126,12 +131,12 @@ class RunContext:
                         await on_text(part.text)
 
         task = asyncio.ensure_future(consume())
-        waiter = asyncio.ensure_future(self.cancel.wait())
+        waiter = asyncio.ensure_future(token.wait())
         try:
             await asyncio.wait([task, waiter], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
-        timed_out = not task.done() and not self.cancel.cancelled
+        timed_out = not task.done() and not token.cancelled
         aborted = not task.done()
         if aborted:
             await _abort(task)
@@ -190,7 +195,7 @@ class RunContext:
                     seconds=seconds,
                     state=state,
                 )
-            raise RunStopped(self.cancel.stop_cause, usage or self.usage, response.text)
+            raise RunStopped(token.stop_cause, usage or self.usage, response.text)
         await self._account(
             model_id,
             _with_cut_attempts(response.usage or _estimate(request, response), request, response),

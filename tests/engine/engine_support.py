@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 from assistant.engine.catalogue import Catalogue, ModelInfo
 from assistant.engine.events import Event
 from assistant.engine.knowledge import MemoryKnowledge
-from assistant.engine.notes import without_note
 from assistant.engine.loop import RunOutcome, run_chat
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
+from assistant.engine.notes import without_note
 from assistant.engine.policy import Level, Policy, RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, KnowledgeBackend, Toolbox, ToolFactory
