@@ -20,10 +20,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from assistant.chat.origin import SameOriginValidator  # noqa: E402
 from assistant.chat.routing import websocket_urlpatterns  # noqa: E402
+from assistant.telemetry.http import ServerSpans  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # With telemetry, each request in a server span joined to the caller's trace (``traceparent``).
+        "http": ServerSpans(django_asgi_app),
         # The routes come from Django's path(), typed URLPattern; Channels' stubs want their own extended
         # pattern, which no public function returns.
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),  # type: ignore[arg-type]  # Django's path() returns URLPattern; Channels' stubs want their own pattern

@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 # Django's and django-csp's middleware, the same classes with their hooks run in the event loop's thread rather
 # than a thread each (assistant/orgs/middleware.py): about twenty trips to a thread and back a request fewer.
 MIDDLEWARE = [
+    # With telemetry: the request's server span named by its route (assistant/telemetry/http.py).
+    "assistant.telemetry.http.route",
     "assistant.orgs.middleware.SecurityMiddleware",
     "assistant.orgs.middleware.CSPMiddleware",
     "assistant.orgs.middleware.SessionMiddleware",

@@ -31,11 +31,13 @@ from assistant.catalogue.models import CatalogueEntry
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import ErrorEvent, StoppedEvent
 from assistant.engine.policy import Policy
+from assistant.engine.types import Message as EngineMessage
+from assistant.engine.types import ToolCall
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey
 from assistant.orgs.services import policy_for
 from assistant.orgs.signin import client_address
-from assistant.runs import execution, intake
+from assistant.runs import client_turns, execution, intake
 from assistant.runs.follow import RunFollower
 from assistant.runs.models import Run, Step
 from assistant.runs.start import RunStart
@@ -52,12 +54,15 @@ from .schemas import (
     Choice,
     ErrorOut,
     FinishReason,
+    FunctionCallOut,
+    InputMessage,
     ModelList,
     ModelOut,
     OutputMessage,
     RequestWarning,
     RunErrorOut,
     RunOut,
+    ToolCallOut,
     errors_schema,
 )
 from .trace import TraceBuilder, built_from
@@ -68,7 +73,9 @@ STREAM_DESCRIPTION = """With `"stream": true` the answer comes as server-sent ev
 `chat.completion.chunk` format (`ChatCompletionChunk`), ending with `data: [DONE]`. A run that was admitted always
 answers 200; its first chunk carries `run_id` and `warnings`. Chunks with an empty `choices` carry an `event`
 (`StreamEvent`): each agent's start (with its `agent_id`), its actions and its end, and the main model's tool calls,
-as they happen. The answer's last chunk has `finish_reason` (`stop`, or `length` when a limit cut it); the last
+as they happen. When the main model called the client's `tools`, one tool-call delta per call (`delta.tool_calls`,
+OpenAI's shape, each call whole) comes after the text. The answer's last chunk has `finish_reason` (`stop`, `length`
+when a limit cut it, `tool_calls` when the turn ended on the client's tools); the last
 chunk before `[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` (`ok`, `stopped`) and
 `reason`, as in the non-streamed response. A run that fails ends its stream, after the deltas already sent, with
 one event whose data is `{"error": {...}}` (`StreamError`: the same object as the non-streamed error, with the
@@ -257,7 +264,20 @@ async def retrieve_model(request: HttpRequest, model_id: str) -> ModelOut:
 def _warnings(key: ApiKey, body: ChatCompletionRequest, policy: Policy) -> list[RequestWarning]:
     """What of the request the run will not do: said in the response, never dropped silently; ``policy``: the
     key's, as the request was checked with."""
-    return _agents_warnings(body, policy) + _sampling_warnings(body)
+    return _agents_warnings(body, policy) + _sampling_warnings(body) + _strict_warnings(body)
+
+
+def _strict_warnings(body: ChatCompletionRequest) -> list[RequestWarning]:
+    """A client tool's ``strict``: not sent (the arguments are the model's, as it wrote them)."""
+    return [
+        RequestWarning(
+            code="parameter_not_sent",
+            message=f"`strict` of the tool {t.function.name} is not sent to the model: check its arguments.",
+            param=f"tools[{i}].function.strict",
+        )
+        for i, t in enumerate(body.tools or ())
+        if t.function.strict
+    ]
 
 
 def _sampling_warnings(body: ChatCompletionRequest) -> list[RequestWarning]:
@@ -307,7 +327,9 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> RunStart:
     """The run of a request, checked by the one request check (``intake``) before anything is kept: its start."""
     org = key.organisation
     policy = policy_for(org, key)
-    question = body.messages[-1].text
+    # The question: the last user message (a request with the results of the client's tools ends with them).
+    asked = max(i for i, m in enumerate(body.messages) if m.role == "user" and m.text.strip())
+    question = body.messages[asked].text
     ask = intake.Ask(
         text=question,
         model=body.model,
@@ -316,21 +338,70 @@ def _create(key: ApiKey, body: ChatCompletionRequest) -> RunStart:
         category=body.category,
         language=translation.get_language() or "",  # Accept-Language (LocaleMiddleware), else the site's
         sampling=body.sampling(),
+        client_tools=body.client_tools(),
     )
-    earlier: list[tuple[str, str]] = []
-    for m in body.messages[:-1]:
-        if not m.text.strip():
-            continue
-        # The client's system prompt reaches the main model as an earlier message (it has its own).
-        role, content = ("assistant", m.text) if m.role == "assistant" else ("user", m.text)
-        if m.role in ("system", "developer"):
-            content = f"Instructions for this conversation:\n{m.text}"
-        earlier.append((role, content))
+    # The text of the messages before the question, kept in the run's conversation (tool results are not text of it).
+    earlier = [_earlier(m) for m in body.messages[:asked] if m.role != "tool" and m.text.strip()]
     try:
         # A conversation of its own, saved with the client's earlier messages and the run in intake's transaction.
-        return intake.create_run(keys.api_user(org), org, None, ask, api_key=key, policy=policy, earlier=earlier)
+        return intake.create_run(
+            keys.api_user(org),
+            org,
+            None,
+            ask,
+            api_key=key,
+            policy=policy,
+            earlier=earlier,
+            prompt=_prompt(org.pk, body),
+        )
     except RequestRefused as e:  # nothing was kept: the transaction is rolled back
-        raise refusal_error(e.refusal, question=f"messages[{len(body.messages) - 1}].content") from e
+        raise refusal_error(e.refusal, question=f"messages[{asked}].content") from e
+
+
+def _earlier(m: InputMessage) -> tuple[str, str]:
+    """A message before the question, as the run's conversation keeps it and the main model reads it: the client's
+    system prompt as an earlier message (the model has its own)."""
+    if m.role in ("system", "developer"):
+        return "user", f"Instructions for this conversation:\n{m.text}"
+    return ("assistant" if m.role == "assistant" else "user"), m.text
+
+
+def _prompt(organisation_id: int, body: ChatCompletionRequest) -> list[EngineMessage] | None:
+    """The main model's messages for a request that holds tool calls (else None: the conversation's text says them).
+
+    A follow-up carrying the results of the client's tools that a run of the organisation ended on (recognised by our
+    ids for them, ``client_turns``) continues that run's own messages, the results added; any other is taken as
+    sent."""
+    messages = body.messages
+    calling = [i for i, m in enumerate(messages) if m.role == "assistant" and m.tool_calls]
+    if not calling:
+        return None
+    last = calling[-1]
+    calls = messages[last].tool_calls or []
+    continued = client_turns.continued(organisation_id, [c.id for c in calls])
+    if continued is None:
+        return _as_sent(messages)
+    answers = len(calls)  # each call is answered right after it (``schemas._answered``)
+    results = {m.tool_call_id or "": m.text for m in messages[last + 1 : last + 1 + answers]}
+    return [*continued.with_results(results), *_as_sent(messages[last + 1 + answers :])]
+
+
+def _as_sent(messages: list[InputMessage]) -> list[EngineMessage]:
+    """The client's messages as the main model reads them, tool calls and results as the client sent them."""
+    out: list[EngineMessage] = []
+    names: dict[str, str] = {}
+    for m in messages:
+        if m.role == "tool":
+            call = ToolCall(m.tool_call_id or "", names.get(m.tool_call_id or "", ""))
+            out.append(EngineMessage.tool(call, m.text))
+        elif m.tool_calls:
+            calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments or "{}") for c in m.tool_calls)
+            names.update((c.id, c.name) for c in calls)
+            out.append(EngineMessage.assistant(m.text, calls))
+        elif m.text.strip():
+            role, content = _earlier(m)
+            out.append(EngineMessage(role="user" if role == "user" else "assistant", content=content))
+    return out
 
 
 # The stops that a limit made (a budget, a cost cap, a spend limit): the answer was cut, OpenAI's ``finish_reason``
@@ -353,8 +424,10 @@ def _reason(run: Run, ended: ErrorEvent | StoppedEvent | None) -> tuple[str, str
 
 
 def _finish_reason(run: Run, builder: TraceBuilder) -> FinishReason:
-    """OpenAI's ``finish_reason``: ``length`` when a limit cut the answer (the output cap, ``max_tokens``, a budget,
-    a cost cap), else ``stop``."""
+    """OpenAI's ``finish_reason``: ``tool_calls`` when the turn ended on the client's tools, ``length`` when a limit
+    cut the answer (the output cap, ``max_tokens``, a budget, a cost cap), else ``stop``."""
+    if run.status == "ok" and builder.tool_calls:
+        return "tool_calls"
     ended = builder.ended
     if run.status == "stopped" and isinstance(ended, StoppedEvent) and ended.cause is not None:
         return "length" if ended.cause.code in LIMIT_STOPS else "stop"
@@ -381,7 +454,7 @@ def _completion(
         id=f"chatcmpl-{run.pk.hex}",
         created=int(run.created.timestamp()),
         model=run.model,
-        choices=[Choice(message=OutputMessage(content=run.answer), finish_reason=_finish_reason(run, builder))],
+        choices=[Choice(message=_message(run, builder), finish_reason=_finish_reason(run, builder))],
         run_id=str(run.pk),
         status=run.status,  # type: ignore[arg-type]  # run.status is a Run.Status value, which the stubs type as str, not the API's Literal
         reason=reason,
@@ -401,6 +474,27 @@ def _completion(
         answer=run.answer,
         **figures,
     )
+
+
+def _message(run: Run, builder: TraceBuilder) -> OutputMessage:
+    """The answer, or the client's tools the main model called (``content`` then null when it wrote nothing), with
+    our ids for them (``client_turns.client_call_id``)."""
+    calls = _tool_calls(run, builder)
+    if calls is None:
+        return OutputMessage(content=run.answer)
+    return OutputMessage(content=run.answer or None, tool_calls=calls)
+
+
+def _tool_calls(run: Run, builder: TraceBuilder) -> list[ToolCallOut] | None:
+    """The client's tools the run ended on, with our ids for them; None when it ended otherwise."""
+    if run.status != "ok" or not builder.tool_calls:
+        return None
+    return [
+        ToolCallOut(
+            id=client_turns.client_call_id(run.pk, i), function=FunctionCallOut(name=c.name, arguments=c.arguments)
+        )
+        for i, c in enumerate(builder.tool_calls)
+    ]
 
 
 # What a failed run's error object carries of the run (beside ``answer``, the text written before it failed).
@@ -479,6 +573,9 @@ async def _stream(
         failure.extra.pop("retry_after", None)
         yield _sse({"error": error_body(failure)})
         return
+    for i, call in enumerate(done.choices[0].message.tool_calls or ()):
+        delta = {"tool_calls": [{"index": i, **call.model_dump(mode="json")}]}
+        yield _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
     yield _sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done.choices[0].finish_reason}]})
     final = done.model_dump(
         mode="json",
@@ -564,6 +661,7 @@ def _run_out(run: Run) -> RunOut:
         answer=run.answer,
         reason=reason,
         reason_code=reason_code,
+        tool_calls=_tool_calls(run, builder),
         **trace.model_dump(),
     )
 

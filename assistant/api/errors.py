@@ -41,7 +41,10 @@ CODES: Final[dict[str, tuple[int, str]]] = {
         400,
         "an invalid parameter (`param` names it, e.g. `messages[3].content`): a wrong type, an unknown role or "
         "resource, `stream` not a boolean, an unknown `reasoning_level`, a lone surrogate or a control character "
-        "in a message, messages that do not end with a non-empty user message, more messages than `API_MAX_MESSAGES`",
+        "in a message, messages that do not end with a non-empty user message (or with the results of tool calls), a "
+        "`tool` message that answers no call of the assistant message before it or a call left unanswered, more "
+        "messages than `API_MAX_MESSAGES`, a client tool named as a server tool or twice, a `tool_choice` naming none "
+        "of `tools`",
     ),
     "agents_without_resource": (400, "`agents` without another resource"),
     "string_above_max_length": (

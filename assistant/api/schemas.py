@@ -12,10 +12,11 @@ import re
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator, model_validator
 
 from assistant.engine.policy import LEVELS, Level
-from assistant.engine.types import Sampling
+from assistant.engine.tools import is_server_tool
+from assistant.engine.types import ClientTools, NamedTool, Sampling, ToolChoice, ToolSpec
 
 RESOURCE = re.compile(r"^(kb:[\w-]+|doc:[\w-]+/[\w-]+|mcp:[\w-]+|web|code|agents)$")
 # C0 and C1 controls but tab, line feed and carriage return; lone UTF-16 surrogates (no text can hold one).
@@ -56,18 +57,50 @@ class TextPart(BaseModel):
         return _text(value)
 
 
-class InputMessage(BaseModel):
-    """One message of the conversation. Text only; tool calls of the client are not supported."""
+TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class FunctionCallIn(BaseModel):
+    name: str = Field(max_length=64)
+    arguments: str = ""
+
+
+class ToolCallIn(BaseModel):
+    """A tool call of an earlier assistant message, as the client received it (our id, for a turn that ended on the
+    client's tools)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "developer", "user", "assistant"]
+    id: str = Field(min_length=1, max_length=200)
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
+class InputMessage(BaseModel):
+    """One message of the conversation: text, an assistant's calls of the client's tools (``tool_calls``), or a
+    tool's result (``role`` ``tool``, answering one of them by its ``tool_call_id``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
+    tool_calls: list[ToolCallIn] | None = Field(default=None, description="An assistant message's tool calls.")
+    tool_call_id: str | None = Field(
+        default=None, max_length=200, description="A `tool` message's: the call it answers."
+    )
 
     @field_validator("content")
     @classmethod
     def _content(cls, value: str | list[TextPart] | None) -> str | list[TextPart] | None:
         return _text(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _tool_fields(self) -> InputMessage:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a `tool` message needs the `tool_call_id` of the call it answers")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only an assistant message has `tool_calls`")
+        return self
 
     @property
     def text(self) -> str:
@@ -96,6 +129,39 @@ class ResponseFormat(BaseModel):
         if self.type == "json_schema" and self.json_schema is None:
             raise ValueError("`json_schema` is required with the type json_schema")
         return self
+
+
+class FunctionDefinition(BaseModel):
+    name: str = Field(pattern=TOOL_NAME, description="Letters, digits, `_` and `-`, up to 64; not a server tool's.")
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(default=None, description="A JSON schema of the arguments.")
+    strict: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _not_the_servers(cls, value: str) -> str:
+        if is_server_tool(value):
+            raise ValueError(
+                f"{value!r} is the name of one of the server's own tools (kb_search, kb_read, data_tables, data_query, "
+                "web_search, web_fetch, run_code, agents, submit_result, mcp_…): give your tool another name"
+            )
+        return value
+
+
+class FunctionTool(BaseModel):
+    """A function tool of the client: offered to the main model beside the server's tools, run by the client."""
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class ChatCompletionRequest(BaseModel):
@@ -157,6 +223,18 @@ class ChatCompletionRequest(BaseModel):
         default=None, description="Sent on every main-model call; shapes the answer (not the agents')."
     )
     n: int | None = Field(default=None, ge=1, le=1, description="One choice per request: only 1.")
+    # The client's own tools: the main model's only (agents never get them); a call of one ends the turn.
+    tools: list[FunctionTool] | None = Field(
+        default=None,
+        max_length=128,
+        description="The client's function tools, offered to the main model beside the server's own (never to an "
+        "agent). When the model calls one, the answer ends with `finish_reason` `tool_calls` and `message.tool_calls`; "
+        "send the results back (`role` `tool`) to continue.",
+    )
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = Field(
+        default=None, description="For the run's first main-model call; later rounds use `auto`."
+    )
+    parallel_tool_calls: StrictBool | None = None
 
     @field_validator("messages", mode="before")
     @classmethod
@@ -169,10 +247,52 @@ class ChatCompletionRequest(BaseModel):
     @field_validator("messages")
     @classmethod
     def _ends_with_the_question(cls, value: list[InputMessage]) -> list[InputMessage]:
+        _answered(value)
         last = value[-1]
-        if last.role != "user" or not last.text.strip():
-            raise ValueError("the messages must end with a non-empty user message")
+        if last.role != "tool" and (last.role != "user" or not last.text.strip()):
+            raise ValueError("the messages must end with a non-empty user message, or with the results of tool calls")
+        if not any(m.role == "user" and m.text.strip() for m in value):
+            raise ValueError("the messages must hold a non-empty user message")
         return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, value: list[FunctionTool] | None) -> list[FunctionTool] | None:
+        names = [t.function.name for t in value or ()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two tools named {twice[0]!r}: each tool needs its own name")
+        return value
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice(cls, value: str | NamedToolChoice | None, info: ValidationInfo) -> str | NamedToolChoice | None:
+        validated = info.data  # the fields before it, ``tools`` among them
+        names = {t.function.name for t in validated.get("tools") or ()}
+        if isinstance(value, NamedToolChoice) and value.function.name not in names:
+            raise ValueError(f"it names {value.function.name!r}, which is none of `tools`")
+        if value == "required" and not names:
+            raise ValueError("`required` needs `tools`")
+        return value
+
+    def client_tools(self) -> ClientTools | None:
+        """The client's tools for the main model, or None."""
+        if not self.tools:
+            return None
+        choice: ToolChoice = "auto"
+        if isinstance(self.tool_choice, NamedToolChoice):
+            choice = NamedTool(self.tool_choice.function.name)
+        elif self.tool_choice is not None:
+            choice = self.tool_choice
+        specs = tuple(
+            ToolSpec(
+                name=t.function.name,
+                description=t.function.description or "",
+                parameters=t.function.parameters or {"type": "object", "properties": {}},
+            )
+            for t in self.tools
+        )
+        return ClientTools(specs=specs, choice=choice, parallel=self.parallel_tool_calls)
 
     @field_validator("reasoning_level", mode="before")
     @classmethod
@@ -220,6 +340,26 @@ class ChatCompletionRequest(BaseModel):
         if NOT_TEXT.search(value):
             raise ValueError("a category's slug holds no control character")
         return value
+
+
+def _answered(messages: list[InputMessage]) -> None:
+    """Each ``tool`` message answers a call of the assistant message before it, and each such call is answered, as
+    OpenAI requires."""
+    waiting: set[str] | None = None
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            if waiting is None or m.tool_call_id not in waiting:
+                raise ValueError(
+                    f"messages[{i}] (a `tool` message) answers no tool call of the assistant message before it "
+                    f"(`tool_call_id` {m.tool_call_id!r})"
+                )
+            waiting.discard(m.tool_call_id)
+            continue
+        if waiting:
+            raise ValueError(f"the tool calls {sorted(waiting)} have no `tool` message answering them")
+        waiting = {c.id for c in m.tool_calls} if m.role == "assistant" and m.tool_calls else None
+    if waiting:
+        raise ValueError(f"the tool calls {sorted(waiting)} have no `tool` message answering them")
 
 
 class RequestWarning(BaseModel):
@@ -421,17 +561,34 @@ class Trace(BaseModel):
 # Responses ----------------------------------------------------------------------------------------
 
 
+class FunctionCallOut(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments the model wrote, as JSON text.")
+
+
+class ToolCallOut(BaseModel):
+    """A call of one of the client's tools, for the client to run: send its result back with this `id`."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallOut
+
+
 class OutputMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCallOut] | None = Field(
+        default=None, description="The client's tools the main model called (`finish_reason` `tool_calls`)."
+    )
 
 
 class Choice(BaseModel):
     index: int = 0
     message: OutputMessage
     finish_reason: FinishReason = Field(
-        description="OpenAI's values: `stop`, or `length` when a limit cut the answer (a category's budget, a cost "
-        "cap). A stopped run is an answer (`status` `stopped`, `reason`); a failed run is an error, not a response."
+        description="OpenAI's values: `stop`, `length` when a limit cut the answer (a category's budget, a cost "
+        "cap), `tool_calls` when the main model called the client's tools (`message.tool_calls`). A stopped run is an "
+        "answer (`status` `stopped`, `reason`); a failed run is an error, not a response."
     )
     logprobs: None = None
 
@@ -467,6 +624,10 @@ class RunOut(Trace):
     answer: str = Field(description="The answer so far (whole once the run has ended).")
     reason: str = Field(default="", description=REASON_DESCRIPTION)
     reason_code: str = Field(default="", description=REASON_CODE_DESCRIPTION)
+    tool_calls: list[ToolCallOut] | None = Field(
+        default=None,
+        description="When the run ended on the client's tools: its calls, with the ids a follow-up answers them by.",
+    )
 
 
 class ModelOut(BaseModel):
@@ -540,9 +701,24 @@ class RunErrorOut(BaseModel):
     error: RunErrorBody
 
 
+class ChunkFunction(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ChunkToolCall(BaseModel):
+    """A call of one of the client's tools, in OpenAI's delta shape (here each call whole in one delta)."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: ChunkFunction
+
+
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ChunkToolCall] | None = None
 
 
 class ChunkChoice(BaseModel):

@@ -26,6 +26,7 @@ from assistant.engine.events import (
     ToolResultEvent,
     UsageEvent,
 )
+from assistant.engine.types import ToolCall
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.runs.steps import StepWithEvent, events_of
 
@@ -97,6 +98,8 @@ class TraceBuilder:
         """How the run ended, when it failed or stopped (its last ``error`` or ``stopped`` step)."""
         self.cut = False
         """The answer's last call stopped at its output cap (``FinalEvent.cut``)."""
+        self.tool_calls: tuple[ToolCall, ...] = ()
+        """The client's tools the main model called, on which the turn ended (``FinalEvent.tool_calls``)."""
         self.main_failure: ModelCallFailed | None = None
         """The main model's last failed call (what a failed run's error says of the provider)."""
 
@@ -115,6 +118,7 @@ class TraceBuilder:
             self.ended = e
         elif isinstance(e, FinalEvent) and agent_id is None:
             self.cut = e.cut
+            self.tool_calls = e.tool_calls
         elif isinstance(e, RoundStarted):
             if agent_id is not None:
                 self._agent_rounds[agent_id] = e.round

@@ -24,11 +24,12 @@ class CatalogueEntryAdmin(EntryAdmin):
         "price_date",
         "context_window",
         "reasoning",
+        "api",
         "enabled",
         "offered_with_real_providers",
         "available",
     ]
-    list_filter = ["provider", "enabled", "reasoning"]
+    list_filter = ["provider", "api", "enabled", "reasoning"]
     search_fields = ["model_id", "display_name", "api_model"]
     readonly_fields = ["available", "updated"]
     fieldsets = [
@@ -40,6 +41,7 @@ class CatalogueEntryAdmin(EntryAdmin):
                     "display_name",
                     "provider",
                     "api_model",
+                    "api",
                     "enabled",
                     "offered_with_real_providers",
                     "available",

@@ -17,7 +17,7 @@ from django.db import transaction
 from assistant.engine.catalogue import ModelInfo
 
 from . import providers
-from .models import DEMO_PROVIDER, CatalogueEntry
+from .models import CHAT_COMPLETIONS, DEMO_PROVIDER, CatalogueEntry
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "models.json"
 DEMO_PRICE_DATE = datetime.date(2025, 12, 1)
@@ -56,6 +56,7 @@ def entries_from_file(path: Path = DATA_FILE) -> list[dict[str, Any]]:
                 "price_note": note,
                 "context_window": m["context_window"],
                 "output_cap": m["output_cap"],
+                "api": m.get("api", CHAT_COMPLETIONS),
                 "reasoning": m["reasoning"],
                 "reasoning_efforts": m["reasoning_efforts"],
                 "supports_tools": m["supports_tools"],

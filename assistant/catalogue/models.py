@@ -20,6 +20,12 @@ from assistant.engine.types import EFFORTS
 
 DEMO_PROVIDER = "demo"
 PROVIDERS = [("mistral", "Mistral"), ("openai", "OpenAI (or a compatible server)"), (DEMO_PROVIDER, "Offline demo")]
+CHAT_COMPLETIONS = "chat_completions"
+RESPONSES = "responses"
+APIS = [
+    (CHAT_COMPLETIONS, "Chat Completions"),
+    (RESPONSES, "Responses API (OpenAI; keeps the model's reasoning between its tool calls)"),
+]
 REASONING = [
     ("none", "Does not reason"),
     ("adjustable", "Reasons at the effort it is sent"),
@@ -58,6 +64,14 @@ class CatalogueEntry(models.Model):
     price_note = models.TextField(blank=True, help_text="The list price and the conversion to EUR, and any caveat.")
     context_window = models.PositiveIntegerField(help_text="Tokens; an agent's history is compacted at 75%.")
     output_cap = models.PositiveIntegerField(help_text="Most tokens one call may write.")
+    api = models.CharField(
+        "API",
+        max_length=20,
+        choices=APIS,
+        default=CHAT_COMPLETIONS,
+        help_text="OpenAI only: the Responses API for its reasoning models (their reasoning is sent back between tool "
+        "calls); Chat Completions for the others, and for a compatible server that lacks the Responses API.",
+    )
     reasoning = models.CharField(max_length=20, choices=REASONING, default="none")
     reasoning_efforts = models.JSONField(
         default=list, blank=True, help_text='Efforts the model offers, among "minimal", "low", "medium", "high".'
@@ -109,6 +123,8 @@ class CatalogueEntry(models.Model):
             errors["provider"] = "Only the shipped demo models (demo-large, demo-small) are offline demo models."
         if self.provider != DEMO_PROVIDER and self.offered_with_real_providers:
             errors["offered_with_real_providers"] = "Only for offline demo models."
+        if self.api == RESPONSES and self.provider != "openai":
+            errors["api"] = "Only OpenAI (or a compatible server) has the Responses API."
         efforts = self.reasoning_efforts
         if not isinstance(efforts, list) or any(e not in EFFORTS for e in efforts):
             errors["reasoning_efforts"] = f"A list among {', '.join(EFFORTS)}."

@@ -21,17 +21,20 @@ from assistant.engine.catalogue import ModelInfo
 from assistant.engine.models.base import Model
 from assistant.engine.models.mistral import MistralModel
 from assistant.engine.models.openai import OpenAIModel
+from assistant.engine.models.responses import ResponsesModel
 from assistant.engine.providers.mistral import MistralProvider
 from assistant.engine.providers.openai import OpenAIProvider
 
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """How to reach one catalogue model: its provider, its name there, whether it takes a reasoning effort."""
+    """How to reach one catalogue model: its provider, its name there, whether it takes a reasoning effort, and
+    whether it is called through OpenAI's Responses API (else Chat Completions)."""
 
     provider: str
     api_model: str
     adjustable_reasoning: bool
+    responses: bool = False
 
 
 class Provider(Protocol):
@@ -139,6 +142,8 @@ class OpenAI(_Keyed):
     def model(self, info: ModelInfo, offer: Offer) -> Model:
         key, url = self.key(), self.url()
         client = _shared((self.name, key, url), lambda: OpenAIProvider(api_key=key, base_url=url))
+        if offer.responses:
+            return ResponsesModel(info, client, api_model=offer.api_model)
         return OpenAIModel(info, client, api_model=offer.api_model)
 
 

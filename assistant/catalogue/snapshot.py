@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from assistant.catalogue import providers
-from assistant.catalogue.models import DEMO_PROVIDER, CatalogueEntry
+from assistant.catalogue.models import DEMO_PROVIDER, RESPONSES, CatalogueEntry
 from assistant.catalogue.providers import Offer
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.models.base import Model
@@ -84,7 +84,10 @@ def _current() -> _Snapshot:
 def _read() -> _Snapshot:
     rows = list(CatalogueEntry.objects.all())
     entries = [e for e in rows if e.provider != DEMO_PROVIDER and not e.unavailable_reason()]
-    offers = {e.model_id: Offer(e.provider, e.api_model, e.reasoning == "adjustable") for e in entries}
+    offers = {
+        e.model_id: Offer(e.provider, e.api_model, e.reasoning == "adjustable", responses=e.api == RESPONSES)
+        for e in entries
+    }
     # The demo models stay out of real work: offered next to real models only when an admin says so.
     demo_rows = {e.model_id: e for e in rows if e.provider == DEMO_PROVIDER}
     demo = []

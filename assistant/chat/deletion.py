@@ -6,7 +6,7 @@ usage page, its CSV and the API's ``GET /v1/runs/{id}`` read them, with their ``
 deleted conversation is a tombstone: ``Conversation.deleted`` is set and its title emptied, its messages
 are deleted, and each run keeps every number (status, model, level, category, rounds, usage, cost, its
 steps' numbers) while every text the user wrote or the assistant produced from it is erased: the answer,
-the sources, and in each step every field its event type marks ``Erase`` (``engine.events.erased``: the
+the sources, an API run's kept messages and client tools, and in each step every field its event type marks ``Erase`` (``engine.events.erased``: the
 agents' instructions, reports and actions, the tool calls' arguments and results, ...). Steps keep their
 shape (the same event, text emptied), so every reader of runs works unchanged; a step no event can be read
 from is emptied whole.
@@ -58,7 +58,8 @@ def erase_step(step: Step) -> bool:
 def erase_run(run_id: Any) -> None:
     """Empty one run's text (answer, sources, steps' text) and delete its messages; numbers stay."""
     with transaction.atomic():
-        Run.objects.filter(pk=run_id).update(answer="", sources=[])
+        # An API run's kept messages and its client's tools are text of the conversation too.
+        Run.objects.filter(pk=run_id).update(answer="", sources=[], prompt=[], client_tools={})
         Message.objects.filter(run_id=run_id).delete()
         changed = [step for step in Step.objects.filter(run_id=run_id) if erase_step(step)]
         Step.objects.bulk_update(changed, ["data"], batch_size=500)

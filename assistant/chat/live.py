@@ -265,7 +265,16 @@ class LiveRun:
 
     def refresh_finished(self, finished: RunFinished | None = None) -> None:
         """Once the run has ended (``finished``: the message that said so): its saved outcome (status, sources, usage)
-        and any step not seen, unless that message says none was missed (``Follower.has_all``)."""
+        and any step not seen, unless that message says none was missed (``Follower.has_all``). Ended by another than
+        its recorder (the reaper, once its process died), the run is read again whole: that process may have published
+        a step it never saved, whose number the reaper's last step then took."""
+        if finished is None or finished.get("seq") is None:
+            self.run = Run.objects.get(pk=self.run.pk)
+            self.steps = list(self.run.steps.all())
+            self.follower = Follower(self.run.pk, seq=self.steps[-1].seq if self.steps else 0, answer=self.run.answer)
+            self.lines.clear()
+            self.pieces.clear()
+            return
         if not self.follower.has_all(finished):
             steps, _ = steps_since(self.run.pk, self.seq)
             self.merge(steps, "")

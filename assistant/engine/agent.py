@@ -23,14 +23,14 @@ from .cancel import RunStopped, run_round
 from .causes import Cause
 from .compaction import compact
 from .errors import ModelError, ModelTimeout, ToolFailed
-from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, RoundStarted
+from .events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, ReasoningEvent, RoundStarted
 from .notes import add_note
 from .outcomes import RESULT_SPEC, RESULT_TOOL, AgentOutcome, AgentRecord, AgentReport, AgentTask
 from .runtime import RunContext
 from .scope import Scope
 from .tokens import estimate_tokens, prompt_tokens
 from .tools import Tool, run_tool_call
-from .types import Effort, Message, ModelRequest, ModelResponse, NamedTool, ToolCall
+from .types import Effort, Message, ModelRequest, ModelResponse, NamedTool, Reasoning, ToolCall
 from .usage import AgentBudget, AgentCounter, RunUsage
 
 AGENT_SYSTEM_PROMPT = """You are a research agent. You work alone on one instruction, with read-only tools over the resources listed as your scope, and nothing else.
@@ -237,6 +237,7 @@ class _AgentLoop:
                 agent_id=self.agent_id,
                 timeout=self.counter.call_timeout(),
                 usage=self.usage,
+                on_reasoning=self._on_reasoning,
                 cancel=self.cancel,
             )
         except (ModelError, RunStopped):
@@ -244,6 +245,12 @@ class _AgentLoop:
             raise
         self.counter.after_call(response.usage, time.monotonic() - started)
         return response
+
+    async def _on_reasoning(self, reasoning: Reasoning) -> None:
+        """The agent's reasoning summary, in its panel (its reasoning itself stays in its own history)."""
+        event = ReasoningEvent.of(reasoning, self.counter.rounds + 1, self.info.id, self.agent_id)
+        if event is not None:
+            await self.ctx.emit(event)
 
     async def _after(self, response: ModelResponse) -> AgentOutcome | None:
         """What the round's answer leads to: the agent's end, or None for another round."""

@@ -30,7 +30,8 @@ class CancelToken:
     """Set once, with its cause; every waiter wakes."""
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._cancelled = False
+        self._waiters: set[asyncio.Future[None]] = set()
         self.cause: Cause | None = None
         self.cancelled_at: float | None = None
         """When it was cancelled (``time.monotonic()``): the Stop-to-end latency is measured from it."""
@@ -38,7 +39,7 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._cancelled
 
     @property
     def stop_cause(self) -> Cause:
@@ -47,17 +48,20 @@ class CancelToken:
 
     def check(self, usage: RunUsage | None = None) -> None:
         """Raise ``RunStopped`` once the run is stopped (``usage``: what the one checking has used so far)."""
-        if self._event.is_set():
+        if self._cancelled:
             raise RunStopped(self.stop_cause, usage)
 
     def cancel(self, cause: Cause = STOPPED_BY_USER) -> None:
         """Stop the run (or the agent) with ``cause``: every agent's token too (``agent``)."""
         if not cause.is_stop:
             raise ValueError(f"{cause.code!r} is not a cause a run is stopped with")
-        if not self._event.is_set():
+        if not self._cancelled:
             self.cause = cause
             self.cancelled_at = time.monotonic()
-            self._event.set()
+            self._cancelled = True
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
             for token in self._agents.values():
                 token.cancel(cause)
 
@@ -83,8 +87,31 @@ class CancelToken:
         token.cancel(cause or Cause(code="stopped_by_user", agent_id=agent_id))
         return True
 
-    async def wait(self) -> None:
-        await self._event.wait()
+    async def race(self, work: asyncio.Future[Any], timeout: float | None = None) -> None:
+        """Wait until ``work`` is done, the token cancelled or ``timeout`` seconds passed, whichever comes first.
+
+        Without a task of its own (one future woken by whichever comes first): a round's every tool call and model
+        call races Stop, so this is on the path of every round. ``work`` is left as it is: its caller cancels it.
+        """
+        if work.done() or self._cancelled:
+            return
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake(_: object = None) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        work.add_done_callback(wake)
+        self._waiters.add(woken)
+        timer = None if timeout is None else loop.call_later(timeout, wake)
+        try:
+            await woken
+        finally:
+            work.remove_done_callback(wake)
+            self._waiters.discard(woken)
+            if timer is not None:
+                timer.cancel()
 
 
 class RunStopped(EngineError):
@@ -107,12 +134,15 @@ T = TypeVar("T")
 
 
 async def run_round(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
-    """Run a round's tool calls concurrently, each in its own task of one ``asyncio.TaskGroup``; their results in order.
+    """Run a round's tool calls concurrently, each in its own task of one ``asyncio.TaskGroup`` (a lone call in the
+    round's own task); their results in order.
 
     Stop reaches each call through its own task (``tools.run_tool_call`` races it against the token: the tool's work is
     cancelled where it waits, and the call returns stopped); a call that raises cancels the others (the
     ``TaskGroup``'s rule), and its exception is raised (the first, if several are).
     """
+    if len(calls) == 1:  # no sibling to run beside or to cancel: the call runs in the round's own task
+        return [await calls[0]]
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(call) for call in calls]

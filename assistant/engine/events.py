@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from .causes import Cause, ModelErrorKind
 from .marks import ERASE, KEEP, Erase, Keep, Name, Text
-from .types import UsagePart
+from .types import Message, Reasoning, ToolCall, UsagePart
 from .usage import Impact, ModelUsageData, RunUsage, UsageData
 
 AgentStatus: TypeAlias = Literal["ok", "interrupted", "stopped", "error"]
@@ -110,6 +110,29 @@ class RoundStarted(_Event):
 class TextDeltaEvent(_Event):
     kind: Annotated[Literal["text_delta"], KEEP] = "text_delta"
     text: Text
+
+
+class ReasoningEvent(_Event):
+    """A reasoning of the model in one round, as a reader may see it: OpenAI's summary of a reasoning item, Mistral's
+    thinking. Emitted as it completes, before that round's text and tool calls (a round may have several)."""
+
+    kind: Annotated[Literal["reasoning"], KEEP] = "reasoning"
+    round: int
+    model: Name
+    summary: Text = ""
+    """The summary ("" when the provider gave none, or refused it: ``summary_unavailable``)."""
+    summary_unavailable: bool = False
+    """The provider refused a summary for this key (an organisation OpenAI has not verified): the model reasoned,
+    and what it thought is not shown ("Thinking (summary unavailable)")."""
+
+    @classmethod
+    def of(cls, reasoning: Reasoning, round: int, model: str, agent_id: str | None = None) -> ReasoningEvent | None:
+        """What a round's reasoning shows: its summary, or that the provider refused one; None when it has neither
+        (the reasoning still goes back to the model)."""
+        if not reasoning.text and not reasoning.summary_unavailable:
+            return None
+        unavailable = reasoning.summary_unavailable and not reasoning.text
+        return cls(agent_id=agent_id, round=round, model=model, summary=reasoning.text, summary_unavailable=unavailable)
 
 
 class ToolCallEvent(_Event):
@@ -259,6 +282,13 @@ class FinalEvent(_Event):
     usage: UsageData = UsageData()
     cut: bool = False
     """The answer's last call stopped at its output cap (the model's, or the API client's ``max_tokens``)."""
+    tool_calls: Annotated[tuple[ToolCall, ...], ERASE] = ()
+    """The API client's tools that the main model called in its last round, for the client to run (the turn ends on
+    them; the ids are the model's): empty for an answer."""
+    messages: Annotated[tuple[Message, ...], ERASE] = ()
+    """With ``tool_calls``: the main model's messages after its system prompt as its next call would continue them
+    (the conversation, the question, each round's calls and results, the server's tools of the last round run),
+    from which the client's follow-up with the results continues (``runs.client_turns``)."""
 
 
 class ErrorEvent(_Event):
@@ -280,6 +310,7 @@ class StoppedEvent(_Event):
 Event: TypeAlias = Annotated[
     RoundStarted
     | TextDeltaEvent
+    | ReasoningEvent
     | ToolCallEvent
     | ToolResultEvent
     | AgentStarted

@@ -19,6 +19,7 @@ from .errors import ContextTooLong, ModelError, RequestRefused, ToolFailed
 from .events import (
     ErrorEvent,
     FinalEvent,
+    ReasoningEvent,
     RoundStarted,
     RunStatus,
     StoppedEvent,
@@ -34,7 +35,7 @@ from .runtime import RunContext
 from .scope import KB_PREFIX, MCP_PREFIX
 from .tokens import estimate_tokens, prompt_tokens
 from .tools import Tool, ToolRun, run_tool_call
-from .types import Message, ModelRequest, ToolCall, ToolSpec
+from .types import Message, ModelRequest, Reasoning, ToolCall, ToolChoice, ToolSpec
 
 MAIN_SYSTEM_PROMPT = """You are an assistant that answers with facts from the resources you are given.
 - Cite the documents you use by their id, in square brackets, e.g. [doc-12].
@@ -103,8 +104,13 @@ class _MainLoop:
         if self.delegation is not None:
             self.tools[AGENTS_TOOL] = self.delegation
         self.sampling = request.sampling
+        self.client = request.client_tools
+        """The API client's tools: offered beside the server's; a round that calls one ends the run's turn."""
+        self.client_names = self.client.names if self.client is not None else frozenset[str]()
         self.messages: list[Message] = [Message.system(self._system_prompt()), *request.messages]
-        self.current = len(request.messages)  # where the request's own message is
+        # Where the request's own message is: its question (a turn that continues after an API client's tool results
+        # ends with them, after the rounds of the run it continues).
+        self.current = max((i for i, m in enumerate(self.messages) if m.role == "user"), default=len(request.messages))
         self.left_out = 0
         self.text = ""
         self.rounds = 0
@@ -129,8 +135,19 @@ class _MainLoop:
         self.text += delta
         await self.ctx.emit(TextDeltaEvent(text=delta))
 
+    async def _on_reasoning(self, reasoning: Reasoning) -> None:
+        event = ReasoningEvent.of(reasoning, self.rounds, self.info.id)
+        if event is not None:
+            await self.ctx.emit(event)
+
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(t.spec for t in self.tools.values())
+        """The tools offered to the main model: the server's, then the API client's."""
+        server = tuple(t.spec for t in self.tools.values())
+        return server + (self.client.specs if self.client is not None else ())
+
+    def _tool_choice(self) -> ToolChoice:
+        """The client's ``tool_choice`` for the run's first call, ``auto`` after it."""
+        return self.client.choice if self.client is not None and self.rounds <= 1 else "auto"
 
     def _note(self, last: bool, specs: tuple[ToolSpec, ...]) -> str:
         """What this round's request adds to its last tool result (``notes``): the rounds with tools and the seconds
@@ -160,8 +177,8 @@ class _MainLoop:
         request = ModelRequest(
             messages=tuple(self.messages),
             tools=() if last else specs,
-            tool_choice="none" if last else "auto",
-            parallel_tool_calls=True,
+            tool_choice="none" if last else self._tool_choice(),
+            parallel_tool_calls=self.client.parallel is not False if self.client is not None else True,
             max_output_tokens=self._output_cap(),
             reasoning_effort=self.plan.effort,
             sampling=self.sampling,
@@ -198,6 +215,7 @@ class _MainLoop:
                     self.info.id,
                     request,
                     on_text=self._on_text,
+                    on_reasoning=self._on_reasoning,
                     timeout=ctx.policy.main_call_timeout,
                 )
                 self.messages.append(response.as_message())
@@ -213,16 +231,38 @@ class _MainLoop:
                     )
                     return RunOutcome("ok", self.text, self.rounds, self.agents)
                 # Stop ends each of the round's tool calls, stopped (the agents tool stops its agents itself); a
-                # tool's unexpected failure cancels the others and ends the run.
-                calls = response.tool_calls
-                runs = await run_round([self._run_call(c) for c in calls])
-                self.messages += [Message.tool(run.call, run.content) for run in runs]
+                # tool's unexpected failure cancels the others and ends the run. The API client's calls are its own
+                # to run: the server's of the same round run, then the turn ends on the client's.
+                calls = [c for c in response.tool_calls if c.name not in self.client_names]
+                if calls:
+                    runs = await run_round([self._run_call(c) for c in calls])
+                    self.messages += [Message.tool(run.call, run.content) for run in runs]
+                client_calls = tuple(c for c in response.tool_calls if c.name in self.client_names)
+                if client_calls:
+                    return await self._client_turn(client_calls)
         except RunStopped as e:
             return await self._stopped(e.cause)
         except ModelError as e:
             return await self._failed(f"The model could not answer: {e}", causes.model_error(e))
         except ToolFailed as e:
             return await self._failed(f"A tool failed: {e}", Cause(code="tool_failed", kind=e.kind))
+
+    async def _client_turn(self, calls: tuple[ToolCall, ...]) -> RunOutcome:
+        """The turn ends on the API client's ``calls``: what the model wrote, the calls, and the messages its next call
+        would continue (the client's follow-up with their results continues from them)."""
+        ctx = self.ctx
+        ctx.cancel.check(ctx.usage)  # a Stop during the round's server tools stops the run, as after any round
+        await ctx.emit(
+            FinalEvent(
+                text=self.text,
+                rounds=self.rounds,
+                sources=tuple(ctx.sources.values()),
+                usage=ctx.usage.as_data(),
+                tool_calls=calls,
+                messages=tuple(self.messages[1:]),
+            )
+        )
+        return RunOutcome("ok", self.text, self.rounds, self.agents)
 
     def _output_cap(self) -> int:
         """Each main call's output cap: the client's (``max_tokens``) up to the model's, else the model's for the

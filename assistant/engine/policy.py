@@ -10,7 +10,7 @@ from .catalogue import Catalogue
 from .errors import RequestRefused
 from .refusals import Refusal, RefusalCode
 from .scope import DOC_PREFIX, KB_PREFIX, MCP_PREFIX, Scope, parse_document
-from .types import Effort, Message, Sampling
+from .types import ClientTools, Effort, Message, Sampling
 
 Level: TypeAlias = Literal["rapide", "standard", "approfondi", "maximal"]
 LEVELS: tuple[Level, ...] = ("rapide", "standard", "approfondi", "maximal")
@@ -94,7 +94,8 @@ class Policy:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRequest:
-    """One request: the conversation so far (ending with the user's message), model, level, resources."""
+    """One request: the conversation so far (ending with the user's message, or with an API client's results of its
+    tools, ``client_tools``), model, level, resources."""
 
     messages: tuple[Message, ...]
     model: str
@@ -102,6 +103,8 @@ class RunRequest:
     resources: tuple[str, ...] = ()
     sampling: Sampling | None = None
     """An API client's output cap, sampling and format, for the main model's calls."""
+    client_tools: ClientTools | None = None
+    """An API client's function tools, for the main model only."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,7 +133,9 @@ def plan_request(request: RunRequest, catalogue: Catalogue, policy: Policy) -> P
         code: RefusalCode = "model_not_found" if request.model not in catalogue else "model_not_allowed"
         allowed = tuple(policy.allowed_ids(catalogue))
         raise RequestRefused(Refusal(code=code, model=request.model, allowed=allowed))
-    if not request.messages or request.messages[-1].role != "user" or not request.messages[-1].content.strip():
+    last = request.messages[-1] if request.messages else None
+    # A turn ends with the user's message, or with the results of an API client's tools that the main model called.
+    if last is None or not (last.role == "tool" or (last.role == "user" and last.content.strip())):
         raise RequestRefused(Refusal(code="empty_message"))
     if request.level is not None and request.level not in policy.levels:
         raise RequestRefused(Refusal(code="unknown_level", level=request.level))

@@ -28,7 +28,7 @@ from .models.streaming import CallState, tracked_call
 from .policy import Policy
 from .tokens import estimate_tokens, prompt_tokens
 from .tools import Toolbox
-from .types import ModelRequest, ModelResponse, TextDelta, UsagePart
+from .types import ModelRequest, ModelResponse, Reasoning, ReasoningPart, TextDelta, UsagePart
 from .usage import RunUsage, UsageLedger, cap_reached
 
 Emit = Callable[[Event], Awaitable[None]]
@@ -80,6 +80,7 @@ class RunContext:
         agent_id: str | None = None,
         timeout: float | None = None,
         on_text: Callable[[str], Awaitable[None]] | None = None,
+        on_reasoning: Callable[[Reasoning], Awaitable[None]] | None = None,
         usage: RunUsage | None = None,
         cancel: CancelToken | None = None,
     ) -> ModelResponse:
@@ -99,8 +100,10 @@ class RunContext:
         the call (``CallState.waiting``, nothing in flight), nothing. A failure (not a Stop) is counted in
         ``failed_calls`` and emitted as ``ModelCallFailed``.
 
-        ``cancel``: the token that stops this call, an agent's own (``CancelToken.agent``: its run's Stop cancels it
-        too); the run's by default.
+        ``on_text`` hears each piece of text as it arrives; ``on_reasoning`` each reasoning of the turn as it
+        completes, once (a later version of the same one, e.g. Mistral's signature coming after, only replaces it in
+        the response). ``cancel``: the token that stops this call, an agent's own (``CancelToken.agent``: its run's
+        Stop cancels it too); the run's by default.
         """
         token = cancel or self.cancel
         token.check(usage or self.usage)  # nothing is spent after Stop
@@ -124,18 +127,19 @@ class RunContext:
         state = CallState(deadline=deadline, api_model=model.api_model or model_id)
 
         async def consume() -> None:
+            heard: set[str | None] = set()
             with tracked_call(state):
                 async for part in model.stream(request):
                     response.add(part)
                     if on_text is not None and isinstance(part, TextDelta):
                         await on_text(part.text)
+                    elif on_reasoning is not None and isinstance(part, ReasoningPart):
+                        said, heard = part.reasoning.id in heard, heard | {part.reasoning.id or None}
+                        if not said:
+                            await on_reasoning(part.reasoning)
 
         task = asyncio.ensure_future(consume())
-        waiter = asyncio.ensure_future(token.wait())
-        try:
-            await asyncio.wait([task, waiter], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
+        await token.race(task, timeout)
         timed_out = not task.done() and not token.cancelled
         aborted = not task.done()
         if aborted:

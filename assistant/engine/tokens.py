@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from .types import Message, ModelRequest, ToolSpec
+from .types import Message, ModelRequest, Reasoning, ToolSpec
 
 # A tool spec's size, by the spec (kept alive here, so that its id is not reused while cached): a run sends the same
 # specs with every call, and writing their schemas out as JSON each time cost more than the rest of the estimate.
@@ -22,10 +22,21 @@ def estimate_tokens(text: str) -> int:
 
 
 def request_tokens(messages: tuple[Message, ...]) -> int:
-    """The estimated prompt size of a history: each message's text, its tool calls' arguments, and 4 per message."""
+    """The estimated prompt size of a history: each message's text, its tool calls' arguments, the reasoning it sends
+    back (``reasoning_tokens``), and 4 per message."""
     return sum(
-        estimate_tokens(m.content) + sum(estimate_tokens(c.arguments) for c in m.tool_calls) + 4 for m in messages
+        estimate_tokens(m.content)
+        + sum(estimate_tokens(c.arguments) for c in m.tool_calls)
+        + (reasoning_tokens(m.reasoning) if m.reasoning else 0)
+        + 4
+        for m in messages
     )
+
+
+def reasoning_tokens(reasoning: tuple[Reasoning, ...]) -> int:
+    """What a turn's reasoning weighs when it goes back: its summary, and its encrypted content (or signature), which
+    stands for the reasoning itself (an over-estimate rather than a window overrun)."""
+    return sum(estimate_tokens(r.text) + estimate_tokens(r.encrypted or r.signature) for r in reasoning)
 
 
 def prompt_tokens(request: ModelRequest) -> int:
@@ -45,4 +56,4 @@ def spec_tokens(spec: ToolSpec) -> int:
     return size
 
 
-__all__ = ["estimate_tokens", "prompt_tokens", "request_tokens", "spec_tokens"]
+__all__ = ["estimate_tokens", "prompt_tokens", "reasoning_tokens", "request_tokens", "spec_tokens"]

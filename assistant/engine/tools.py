@@ -30,6 +30,30 @@ from .turns import Turn, turn
 from .types import ToolCall, ToolSpec
 
 LABEL_CHARS = 300
+SERVER_TOOLS = frozenset(
+    {
+        "kb_search",
+        "kb_read",
+        "data_tables",
+        "data_query",
+        "web_search",
+        "web_fetch",
+        "run_code",
+        "agents",
+        "submit_result",
+    }
+)
+"""The names of the server's own tools, of the main model and of agents, whatever a request was offered; a test holds
+it to the tools' specs."""
+CONNECTOR_TOOLS_PREFIX = "mcp_"
+"""How a connector's tools are named (``connectors.tool_name``: ``mcp_<connector>__<tool>``)."""
+
+
+def is_server_tool(name: str) -> bool:
+    """Whether ``name`` is, or may be, one of the server's tools: an API client's tool may not take it."""
+    return name in SERVER_TOOLS or name.startswith(CONNECTOR_TOOLS_PREFIX)
+
+
 WIND_DOWN_SECONDS = 0.1
 """How long a stopped call's work is waited for once cancelled (a query's interruption, a script's kill, a session's
 close): past it the call is returned as stopped and its work ends on its own."""
@@ -389,11 +413,9 @@ async def _run_tool_call(tools: dict[str, Tool], call: ToolCall, unavailable: st
     work = asyncio.ensure_future(_work(tool, call, args, started))
     if stop is None or tool.stops_itself:
         return await _outcome(call, work)
-    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        await stop.race(work)
     finally:
-        stopping.cancel()
         stopped = not work.done()  # Stop, or this call itself cancelled: the tool's work ends with it
         if stopped:
             work.cancel()

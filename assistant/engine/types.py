@@ -31,6 +31,45 @@ class ToolCall:
         return value
 
 
+ReasoningFormat: TypeAlias = Literal["openai", "mistral"]
+"""Whose wire a reasoning part comes from, and goes back to: OpenAI's Responses API (a ``reasoning`` item), Mistral's
+chat completions (a ``thinking`` chunk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A model's reasoning in one turn, as its provider returned it: a part of the assistant turn.
+
+    It goes back verbatim, in its place, in the next requests of the same loop (the main model's, or one agent's),
+    and only to an adapter of the same ``format``; no other loop ever sees it (an agent starts from a fresh history,
+    and a conversation's earlier turns are read back from the database, without it). OpenAI's: the reasoning item's
+    ``id`` and ``encrypted`` content (``store: false`` keeps nothing on OpenAI's side), and its ``summary`` parts.
+    Mistral's: the thinking text (in ``summary``, one part) and its ``signature``.
+    """
+
+    format: ReasoningFormat
+    model: str = ""
+    """The model that reasoned (its name at its provider): an adapter sends back only its own model's reasoning."""
+    id: str = ""
+    """OpenAI's item id (``rs_…``); Mistral's thinking has none: ``thinking-<n>``, its rank in the turn."""
+    encrypted: str = ""
+    """OpenAI's ``encrypted_content``: the reasoning itself, opaque; without it, a reasoning item is refused."""
+    signature: str = ""
+    """Mistral's ``signature`` of the thinking, where in the stream it came."""
+    summary: tuple[str, ...] = ()
+    """What a reader may see of it: OpenAI's summary parts, Mistral's thinking text."""
+    summary_unavailable: bool = False
+    """OpenAI refused a summary for this key (an organisation it has not verified): the model reasoned, unsaid."""
+    before: int = 0
+    """Its place in the turn: the index of the first tool call that came after it (``len(tool_calls)``: none did).
+    The turn's text comes after the reasoning placed at 0."""
+
+    @property
+    def text(self) -> str:
+        """The summary as one text, its parts separated by a blank line."""
+        return "\n\n".join(part for part in self.summary if part)
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """One message of a conversation as a model sees it."""
@@ -40,6 +79,8 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    reasoning: tuple[Reasoning, ...] = ()
+    """An assistant turn's reasoning, in the order it came (``Reasoning.before`` places each among the calls)."""
 
     @staticmethod
     def system(content: str) -> Message:
@@ -50,8 +91,10 @@ class Message:
         return Message(role="user", content=content)
 
     @staticmethod
-    def assistant(content: str = "", tool_calls: tuple[ToolCall, ...] = ()) -> Message:
-        return Message(role="assistant", content=content, tool_calls=tool_calls)
+    def assistant(
+        content: str = "", tool_calls: tuple[ToolCall, ...] = (), reasoning: tuple[Reasoning, ...] = ()
+    ) -> Message:
+        return Message(role="assistant", content=content, tool_calls=tool_calls, reasoning=reasoning)
 
     @staticmethod
     def tool(call: ToolCall, content: str) -> Message:
@@ -75,6 +118,39 @@ class NamedTool:
 
 
 ToolChoice: TypeAlias = Literal["auto", "required", "none"] | NamedTool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientTools:
+    """An API client's function tools, offered to the main model beside the server's (never to an agent): the main
+    model calling one ends the run's turn, and the client runs it. ``choice`` applies to the run's first main-model
+    call only (later rounds use ``auto``); ``parallel``: the client's ``parallel_tool_calls`` (None: not set)."""
+
+    specs: tuple[ToolSpec, ...]
+    choice: ToolChoice = "auto"
+    parallel: bool | None = None
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(s.name for s in self.specs)
+
+    def as_json(self) -> dict[str, Any]:
+        """What a run keeps of them (``of`` reads it back)."""
+        choice = self.choice
+        return {
+            "tools": [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in self.specs],
+            "choice": {"name": choice.name} if isinstance(choice, NamedTool) else choice,
+            "parallel": self.parallel,
+        }
+
+    @classmethod
+    def of(cls, data: dict[str, Any] | None) -> ClientTools | None:
+        """A run's kept client tools (``as_json``), or None when it had none."""
+        if not data or not data.get("tools"):
+            return None
+        raw = data.get("choice", "auto")
+        choice: ToolChoice = NamedTool(str(raw["name"])) if isinstance(raw, dict) else raw
+        return cls(specs=tuple(ToolSpec(**t) for t in data["tools"]), choice=choice, parallel=data.get("parallel"))
 
 
 SAMPLING_PARAMETERS: tuple[str, ...] = (
@@ -163,6 +239,14 @@ class ToolCallPart:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningPart:
+    """A reasoning of the turn, complete (OpenAI: its item done). A later part with the same ``id`` replaces it (a
+    signature that came after the thinking)."""
+
+    reasoning: Reasoning
+
+
+@dataclass(frozen=True, slots=True)
 class UsagePart:
     """Token usage reported by the provider for the call."""
 
@@ -192,7 +276,7 @@ class ResponseModel:
     name: str
 
 
-StreamPart: TypeAlias = TextDelta | ToolCallPart | UsagePart | FinishPart | AttemptCut | ResponseModel
+StreamPart: TypeAlias = TextDelta | ToolCallPart | ReasoningPart | UsagePart | FinishPart | AttemptCut | ResponseModel
 
 
 @dataclass(slots=True)
@@ -207,12 +291,20 @@ class ModelResponse:
     """Attempts that were sent, broke off before anything was shown, and were tried again (``AttemptCut``)."""
     model: str = ""
     """The model the provider says answered ("" when it said none)."""
+    reasoning: list[Reasoning] = field(default_factory=list)
+    """The turn's reasoning, in order (the same id twice: the later one kept in the earlier one's place)."""
 
     def add(self, part: StreamPart) -> None:
         if isinstance(part, TextDelta):
             self.text += part.text
         elif isinstance(part, ToolCallPart):
             self.tool_calls.append(part.call)
+        elif isinstance(part, ReasoningPart):
+            same = [i for i, r in enumerate(self.reasoning) if r.id == part.reasoning.id and part.reasoning.id]
+            if same:
+                self.reasoning[same[0]] = part.reasoning
+            else:
+                self.reasoning.append(part.reasoning)
         elif isinstance(part, UsagePart):
             self.usage = part
         elif isinstance(part, AttemptCut):
@@ -223,4 +315,4 @@ class ModelResponse:
             self.finish_reason = part.reason
 
     def as_message(self) -> Message:
-        return Message.assistant(self.text, tuple(self.tool_calls))
+        return Message.assistant(self.text, tuple(self.tool_calls), tuple(self.reasoning))

@@ -292,7 +292,9 @@ def _trace(start: RunStart, catalogue: Catalogue, token: CancelToken) -> RunTrac
     if telemetry is None:
         return None
     run = start.run
-    question = start.request.messages[-1].content if telemetry.content.captures else ""
+    # The question: the last user message (a turn that continues after an API client's tools ends with their results).
+    asked = next((m.content for m in reversed(start.request.messages) if m.role == "user"), "")
+    question = asked if telemetry.content.captures else ""
     facts = RunFacts(
         run_id=str(run.pk),
         conversation_id=str(run.conversation_id),

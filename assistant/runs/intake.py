@@ -30,8 +30,8 @@ from assistant.engine.refusals import Refusal
 from assistant.engine.runtime import RunContext
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 from assistant.engine.tokens import prompt_tokens
+from assistant.engine.types import ClientTools, Sampling
 from assistant.engine.types import Message as EngineMessage
-from assistant.engine.types import Sampling
 from assistant.knowledge.chosen import refused_document
 from assistant.knowledge.models import KnowledgeBase
 from assistant.knowledge.tools import available_resources
@@ -66,6 +66,8 @@ class Ask:
     """The asker's interface language (the page's active language, the API's Accept-Language); empty: the site's."""
     sampling: Sampling | None = None
     """An API client's output cap, sampling and answer format for the main model."""
+    client_tools: ClientTools | None = None
+    """An API client's function tools for the main model."""
 
 
 def check(org: Organisation, ask: Ask, api_key: ApiKey | None = None, *, policy: Policy | None = None) -> Plan:
@@ -165,6 +167,7 @@ def create_run(
     replaces: Run | None = None,
     policy: Policy | None = None,
     earlier: Sequence[tuple[str, str]] = (),
+    prompt: Sequence[EngineMessage] | None = None,
     cost_cap_eur: float | None = None,
 ) -> RunStart:
     """Check the request and admit it against its category's budget, then save the user's message (or give the
@@ -172,7 +175,9 @@ def create_run(
     saved); ``replaces`` is the turn this run supersedes (an edit or a regeneration); ``policy``: the organisation's
     (``policy_for``) when the caller has it. Raises ``Busy`` when the conversation has a running run (the database's
     constraint decides). Without a ``conversation`` a new one is saved with the run, ``earlier``'s messages
-    (``(role, content)``, the API's client's) in it before the user's, in the same transaction.
+    (``(role, content)``, the API's client's) in it before the user's, in the same transaction. ``prompt``: the main
+    model's messages when the conversation's text does not say them (an API request with tool calls and results, or
+    one continuing a run that ended on them: ``runs.client_turns``), kept with the run.
 
     Returns the run's start (``start.RunStart``: the run, its request planned once, the policy, its category's ledger
     holding the reservation, ``cost_cap_eur``, its language), for ``execution.launch``."""
@@ -182,12 +187,15 @@ def create_run(
     plan = check(org, ask, api_key, policy=policy)
     books = accounting.accounting()
     admission = books.admit(org, ask.category, ask.text, ask.model)
+    if prompt is not None and conversation is not None:
+        raise ValueError("a prompt goes into a new conversation only")
     request = RunRequest(
-        messages=history_before(conversation, ask, earlier, replaces),
+        messages=tuple(prompt) if prompt is not None else history_before(conversation, ask, earlier, replaces),
         model=ask.model,
         level=ask.level,
         resources=ask.resources,
         sampling=ask.sampling,
+        client_tools=ask.client_tools,
     )
     tokens = first_call_tokens(org, request, plan, policy)
     new = conversation is None
@@ -211,6 +219,8 @@ def create_run(
                 api_key=api_key,
                 language=ask.language,
                 sampling=ask.sampling.as_json() if ask.sampling is not None else {},
+                client_tools=ask.client_tools.as_json() if ask.client_tools is not None else {},
+                prompt=start.prompt_json(prompt) if prompt is not None else [],
             )
             if queued is not None:
                 Message.objects.filter(pk=queued.pk).update(queued=False, run=run, queue_error="")

@@ -75,6 +75,12 @@ class Run(models.Model):
     language = models.CharField(max_length=10, blank=True, default="")
     # An API client's output cap, sampling and answer format for the main model (``engine.types.Sampling.as_json``).
     sampling = models.JSONField(default=dict, blank=True)
+    # An API client's function tools for the main model (``engine.types.ClientTools.as_json``).
+    client_tools = models.JSONField(default=dict, blank=True)
+    # The main model's messages for a run that does not read its conversation's text alone (``start.prompt_json``): an
+    # API request carrying tool calls and results, or one continuing a run that ended on the client's tools. Empty:
+    # the run reads its conversation's messages.
+    prompt = models.JSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
     replaced_by = models.ForeignKey(

@@ -13,14 +13,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db.models import F, Q, QuerySet
+from pydantic import TypeAdapter
 
 from assistant.catalogue import snapshot
 from assistant.engine.policy import LEVELS, Plan, Policy, RunRequest, plan_request
+from assistant.engine.types import ClientTools, Sampling
 from assistant.engine.types import Message as EngineMessage
-from assistant.engine.types import Sampling
 from assistant.engine.usage import CostCap, Ledgers, UsageLedger
 from assistant.orgs.services import policy_for
 
@@ -103,7 +105,21 @@ def request_of(run: Run, history: Sequence[EngineMessage]) -> RunRequest:
         level=level,
         resources=tuple(run.resources),
         sampling=Sampling.of(run.sampling),
+        client_tools=ClientTools.of(run.client_tools),
     )
+
+
+_MESSAGES: TypeAdapter[tuple[EngineMessage, ...]] = TypeAdapter(tuple[EngineMessage, ...])
+
+
+def prompt_json(messages: Sequence[EngineMessage]) -> list[Any]:
+    """The main model's messages as a run keeps them (``Run.prompt``; ``prompt_of`` reads them back)."""
+    return list(_MESSAGES.dump_python(tuple(messages), mode="json"))
+
+
+def prompt_of(data: Any) -> tuple[EngineMessage, ...]:
+    """A run's kept messages (``prompt_json``)."""
+    return _MESSAGES.validate_python(data)
 
 
 def turns(conversation_id: int, run: Run | None = None) -> QuerySet[Message]:
@@ -126,7 +142,10 @@ def as_engine_message(role: str, content: str) -> EngineMessage:
 
 
 def history_of(run: Run) -> tuple[EngineMessage, ...]:
-    """The conversation up to this run's user message, as the main model reads it (``turns``), in one query."""
+    """The conversation up to this run's user message, as the main model reads it (``turns``), in one query; a run
+    that keeps its messages (``Run.prompt``: an API request with tool calls) reads them instead."""
+    if run.prompt:
+        return prompt_of(run.prompt)
     rows = turns(run.conversation_id, run).values_list("run_id", "role", "content")
     out: list[EngineMessage] = []
     request: list[str] = []

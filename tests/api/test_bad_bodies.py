@@ -86,14 +86,14 @@ CASES: list[tuple[str, str, str, Any, str, int, str, str | None]] = [
         "messages[0].role",
     ),
     (
-        "tool role",
+        "a tool result answering no call",
         "POST",
         COMPLETIONS,
         body(messages=[{"role": "tool", "content": "Hi", "tool_call_id": "x"}, *ASK]),
         "demo",
         400,
         "invalid_body",
-        "messages[0].role",
+        "messages",
     ),
     (
         "no role",

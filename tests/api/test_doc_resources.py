@@ -19,6 +19,7 @@ from asgiref.sync import sync_to_async
 from assistant.catalogue import snapshot
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
+from assistant.engine.notes import without_note
 from assistant.engine.types import ModelRequest, ModelResponse, ToolCall
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
@@ -37,7 +38,7 @@ def _call(name: str, **arguments: Any) -> ToolCall:
 
 
 def _results(request: ModelRequest, name: str) -> list[dict[str, Any]]:
-    return [json.loads(m.content) for m in request.messages if m.role == "tool" and m.name == name]
+    return [json.loads(without_note(m.content)) for m in request.messages if m.role == "tool" and m.name == name]
 
 
 class Models:

@@ -21,6 +21,7 @@ from assistant.chat.rendering import render_markdown
 from assistant.demo.web import DemoFetcher, DemoSearch
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import CallInfo, FunctionModel
+from assistant.engine.notes import without_note
 from assistant.engine.scope import Scope
 from assistant.engine.types import ModelRequest, ModelResponse, ToolCall
 from assistant.engine.web import GuardedFetcher, SearxngSearch, WebFetch, WebSearch
@@ -43,7 +44,7 @@ def demo_web(settings: Any, fast_demo: None) -> None:
 
 
 def _payloads(request: ModelRequest, name: str) -> list[dict[str, Any]]:
-    return [json.loads(m.content) for m in request.messages if m.role == "tool" and m.name == name]
+    return [json.loads(without_note(m.content)) for m in request.messages if m.role == "tool" and m.name == name]
 
 
 def _call(name: str, **arguments: Any) -> ToolCall:

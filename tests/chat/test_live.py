@@ -292,6 +292,31 @@ def test_a_stopped_run_keeps_its_answer_and_says_why(client: Client) -> None:
     assert "Arrêté : le budget mensuel de la catégorie est atteint." in page
 
 
+def test_a_page_following_a_run_whose_process_died_shows_the_reapers_reason(demo_data: None) -> None:
+    """The dying process published a step it never saved; the reaper's error step took its number. The page that
+    heard the lost step reads the run again whole when the reaper (not its recorder) announces its end."""
+    from django.utils import timezone
+
+    from assistant.runs import leases
+
+    run = _run(answer="Bimbamjob ")
+    saved = len(_agent_steps(run, None))  # its agent started and searched, saved
+    following = live.LiveRun.load(run.pk.hex, run.conversation_id, "en")
+    assert following is not None and following.seq == saved
+    lost = AgentAction(
+        agent_id="agent-1", action=Action(tool="kb_search", kind="search", label="never saved", ok=True)
+    )
+    message = {"type": "run.event", "run": run.pk.hex, "seq": saved + 1, "event": save_event(lost), "t": 0.0}
+    assert following.apply(message)  # heard live, then the process was killed before its write
+    leases.abandon(Run.objects.get(pk=run.pk), leases.DIED, timezone.now())
+    assert list(run.steps.order_by("-seq").values_list("seq", "kind")[:1]) == [(saved + 1, "error")]
+    following.refresh_finished({"type": "run.finished", "run": run.pk.hex, "status": "error"})
+    with translation.override("en"):
+        html = following.render_run()
+    assert "The assistant could not finish this answer; what it had written is kept." in html
+    assert "stopped unexpectedly" in html and "never saved" not in html
+
+
 @pytest.mark.django_db(transaction=True)  # a run executes outside any transaction: its claim closes a stale connection
 def test_an_unreachable_provider_is_said_in_plain_words(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable(request: ModelRequest, info: Any) -> ModelResponse:

@@ -30,6 +30,7 @@ from assistant.connectors.models import Connector
 from assistant.engine.agent import NOT_AVAILABLE_TO_AGENT
 from assistant.engine.models.base import Model
 from assistant.engine.models.function import FunctionModel, ModelFunction
+from assistant.engine.notes import without_note
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs import keys
 
@@ -41,7 +42,7 @@ QUESTION = [{"role": "user", "content": "Where is our customer Acme based?"}]
 
 
 def tool_contents(request: ModelRequest, name: str) -> list[str]:
-    return [m.content for m in request.messages if m.role == "tool" and m.name == name]
+    return [without_note(m.content) for m in request.messages if m.role == "tool" and m.name == name]
 
 
 @pytest.fixture

@@ -167,10 +167,11 @@ def tool_payloads(request: ModelRequest, name: str) -> list[Any]:
 
 
 def request_text(request: ModelRequest) -> str:
-    """Everything a model call received, as one string: messages, tool calls and tool specs."""
+    """Everything a model call received, as one string: messages, their reasoning, tool calls and tool specs."""
     parts: list[str] = []
     for m in request.messages:
         parts.append(m.content)
+        parts += [" ".join((r.id, r.encrypted, r.signature, *r.summary)) for r in m.reasoning]
         parts += [c.name + " " + c.arguments for c in m.tool_calls]
     for t in request.tools:
         parts += [t.name, t.description, json.dumps(t.parameters, ensure_ascii=False)]

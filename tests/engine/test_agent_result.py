@@ -9,6 +9,7 @@ from engine_support import AGENT_A, MAIN, call, delegate, forced, harness, reply
 
 from assistant.engine.events import AgentAction, AgentFinished
 from assistant.engine.models.function import ModelFunction
+from assistant.engine.notes import without_note
 from assistant.engine.types import ToolCall
 
 FINDINGS = "Zorglub a payé la facture de mars 2024 avec 45 jours de retard [fac-1]."
@@ -41,7 +42,7 @@ async def test_an_invalid_result_goes_back_once_as_a_tool_error_then_the_correct
     assert len(requests) == 2
     [error] = tool_messages(requests[1], "submit_result")
     assert error.tool_call_id == invalid.id
-    message = json.loads(error.content)["error"]
+    message = json.loads(without_note(error.content))["error"]
     assert "Invalid result" in message
     assert "submit_result again" in message
     if kind != "not JSON":

@@ -22,6 +22,7 @@ from engine_support import (
 )
 
 from assistant.engine.events import AgentAction
+from assistant.engine.notes import without_note
 from assistant.engine.tools import Tool, ToolOutcome
 from assistant.engine.types import ToolSpec
 
@@ -44,7 +45,7 @@ class WriteFile(Tool):
 
 
 def errors_by_call(messages: list[Any]) -> dict[str, str]:
-    return {m.tool_call_id: json.loads(m.content).get("error", "") for m in messages}
+    return {m.tool_call_id: json.loads(without_note(m.content)).get("error", "") for m in messages}
 
 
 async def test_reads_and_searches_outside_the_scope_come_back_as_tool_errors() -> None:
@@ -75,7 +76,7 @@ async def test_reads_and_searches_outside_the_scope_come_back_as_tool_errors() -
     assert "does not exist" in errors[no_kb.id]
     # A read mixing an own document and another base's returns the own one only.
     [mixed_result] = [m for m in tool_messages(second) if m.tool_call_id == mixed.id]
-    payload = json.loads(mixed_result.content)
+    payload = json.loads(without_note(mixed_result.content))
     assert [d["id"] for d in payload["documents"]] == ["fac-1"]
     assert "con-2: outside your scope" in payload["errors"][0]
     assert "révision annuelle" not in mixed_result.content  # con-2's text never reaches the agent

@@ -109,7 +109,7 @@ async def test_every_agent_request_after_the_first_says_what_is_left_and_extends
 
     requests = h.model(AGENT_A.id).requests
     assert len(requests) == 4
-    assert BUDGET_LEFT not in "".join(m.content for m in requests[0].messages)  # the first says nothing
+    assert BUDGET_LEFT not in "".join(m.content for m in requests[0].messages[1:])  # the first says nothing
     for number, request in enumerate(requests[1:], start=1):
         last = request.messages[-1]
         assert last.role == "tool"
@@ -155,7 +155,7 @@ async def test_the_main_loop_says_its_rounds_left_and_its_round_limit_in_its_las
 
     requests = h.main.requests
     assert len(requests) == 4 and outcome.status == "ok"
-    assert BUDGET_LEFT not in "".join(m.content for m in requests[0].messages)
+    assert BUDGET_LEFT not in "".join(m.content for m in requests[0].messages[1:])
     for number, request in enumerate(requests[1:], start=2):
         last = request.messages[-1]
         assert last.role == "tool"

@@ -29,11 +29,12 @@ from engine_support import (
 
 from assistant.engine.errors import RequestRefused
 from assistant.engine.events import AgentAction, AgentStarted, ChosenDocument, FinalEvent
+from assistant.engine.notes import without_note
 from assistant.engine.scope import Scope
 
 
 def errors_by_call(messages: list[Any]) -> dict[str, str]:
-    return {m.tool_call_id: json.loads(m.content).get("error", "") for m in messages}
+    return {m.tool_call_id: json.loads(without_note(m.content)).get("error", "") for m in messages}
 
 
 async def test_an_agent_given_one_document_cannot_find_or_read_another_of_the_same_base() -> None:
@@ -66,14 +67,16 @@ async def test_an_agent_given_one_document_cannot_find_or_read_another_of_the_sa
     [spec] = [t for t in first.tools if t.name == "kb_search"]
     assert spec.parameters["properties"]["kb"]["enum"] == ["factures"]
 
-    [hits] = [p for m in tool_messages(second) if m.tool_call_id == search.id for p in [json.loads(m.content)]]
+    [hits] = [
+        p for m in tool_messages(second) if m.tool_call_id == search.id for p in [json.loads(without_note(m.content))]
+    ]
     assert [h["id"] for h in hits["hits"]] == ["fac-1"] and hits["count"] == 1  # fac-2 matches too, unseen
     errors = errors_by_call(tool_messages(second))
     assert "outside your scope" in errors[read_other.id]
     assert "you may only read the documents you were given: fac-1" in errors[read_other.id]
     assert "outside your scope" in errors[read_other_base.id]
     assert "outside your scope" in errors[search_other_base.id]
-    [mixed] = [json.loads(m.content) for m in tool_messages(second) if m.tool_call_id == read_mixed.id]
+    [mixed] = [json.loads(without_note(m.content)) for m in tool_messages(second) if m.tool_call_id == read_mixed.id]
     assert [d["id"] for d in mixed["documents"]] == ["fac-1"]
     assert "fac-2: outside your scope" in mixed["errors"][0]
     assert "Acme" not in request_text(second)  # fac-2's text never reached the agent

@@ -12,7 +12,7 @@ from assistant.demo.model import LANGUAGES, TEXTS, DemoModel, say
 from assistant.demo.model.info import DEMO_MODELS
 from assistant.demo.model.language import detect, interface_language, language_of, scores
 from assistant.engine.outcomes import AgentReport
-from assistant.engine.types import Message, ModelRequest, ToolSpec
+from assistant.engine.types import Message, ModelRequest, NamedTool, ToolSpec
 
 
 def _fields(text: str) -> set[str]:
@@ -117,3 +117,21 @@ def test_a_report_s_text_reads_back_so_pages_and_the_demo_word_its_headings() ->
     assert (back.findings, back.sources, back.gaps) == (report.findings, report.sources, report.gaps)
     alone = AgentReport.from_text("Only findings.")
     assert (alone.findings, alone.sources, alone.gaps) == ("Only findings.", [], [])
+
+
+def test_the_demo_calls_the_clients_tool_when_its_tool_choice_asks() -> None:
+    model = DemoModel(DEMO_MODELS[0])
+    remind = ToolSpec(
+        name="send_reminder",
+        description="Send a payment reminder.",
+        parameters={"type": "object", "properties": {"invoice": {"type": "string"}, "days": {"type": "integer"}},
+                    "required": ["invoice", "days"]},
+    )  # fmt: skip
+    question = Message.user("Remind Bimbamjob of F-2024-077.")
+    for choice in (NamedTool("send_reminder"), "required"):
+        request = ModelRequest(messages=(Message.system("s"), question), tools=(remind,), tool_choice=choice)
+        [call] = model.respond(request).tool_calls
+        assert call.name == "send_reminder"
+        assert call.parsed_arguments() == {"invoice": "Remind Bimbamjob of F-2024-077.", "days": 0}
+    answered = ModelRequest(messages=(Message.system("s"), question), tools=(remind,))  # auto: it answers
+    assert not model.respond(answered).tool_calls

@@ -8,6 +8,7 @@ from engine_support import AGENT_A, MAIN, call, delegate, forced, harness, reply
 
 from assistant.engine.events import AgentAction, AgentFinished
 from assistant.engine.models.function import ModelFunction
+from assistant.engine.notes import without_note
 
 
 def main_delegating() -> ModelFunction:
@@ -49,7 +50,7 @@ async def test_no_result_after_the_forced_landing_and_its_relaunch_is_an_error_w
     assert finished.status == "error"
     assert finished.report == agent.report
 
-    [payload] = [json.loads(m.content) for m in tool_messages(h.main.requests[1], "agents")]
+    [payload] = [json.loads(without_note(m.content)) for m in tool_messages(h.main.requests[1], "agents")]
     told = payload["agents"][0]
     assert told["status"] == "error"
     assert "Searched" in told["report"]
@@ -90,7 +91,7 @@ async def test_a_tool_called_on_the_forced_landing_is_not_run() -> None:
 
     relaunch = h.model(AGENT_A.id).requests[2]
     [not_run] = tool_messages(relaunch, "kb_read")
-    assert "only submit_result" in json.loads(not_run.content)["error"]
+    assert "only submit_result" in json.loads(without_note(not_run.content))["error"]
     [agent] = outcome.agents
     assert agent.status == "interrupted"
     assert agent.tools_run == ["kb_search"]

@@ -20,7 +20,8 @@ from engine_support import (
 
 from assistant.engine.agent import AGENT_SYSTEM_PROMPT
 from assistant.engine.events import AgentFinished, FinalEvent
-from assistant.engine.types import Message
+from assistant.engine.models.function import CallInfo, ModelFunction
+from assistant.engine.types import Message, ModelRequest, ModelResponse, Reasoning
 
 QUESTION = "Quelle est la situation du client Zorglub ? Réponds avant vendredi, c'est pour le comité de direction."
 HISTORY = (
@@ -29,6 +30,10 @@ HISTORY = (
 )
 INSTRUCTION_A = "Liste les factures du client Zorglub en 2024, avec montants et retards de paiement."
 INSTRUCTION_B = "Résume les conditions de paiement prévues par les contrats de Zorglub."
+# The main model's reasoning (it stays in the main loop: no agent ever receives it).
+MAIN_REASONING = Reasoning(
+    format="openai", id="rs_main", encrypted="chiffré-principal", summary=("Le comité veut la situation de Zorglub.",)
+)
 
 
 @dataclass(frozen=True)
@@ -44,21 +49,43 @@ SCOPES = {
 }
 
 
+def reasoning_of(agent: str, index: int) -> Reasoning:
+    return Reasoning(
+        format="openai", id=f"rs_{agent}_{index}", encrypted=f"secret-{agent}-{index}", summary=(f"think {agent}",)
+    )
+
+
+def reasoning_researcher(agent: str) -> ModelFunction:
+    """``researcher``, reasoning in each turn (its reasoning stays in its own history)."""
+    research = researcher()
+
+    def function(request: ModelRequest, info: CallInfo) -> ModelResponse:
+        response = research(request, info)
+        assert isinstance(response, ModelResponse)
+        response.reasoning = [reasoning_of(agent, info.index)]
+        return response
+
+    return function
+
+
 def _two_agent_run() -> Harness:
     return harness(
         {
             MAIN.id: scripted(
-                reply(
-                    delegate(
-                        task(INSTRUCTION_A, AGENT_A.id, ["kb:factures"]),
-                        task(INSTRUCTION_B, AGENT_B.id, ["kb:contrats"]),
-                    ),
+                ModelResponse(
                     text="Je confie la recherche à deux agents.",
+                    tool_calls=[
+                        delegate(
+                            task(INSTRUCTION_A, AGENT_A.id, ["kb:factures"]),
+                            task(INSTRUCTION_B, AGENT_B.id, ["kb:contrats"]),
+                        )
+                    ],
+                    reasoning=[MAIN_REASONING],
                 ),
                 reply(text="Zorglub paie en retard [fac-1] malgré un contrat à 30 jours [con-1]."),
             ),
-            AGENT_A.id: researcher(),
-            AGENT_B.id: researcher(),
+            AGENT_A.id: reasoning_researcher("a"),
+            AGENT_B.id: reasoning_researcher("b"),
         }
     )
 
@@ -86,6 +113,24 @@ async def test_every_agent_request_holds_only_its_instruction_and_scope() -> Non
                 assert earlier.content not in seen
             assert "séminaire" not in seen
             assert "Je confie la recherche" not in seen  # nor what the main model said
+            assert "rs_main" not in seen and MAIN_REASONING.summary[0] not in seen  # nor how it reasoned
+            assert f"rs_{'b' if own == AGENT_A.id else 'a'}_" not in seen  # nor how the other agent reasoned
+
+
+async def test_reasoning_goes_back_within_its_own_loop_only() -> None:
+    h = _two_agent_run()
+    await h.run(QUESTION, history=HISTORY)
+
+    # The main model's next request carries its reasoning, in its own turn; none of the agents'.
+    second = h.main.requests[1]
+    (turn,) = [m for m in second.messages if m.role == "assistant" and m.tool_calls]
+    assert turn.reasoning == (MAIN_REASONING,)
+    assert all(not r.id.startswith(("rs_a", "rs_b")) for m in second.messages for r in m.reasoning)
+    # Each agent's every request carries each of its earlier turns' reasoning, in that turn.
+    for own, name in ((AGENT_A.id, "a"), (AGENT_B.id, "b")):
+        for n, request in enumerate(h.model(own).requests):
+            turns = [m for m in request.messages if m.role == "assistant"]
+            assert [m.reasoning for m in turns] == [(reasoning_of(name, i),) for i in range(n)]
 
 
 async def test_first_agent_request_is_system_prompt_then_instruction_with_scope() -> None:

@@ -25,6 +25,7 @@ from assistant.catalogue.models import CatalogueEntry
 from assistant.engine.events import Event
 from assistant.engine.loop import RunOutcome, run_chat
 from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
+from assistant.engine.notes import without_note
 from assistant.engine.policy import DEFAULT_LEVELS, LEVELS, Level, RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.types import Message, ModelRequest, ModelResponse, ToolCall
@@ -126,7 +127,7 @@ _ids = itertools.count(1)
 
 
 def tool_payloads(request: ModelRequest, name: str) -> list[Any]:
-    return [json.loads(m.content) for m in request.messages if m.role == "tool" and m.name == name]
+    return [json.loads(without_note(m.content)) for m in request.messages if m.role == "tool" and m.name == name]
 
 
 def scripted(*steps: ModelResponse | Callable[[ModelRequest], ModelResponse]) -> ModelFunction:

@@ -14,6 +14,7 @@ from assistant.engine.catalogue import ModelInfo
 from assistant.engine.models.base import Model
 from assistant.engine.models.mistral import MistralModel
 from assistant.engine.models.openai import OpenAIModel
+from assistant.engine.models.responses import ResponsesModel
 from assistant.engine.models.streaming import RetryPolicy
 from assistant.engine.notes import without_note
 from assistant.engine.providers.mistral import MistralProvider
@@ -50,8 +51,11 @@ class Wire:
         retry: RetryPolicy = FAST_RETRY,
         native_reasoning: bool = False,
     ) -> Model:
-        if isinstance(self.provider, OpenAIProvider):
-            model: Model = OpenAIModel(info, self.provider, api_model=api_model, retry=retry)
+        if self.dialect == "responses":
+            assert isinstance(self.provider, OpenAIProvider)
+            model: Model = ResponsesModel(info, self.provider, api_model=api_model, retry=retry)
+        elif isinstance(self.provider, OpenAIProvider):
+            model = OpenAIModel(info, self.provider, api_model=api_model, retry=retry)
         else:
             model = MistralModel(
                 info, self.provider, api_model=api_model, retry=retry, adjustable_reasoning=not native_reasoning
@@ -63,7 +67,7 @@ class Wire:
 def make_provider(
     dialect: Dialect, server: WireServer, *, official: bool | None = None
 ) -> OpenAIProvider | MistralProvider:
-    if dialect == "openai":
+    if dialect in ("openai", "responses"):
         return OpenAIProvider(api_key="sk-test", base_url=server.url + "/v1", timeout=10, official=official)
     return MistralProvider(api_key="test-key", base_url=server.url, timeout=10)
 
@@ -78,19 +82,26 @@ class Brain:
         self.lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any]) -> Reply:
-        tools = [t["function"]["name"] for t in body.get("tools", [])]
-        turn = self.agent(body) if "submit_result" in tools else self.main(body)
-        messages = body["messages"]
+        responses = "input" in body  # the Responses API: read as the chat completions it stands for
+        seen = chat_view(body) if responses else body
+        tools = [t["function"]["name"] for t in seen.get("tools", [])]
+        turn = self.agent(seen) if "submit_result" in tools else self.main(seen)
+        messages = seen["messages"]
         prompt = 40 + sum(len(json.dumps(m)) for m in messages) // 4
+        reasons = "reasoning_effort" in body or "reasoning" in body
         usage = Usage(
             prompt_tokens=prompt,
-            completion_tokens=15 + 10 * len(turn.calls) + len(turn.text.split()),
+            completion_tokens=15 + 10 * len(turn.calls) + len(turn.text.split()) + (7 if reasons else 0),
             cached_tokens=(prompt // 2 // 64) * 64 if len(messages) > 2 else 0,
-            reasoning_tokens=7 if "reasoning_effort" in body else 0,
+            reasoning_tokens=7 if reasons else 0,
         )
+        # A reasoning model on the Responses API reasons each turn, said in a summary that names the turn.
+        rounds = sum(m["role"] == "assistant" for m in messages)
+        thinking = f"Thinking {self.ids[body['model']]} {len(messages)}-{rounds}" if responses and reasons else ""
         with self.lock:
             self.reported[self.ids[body["model"]]].append(usage)
-        return sse_reply(self.dialect, body["model"], Turn(turn.text, turn.calls, usage))  # type: ignore[arg-type]
+        dialect = "responses" if responses else self.dialect
+        return sse_reply(dialect, body["model"], Turn(turn.text, turn.calls, usage, thinking=thinking))  # type: ignore[arg-type]
 
     def main(self, body: dict[str, Any]) -> Turn:
         if not any(m["role"] == "tool" for m in body["messages"]):
@@ -135,3 +146,34 @@ class Brain:
         if hits:
             return Turn(calls=(("kb_read", json.dumps({"ids": hits})),))
         return Turn(calls=(("kb_search", json.dumps({"query": "Bimbamjob", "kb": kb})),))
+
+
+def chat_view(body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API request as the chat completions request it stands for (reasoning items left out): the
+    brain reads that."""
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": body["instructions"]})
+    for item in body["input"]:
+        kind = item.get("type", "message")
+        if kind == "function_call_output":
+            messages.append({"role": "tool", "content": item["output"], "tool_call_id": item["call_id"]})
+        elif kind == "function_call":
+            call = {"id": item["call_id"], "type": "function",
+                    "function": {"name": item["name"], "arguments": item["arguments"]}}  # fmt: skip
+            if not messages or messages[-1]["role"] != "assistant" or "tool_calls" not in messages[-1]:
+                if messages and messages[-1]["role"] == "assistant":
+                    messages[-1]["tool_calls"] = []
+                else:
+                    messages.append({"role": "assistant", "content": None, "tool_calls": []})
+            messages[-1]["tool_calls"].append(call)
+        elif kind == "message":
+            messages.append({"role": item["role"], "content": item["content"]})
+    tools = [
+        {"type": "function", "function": {"name": t["name"], "description": t.get("description"), "parameters": t["parameters"]}}
+        for t in body.get("tools", [])
+    ]  # fmt: skip
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        choice = {"type": "function", "function": {"name": choice["name"]}}
+    return {"model": body["model"], "messages": messages, "tools": tools, "tool_choice": choice}

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from provider_support import PLAIN, Wire
-from wire import Reply, Turn, Usage, error_reply, sse_reply
+from wire import Reply, Turn, Usage, error_reply, sse_reply, text_lead
 
 from assistant.api.trace import trace_of
 from assistant.engine.agent import run_agent
@@ -31,7 +31,7 @@ from assistant.engine.usage import AgentBudget
 from assistant.runs.models import Step
 from assistant.runs.steps import save_event
 
-pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
+pytestmark = pytest.mark.parametrize("server", ["openai", "mistral", "responses"], indirect=True)
 
 BIG_TOOL = ToolSpec(
     "kb_search",
@@ -126,7 +126,11 @@ async def test_a_call_the_provider_refused_bills_nothing(
 
 async def test_a_stream_cut_after_it_started_bills_an_estimate_of_everything_sent(wire: Wire) -> None:
     h = harness(wire)
-    wire.server.script(sse_reply(wire.dialect, "plain", Turn("One two three four five six.", usage=None), cut_after=4))
+    # Cut after the answer's first three words.
+    cut = text_lead(wire.dialect) + 3
+    wire.server.script(
+        sse_reply(wire.dialect, "plain", Turn("One two three four five six.", usage=None), cut_after=cut)
+    )
 
     with pytest.raises(MalformedResponse):
         await h.ctx.call_model("plain", REQUEST)

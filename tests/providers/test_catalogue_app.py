@@ -18,6 +18,7 @@ from assistant.catalogue.models import CatalogueEntry
 from assistant.demo.model import DEMO_MODELS, DemoModel
 from assistant.engine.models.mistral import MistralModel
 from assistant.engine.models.openai import OpenAIModel
+from assistant.engine.models.responses import ResponsesModel
 
 pytestmark = pytest.mark.django_db
 
@@ -110,21 +111,49 @@ def test_resolve_gives_each_model_its_provider_and_the_demo_stays_when_offered(k
     snapshot.forget_catalogue()
     snapshot.catalogue()
 
-    async def resolved() -> tuple[object, object, object, object]:
+    async def resolved() -> tuple[object, object, object, object, object]:
         # resolve() runs in the run's event loop: it must not query the database there.
         return (
             snapshot.resolve("mistral-small"),
             snapshot.resolve("magistral-medium"),
             snapshot.resolve("gpt-5-mini"),
+            snapshot.resolve("gpt-4.1"),
             snapshot.resolve("demo-large"),
         )
 
-    small, magistral, gpt, demo = async_to_sync(resolved)()
+    small, magistral, gpt, older, demo = async_to_sync(resolved)()
     assert isinstance(small, MistralModel) and small.api_model == "mistral-small-latest" and small.adjustable_reasoning
     assert isinstance(magistral, MistralModel) and not magistral.adjustable_reasoning
-    assert isinstance(gpt, OpenAIModel) and gpt.api_model == "gpt-5-mini"
+    # OpenAI's reasoning models go through the Responses API, whatever the server; the others through Chat Completions.
+    assert isinstance(gpt, ResponsesModel) and gpt.api_model == "gpt-5-mini"
     assert gpt.provider.base_url == "http://127.0.0.1:9/v1" and not gpt.provider.is_openai
+    assert isinstance(older, OpenAIModel) and older.api_model == "gpt-4.1"
     assert isinstance(demo, DemoModel)
+
+    # An admin switches an entry back to Chat Completions (a compatible server that lacks the Responses API).
+    entry = CatalogueEntry.objects.get(model_id="gpt-5-mini")
+    entry.api = "chat_completions"
+    entry.full_clean()
+    entry.save()
+    snapshot.forget_catalogue()
+    snapshot.catalogue()
+    assert isinstance(async_to_sync(_resolve)("gpt-5-mini"), OpenAIModel)
+
+
+async def _resolve(model_id: str) -> object:
+    return snapshot.resolve(model_id)
+
+
+def test_the_shipped_reasoning_models_of_openai_use_the_responses_api_and_only_openai_has_it() -> None:
+    from django.core.exceptions import ValidationError
+
+    call_command("load_catalogue", verbosity=0)
+    apis = dict(CatalogueEntry.objects.values_list("model_id", "api"))
+    assert {m for m, api in apis.items() if api == "responses"} == {"gpt-5", "gpt-5-mini"}
+    entry = CatalogueEntry.objects.get(model_id="mistral-large")
+    entry.api = "responses"
+    with pytest.raises(ValidationError, match="Only OpenAI"):
+        entry.full_clean()
 
 
 def test_the_model_picker_lists_only_usable_models(keys: SettingsWrapper, client: Client) -> None:

@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import re
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -282,13 +283,16 @@ async def test_an_answer_cut_by_max_tokens_ends_with_length(client: openai.Async
 async def test_a_reasoning_model_is_not_sent_what_it_refuses_and_the_response_says_so(
     client: openai.AsyncOpenAI, provider: WireServer
 ) -> None:
-    provider.script(sse_reply("openai", "gpt-5", Turn("Two.")))
+    # gpt-5 goes through the Responses API, which takes no stop, seed nor penalties; a reasoning model no sampling.
+    provider.script(sse_reply("responses", "gpt-5", Turn("Two.")))
     completion = await client.chat.completions.create(model="gpt-5", messages=QUESTION, **SAMPLING)
+    assert completion.choices[0].message.content == "Two."
     warnings = (completion.model_extra or {})["warnings"]
-    refused = ["temperature", "top_p", "presence_penalty", "frequency_penalty"]
+    refused = ["temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty"]
     assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", p) for p in refused]
     sent = provider.requests[0].body
-    assert not set(refused) & set(sent) and sent["seed"] == 7 and sent["stop"] == ["END"]
+    assert provider.requests[0].path == "/v1/responses"
+    assert not set(refused) & set(sent) and sent["user"] == "client-42"
 
 
 async def test_more_than_one_choice_is_refused(client: openai.AsyncOpenAI, provider: WireServer) -> None:
@@ -314,6 +318,337 @@ async def test_langchain_structured_output_gets_its_object(secret: str, provider
     assert found == Invoices(unpaid=["F-2024-077", "F-2024-091"])
     sent = provider.requests[0].body["response_format"]
     assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Invoices"
+    await http.aclose()
+    await snapshot.aclose_providers()
+
+
+# Client tools --------------------------------------------------------------------------------------------------------
+
+REMINDER: Any = {
+    "type": "function",
+    "function": {
+        "name": "send_reminder",
+        "description": "Send a payment reminder for an invoice.",
+        "parameters": {"type": "object", "properties": {"invoice": {"type": "string"}}, "required": ["invoice"]},
+    },
+}
+REMIND = ("send_reminder", '{"invoice": "F-2024-077"}')
+SEARCH = ("kb_search", '{"query": "unpaid", "kb": "factures"}')
+
+
+def calling(*calls: tuple[str, str], text: str = "", model: str = MODEL, usage: Usage = USAGE) -> Reply:
+    """The model's round that calls ``calls`` (name, JSON arguments); the wire server's ids are ``call0000N``."""
+    return sse_reply("openai", model, Turn(text, calls=calls, usage=usage))
+
+
+def names(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools", [])]
+
+
+def answered(message: Any, result: str) -> list[Any]:
+    """The assistant message the client got, then its tool's result, as a client sends them back."""
+    calls = [c.model_dump(mode="json") for c in message.tool_calls]
+    return [
+        {"role": "assistant", "content": message.content, "tool_calls": calls},
+        *[{"role": "tool", "tool_call_id": c["id"], "content": result} for c in calls],
+    ]
+
+
+async def test_a_client_tool_loop_runs_to_completion_with_the_sdk(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    provider.script(
+        calling(REMIND, usage=Usage(300, 12)), answer("The reminder for F-2024-077 is sent.", Usage(340, 9))
+    )
+    extensions = {"tools_enabled": ["kb:factures"]}
+    first = await client.chat.completions.create(
+        model=MODEL,
+        messages=QUESTION,
+        tools=[REMINDER],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        extra_body=extensions,
+    )
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls or []
+    run_id = (first.model_extra or {})["run_id"]
+    assert call.id == f"call_{uuid.UUID(run_id).hex}00" and call.type == "function"
+    assert (call.function.name, call.function.arguments) == REMIND
+    # Billed as any round: the usage the provider reported.
+    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (300, 12)  # type: ignore[union-attr]
+    assert (first.model_extra or {})["status"] == "ok" and (await Run.objects.aget(pk=run_id)).cost_eur > 0
+    kept = (await client.get(f"/runs/{run_id}", cast_to=httpx2.Response)).json()  # a background run's client reads them
+    assert kept["tool_calls"] == [call.model_dump(mode="json")]
+    sent = provider.requests[0].body
+    assert {"kb_search", "kb_read"} < set(names(sent)) and names(sent)[-1] == "send_reminder"  # beside the server's
+    assert sent["tool_choice"] == "required" and sent["parallel_tool_calls"] is False
+
+    follow_up = [*QUESTION, *answered(choice.message, '{"sent": true}')]
+    done = await client.chat.completions.create(
+        model=MODEL, messages=follow_up, tools=[REMINDER], extra_body=extensions
+    )
+    assert done.choices[0].message.content == "The reminder for F-2024-077 is sent."
+    assert done.choices[0].finish_reason == "stop" and done.choices[0].message.tool_calls is None
+    assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (340, 9)  # type: ignore[union-attr]
+    again = provider.requests[1].body
+    # The run's own messages go on, prefix unchanged: the model's call under its own id, then the client's result.
+    before = sent["messages"]
+    assert again["messages"][: len(before)] == before
+    assert again["messages"][len(before) :] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call00000", "type": "function", "function": {"name": REMIND[0], "arguments": REMIND[1]}}
+            ],
+        },
+        {"role": "tool", "content": '{"sent": true}', "tool_call_id": "call00000"},
+    ]
+    assert again["tool_choice"] == "auto" and "send_reminder" in names(again)
+
+
+async def test_a_loop_of_several_client_rounds_keeps_one_growing_prompt(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    second = ("send_reminder", '{"invoice": "F-2024-091"}')
+    provider.script(calling(SEARCH, REMIND), calling(second), answer("Both reminders are sent."))
+    messages: list[Any] = list(QUESTION)
+    extensions = {"tools_enabled": ["kb:factures"]}
+    while True:
+        completion = await client.chat.completions.create(
+            model=MODEL, messages=messages, tools=[REMINDER], extra_body=extensions
+        )
+        if completion.choices[0].finish_reason != "tool_calls":
+            break
+        messages += answered(completion.choices[0].message, "sent")
+    assert completion.choices[0].message.content == "Both reminders are sent."
+    sent = [r.body["messages"] for r in provider.requests]
+    assert len(sent) == 3 and sent[2][: len(sent[1])] == sent[1] and sent[1][: len(sent[0])] == sent[0]
+    # The first round's search and what it found go on to the last call, which the client never saw.
+    assert [m.get("tool_call_id") for m in sent[2] if m["role"] == "tool"] == ["call00000", "call00001", "call00000"]
+
+
+async def test_a_tools_strict_is_said_not_sent(client: openai.AsyncOpenAI, provider: WireServer) -> None:
+    provider.script(answer("Nothing to remind."))
+    strict = {**REMINDER, "function": {**REMINDER["function"], "name": "send_final_notice", "strict": True}}
+    completion = await client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[REMINDER, strict])
+    warnings = (completion.model_extra or {})["warnings"]
+    assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", "tools[1].function.strict")]
+    assert "strict" not in json.dumps(provider.requests[0].body["tools"])
+
+
+async def test_a_reasoning_models_reasoning_goes_on_into_the_follow_up(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    # gpt-5 goes through the Responses API: its encrypted reasoning item is kept with the run that ended on the
+    # client's call, and sent back in its place, before that call, by the run that continues it.
+    provider.script(
+        sse_reply("responses", "gpt-5", Turn(thinking="F-2024-077 is unpaid: remind it.", calls=(REMIND,))),
+        sse_reply("responses", "gpt-5", Turn("The reminder is sent.")),
+    )
+    extensions = {"reasoning_level": "standard"}
+    first = await client.chat.completions.create(
+        model="gpt-5", messages=QUESTION, tools=[REMINDER], extra_body=extensions
+    )
+    assert first.choices[0].finish_reason == "tool_calls"
+    done = await client.chat.completions.create(
+        model="gpt-5",
+        messages=[*QUESTION, *answered(first.choices[0].message, "sent")],
+        tools=[REMINDER],
+        extra_body=extensions,
+    )
+    assert done.choices[0].message.content == "The reminder is sent."
+    issued = [e["item"] for e in provider.replies[0].events if e.get("type") == "response.output_item.done"]
+    sent = [
+        i
+        for i in provider.requests[1].body["input"]
+        if i.get("type") in ("reasoning", "function_call", "function_call_output")
+    ]
+    assert [i["type"] for i in sent] == ["reasoning", "function_call", "function_call_output"]
+    assert sent[0]["id"] == issued[0]["id"] and sent[0]["encrypted_content"] == issued[0]["encrypted_content"]
+    assert sent[1]["call_id"] == sent[2]["call_id"] == issued[1]["call_id"] and sent[2]["output"] == "sent"
+
+
+async def test_a_streamed_turn_ends_with_tool_call_deltas(client: openai.AsyncOpenAI, provider: WireServer) -> None:
+    provider.script(calling(REMIND, text="I send it."), answer("Sent."))
+    stream = await client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[REMINDER], stream=True)
+    text, calls, finishes = "", [], []
+    async for chunk in stream:
+        for c in chunk.choices:
+            text += c.delta.content or ""
+            calls += c.delta.tool_calls or []
+            finishes += [c.finish_reason] if c.finish_reason else []
+    assert text == "I send it." and finishes == ["tool_calls"]
+    [call] = calls
+    assert call.index == 0 and call.id and call.id.startswith("call_") and call.type == "function"
+    assert (call.function.name, call.function.arguments) == REMIND  # type: ignore[union-attr]
+    message: Any = {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [{"id": call.id, "type": "function", "function": {"name": REMIND[0], "arguments": REMIND[1]}}],
+    }
+    follow_up = [*QUESTION, message, {"role": "tool", "tool_call_id": call.id, "content": "sent"}]
+    stream = await client.chat.completions.create(model=MODEL, messages=follow_up, tools=[REMINDER], stream=True)
+    answer_text = "".join([c.delta.content or "" async for chunk in stream for c in chunk.choices])
+    assert answer_text == "Sent."
+    assert provider.requests[1].body["messages"][-2]["content"] == "I send it."
+
+
+async def test_the_servers_tools_of_the_same_round_run_and_only_the_clients_go_back(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    provider.script(calling(SEARCH, REMIND), answer("Reminded; F-2024-077 was unpaid."))
+    extensions = {"tools_enabled": ["kb:factures"]}
+    first = await client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[REMINDER], extra_body=extensions
+    )
+    message = first.choices[0].message
+    assert [c.function.name for c in message.tool_calls or []] == ["send_reminder"]
+    steps = (first.model_extra or {})["steps"]
+    assert [(s["type"], s["tool"], s["ok"]) for s in steps] == [("tool_call", "kb_search", True)]
+    await client.chat.completions.create(
+        model=MODEL, messages=[*QUESTION, *answered(message, "sent")], tools=[REMINDER], extra_body=extensions
+    )
+    sent = provider.requests[1].body["messages"]
+    assert [m["role"] for m in sent[-3:]] == ["assistant", "tool", "tool"]
+    assert [c["id"] for c in sent[-3]["tool_calls"]] == ["call00000", "call00001"]
+    search, reminder = sent[-2], sent[-1]
+    assert search["tool_call_id"] == "call00000" and json.loads(search["content"])["kb"] == "factures"  # what it found
+    assert reminder == {"role": "tool", "content": "sent", "tool_call_id": "call00001"}
+
+
+async def test_a_follow_up_with_another_organisations_ids_is_taken_as_sent(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    provider.script(calling(SEARCH, REMIND), answer("Other's answer."))
+    first = await client.chat.completions.create(
+        model=MODEL, messages=QUESTION, tools=[REMINDER], extra_body={"tools_enabled": ["kb:factures"]}
+    )
+    message = first.choices[0].message
+    other = await Organisation.objects.acreate(name="Other Company", slug="other")
+    secret = (await sync_to_async(keys.create_key)(other, "theirs"))[1]
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    async with openai.AsyncOpenAI(base_url="http://testserver/v1", api_key=secret, http_client=http) as theirs:
+        await theirs.chat.completions.create(
+            model=MODEL, messages=[*QUESTION, *answered(message, "sent")], tools=[REMINDER]
+        )
+    sent = provider.requests[1].body["messages"]
+    ours = message.tool_calls[0].id  # type: ignore[index]
+    # What the client sent, nothing of the demo organisation's run (its search and what it found).
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    assert sent[2]["tool_calls"][0]["id"] == ours and sent[3] == {
+        "role": "tool",
+        "content": "sent",
+        "tool_call_id": ours,
+    }
+    assert "factures" not in json.dumps(sent)
+
+
+async def test_tool_choice_binds_the_first_call_only(client: openai.AsyncOpenAI, provider: WireServer) -> None:
+    provider.script(calling(SEARCH), answer("F-2024-077 is unpaid."))
+    completion = await client.chat.completions.create(
+        model=MODEL,
+        messages=QUESTION,
+        tools=[REMINDER],
+        tool_choice={"type": "function", "function": {"name": "send_reminder"}},
+        extra_body={"tools_enabled": ["kb:factures"]},
+    )
+    assert completion.choices[0].finish_reason == "stop"  # the model chose the server's search: it ran
+    chosen = [r.body["tool_choice"] for r in provider.requests]
+    assert chosen == [{"type": "function", "function": {"name": "send_reminder"}}, "auto"]
+
+
+async def test_agents_never_receive_the_clients_tools(client: openai.AsyncOpenAI, provider: WireServer) -> None:
+    task = {"instruction": "Find the unpaid invoices of Bimbamjob.", "model": MODEL, "resources": ["kb:factures"]}
+    report = {"findings": "F-2024-077 is unpaid [fac-1].", "sources": ["fac-1"], "gaps": []}
+    provider.script(
+        calling(("agents", json.dumps({"tasks": [task]})), model="gpt-4.1"),
+        calling(("submit_result", json.dumps(report))),  # the agent
+        calling(REMIND, model="gpt-4.1"),
+    )
+    completion = await client.chat.completions.create(
+        model="gpt-4.1",
+        messages=QUESTION,
+        tools=[REMINDER],
+        extra_body={"tools_enabled": ["kb:factures", "agents"], "reasoning_level": "approfondi"},
+    )
+    assert completion.choices[0].finish_reason == "tool_calls"
+    main, agent, main_again = (names(r.body) for r in provider.requests)
+    assert "send_reminder" in main and "send_reminder" in main_again
+    assert "send_reminder" not in agent and "submit_result" in agent
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "param"),
+    [
+        ([{"type": "function", "function": {"name": "kb_search"}}], None, "tools[0].function.name"),
+        ([REMINDER, {"type": "function", "function": {"name": "agents"}}], None, "tools[1].function.name"),
+        ([{"type": "function", "function": {"name": "mcp_crm__lookup"}}], None, "tools[0].function.name"),
+        ([REMINDER, REMINDER], None, "tools"),
+        ([REMINDER], {"type": "function", "function": {"name": "kb_read"}}, "tool_choice"),
+        (None, "required", "tool_choice"),
+    ],
+)
+async def test_a_client_tool_named_as_a_server_tool_is_refused(
+    client: openai.AsyncOpenAI, provider: WireServer, tools: Any, choice: Any, param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.chat.completions.create(
+            model=MODEL, messages=QUESTION, tools=tools or openai.omit, tool_choice=choice or openai.omit
+        )
+    assert raised.value.code == "invalid_body" and raised.value.param == param
+    assert provider.requests == [] and not await Run.objects.aexists()
+
+
+async def test_a_result_for_no_call_or_a_call_without_its_result_is_refused(
+    client: openai.AsyncOpenAI, provider: WireServer
+) -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "send_reminder", "arguments": "{}"}}
+    unanswered: Any = [*QUESTION, {"role": "assistant", "tool_calls": [call]}, *QUESTION]
+    stray: Any = [*QUESTION, {"role": "tool", "tool_call_id": "call_1", "content": "sent"}]
+    for messages in (unanswered, stray):
+        with pytest.raises(openai.BadRequestError) as raised:
+            await client.chat.completions.create(model=MODEL, messages=messages, tools=[REMINDER])
+        assert raised.value.code == "invalid_body" and raised.value.param == "messages"
+    assert provider.requests == []
+
+
+async def test_langchain_bind_tools_and_structured_output_through_a_tool(secret: str, provider: WireServer) -> None:
+    from langchain_openai import ChatOpenAI
+    from pydantic import BaseModel
+
+    class Invoices(BaseModel):
+        """The unpaid invoices."""
+
+        unpaid: list[str]
+
+    def send_reminder(invoice: str) -> str:
+        """Send a payment reminder for an invoice."""
+        return "sent"
+
+    provider.script(calling(REMIND), calling(("Invoices", '{"unpaid": ["F-2024-077", "F-2024-091"]}')), calling(REMIND))
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    chat = ChatOpenAI(
+        model=MODEL, base_url="http://testserver/v1", api_key=secret, http_async_client=http, max_retries=0
+    )
+    message = await chat.bind_tools([send_reminder]).ainvoke("Remind Bimbamjob of F-2024-077.")
+    [call] = message.tool_calls  # type: ignore[attr-defined]
+    assert call["name"] == "send_reminder" and call["args"] == {"invoice": "F-2024-077"}
+    assert call["id"] and call["id"].startswith("call_")
+    found = await chat.with_structured_output(Invoices, method="function_calling").ainvoke(
+        "Which invoices of Bimbamjob are unpaid?"
+    )
+    assert found == Invoices(unpaid=["F-2024-077", "F-2024-091"])
+    sent = provider.requests[1].body
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "Invoices"}}
+    assert names(sent)[-1] == "Invoices"
+    chunks = [c async for c in chat.bind_tools([send_reminder]).astream("Remind Bimbamjob of F-2024-077.")]
+    streamed = chunks[0]
+    for chunk in chunks[1:]:
+        streamed += chunk  # type: ignore[assignment]  # AIMessageChunk's sum: how langchain gathers a stream
+    [call] = streamed.tool_calls  # type: ignore[attr-defined]
+    assert call["name"] == "send_reminder" and call["args"] == {"invoice": "F-2024-077"}
     await http.aclose()
     await snapshot.aclose_providers()
 
@@ -382,6 +717,11 @@ async def test_the_openapi_document_describes_the_stream_and_the_failed_runs(cli
     assert {"run_id", "steps", "usage", "answer"} <= set(schemas["RunErrorBody"]["properties"])
     assert {"choices", "event", "run_id", "usage", "status"} <= set(schemas["ChatCompletionChunk"]["properties"])
     assert "agent_usage" in schemas["StreamEvent"]["properties"]["type"]["enum"]
+    request = schemas["ChatCompletionRequest"]["properties"]
+    assert {"tools", "tool_choice", "parallel_tool_calls"} <= set(request)
+    assert (
+        "tool_calls" in schemas["ChunkDelta"]["properties"] and "tool_calls" in schemas["OutputMessage"]["properties"]
+    )
 
     def refs(node: Any) -> Iterator[str]:
         if isinstance(node, dict):

@@ -28,7 +28,7 @@ DEFAULT = RetryPolicy()
 # No backoff to speak of: a 429 without Retry-After, or a 500, is tried again at once.
 QUICK = RetryPolicy(base_delay=0.001, max_delay=0.001)
 
-wire_servers = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
+wire_servers = pytest.mark.parametrize("server", ["openai", "mistral", "responses"], indirect=True)
 
 
 def test_the_docs_say_the_attempts_the_code_makes() -> None:

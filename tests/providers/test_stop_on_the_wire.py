@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 from provider_support import PLAIN, Wire
 from test_billing import REQUEST, harness, usages
-from wire import Turn, WireServer, error_reply, sse_reply
+from wire import Turn, WireServer, error_reply, sse_reply, text_lead
 
 from assistant.engine.agent import run_agent
 from assistant.engine.cancel import RunStopped
@@ -24,7 +24,7 @@ from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import ModelRequest, StreamPart, TextDelta
 from assistant.engine.usage import AgentBudget
 
-pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
+pytestmark = pytest.mark.parametrize("server", ["openai", "mistral", "responses"], indirect=True)
 
 PARTIAL = "I am still comparing the invoice with the payments"
 
@@ -46,8 +46,10 @@ async def _hung_up(server: WireServer, count: int) -> list[int]:
 async def test_stop_closes_a_stream_that_hangs_and_bills_it_as_cut(wire: Wire) -> None:
     h = harness(wire)
     words = len(PARTIAL.split())
-    # The answer's first chunks (the role, then each word), then the server hangs before the finish and the usage.
-    wire.server.script(sse_reply(wire.dialect, "plain", Turn(PARTIAL + " and then more."), hang_after=1 + words))
+    # The answer's first chunks (what comes before the text, then each word), then the server hangs before the finish
+    # and the usage.
+    lead = text_lead(wire.dialect)
+    wire.server.script(sse_reply(wire.dialect, "plain", Turn(PARTIAL + " and then more."), hang_after=lead + words))
 
     shown: list[str] = []
 
@@ -84,7 +86,12 @@ async def test_an_agent_whose_call_hangs_is_stopped_at_once_with_what_it_had_rea
     task = AgentTask(instruction="Find the invoices.", model=PLAIN, resources=("kb:factures",), max_rounds=4)
     wire.server.script(
         sse_reply(wire.dialect, "plain", Turn(calls=(("kb_read", '{"ids": ["doc-1"]}'),))),
-        sse_reply(wire.dialect, "plain", Turn(PARTIAL, calls=(("kb_search", '{"query": "x"}'),)), hang_after=3),
+        sse_reply(
+            wire.dialect,
+            "plain",
+            Turn(PARTIAL, calls=(("kb_search", '{"query": "x"}'),)),
+            hang_after=text_lead(wire.dialect) + 2,  # its first two words
+        ),
     )
 
     # What the adapter yields, noted: Stop comes once the hanging answer's first text has reached the agent (its

@@ -1,12 +1,23 @@
-"""A local HTTP server speaking the chat completions wire protocol of OpenAI or of Mistral.
+"""A local HTTP server speaking the chat completions wire protocol of OpenAI or of Mistral, and OpenAI's Responses API.
 
 The real SDKs run against it: it reads their JSON requests and answers with JSON (errors) or an
 SSE stream of chunks in the dialect's shape. What it answers comes from a queue of scripted
 ``Reply`` values, then from a ``brain`` function of the request. Every request is recorded.
+
+On ``/v1/responses`` it speaks the Responses API's streaming events (``response.created``,
+``response.output_item.added`` / ``done``, ``response.reasoning_summary_text.delta``,
+``response.function_call_arguments.delta``, ``response.output_text.delta``, ``response.completed`` with the
+usage), gives each reasoning item its encrypted content only when asked (``include``) and its summary only when
+asked (``reasoning.summary``), and refuses what OpenAI refuses: a reasoning item sent back without its encrypted
+content when nothing is stored (404), with content it did not issue, or without the item that followed it (400);
+a summary for an organisation it has not verified (``refuse_summary``: 400 ``unsupported_value``).
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import itertools
 import json
 import select
 import socket
@@ -17,7 +28,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-Dialect = Literal["openai", "mistral"]
+Dialect = Literal["openai", "mistral", "responses"]
+"""``responses``: OpenAI's server, answering the Responses API (``/v1/responses``) with its streaming events."""
+_ids = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,16 @@ class Usage:
             "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
         }
 
+    def responses_wire(self) -> dict[str, Any]:
+        """The Responses API's usage: output tokens count the reasoning tokens."""
+        return {
+            "input_tokens": self.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "output_tokens": self.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -45,6 +68,10 @@ class Turn:
     calls: tuple[tuple[str, str], ...] = ()
     usage: Usage | None = Usage(100, 20)
     finish: str | None = None
+    thinking: str = ""
+    """Mistral: the thinking chunks (a word each) before the text."""
+    signature: str = ""
+    """Mistral: the thinking's signature, in a chunk of its own after the text."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +88,8 @@ class Reply:
     """End with ``data: [DONE]``."""
     hang_after: int | None = None
     """Send this many events, then send nothing more until the client closes the connection (a model that hangs)."""
+    named: bool = False
+    """Name each event (``event: <its type>``), as the Responses API does."""
 
 
 def sse_reply(
@@ -74,6 +103,8 @@ def sse_reply(
     hang_after: int | None = None,
 ) -> Reply:
     """A streamed answer in the dialect's chunks: words of text, then each tool call split into pieces."""
+    if dialect == "responses":
+        return responses_reply(model, turn, piece=piece, cut_after=cut_after, hang_after=hang_after)
     chunks: list[dict[str, Any]] = []
 
     def chunk(delta: dict[str, Any], finish: str | None = None, usage: Usage | None = None) -> dict[str, Any]:
@@ -89,9 +120,15 @@ def sse_reply(
         return c
 
     chunks.append(chunk({"role": "assistant", "content": ""}))
+    if dialect == "mistral":
+        for i, w in enumerate(turn.thinking.split(" ") if turn.thinking else []):
+            thought = {"type": "text", "text": w if i == 0 else " " + w}
+            chunks.append(chunk({"content": [{"type": "thinking", "thinking": [thought]}]}))
     words = turn.text.split(" ") if turn.text else []
     for i, w in enumerate(words):
         chunks.append(chunk({"content": w if i == 0 else " " + w}))
+    if dialect == "mistral" and turn.signature:
+        chunks.append(chunk({"content": [{"type": "thinking", "thinking": [], "signature": turn.signature}]}))
     for index, (name, arguments) in enumerate(turn.calls):
         call_id = f"call{index:05d}{len(arguments) % 10}"[:9]
         pieces = [arguments[i : i + piece] for i in range(0, len(arguments), piece)] or [""]
@@ -118,11 +155,132 @@ def sse_reply(
     return Reply(events=tuple(chunks), cut_after=cut_after, done=done, hang_after=hang_after)
 
 
-def error_reply(
-    dialect: Dialect, status: int, message: str, headers: dict[str, str] | None = None, code: str | None = None
+def text_lead(dialect: Dialect) -> int:
+    """How many events of ``sse_reply`` come before its first word of text (and its reasoning, if any)."""
+    return 4 if dialect == "responses" else 1
+
+
+def responses_reply(
+    model: str, turn: Turn, *, piece: int = 7, cut_after: int | None = None, hang_after: int | None = None
 ) -> Reply:
-    if dialect == "openai":
-        body: dict[str, Any] = {"error": {"message": message, "type": "error", "param": None, "code": code}}
+    """A streamed answer in the Responses API's events: a reasoning item (``turn.thinking``: its summary, in words),
+    the text's message item (in words), each function call (its arguments in pieces), then the response completed
+    with its usage (incomplete, cut at the output cap, when ``turn.finish`` is ``length``)."""
+    n = next(_ids)
+    numbers = itertools.count()
+    events: list[dict[str, Any]] = []
+    output: list[dict[str, Any]] = []
+
+    def event(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, "sequence_number": next(numbers), **fields})
+
+    def words(text: str) -> list[str]:
+        return [w if i == 0 else " " + w for i, w in enumerate(text.split(" "))] if text else []
+
+    response = {"id": f"resp_{n}", "object": "response", "created_at": 1_700_000_000, "model": model,
+                "status": "in_progress", "output": [], "usage": None, "error": None, "incomplete_details": None}  # fmt: skip
+    event("response.created", response=response)
+    event("response.in_progress", response=response)
+    if turn.thinking:
+        at, item_id = len(output), f"rs_{n:05d}"
+        where = {"item_id": item_id, "output_index": at, "summary_index": 0}
+        event("response.output_item.added", output_index=at, item={"id": item_id, "type": "reasoning", "summary": []})
+        event("response.reasoning_summary_part.added", **where, part={"type": "summary_text", "text": ""})
+        for w in words(turn.thinking):
+            event("response.reasoning_summary_text.delta", **where, delta=w)
+        event("response.reasoning_summary_text.done", **where, text=turn.thinking)
+        event("response.reasoning_summary_part.done", **where, part={"type": "summary_text", "text": turn.thinking})
+        encrypted = "gAAA" + hashlib.sha256(f"{item_id}:{turn.thinking}".encode()).hexdigest()
+        item = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": turn.thinking}],
+                "encrypted_content": encrypted}  # fmt: skip
+        event("response.output_item.done", output_index=at, item=item)
+        output.append(item)
+    if turn.text:
+        at, item_id = len(output), f"msg_{n:05d}"
+        where = {"item_id": item_id, "output_index": at, "content_index": 0}
+        message = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+        event("response.output_item.added", output_index=at, item=message)
+        event("response.content_part.added", **where, part={"type": "output_text", "text": "", "annotations": []})
+        for w in words(turn.text):
+            event("response.output_text.delta", **where, delta=w, logprobs=[])
+        event("response.output_text.done", **where, text=turn.text, logprobs=[])
+        part = {"type": "output_text", "text": turn.text, "annotations": []}
+        event("response.content_part.done", **where, part=part)
+        item = {**message, "status": "completed", "content": [part]}
+        event("response.output_item.done", output_index=at, item=item)
+        output.append(item)
+    for index, (name, arguments) in enumerate(turn.calls):
+        at, item_id = len(output), f"fc_{n:05d}_{index}"
+        call = {"id": item_id, "type": "function_call", "call_id": f"call_{n}_{index}", "name": name, "arguments": "",
+                "status": "in_progress"}  # fmt: skip
+        event("response.output_item.added", output_index=at, item=call)
+        for i in range(0, len(arguments), piece):
+            event(
+                "response.function_call_arguments.delta",
+                item_id=item_id,
+                output_index=at,
+                delta=arguments[i : i + piece],
+            )
+        event("response.function_call_arguments.done", item_id=item_id, output_index=at, arguments=arguments, name=name)
+        item = {**call, "arguments": arguments, "status": "completed"}
+        event("response.output_item.done", output_index=at, item=item)
+        output.append(item)
+    cut = turn.finish == "length"
+    final = {**response, "status": "incomplete" if cut else "completed", "output": output,
+             "usage": turn.usage.responses_wire() if turn.usage is not None else None,
+             "incomplete_details": {"reason": "max_output_tokens"} if cut else None}  # fmt: skip
+    event("response.incomplete" if cut else "response.completed", response=final)
+    return Reply(events=tuple(events), cut_after=cut_after, done=False, hang_after=hang_after, named=True)
+
+
+def _shaped(body: dict[str, Any], reply: Reply) -> Reply:
+    """A Responses reply as the request asked for it: reasoning summaries only when asked (``reasoning.summary``),
+    encrypted content only when asked (``include``)."""
+    summary = bool((body.get("reasoning") or {}).get("summary"))
+    encrypted = "reasoning.encrypted_content" in (body.get("include") or [])
+    if summary and encrypted:
+        return reply
+    events = []
+    for e in copy.deepcopy(list(reply.events)):
+        if not summary and e["type"].startswith("response.reasoning_summary_"):
+            continue
+        items = [e["item"]] if "item" in e else e.get("response", {}).get("output", [])
+        for item in items:
+            if item.get("type") == "reasoning":
+                if not summary:
+                    item["summary"] = []
+                if not encrypted:
+                    item.pop("encrypted_content", None)
+        events.append(e)
+    return Reply(events=tuple(events), cut_after=reply.cut_after, done=reply.done, hang_after=reply.hang_after,
+                 named=reply.named)  # fmt: skip
+
+
+def _following(output: list[dict[str, Any]], at: int) -> tuple[str, str] | None:
+    """What followed an output item: a message, or a function call (its call id); None when nothing did."""
+    if at + 1 >= len(output):
+        return None
+    item = output[at + 1]
+    return ("function_call", item["call_id"]) if item["type"] == "function_call" else (item["type"], "")
+
+
+def _input_kind(item: dict[str, Any]) -> tuple[str, str]:
+    kind = item.get("type") or "message"
+    return (kind, item.get("call_id", "")) if kind == "function_call" else (kind, "")
+
+
+def error_reply(
+    dialect: Dialect,
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    code: str | None = None,
+    param: str | None = None,
+) -> Reply:
+    if dialect in ("openai", "responses"):
+        body: dict[str, Any] = {
+            "error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+        }
     else:
         body = {"object": "error", "message": message, "type": "error", "param": None, "code": code}
     return Reply(status=status, headers=headers or {}, body=body)
@@ -150,6 +308,14 @@ class WireServer:
         """Error replies (JSON bodies) written whole."""
         self.hung_up: list[int] = []
         """The requests (their index) whose hanging stream the client closed."""
+        self.hung: list[int] = []
+        """The requests (their index) whose reply started hanging."""
+        self.refuse_summary = False
+        """Responses: answer a reasoning summary with OpenAI's 400 for an organisation it has not verified."""
+        self.issued: dict[str, tuple[str, tuple[str, str] | None]] = {}
+        """Responses: each reasoning item sent, by id: its encrypted content and what followed it."""
+        self.refused: list[Reply] = []
+        """What the server refused as the real API would (before any scripted reply)."""
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -175,6 +341,8 @@ class WireServer:
 
     def _hang(self, index: int, connection: socket.socket) -> None:
         """Send nothing more; note when the client closes the connection (end of file on it)."""
+        with self._lock:
+            self.hung.append(index)
         self.hanging.set()
         while not self._stopping.is_set():
             readable, _, _ = select.select([connection], [], [], 0.02)
@@ -189,15 +357,62 @@ class WireServer:
         with self._lock:
             self.hung_up.append(index)
 
+    def _refusal(self, recorded: Recorded) -> Reply | None:
+        """What OpenAI's Responses API refuses in a request, as it says it; None when it takes it."""
+        if not recorded.path.endswith("/responses"):
+            return None
+        body = recorded.body
+        if self.refuse_summary and (body.get("reasoning") or {}).get("summary"):
+            message = ("Your organization must be verified to generate reasoning summaries. Please go to: "
+                       "https://platform.openai.com/settings/organization/general and click on Verify Organization.")  # fmt: skip
+            return error_reply("responses", 400, message, code="unsupported_value", param="reasoning.summary")
+        items = body.get("input") or []
+        for at, item in enumerate(items):
+            if not isinstance(item, dict) or item.get("type") != "reasoning":
+                continue
+            item_id = item.get("id", "")
+            if not item.get("encrypted_content"):
+                if body.get("store") is False:
+                    message = (f"Item with id '{item_id}' not found. Items are not persisted when `store` is set to "
+                               "false. Try again with `store` set to true, or remove this item from your input.")  # fmt: skip
+                    return error_reply("responses", 404, message, param="input")
+                continue
+            issued = self.issued.get(item_id)
+            if issued is None or issued[0] != item["encrypted_content"]:
+                message = f"The encrypted content for item {item_id} could not be verified."
+                return error_reply("responses", 400, message, code="invalid_encrypted_content")
+            following = issued[1]
+            if following is not None and (at + 1 >= len(items) or _input_kind(items[at + 1]) != following):
+                message = f"Item '{item_id}' of type 'reasoning' was provided without its required following item."
+                return error_reply("responses", 400, message, param="input")
+        return None
+
+    def _issue(self, reply: Reply) -> None:
+        """Note each reasoning item a Responses reply carries, with what followed it."""
+        for e in reply.events:
+            if isinstance(e, dict) and e.get("type") in ("response.completed", "response.incomplete"):
+                output = e["response"]["output"]
+                for at, item in enumerate(output):
+                    if item["type"] == "reasoning" and item.get("encrypted_content"):
+                        self.issued[item["id"]] = (item["encrypted_content"], _following(output, at))
+
     def _answer(self, recorded: Recorded) -> Reply:
         with self._lock:
             self.requests.append(recorded)
+            refusal = self._refusal(recorded)
+            if refusal is not None:
+                self.refused.append(refusal)
+                self.replies.append(refusal)
+                return refusal
             if self.queue:
                 reply = self.queue.popleft()
             elif self.brain is not None:
                 reply = self.brain(recorded.body)
             else:
                 reply = error_reply(self.dialect, 500, "no scripted reply left")
+            if recorded.path.endswith("/responses") and reply.events:
+                reply = _shaped(recorded.body, reply)
+                self._issue(reply)
             self.replies.append(reply)
             return reply
 
@@ -229,7 +444,13 @@ class WireServer:
                     with server._lock:
                         server.answered += 1
                     return
-                frames = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in reply.events]
+                frames = [
+                    (
+                        (f"event: {e['type']}\n" if reply.named and isinstance(e, dict) else "")
+                        + f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n"
+                    ).encode()
+                    for e in reply.events
+                ]
                 if reply.done:
                     frames.append(b"data: [DONE]\n\n")
                 total = sum(len(f) for f in frames)

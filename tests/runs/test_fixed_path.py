@@ -4,6 +4,7 @@ its end. Statement counts guard against round trips coming back (never timings: 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from assistant.budgets.models import CategoryMonth, Reservation
 from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
 from assistant.engine.policy import plan_request
+from assistant.engine.types import ClientTools, NamedTool, ToolCall, ToolSpec
+from assistant.engine.types import Message as EngineMessage
 from assistant.engine.usage import RunUsage
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import policy_for
@@ -139,6 +142,24 @@ def test_a_worker_reads_a_run_s_start_from_the_database(org: Organisation) -> No
     assert [m.content for m in start.request.messages] == ["Bimbamjob?"]
     Run.objects.filter(pk=run.pk).update(status="ok")
     assert read_start(run.pk) is None  # ended: nothing to start
+
+
+def test_a_worker_rebuilds_an_api_run_s_tool_calls_and_the_client_s_tools(org: Organisation) -> None:
+    remind = ToolCall("call_1", "send_reminder", '{"invoice": "F-1"}')
+    prompt = (
+        EngineMessage.user("Instructions for this conversation:\nBe brief."),
+        EngineMessage.user("Bimbamjob?"),
+        EngineMessage.assistant("", (remind,)),
+        EngineMessage.tool(remind, "sent"),
+    )
+    spec = ToolSpec(name="send_reminder", description="Remind.", parameters={"type": "object", "properties": {}})
+    tools = ClientTools(specs=(spec,), choice=NamedTool("send_reminder"), parallel=False)
+    start = _start(org, replace(ASK, client_tools=tools), prompt=prompt)
+    rebuilt = read_start(start.run.pk)
+    assert rebuilt is not None and rebuilt.request == start.request
+    assert rebuilt.request.messages == prompt and rebuilt.request.client_tools == tools
+    # The conversation keeps the question as its text, as for any run.
+    assert list(Message.objects.filter(run=start.run).values_list("role", "content")) == [("user", "Bimbamjob?")]
 
 
 def test_earlier_messages_are_saved_with_the_run_in_a_new_conversation(org: Organisation) -> None:

@@ -1,11 +1,13 @@
 """A run on a real Celery worker, traced: the web process's trace context goes with the task, the worker exports the
-run's spans and metrics over OTLP/HTTP to a receiver this test starts, and flushes them when SIGTERM stops it."""
+run's spans and metrics over OTLP/HTTP to a receiver this test starts, and flushes them when SIGTERM stops it; a
+scheduled task's execution, sent as beat sends it (no caller), is a trace of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -24,8 +26,11 @@ from assistant.engine.events import UsageEvent
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Run
 from assistant.runs.steps import events_of
+from assistant.schedules import services as schedules
+from assistant.schedules.models import Execution, ScheduledTask
 from assistant.telemetry import setup
 from assistant.telemetry.instruments import Instruments
+from assistant.workers.celery import app
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -99,6 +104,18 @@ async def test_a_run_on_a_worker_is_one_trace_under_its_callers_span_flushed_on_
             await asyncio.sleep(0.2)
         run = await Run.objects.aget(pk=run.pk)
         assert run.status == "ok", run.error
+        # A scheduled task's execution, sent as beat sends it: no caller's context comes with it.
+        task = ScheduledTask(
+            organisation=org, owner=user, name="Traced watch", prompt=ASK["text"], model="demo-large",
+            level="approfondi", resources=ASK["resources"], cost_cap_eur=Decimal("1"), schedule="0 7 * * 1-5",
+        )  # fmt: skip
+        await sync_to_async(schedules.save_task)(task)
+        await sync_to_async(app.send_task)("schedules.execute", args=[task.pk])
+        while not await Execution.objects.filter(task=task, run__isnull=False).exclude(run__status="running").aexists():
+            assert time.monotonic() < deadline + 60, worker.output()[-3000:]
+            await asyncio.sleep(0.2)
+        scheduled = (await Execution.objects.select_related("run").aget(task=task)).run
+        assert scheduled is not None and scheduled.status == "ok", scheduled and scheduled.error
         assert receiver.received.get("/v1/traces") is None  # batched: nothing left before the shutdown
         await asyncio.to_thread(worker.stop)  # SIGTERM: Celery's warm shutdown
         assert worker.popen.returncode == 0, worker.output()[-3000:]
@@ -107,9 +124,16 @@ async def test_a_run_on_a_worker_is_one_trace_under_its_callers_span_flushed_on_
 
     found = spans_of(receiver)
     assert {service for service, _ in found} == {"assistant-worker"}
-    spans = [span for _, span in found]
     context = caller.get_span_context()
-    assert {s.trace_id for s in spans} == {context.trace_id.to_bytes(16, "big")}  # the caller's trace
+    trace_id = context.trace_id.to_bytes(16, "big")
+    # The scheduled task's run: a trace of its own, rooted in its run's span, with its agents and calls under it.
+    task_spans = [span for _, span in found if span.trace_id != trace_id]
+    [task_root] = [s for s in task_spans if not s.parent_span_id]
+    assert task_root.name == "invoke_agent assistant"
+    assert attributes(task_root)["gen_ai.conversation.id"] == str(scheduled.conversation_id)
+    assert attributes(task_root)["assistant.run.cost_eur"] == scheduled.cost_eur
+    assert sum(s.name.startswith("invoke_agent agent") for s in task_spans) == 2
+    spans = [span for _, span in found if span.trace_id == trace_id]  # the caller's trace
     [root] = [s for s in spans if s.name == "invoke_agent assistant"]
     assert root.parent_span_id == context.span_id.to_bytes(8, "big")
     assert attributes(root)["assistant.run.status"] == "ok"

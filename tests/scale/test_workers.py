@@ -426,3 +426,53 @@ async def test_a_worker_told_to_shut_down_mid_run_stops_its_run_and_exits(worker
     assert not await Reservation.objects.filter(run=run).aexists()
     page = (await client.get(f"/c/{conversation.pk}/")).content.decode()
     assert "the server executing it was shut down" in page
+
+
+async def test_a_client_tool_loop_through_the_api_runs_on_the_workers(workers: list[Process], demo: None) -> None:
+    """An API client's tools on Celery workers: the turn that ends on the client's call, then its follow-up, whose
+    messages and tools a worker reads back from the run (``Run.prompt``, ``Run.client_tools``)."""
+    import httpx2
+    import openai
+
+    from assistant.orgs import keys
+
+    org = await Organisation.objects.aget(slug="demo")
+    secret = (await sync_to_async(keys.create_key)(org, "scale"))[1]
+    reminder: Any = {
+        "type": "function",
+        "function": {
+            "name": "send_reminder",
+            "parameters": {"type": "object", "properties": {"invoice": {"type": "string"}}, "required": ["invoice"]},
+        },
+    }
+    question: Any = [{"role": "user", "content": "Remind Bimbamjob of its unpaid invoices."}]
+    extensions = {"tools_enabled": ["kb:factures"]}
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=90)
+    async with openai.AsyncOpenAI(base_url="http://testserver/v1", api_key=secret, http_client=http) as client:
+        first = await client.chat.completions.create(
+            model="demo-large",
+            messages=question,
+            tools=[reminder],
+            tool_choice={"type": "function", "function": {"name": "send_reminder"}},
+            extra_body=extensions,
+        )
+        message = first.choices[0].message
+        assert first.choices[0].finish_reason == "tool_calls"
+        [call] = message.tool_calls or []
+        assert call.function.name == "send_reminder"
+        answered = [
+            *question,
+            {"role": "assistant", "content": message.content, "tool_calls": [call.model_dump(mode="json")]},
+            {"role": "tool", "tool_call_id": call.id, "content": '{"sent": true}'},
+        ]
+        done = await client.chat.completions.create(
+            model="demo-large", messages=answered, tools=[reminder], extra_body=extensions
+        )
+    assert done.choices[0].finish_reason == "stop" and done.choices[0].message.content
+    runs = [await Run.objects.aget(pk=c.model_extra["run_id"]) for c in (first, done)]  # type: ignore[index]
+    pids = {w.pid for w in workers}
+    executors = [await sync_to_async(_executor_pid)(r) for r in runs]
+    assert set(executors) <= pids  # each executed by a worker
+    kept = runs[1].prompt
+    assert [m["role"] for m in kept] == ["user", "assistant", "tool"]
+    assert kept[1]["tool_calls"][0]["name"] == "send_reminder" and kept[2]["content"] == '{"sent": true}'

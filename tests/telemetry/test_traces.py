@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+import httpx2
 import pytest
 from asgiref.sync import sync_to_async
 from opentelemetry import trace as trace_api
@@ -51,7 +52,12 @@ async def test_a_delegated_run_is_one_trace_whose_tree_tokens_and_costs_are_its_
     spans = list(exported.spans.get_finished_spans())
 
     assert len({s.context.trace_id for s in spans}) == 1  # one trace
-    roots = [s for s in spans if s.parent is None]
+    # The request's server span (its route, its status), the run's span its only child.
+    [server] = [s for s in spans if s.parent is None]
+    assert (server.name, server.kind) == ("POST /v1/chat/completions", trace_api.SpanKind.SERVER)
+    assert (server.attributes or {})["http.route"] == "/v1/chat/completions"
+    assert (server.attributes or {})["http.response.status_code"] == 200
+    roots = _children(spans, server)
     assert [s.name for s in roots] == ["invoke_agent assistant"]
     root = roots[0]
     attributes = root.attributes or {}
@@ -100,12 +106,12 @@ async def test_a_delegated_run_is_one_trace_whose_tree_tokens_and_costs_are_its_
         assert all(s.start_time is not None and s.end_time is not None and s.start_time <= s.end_time for s in own)
         assert len(own) == len(usage) + len(actions)
 
-    # Every span of the run is one of those: the run, its chats and tools, the agents' and theirs.
+    # Every span of the request is one of those: the server's, the run, its chats and tools, the agents' and theirs.
     failed = [e for e in events if isinstance(e, ModelCallFailed)]
     usage_all = [e for e in events if isinstance(e, UsageEvent)]
     assert not failed
     agent_actions = [e for e in events if isinstance(e, AgentAction) and e.call_id]
-    assert len(spans) == 1 + len(usage_all) + len(calls) + len(started) + len(agent_actions)
+    assert len(spans) == 2 + len(usage_all) + len(calls) + len(started) + len(agent_actions)
     # The cost is on the chat spans only; their sum is the run's.
     assert sum((s.attributes or {}).get("gen_ai.usage.cost.amount", 0) for s in spans) == pytest.approx(run.cost_eur)
     assert {(s.attributes or {}).get("gen_ai.usage.cost.currency") for s in spans if s.name.startswith("chat ")} == {
@@ -139,7 +145,7 @@ async def test_a_delegated_run_is_one_trace_whose_tree_tokens_and_costs_are_its_
 async def test_content_on_spans_when_asked(fast_demo: None, exported: Exported) -> None:
     data = (await ask()).json()
     spans = list(exported.spans.get_finished_spans())
-    [root] = [s for s in spans if s.parent is None]
+    [root] = [s for s in spans if s.name == "invoke_agent assistant"]
     asked = json.loads(str((root.attributes or {})["gen_ai.input.messages"]))
     assert asked == [{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]
     answered = json.loads(str((root.attributes or {})["gen_ai.output.messages"]))
@@ -157,16 +163,50 @@ async def test_content_as_events_only_when_asked(fast_demo: None, exported: Expo
     logs = exported.logs.get_finished_logs()
     assert len(logs) == 3  # the run and its two agents
     assert {log.log_record.event_name for log in logs} == {"gen_ai.client.inference.operation.details"}
-    [root] = [s for s in spans if s.parent is None]
+    [root] = [s for s in spans if s.name == "invoke_agent assistant"]
     run_event = [log for log in logs if log.log_record.span_id == root.context.span_id]
     assert QUESTION in str((run_event[0].log_record.attributes or {})["gen_ai.input.messages"])
 
 
 async def test_the_callers_trace_context_comes_with_the_run(fast_demo: None, exported: Exported) -> None:
-    """A client that sends ``traceparent`` (or a server span around the request) has the run in its trace."""
+    """A span around the call in this process has the request and its run in its trace."""
     caller = exported.telemetry.tracer.start_span("caller")
     with trace_api.use_span(caller, end_on_exit=True):
         await ask()
-    [root] = [s for s in exported.spans.get_finished_spans() if s.name == "invoke_agent assistant"]
-    assert root.parent is not None and root.parent.span_id == caller.get_span_context().span_id
+    spans = exported.spans.get_finished_spans()
+    [server] = [s for s in spans if s.kind == trace_api.SpanKind.SERVER]
+    [root] = [s for s in spans if s.name == "invoke_agent assistant"]
+    assert server.parent is not None and server.parent.span_id == caller.get_span_context().span_id
+    assert root.parent is not None and root.parent.span_id == server.context.span_id
     assert root.context.trace_id == caller.get_span_context().trace_id
+
+
+async def test_a_client_that_sends_traceparent_finds_the_run_in_its_trace(fast_demo: None, exported: Exported) -> None:
+    """A client on another machine sends W3C ``traceparent``: the request's server span is the child of the client's
+    span, the run's span the child of the server's; the query string is not recorded."""
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    await ask(headers={"traceparent": f"00-{trace_id}-{span_id}-01"})
+    spans = exported.spans.get_finished_spans()
+    [server] = [s for s in spans if s.kind == trace_api.SpanKind.SERVER]
+    assert server.parent is not None and server.parent.is_remote
+    assert (format(server.context.trace_id, "032x"), format(server.parent.span_id, "016x")) == (trace_id, span_id)
+    [root] = [s for s in spans if s.name == "invoke_agent assistant"]
+    assert root.parent is not None and root.parent.span_id == server.context.span_id
+    assert {format(s.context.trace_id, "032x") for s in spans} == {trace_id}
+    a = server.attributes or {}
+    assert (a["http.request.method"], a["url.path"], a["url.scheme"]) == ("POST", "/v1/chat/completions", "http")
+    assert not any("?" in str(v) for v in a.values())
+
+
+async def test_a_refused_request_is_a_server_span_with_its_status(exported: Exported) -> None:
+    """No run: the request's span alone, with its status; a client error is not the server's error."""
+    from assistant.asgi import application
+
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver") as c:
+        response = await c.post("/v1/chat/completions?key=secret", json={"model": "demo-large", "messages": []})
+    assert response.status_code == 401
+    [server] = exported.spans.get_finished_spans()
+    a = server.attributes or {}
+    assert (server.name, a["http.response.status_code"]) == ("POST /v1/chat/completions", 401)
+    assert server.status.status_code != trace_api.StatusCode.ERROR
+    assert "secret" not in str(dict(a))

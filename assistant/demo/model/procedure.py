@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import assistant.demo.model.client_tools as client_tools
 import assistant.demo.model.features as features
 import assistant.demo.model.reading as reading
 from assistant.engine.outcomes import AgentReport
@@ -142,7 +143,7 @@ def main(step: Step) -> ModelResponse:
         if call is not None:
             return ModelResponse(tool_calls=[step.call(call[0], call[1], 0)])
     # Behaviours: the main model's (on the question, or after a tool's answer) go here.
-    behaviour = features.main(step, question)
+    behaviour = client_tools.call_forced(step, question) or features.main(step, question)
     if behaviour is not None:
         return behaviour
     if last.role == "user" and request.tools:

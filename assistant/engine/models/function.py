@@ -1,7 +1,7 @@
 """A model driven by a Python function: the scripted fake for tests and benchmarks.
 
 It implements the same interface as the real providers, records every request it receives, and
-streams what the function returns (text in word pieces, tool calls, usage, finish).
+streams what the function returns (its reasoning, text in word pieces, tool calls, usage, finish).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ..types import (
     FinishPart,
     ModelRequest,
     ModelResponse,
+    ReasoningPart,
     StreamPart,
     TextDelta,
     ToolCallPart,
@@ -61,6 +62,8 @@ class FunctionModel(Model):
         response = await result if inspect.isawaitable(result) else result
         if self.latency:
             await asyncio.sleep(self.latency)
+        for reasoning in response.reasoning:
+            yield ReasoningPart(reasoning)
         words = response.text.split(" ") if response.text else []
         for i in range(0, len(words), self.chunk_words):
             piece = " ".join(words[i : i + self.chunk_words])

@@ -1,8 +1,11 @@
 """Mistral chat completions through the official ``mistralai`` SDK (``chat.stream_async``).
 
-Same shape as the OpenAI adapter: text deltas as they arrive (a reasoning model's thinking chunks
-are not shown), tool calls accumulated by index and yielded whole, then the usage and the finish
-reason. ``reasoning_effort`` is sent only to a model whose reasoning is adjustable (Magistral
+Same shape as the OpenAI adapter: text deltas as they arrive, tool calls accumulated by index and
+yielded whole, then the usage and the finish reason. A reasoning model's (Magistral's) ``thinking``
+chunks are gathered into the turn's ``Reasoning`` (its text, and its ``signature`` wherever in the
+stream it came), yielded when the text starts and again at the end if its signature came later; the
+next requests of the same loop send it back in place, as a ``thinking`` chunk of the assistant
+message before its text. ``reasoning_effort`` is sent only to a model whose reasoning is adjustable (Magistral
 models always reason and take no such parameter). SDK errors become engine errors in
 ``_translated``.
 """
@@ -34,6 +37,8 @@ from ..types import (
     Message,
     ModelRequest,
     NamedTool,
+    Reasoning,
+    ReasoningPart,
     ResponseModel,
     Sampling,
     StreamPart,
@@ -81,13 +86,14 @@ class MistralModel(Model):
         usage: UsagePart | None = None
         reason: str | None = None
         answered = ""
+        thinking = _Thinking(self.api_model)
         effort = self.info.effort_for(request.reasoning_effort) if self.adjustable_reasoning else None
         tools = [_tool(t) for t in request.tools]
         try:
             with _translated():
                 stream = await self.provider.client.chat.stream_async(
                     model=self.api_model,
-                    messages=[_message(m) for m in request.messages],
+                    messages=[_message(m, self.api_model) for m in request.messages],
                     tools=tools or UNSET,
                     tool_choice=_tool_choice(request) if tools else None,
                     parallel_tool_calls=request.parallel_tool_calls if tools else None,
@@ -104,8 +110,12 @@ class MistralModel(Model):
                             usage = _usage(chunk.usage)
                         for choice in chunk.choices[:1]:
                             delta = choice.delta
+                            thinking.add(delta.content)
                             text = _text(delta.content)
                             if text:
+                                said = thinking.said()
+                                if said is not None:
+                                    yield said
                                 yield TextDelta(text)
                             for piece in delta.tool_calls or ():
                                 calls.add(piece.index, piece.id, piece.function.name, piece.function.arguments)
@@ -121,12 +131,46 @@ class MistralModel(Model):
             raise ModelUnavailable("the Mistral server reported an error while the model was answering")
         if answered:
             yield ResponseModel(answered)
+        said = thinking.said()
+        if said is not None:
+            yield said
         complete = calls.calls()
         for call in complete:
             yield ToolCallPart(call)
         if usage is not None:
             yield usage
         yield FinishPart(finish_reason(reason, bool(complete)))
+
+
+class _Thinking:
+    """A turn's thinking chunks as they stream: their text, and their signature wherever it came."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.parts: list[str] = []
+        self.signature = ""
+        self._said: Reasoning | None = None
+
+    def add(self, content: Any) -> None:
+        if not isinstance(content, list):
+            return
+        for chunk in content:
+            if isinstance(chunk, models.ThinkChunk):
+                self.parts += [c.text for c in chunk.thinking if isinstance(c, models.TextChunk)]
+                if isinstance(chunk.signature, str) and chunk.signature:
+                    self.signature = chunk.signature
+
+    def said(self) -> ReasoningPart | None:
+        """The reasoning so far, when there is some not yielded yet in this form (the same id: it replaces)."""
+        if not self.parts and not self.signature:
+            return None
+        reasoning = Reasoning(
+            format="mistral", id="thinking-0", signature=self.signature, summary=("".join(self.parts),)
+        )
+        if reasoning == self._said:
+            return None
+        self._said = reasoning
+        return ReasoningPart(reasoning)
 
 
 def _sampling(sampling: Sampling | None) -> dict[str, Any]:
@@ -140,20 +184,34 @@ def _sampling(sampling: Sampling | None) -> dict[str, Any]:
     return given
 
 
-def _message(m: Message) -> models.ChatCompletionStreamRequestMessageTypedDict:
+def _message(m: Message, model: str) -> models.ChatCompletionStreamRequestMessageTypedDict:
+    """``m`` on Mistral's wire; an assistant turn's thinking goes back when ``model`` (its name at Mistral) had it."""
     if m.role == "system":
         return models.SystemMessageTypedDict(role="system", content=m.content)
     if m.role == "user":
         return models.UserMessageTypedDict(role="user", content=m.content)
     if m.role == "tool":
         return models.ToolMessageTypedDict(role="tool", content=m.content, tool_call_id=m.tool_call_id, name=m.name)
-    message = models.AssistantMessageTypedDict(role="assistant", content=m.content or None)
+    thinking = [_thinking(r) for r in m.reasoning if r.format == "mistral" and r.model in ("", model)]
+    if thinking:
+        text: list[models.ContentChunkTypedDict] = [{"type": "text", "text": m.content}] if m.content else []
+        message = models.AssistantMessageTypedDict(role="assistant", content=[*thinking, *text])
+    else:
+        message = models.AssistantMessageTypedDict(role="assistant", content=m.content or None)
     if m.tool_calls:
         message["tool_calls"] = [
             models.ToolCallTypedDict(id=c.id, type="function", function={"name": c.name, "arguments": c.arguments})
             for c in m.tool_calls
         ]
     return message
+
+
+def _thinking(r: Reasoning) -> models.ThinkChunkTypedDict:
+    """A thinking chunk as it came: its text and its signature."""
+    chunk = models.ThinkChunkTypedDict(type="thinking", thinking=[{"type": "text", "text": r.text}])
+    if r.signature:
+        chunk["signature"] = r.signature
+    return chunk
 
 
 def _tool(spec: ToolSpec) -> models.ToolTypedDict:
@@ -171,7 +229,7 @@ def _tool_choice(request: ModelRequest) -> models.ChatCompletionStreamRequestToo
 
 
 def _text(content: Any) -> str:
-    """The visible text of a delta: a string, or the text chunks of a list (thinking is left out)."""
+    """The visible text of a delta: a string, or the text chunks of a list (thinking is gathered apart)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):

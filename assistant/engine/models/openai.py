@@ -5,7 +5,7 @@ usage in the last chunk (``stream_options.include_usage``), and sends ``reasonin
 model that reasons. The request goes through the client's ``post`` with the body built here, and
 the chunks are read as plain JSON, not as the SDK's models. The stream yields text deltas as they
 arrive; tool calls are accumulated by index across chunks and yielded whole at the end, then the
-usage (cached prompt and reasoning tokens included) and the finish reason. SDK errors become engine errors in ``_translated``.
+usage (cached prompt and reasoning tokens included) and the finish reason. SDK errors become engine errors in ``translated``.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class OpenAIModel(Model):
         reason: str | None = None
         answered = ""
         try:
-            with _translated():
+            with translated():
                 stream = await self._create(request)
                 async with stream:
                     async for raw in stream:
@@ -248,7 +248,7 @@ def _usage(u: object) -> UsagePart:
 
 
 @contextmanager
-def _translated() -> Iterator[None]:
+def translated() -> Iterator[None]:
     """The one place where the SDK's errors become the engine's."""
     try:
         yield
