@@ -202,11 +202,16 @@ class Pages:
         return self.between(start, time.monotonic())
 
     def during(self, work: Callable[[], object]) -> tuple[list[float], float]:
-        """The times (ms) of the pages requested while ``work()`` ran, and how long it took (s)."""
+        """The times (ms) of the pages served while ``work()`` ran (each page whose time overlapped it: requested
+        before it ended and answered after it began), and how long it took (s). A page still being served when it
+        ends is waited for: the slowest pages are those."""
         start = time.monotonic()
         work()
         end = time.monotonic()
-        return self.between(start, end), end - start
+        deadline = end + 60
+        while not any(at > end for at, _ in list(self.times)) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the client reports a page once it is served, in order: one requested after the end
+        return [seconds * 1000 for at, seconds in list(self.times) if at <= end and at + seconds >= start], end - start
 
 
 def p95(values: list[float]) -> float:

@@ -73,9 +73,11 @@ STREAM_DESCRIPTION = """With `"stream": true` the answer comes as server-sent ev
 `chat.completion.chunk` format (`ChatCompletionChunk`), ending with `data: [DONE]`. A run that was admitted always
 answers 200; its first chunk carries `run_id` and `warnings`. Chunks with an empty `choices` carry an `event`
 (`StreamEvent`): each agent's start (with its `agent_id`), its actions and its end, and the main model's tool calls,
-as they happen. When the main model called the client's `tools`, one tool-call delta per call (`delta.tool_calls`,
-OpenAI's shape, each call whole) comes after the text. The answer's last chunk has `finish_reason` (`stop`, `length`
-when a limit cut it, `tool_calls` when the turn ended on the client's tools); the last
+as they happen. A reasoning model's summary of each round comes as a `delta.reasoning_content` before that round's
+`delta.content` (as OpenAI-compatible clients expect it; not streamed: `message.reasoning_content`). When the main
+model called the client's `tools`, one tool-call delta per call (`delta.tool_calls`, OpenAI's shape, each call whole)
+comes after the text. The answer's last chunk has `finish_reason` (`stop`, `length` when a limit cut it, `tool_calls`
+when the turn ended on the client's tools); the last
 chunk before `[DONE]` carries `usage`, `steps`, `rounds`, `sources`, `run_id`, `status` (`ok`, `stopped`) and
 `reason`, as in the non-streamed response. A run that fails ends its stream, after the deltas already sent, with
 one event whose data is `{"error": {...}}` (`StreamError`: the same object as the non-streamed error, with the
@@ -480,9 +482,10 @@ def _message(run: Run, builder: TraceBuilder) -> OutputMessage:
     """The answer, or the client's tools the main model called (``content`` then null when it wrote nothing), with
     our ids for them (``client_turns.client_call_id``)."""
     calls = _tool_calls(run, builder)
+    reasoning = builder.reasoning_content
     if calls is None:
-        return OutputMessage(content=run.answer)
-    return OutputMessage(content=run.answer or None, tool_calls=calls)
+        return OutputMessage(content=run.answer, reasoning_content=reasoning)
+    return OutputMessage(content=run.answer or None, tool_calls=calls, reasoning_content=reasoning)
 
 
 def _tool_calls(run: Run, builder: TraceBuilder) -> list[ToolCallOut] | None:
@@ -558,7 +561,12 @@ async def _stream(
             if isinstance(item, str):
                 yield _sse({**base, "choices": [{"index": 0, "delta": {"content": item}, "finish_reason": None}]})
                 continue
+            said = len(builder.reasoning)
             event = builder.add(item)
+            for n, summary in enumerate(builder.reasoning[said:], start=said):
+                # The main model's reasoning summary, before that round's text (OpenAI-compatible clients show it).
+                thought = {"reasoning_content": f"\n\n{summary}" if n else summary}
+                yield _sse({**base, "choices": [{"index": 0, "delta": thought, "finish_reason": None}]})
             if event is not None:
                 data = {k: v for k, v in event.model_dump(mode="json").items() if v is not None}
                 yield _sse({**base, "choices": [], "event": data})

@@ -81,6 +81,13 @@ CODES: Final[dict[str, tuple[int, str]]] = {
         "month is spent, `Retry-After` is the seconds to its end and `x-should-retry: false`; when running requests "
         "hold the rest, `Retry-After: 5` and `x-should-retry: true`",
     ),
+    "spend_limit_exhausted": (
+        429,
+        "a spend limit's hard cap (the key's: `limit` `key`; a member's: `limit` `member`) cannot take the request's "
+        "first call (reserved at intake; nothing is saved): `param` null; `resets_at` in the body; when the month is "
+        "spent, `Retry-After` is the seconds to its end and `x-should-retry: false`; when running requests hold the "
+        "rest, `Retry-After: 5` and `x-should-retry: true`",
+    ),
     "rate_limit_exceeded": (429, "the key is over its requests per minute (type `requests`, `Retry-After`)"),
     "too_many_failed_keys": (429, "too many invalid keys from this address lately (type `requests`, `Retry-After`)"),
     "server_error": (500, "a fault of the server (logged), never a bad request"),
@@ -166,6 +173,8 @@ REFUSALS: dict[RefusalCode, tuple[int, str, str | None]] = {
     "unknown_category": (400, "unknown_category", "category"),
     "category_spent": (429, "category_budget_exhausted", "category"),
     "category_busy": (429, "category_budget_exhausted", "category"),
+    "spend_limit_spent": (429, "spend_limit_exhausted", None),
+    "spend_limit_busy": (429, "spend_limit_exhausted", None),
     "owner_left": (400, "request_refused", None),
     "message_too_long": (400, "string_above_max_length", "messages"),
     "context_too_long": (400, "context_length_exceeded", "messages"),
@@ -182,12 +191,15 @@ def refusal_error(refusal: Refusal, *, question: str | None = None) -> ApiError:
     with translation.override("en"):
         message = wording.refusal_text(refusal)
     extra: dict[str, Any] = {}
-    if refusal.code in ("category_spent", "category_busy"):
+    if refusal.code in ("category_spent", "category_busy", "spend_limit_spent", "spend_limit_busy"):
+        if refusal.limit_kind is not None:
+            extra["limit"] = refusal.limit_kind
         if refusal.resets_at is not None:
             extra["resets_at"] = refusal.resets_at.isoformat()
         if refusal.retry_after is not None:
             extra["retry_after"] = str(refusal.retry_after)
-        return ApiError(status, code, message, param=param, retry=refusal.code == "category_busy", **extra)
+        busy = refusal.code in ("category_busy", "spend_limit_busy")
+        return ApiError(status, code, message, param=param, retry=busy, **extra)
     if refusal.code == "context_too_long":
         # OpenAI's own sentence, which clients (litellm, pydantic-ai) parse to recognise the error.
         message = (

@@ -561,6 +561,13 @@ class Trace(BaseModel):
 # Responses ----------------------------------------------------------------------------------------
 
 
+REASONING_CONTENT = (
+    "The main model's reasoning summaries, round by round, separated by a blank line (a reasoning model's, when its "
+    "provider gives one: OpenAI's summaries, Magistral's thinking); null when it gave none. An agent's stays in "
+    "its `agent` step."
+)
+
+
 class FunctionCallOut(BaseModel):
     name: str
     arguments: str = Field(description="The arguments the model wrote, as JSON text.")
@@ -580,6 +587,7 @@ class OutputMessage(BaseModel):
     tool_calls: list[ToolCallOut] | None = Field(
         default=None, description="The client's tools the main model called (`finish_reason` `tool_calls`)."
     )
+    reasoning_content: str | None = Field(None, description=REASONING_CONTENT)
 
 
 class Choice(BaseModel):
@@ -718,6 +726,11 @@ class ChunkToolCall(BaseModel):
 class ChunkDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = Field(
+        None,
+        description="A reasoning summary of the main model's current round, whole, before that round's `content` "
+        "deltas (a round after the first starts with a blank line).",
+    )
     tool_calls: list[ChunkToolCall] | None = None
 
 

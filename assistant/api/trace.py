@@ -20,6 +20,7 @@ from assistant.engine.events import (
     Event,
     FinalEvent,
     ModelCallFailed,
+    ReasoningEvent,
     RoundStarted,
     Source,
     StoppedEvent,
@@ -102,6 +103,8 @@ class TraceBuilder:
         """The client's tools the main model called, on which the turn ended (``FinalEvent.tool_calls``)."""
         self.main_failure: ModelCallFailed | None = None
         """The main model's last failed call (what a failed run's error says of the provider)."""
+        self.reasoning: list[str] = []
+        """The main model's reasoning summaries, in order (``reasoning_content``)."""
 
     def add(self, step: StepWithEvent) -> StreamEvent | None:
         """Take one step (an unreadable one is left out, as ``steps.events_of`` does)."""
@@ -119,6 +122,8 @@ class TraceBuilder:
         elif isinstance(e, FinalEvent) and agent_id is None:
             self.cut = e.cut
             self.tool_calls = e.tool_calls
+        elif isinstance(e, ReasoningEvent) and agent_id is None and e.summary:
+            self.reasoning.append(e.summary)
         elif isinstance(e, RoundStarted):
             if agent_id is not None:
                 self._agent_rounds[agent_id] = e.round
@@ -250,6 +255,11 @@ class TraceBuilder:
     def agent(self, agent_id: str) -> AgentOut | None:
         """One agent as its steps so far give it (None: the run started none by that id)."""
         return self._agents.get(agent_id)
+
+    @property
+    def reasoning_content(self) -> str | None:
+        """The main model's reasoning summaries as one text (``OutputMessage.reasoning_content``), None without any."""
+        return "\n\n".join(self.reasoning) if self.reasoning else None
 
     def live_usage(self) -> UsageOut:
         """The usage so far, from the usage steps (a finished run's saved usage is the reference)."""

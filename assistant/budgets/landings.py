@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -126,14 +125,6 @@ def landing_lines(org: Organisation, month: date) -> list[LandingLine]:
     _count(lines, _month_steps(org, month), previous=False)
     _count(lines, _month_steps(org, previous_month(month)), previous=True)
     return [lines[k] for k in sorted(lines) if lines[k].agents]
-
-
-def landed_per_run(steps: QuerySet[Step]) -> dict[Any, int]:
-    """How many of each run's agents ended by forced landing or budget (the usage CSV's column), from their steps."""
-    counts: dict[Any, int] = defaultdict(int)
-    for run_id, _profile, event in finished_agents(steps):
-        counts[run_id] += landed(event)
-    return counts
 
 
 # Alerts -------------------------------------------------------------------------------------------

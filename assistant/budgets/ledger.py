@@ -23,12 +23,16 @@ from datetime import datetime
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from assistant.catalogue import snapshot
+from assistant.engine.tokens import estimate_tokens
 from assistant.engine.types import UsagePart
-from assistant.orgs.models import Organisation
-from assistant.runs.accounting import Admission
+from assistant.engine.usage import Ledgers, UsageLedger
+from assistant.orgs.models import ApiKey, Organisation
+from assistant.runs.accounting import Admission, take_unsettled
 from assistant.runs.commits import lazy_atomic
+from assistant.runs.models import Run
 
-from . import reservations, services
+from . import reservations, services, spend
 from .models import Category, Reservation
 
 SETTLE_SECONDS = 0.2
@@ -136,18 +140,49 @@ def ledger_for(organisation_id: int, category_slug: str, run_id: uuid.UUID | Non
     return CategoryLedger(category.pk, run_id=run_id) if category is not None else None
 
 
-class CategoryAccounting:
-    """The runs' accounting (``runs.accounting``): a request is admitted against its category's budget, and
-    its run's calls are charged to that category."""
+class BudgetLedgers(Ledgers):
+    """A run's spend limit and its category as one ledger (a call must fit both), whose settlements wait for the run's
+    next reservation or its end in each (``runs.accounting.Deferred``)."""
 
-    def admit(self, org: Organisation, category: str, text: str, model: str) -> Admission:
+    def take_unsettled(self) -> Callable[[], None] | None:
+        parts = [part for ledger in self.ledgers if (part := take_unsettled(ledger)) is not None]
+        if not parts:
+            return None
+
+        def settle_all() -> None:
+            for part in parts:
+                part()
+
+        return settle_all
+
+
+class CategoryAccounting:
+    """The runs' accounting (``runs.accounting``): a request is admitted against its category's budget and its spend
+    limit (its key's, else its member's), and its run's calls are charged to both."""
+
+    def admit(
+        self,
+        org: Organisation,
+        category: str,
+        text: str,
+        model: str,
+        *,
+        user_id: int | None = None,
+        api_key: ApiKey | None = None,
+    ) -> Admission:
         admitted = services.admit_at(org, category, text, model)
+        catalogue = snapshot.catalogue()
+        first = estimate_tokens(text) + (catalogue[model].output_cap if model in catalogue else 0)
+        place = spend.admit(org, user_id, api_key, model, first)
+        spending = _Spending(place, model) if place is not None else None
         if admitted is None:
-            return Admission("")
-        found, place = admitted
-        return Admission(found.slug, _Reserved(found, place) if place is not None else found)
+            return Admission("", spend=spending)
+        found, month = admitted
+        return Admission(found.slug, _Reserved(found, month) if month is not None else found, spending)
 
     def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> Admission:
+        if isinstance(admission.spend, _Spending):
+            spend.reserve_for_run(admission.spend.place, run_id, admission.spend.model, tokens, timezone.now())
         found = _admitted(organisation_id, admission)
         if found is None:
             return admission
@@ -160,6 +195,19 @@ class CategoryAccounting:
 
     def ledger(
         self, organisation_id: int, category: str, run_id: uuid.UUID | None = None, admission: Admission | None = None
+    ) -> UsageLedger | None:
+        if admission is not None:
+            spending = admission.spend.place if isinstance(admission.spend, _Spending) else None
+        else:
+            spending = _spend_place_of(run_id)
+        books = self._category_ledger(organisation_id, category, run_id, admission)
+        if spending is None:
+            return books
+        limited = spend.SpendLedger(dataclasses.replace(spending, alerted=set()), run_id)
+        return limited if books is None else BudgetLedgers(limited, books)
+
+    def _category_ledger(
+        self, organisation_id: int, category: str, run_id: uuid.UUID | None, admission: Admission | None
     ) -> CategoryLedger | None:
         if admission is not None and admission.category == category:
             found = _admitted(organisation_id, admission)
@@ -172,7 +220,27 @@ class CategoryAccounting:
         return ledger_for(organisation_id, category, run_id)
 
     def release(self, run_id: uuid.UUID) -> int:
+        spend.release_run(run_id)
         return reservations.release_run(run_id)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Spending:
+    """What intake's admission read of the spend limit: the month the run counts against, and the main model (the
+    first call's price)."""
+
+    place: spend.SpendPlace
+    model: str
+
+
+def _spend_place_of(run_id: uuid.UUID | None) -> spend.SpendPlace | None:
+    """The spend month a saved run counts against (a worker's, which has no admission), when a limit applies."""
+    if run_id is None:
+        return None
+    run = Run.objects.select_related("organisation", "api_key").filter(pk=run_id).first()
+    if run is None:
+        return None
+    return spend.place_for(run.organisation, run.user_id, run.api_key, run.created)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

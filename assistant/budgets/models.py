@@ -191,3 +191,74 @@ class LandingAlert(Alert):
 
     def __str__(self) -> str:
         return f"{self.model} {self.profile} at {self.percent:.0f} % ({self.month:%Y-%m})"
+
+
+class SpendMonth(models.Model):
+    """What one member (their chat runs and scheduled tasks) or one API key spent in one month, in EUR, while a spend
+    limit applies to it: ``used_eur`` (settled) and ``reserved_eur`` (held by calls in flight), as ``CategoryMonth``
+    counts tokens. Created at the first run under a limit in the month, from the cost of the month's runs so far."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="spend_months")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="spend_months"
+    )
+    api_key = models.ForeignKey(
+        "orgs.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="spend_months"
+    )
+    month = models.DateField(help_text="The month's first day, in the organisation's time zone.")
+    used_eur = models.FloatField(default=0.0)
+    reserved_eur = models.FloatField(default=0.0)
+    calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "user", "month"],
+                condition=models.Q(api_key__isnull=True),
+                name="one_spend_month_per_member",
+            ),
+            models.UniqueConstraint(
+                fields=["api_key", "month"], condition=models.Q(api_key__isnull=False), name="one_spend_month_per_key"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=True, api_key__isnull=False)
+                | models.Q(user__isnull=False, api_key__isnull=True),
+                name="spend_month_of_a_member_or_a_key",
+            ),
+        ]
+        ordering = ["-month"]
+
+    def __str__(self) -> str:
+        return f"{self.api_key or self.user} {self.month:%Y-%m}"
+
+
+class SpendReservation(models.Model):
+    """EUR held on a spend month by one model call in flight under a hard cap (or by a run's first call, from its
+    intake until that call starts), until it settles; released with its run as ``Reservation`` is."""
+
+    month = models.ForeignKey(SpendMonth, on_delete=models.CASCADE, related_name="reservations")
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="spend_reservations", db_index=True
+    )
+    eur = models.FloatField()
+    created = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.eur:.4f} EUR on {self.month}"
+
+
+class SpendAlert(Alert):
+    """A member's or a key's month crossed a threshold of its spend limit (80 % or 100 %); recorded (and e-mailed to
+    the admins and the member) once."""
+
+    spend = models.ForeignKey(SpendMonth, on_delete=models.CASCADE, related_name="alerts")
+    threshold = models.PositiveSmallIntegerField()
+    used_eur = models.FloatField()
+    limit_eur = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["spend", "threshold"], name="one_spend_alert_per_threshold")]
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.spend} at {self.threshold} %"

@@ -11,6 +11,8 @@ urlpatterns = [
     path("budgets/forced-landings", views.save_landing_watch, name="budget_landing_watch"),
     path("usage/", views.usage_page, name="usage"),
     path("usage.csv", views.usage_export, name="usage_csv"),
+    path("usage/spend.csv", views.usage_spend_export, name="usage_spend_csv"),
+    path("usage/mine/", views.my_usage, name="my_usage"),
     path("usage/alerts/<int:pk>/seen", views.alert_seen, name="budget_alert_seen"),
     path("usage/landing-alerts/<int:pk>/seen", views.landing_alert_seen, name="landing_alert_seen"),
 ]

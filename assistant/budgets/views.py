@@ -1,7 +1,8 @@
 """The admins' budgets and usage pages: categories and their budgets, temporary raises, the time zone,
 alerts, and the month's consumption, cost and carbon with its CSV.
 
-Every view starts from the signed-in admin's own organisation: a member gets 403, another
+"My usage" is every member's own month (their spend against their spend limit). Every other view starts from the
+signed-in admin's own organisation: a member gets 403, another
 organisation's category or alert does not exist here (404). Forms post, then redirect (a refused form
 comes back with its errors and status 422).
 """
@@ -23,14 +24,14 @@ from django.views.decorators.http import require_GET, require_POST
 from assistant.orgs import audit
 from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.models import Organisation
-from assistant.orgs.services import administered_organisation, lock_organisation
+from assistant.orgs.services import administered_organisation, lock_organisation, organisation_of
 
 from . import alerts, services, state
 from .forms import CategoryForm, LandingWatchForm, RaiseForm, TimeZoneForm
 from .landings import MIN_AGENTS
 from .models import MAX_CATEGORIES, BudgetAlert, BudgetRaise, Category, LandingAlert
 from .months import month_of, parse_month, zone
-from .report import usage_csv, usage_report
+from .report import member_usage, spend_csv, usage_csv, usage_report
 
 
 def _today(org: Organisation) -> Any:
@@ -232,3 +233,21 @@ def landing_alert_seen(request: AuthenticatedHttpRequest, pk: int) -> HttpRespon
         alert.seen, alert.seen_by = timezone.now(), request.user
         alert.save(update_fields=["seen", "seen_by"])
     return redirect(f"{reverse('usage')}?month={alert.month:%Y-%m}#landings")
+
+
+@login_required
+@require_GET
+def usage_spend_export(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Every member's and every API key's month against its spend limit."""
+    org = administered_organisation(request.user)
+    month = _month(request, org)
+    return attachment_response(spend_csv(org, month), f"spend-{org.slug}-{month:%Y-%m}.csv", "text/csv; charset=utf-8")
+
+
+@login_required
+@require_GET
+def my_usage(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The signed-in member's own month: their chat runs and scheduled tasks, against their spend limit."""
+    org = organisation_of(request.user)
+    report = member_usage(org, request.user.pk, _month(request, org), timezone.now())
+    return render(request, "budgets/my_usage.html", {"organisation": org, **report})

@@ -33,9 +33,9 @@ from .presenters import AgentView, WorkBlock, agent_of, base_names, run_view
 from .rendering import StreamingMarkdown
 
 # The steps that change what the timeline shows, and those among them that change one agent's line only
-# (its rounds, its actions, and its cost with each of its usage events).
+# (its rounds, its actions, its reasoning summaries in its panel, and its cost with each of its usage events).
 VISIBLE_STEPS = frozenset({"agent_started", "round_started", "agent_action", "agent_finished", "tool_result"})
-AGENT_PROGRESS = frozenset({"round_started", "agent_action", "usage", "model_call_failed"})
+AGENT_PROGRESS = frozenset({"round_started", "agent_action", "usage", "model_call_failed", "reasoning"})
 
 
 def _shows_an_action(step: Step) -> bool:
@@ -143,6 +143,8 @@ class LiveRun:
             elif item.kind == "tool_result" and not item.agent_id:
                 if _shows_an_action(item):
                     self.dirty.add("work")  # the main model's search or read appears in the timeline
+            elif item.kind == "reasoning" and not item.agent_id:
+                self.dirty.add("work")  # the main model's reasoning summary appears, before that round's text
             elif item.kind in VISIBLE_STEPS and item.agent_id:
                 self.dirty.add("work")  # a line appears
 

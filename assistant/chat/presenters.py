@@ -4,8 +4,8 @@ The same views serve the full page (built from saved steps) and the live pushes 
 steps a consumer has seen so far), so that a reload and a live update always show the same thing.
 
 The timeline (``timeline_of``) is the main model's text cut where each step happened (``Step.text_offset``):
-a piece of text, then what happened after it (the main model's searches and reads, the delegation lines),
-then the next piece of text, and so on; its last piece is the answer, to which live text is appended.
+a piece of text, then what happened after it (the main model's reasoning summaries, folded under "Thinking", its
+searches and reads, the delegation lines), then the next piece of text, and so on; its last piece is the answer, to which live text is appended.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from assistant.engine.events import (
     ErrorEvent,
     Event,
     ModelCallFailed,
+    ReasoningEvent,
     RoundStarted,
     StoppedEvent,
     ToolResultEvent,
@@ -38,7 +39,8 @@ from assistant.engine.events import (
 )
 from assistant.engine.outcomes import AgentReport
 from assistant.engine.usage import RunUsage, UsageData
-from assistant.knowledge.models import KnowledgeBase
+from assistant.knowledge.models import Document, KnowledgeBase
+from assistant.orgs.models import AgentProfile
 from assistant.runs import wording
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
@@ -49,10 +51,30 @@ REPORT_PREVIEW_CHARS = 2_000
 
 
 @dataclass
+class ThinkingView:
+    """What a model showed of its reasoning in one round (``ReasoningEvent``): its summary, folded under "Thinking",
+    or that its provider refused a summary. ``key`` names it on the page, so that it stays open across pushes."""
+
+    key: str
+    summary: str
+    unavailable: bool = False
+
+    @property
+    def html(self) -> SafeString:
+        return render_markdown(self.summary)
+
+    @classmethod
+    def of(cls, event: ReasoningEvent, key: str) -> ThinkingView:
+        return cls(key=key, summary=event.summary, unavailable=event.summary_unavailable and not event.summary)
+
+
+@dataclass
 class RoundView:
     number: int
     forced: bool = False
     actions: list[Action] = field(default_factory=list)
+    thinking: list[ThinkingView] = field(default_factory=list)
+    """The agent's reasoning summaries of this round, before its actions."""
 
 
 @dataclass
@@ -100,11 +122,21 @@ class AgentView:
     def running(self) -> bool:
         return self.status == "running"
 
-    def log_action(self, action: Action) -> None:
-        """An action of its current round, for the agent panel."""
+    def current_round(self) -> RoundView:
+        """Its current round in the agent panel (the first, before it said it started one)."""
         if not self.rounds_log:
             self.rounds_log.append(RoundView(number=max(self.rounds, 1)))
-        self.rounds_log[-1].actions.append(action)
+        return self.rounds_log[-1]
+
+    def log_action(self, action: Action) -> None:
+        """An action of its current round, for the agent panel."""
+        self.current_round().actions.append(action)
+
+    def log_thinking(self, event: ReasoningEvent) -> None:
+        """A reasoning summary of its current round, for the agent panel."""
+        current = self.current_round()
+        key = f"{self.agent_id}-{current.number}-{len(current.thinking)}"
+        current.thinking.append(ThinkingView.of(event, key))
 
     @property
     def instruction_short(self) -> str:
@@ -202,7 +234,7 @@ def agents_of(
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
                 rounds_asked=e.rounds_asked,
-                profile=e.profile,
+                profile=profile_name(e.profile, base_names or {}),
                 resources_text=", ".join(
                     titles.get(r) or wording.resource_text(r, base_names or {}) for r in e.resources
                 ),
@@ -221,6 +253,8 @@ def agents_of(
                 agent.rounds = e.round
                 agent.left = e
                 agent.rounds_log.append(RoundView(number=e.round, forced=e.forced))
+            elif isinstance(e, ReasoningEvent):
+                agent.log_thinking(e)
             elif isinstance(e, UsageEvent) and agent.running:
                 # What it has cost and used so far, shown while it works: the figures the API gives.
                 live = so_far.setdefault(e.agent_id, RunUsage())
@@ -262,7 +296,8 @@ class WorkBlock:
 
     index: int
     offset: int
-    entries: list[tuple[str, Any]] = field(default_factory=list)  # ("action", action) or ("agent", AgentView)
+    entries: list[tuple[str, Any]] = field(default_factory=list)
+    """("action", Action), ("agent", AgentView) or ("thinking", ThinkingView), in order."""
     working: bool = False  # one of its agents is working and the run waits for it
     kind: str = "work"
 
@@ -299,6 +334,8 @@ def timeline_of(
             entry = ("agent", by_id[event.agent_id])
         elif isinstance(event, ToolResultEvent) and event.agent_id is None and event.action is not None:
             entry = ("action", named_action(event.action, names or {}))
+        elif isinstance(event, ReasoningEvent) and event.agent_id is None:
+            entry = ("thinking", ThinkingView.of(event, str(step.seq)))
         if entry is None:
             continue
         if not blocks or blocks[-1].offset != offset:
@@ -319,11 +356,32 @@ def timeline_of(
     return items, start
 
 
+PROFILE = "profile:"
+"""The key of an agent profile's name among ``base_names``'s (a base's slug never holds a colon)."""
+TITLE = "title:"
+"""The key of a document's title among ``base_names``'s, before its public id."""
+
+
 def base_names(organisation_id: int) -> dict[str, str]:
     """The organisation's knowledge bases, slug to name in the reader's language: how the page words the
-    resources ``kb:<slug>``."""
+    resources ``kb:<slug>``; and what it words in other languages besides, each to its words in the reader's: its
+    agent profiles (``profile:<name>``) and documents' titles (``title:doc-<id>``)."""
     bases = KnowledgeBase.objects.filter(organisation_id=organisation_id).only("slug", "name", "translations")
-    return {kb.slug: kb.shown_name for kb in bases}
+    names = {kb.slug: kb.shown_name for kb in bases}
+    names.update({f"{PROFILE}{name}": shown for name, shown in AgentProfile.shown_names(organisation_id).items()})
+    names.update({f"{TITLE}{doc}": title for doc, title in Document.shown_titles(organisation_id).items()})
+    return names
+
+
+def named_source(source: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """A source as the page shows it: its base by its name, a document's title in the reader's language."""
+    where, title = source.get("where", ""), source.get("title", "")
+    return {**source, "where": names.get(where, where), "title": names.get(f"{TITLE}{source.get('id')}", title)}
+
+
+def profile_name(profile: str | None, names: Mapping[str, str]) -> str | None:
+    """An agent profile's name in the reader's language (as written when it has no other words)."""
+    return names.get(f"{PROFILE}{profile}", profile) if profile else profile
 
 
 def run_view(
@@ -354,8 +412,8 @@ def run_view(
         "timeline": timeline,
         "answer_start": answer_start,  # where the last piece of text, the answer so far, starts
         "by_model": sorted(usage.by_model.items()),
-        # A source's base by its name, not its slug.
-        "sources": [{**s, "where": names.get(s.get("where", ""), s.get("where", ""))} for s in run.sources],
+        # A source's base by its name, not its slug; a title in the reader's language where it has one.
+        "sources": [named_source(s, names) for s in run.sources],
         "stopped_message": wording.cause_text(stopped or Cause(code="stopped_by_user"))
         if run.status == "stopped"
         else "",

@@ -35,7 +35,7 @@ from assistant.runs.steps import events_of
 
 from . import search as conversation_search
 from .htmx import REFUSED
-from .presenters import agents_of, base_names
+from .presenters import agents_of, base_names, named_source
 from .templatetags.chat import action_text
 from .views import _conversation, _field
 
@@ -227,9 +227,9 @@ def export_markdown(data: dict[str, Any], names: Mapping[str, str]) -> str:
         if t["sources"]:
             out += [f"### {_('Sources')}", ""]
             out += [
-                f"- {s.get('title', '')} ({s.get('id', '')}{', ' + names.get(s['where'], s['where']) if s.get('where') else ''})"
+                f"- {s['title']} ({s.get('id', '')}{', ' + s['where'] if s['where'] else ''})"
                 + (f" — {_('a page of the demo web, fictional')}" if s.get("demo_web") else "")
-                for s in t["sources"]
+                for s in (named_source(source, names) for source in t["sources"])
             ]
             out.append("")
         for v in t["previous_versions"]:

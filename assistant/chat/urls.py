@@ -16,6 +16,7 @@ urlpatterns = [
     path("c/<int:pk>/turns/<uuid:run_id>/edit", turns.edit, name="turn_edit"),
     path("c/<int:pk>/turns/<uuid:run_id>/regenerate", turns.regenerate, name="turn_regenerate"),
     path("documents/<int:pk>/", sources.document, name="source_document"),
+    path("documents/<int:pk>/part", sources.document_part, name="source_document_part"),
     path("documents/<int:pk>/download", sources.download, name="source_download"),
     path("runs/<uuid:run_id>/stop", views.stop, name="stop"),
     path("runs/<uuid:run_id>/agents/<str:agent_id>/stop", views.agent_stop, name="agent_stop"),

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
+from assistant.budgets import spend
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
@@ -122,7 +123,7 @@ def _document_value(document: Document) -> str:
 
 
 def _document_label(document: Document) -> str:
-    return _("“%(title)s” (%(kb)s)") % {"title": document.title, "kb": document.knowledge_base.shown_name}
+    return _("“%(title)s” (%(kb)s)") % {"title": document.shown_title, "kb": document.knowledge_base.shown_name}
 
 
 DOCUMENTS_FOUND = 20
@@ -185,13 +186,18 @@ def _page(
     conversation: Conversation | None,
     values: dict[str, Any] | None = None,
     error: str = "",
+    spend_refused: bool = False,
 ) -> dict[str, Any]:
     org = organisation_of(request.user)
     items = _turns(conversation) if conversation is not None else []
+    composer = _composer(org, {**last_choices(conversation), **(values or {})})
+    # The member's month at 80 % or 100 % of their spend limit: said next to the composer, before they send (not
+    # twice when the refusal beside it says it already).
+    composer["spend"] = "" if spend_refused else spend.banner_text(spend.state_for(org, request.user.pk))
     return {
         "conversations": Conversation.objects.filter(organisation=org, user=request.user, deleted__isnull=True)[:50],
         "conversation": conversation,
-        "composer": _composer(org, {**last_choices(conversation), **(values or {})}),
+        "composer": composer,
         "error": error,
         "items": items,
         "queued": _queued(conversation),
@@ -251,11 +257,13 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[RunStart
     conv = _conversation(request, pk, org) if pk is not None else None
     ask, values = _ask_from(request.POST.dict(), request.POST.getlist("resources"))
     status = REFUSED
+    spend_refused = False
     try:
         # A run, or a queued message while the conversation has one going on (one run at a time).
         return intake.submit(request.user, org, conv, ask), None
     except RequestRefused as e:
         error = wording.refusal_text(e.refusal)
+        spend_refused = e.refusal.code in ("spend_limit_spent", "spend_limit_busy")
     except Exception:
         # Never a stack trace in the page: the reason in plain words, and the message kept.
         log.exception("could not start a run")
@@ -263,7 +271,7 @@ def _create(request: AuthenticatedHttpRequest, pk: int | None) -> tuple[RunStart
             _("The assistant could not start this request; your message is kept. Try again in a moment."),
             503,
         )
-    context = _page(request, conv, values, error)
+    context = _page(request, conv, values, error, spend_refused)
     if request.htmx:
         return None, render(request, "chat/_composer.html", context, status=status)
     return None, render(request, "chat/page.html", context, status=status)

@@ -15,7 +15,17 @@ from typing import Annotated, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import AuthenticationFailed, BadModelRequest, MalformedResponse, ModelError, ModelTimeout, RateLimited
+from .errors import (
+    AuthenticationFailed,
+    BadModelRequest,
+    BudgetExceeded,
+    CostCapReached,
+    MalformedResponse,
+    ModelError,
+    ModelTimeout,
+    RateLimited,
+    SpendLimitReached,
+)
 from .marks import KEEP
 
 CauseCode: TypeAlias = Literal[
@@ -170,6 +180,16 @@ def error_kind(error: ModelError) -> ModelErrorKind:
 def model_error(e: ModelError) -> Cause:
     """The cause of a failed model call, by the kind of its error."""
     return Cause(code="model_error", kind=error_kind(e))
+
+
+def stop_cause(e: BudgetExceeded) -> Cause:
+    """The cause a run stops with when its ledger refuses a call: a task's cost cap, a spend limit (with what was
+    spent of it, in EUR), else its category's budget."""
+    if isinstance(e, CostCapReached):
+        return Cause(code="cost_cap")
+    if isinstance(e, SpendLimitReached):
+        return Cause(code="spend_limit", used=round(e.used_eur, 4), limit=round(e.limit_eur, 4))
+    return Cause(code="category_budget")
 
 
 def _n(value: float | None) -> str:

@@ -14,7 +14,8 @@ EngineError
 │   └── OutOfScope        a resource outside the caller's scope, or one that does not exist
 ├── ToolFailed            a tool failed in a way no ToolError foresees: the run (or the agent) fails with it
 ├── BudgetExceeded        an agent's calls, tokens or seconds are used up
-│   └── CostCapReached    a run's cost cap (a scheduled task's, per execution) is reached
+│   ├── CostCapReached    a run's cost cap (a scheduled task's, per execution) is reached
+│   └── SpendLimitReached a member's or an API key's monthly spend limit (a hard cap) cannot take the next call
 └── RunStopped            Stop, as an exception, with its cause (``cancel.RunStopped``)
 
 Anything else that escapes the engine (the ledger's database, the recorder's channel layer) is no tool's failure:
@@ -131,3 +132,13 @@ class BudgetExceeded(EngineError):
 
 class CostCapReached(BudgetExceeded):
     """A run's cost cap is reached; the run stops as Stop does, with the cause ``cost_cap``."""
+
+
+class SpendLimitReached(BudgetExceeded):
+    """A spend limit's hard cap cannot take the next call; the run stops as Stop does, with the cause ``spend_limit``
+    (``used_eur``: spent this month, ``limit_eur``: the limit)."""
+
+    def __init__(self, reason: str, used_eur: float, limit_eur: float) -> None:
+        super().__init__(reason)
+        self.used_eur = used_eur
+        self.limit_eur = limit_eur

@@ -32,6 +32,10 @@ RefusalCode: TypeAlias = Literal[
     "category_spent",  # ``category`` (its slug), ``name``, ``used``, ``limit``, ``percent``, ``tokens`` (the request's
     # first call): the month cannot take it; it resets at ``resets_at`` in ``zone`` (``retry_after`` seconds)
     "category_busy",  # the same figures and ``reserved``: running requests hold the rest; retry in ``retry_after`` s
+    "spend_limit_spent",  # ``limit_kind`` (``member`` or ``key``), ``used_eur``, ``limit_eur``, ``cost_eur`` (the
+    # request's first call, at most), ``percent``: the month's hard cap cannot take it; it resets at ``resets_at`` in
+    # ``zone`` (``retry_after`` seconds)
+    "spend_limit_busy",  # the same figures and ``reserved_eur``: running requests hold the rest; retry in ``retry_after`` s
     "owner_left",  # a scheduled task whose owner is no longer a member
     "context_too_long",  # ``model``, ``used`` (the first call's estimated tokens), ``limit`` (its context window)
 ]
@@ -55,6 +59,11 @@ class Refusal(BaseModel):
     resets_at: datetime | None = None
     zone: str | None = None
     retry_after: int | None = None
+    limit_kind: Literal["member", "key"] | None = None
+    used_eur: float | None = None
+    limit_eur: float | None = None
+    reserved_eur: float | None = None
+    cost_eur: float | None = None
 
     def english(self) -> str:
         match self.code:
@@ -113,6 +122,27 @@ class Refusal(BaseModel):
                     f"The category “{self.name or self.category}” has used {self.used or 0:,} of {self.limit or 0:,} "
                     f"tokens this month ({self.percent or 0} %) and the rest is reserved by running requests "
                     f"({self.reserved or 0:,} tokens): try again in a few seconds."
+                )
+            case "spend_limit_spent":
+                whose = "This API key has spent" if self.limit_kind == "key" else "You have spent"
+                its = "its" if self.limit_kind == "key" else "your"
+                text = (
+                    f"{whose} {self.used_eur or 0:.2f} EUR of {its} monthly spend limit of {self.limit_eur or 0:.2f} "
+                    f"EUR ({self.percent or 0} %): what is left cannot take this request (up to {self.cost_eur or 0:.4f} EUR)."
+                )
+                if self.resets_at is not None:
+                    day = self.resets_at.astimezone(ZoneInfo(self.zone or "UTC"))
+                    text += f" It resets on {day.day} {day:%B %Y} at midnight ({self.zone or 'UTC'})."
+                return text + " Only an admin can change the limit in the meantime."
+            case "spend_limit_busy":
+                if self.limit_kind == "key":
+                    whose, its, running = "This API key has spent", "its", "running requests"
+                else:
+                    whose, its, running = "You have spent", "your", "your running requests"
+                return (
+                    f"{whose} {self.used_eur or 0:.2f} EUR of {its} monthly spend limit of {self.limit_eur or 0:.2f} "
+                    f"EUR ({self.percent or 0} %) and the rest is reserved by {running} "
+                    f"({self.reserved_eur or 0:.2f} EUR): try again in a few seconds."
                 )
             case "owner_left":
                 return "The task's owner is no longer a member of the organisation."

@@ -14,10 +14,9 @@ from typing import Any
 from .cancel import CancelToken, RunStopped
 from .carbon import DEFAULT_ZONE, call_impact
 from .catalogue import Catalogue
-from .causes import Cause, error_kind
+from .causes import Cause, error_kind, stop_cause
 from .errors import (
     BudgetExceeded,
-    CostCapReached,
     ModelError,
     ModelTimeout,
     RateLimited,
@@ -115,7 +114,7 @@ class RunContext:
             try:
                 reservation = await self.ledger.reserve(model_id, prompt_tokens(request) + cap)
             except BudgetExceeded as e:
-                self.cancel.cancel(Cause(code="cost_cap" if isinstance(e, CostCapReached) else "category_budget"))
+                self.cancel.cancel(stop_cause(e))
                 raise RunStopped(self.cancel.stop_cause, usage or self.usage) from e
             if token.cancelled:  # Stop came while the reservation was being made: the call is not made
                 await self.ledger.settle(reservation, model_id, None, 0.0)

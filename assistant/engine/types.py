@@ -31,9 +31,9 @@ class ToolCall:
         return value
 
 
-ReasoningFormat: TypeAlias = Literal["openai", "mistral"]
+ReasoningFormat: TypeAlias = Literal["openai", "mistral", "demo"]
 """Whose wire a reasoning part comes from, and goes back to: OpenAI's Responses API (a ``reasoning`` item), Mistral's
-chat completions (a ``thinking`` chunk)."""
+chat completions (a ``thinking`` chunk); the offline demo's (a summary only, which no adapter sends anywhere)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,10 +37,14 @@ def _upload_to(document: Document, filename: str) -> str:
     return f"kb/{document.knowledge_base_id}/{uuid.uuid4().hex}{suffix}"
 
 
-class Document(models.Model):
+class Document(Translated):
     """A document of a base. An upload is ``processing`` until its text is extracted (``processing.py``), then
     ``ready`` or ``failed`` (``failure`` is a code of ``extract.py`` or ``processing.py``, ``failure_params``
-    its numbers, worded by the pages). Only ready documents are searched and read."""
+    its numbers, worded by the pages). Only ready documents are searched and read. Its title is shown as written,
+    or in the reader's language where ``translations`` holds it (a title that exists in both, as the demo's table's).
+    """
+
+    translated_fields = ("title",)
 
     PROCESSING = "processing"
     READY = "ready"
@@ -67,6 +71,17 @@ class Document(models.Model):
     def public_id(self) -> str:
         """The id models and users see."""
         return f"doc-{self.pk}"
+
+    @property
+    def shown_title(self) -> str:
+        return self.shown("title")
+
+    @classmethod
+    def shown_titles(cls, organisation_id: int) -> dict[str, str]:
+        """The organisation's documents whose title has other languages' words: each one's public id to its title in
+        the reader's language (the others are shown as written: absent here)."""
+        rows = cls.objects.filter(knowledge_base__organisation_id=organisation_id).exclude(translations={})
+        return {d.public_id: d.shown_title for d in rows.only("pk", "title", "translations")}
 
     @property
     def processing(self) -> bool:

@@ -27,6 +27,8 @@ ACTIONS: dict[str, Promise] = {
     "key.created": _("created an API key"),
     "key.rotated": _("rotated an API key"),
     "key.revoked": _("revoked an API key"),
+    "spend.default_saved": _("changed the members' default spend limit"),
+    "spend.member_saved": _("changed a member's spend limit"),
     "category.created": _("created a budget category"),
     "categories.saved": _("changed the budget categories"),
     "budget.raised": _("raised a category budget"),
@@ -101,6 +103,8 @@ DETAIL_LABELS: dict[str, Promise] = {
     "tools": _("tools offered"),
     "headers": _("headers"),
     "enabled": _("offered to requests"),
+    "monthly_eur": _("EUR per month"),
+    "limit_mode": _("when the limit is reached"),
 }
 # What None means for a detail (else "—").
 NONE_MEANS: dict[str, Promise] = {
@@ -108,6 +112,7 @@ NONE_MEANS: dict[str, Promise] = {
     "models": _("the whole catalogue"),
     "expires": _("never"),
     "rate_limit": _("the server's default"),
+    "monthly_eur": _("no limit"),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -18,10 +19,13 @@ from . import keys
 from .models import (
     DELEGATING_LEVELS,
     KIND_CHOICES,
+    LIMIT_MODES,
     MAX_AGENT_ROUNDS,
     MAX_MAIN_ROUNDS,
+    MAX_MONTHLY_EUR,
     MAX_PARALLEL_AGENTS,
     AgentProfile,
+    Membership,
     Organisation,
     ReasoningLevel,
 )
@@ -182,6 +186,24 @@ class ApiKeyForm(forms.Form):
         max_value=100_000,
         label=_("Requests per minute"),
     )
+    monthly_eur = forms.DecimalField(
+        required=False,
+        min_value=Decimal("0.01"),
+        max_value=MAX_MONTHLY_EUR,
+        decimal_places=2,
+        label=_("Spend limit per month (EUR)"),
+        help_text=_(
+            "Optional: what the key's requests may cost per calendar month, in the organisation's time zone; "
+            "empty for no limit."
+        ),
+    )
+    limit_mode = forms.ChoiceField(
+        choices=LIMIT_MODES,
+        initial="hard",
+        required=False,  # a key with no limit needs no mode; a limit given with none is a hard cap
+        label=_("When the limit is reached"),
+        help_text=_("A hard cap refuses the key's requests until the month ends; an alert only e-mails the admins."),
+    )
 
     def __init__(self, *args: Any, organisation: Organisation | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -214,3 +236,43 @@ class ApiKeyForm(forms.Form):
             return None
         chosen = set(self.cleaned_data["models"])
         return [m for m in snapshot.catalogue() if m in chosen]
+
+
+class MemberDefaultForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
+    """The organisation's spend limit for every member who has none of their own."""
+
+    class Meta:
+        model = Organisation
+        fields = ["member_monthly_eur", "member_limit_mode"]
+        labels = {
+            "member_monthly_eur": _("Each member's spend limit per month (EUR)"),
+            "member_limit_mode": _("When the limit is reached"),
+        }
+        help_texts = {
+            "member_monthly_eur": _(
+                "What a member's chat requests and scheduled tasks may cost per calendar month, in the organisation's "
+                "time zone; empty for no limit."
+            ),
+            "member_limit_mode": _(
+                "A hard cap refuses their requests (and stops a running one) until the month ends; an alert only "
+                "e-mails the admins and the member, and shows a banner, at 80 % and 100 %."
+            ),
+        }
+
+
+class MemberLimitForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
+    """One member's own spend limit, over the organisation's default."""
+
+    class Meta:
+        model = Membership
+        fields = ["limit_mode", "monthly_eur"]
+        labels = {"limit_mode": _("Limit"), "monthly_eur": _("EUR per month")}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("limit_mode") in ("hard", "alert"):
+            if data.get("monthly_eur") is None and "monthly_eur" not in self.errors:
+                self.add_error("monthly_eur", _("Give the amount of the member's own limit."))
+        else:
+            data["monthly_eur"] = None  # the default, or no limit: no amount of their own
+        return data

@@ -18,6 +18,7 @@ import secrets
 import zoneinfo
 from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -43,8 +44,11 @@ def create_key(
     *,
     expires: datetime | None = None,
     rate_limit: int | None = None,
+    monthly_eur: Decimal | None = None,
+    hard_cap: bool = True,
 ) -> tuple[ApiKey, str]:
-    """A new key of ``org`` and its secret: the only time the secret exists in clear."""
+    """A new key of ``org`` and its secret: the only time the secret exists in clear. ``monthly_eur``: its spend
+    limit per month, a hard cap unless ``hard_cap`` is false (an alert)."""
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.create(
         organisation=org,
@@ -55,6 +59,8 @@ def create_key(
         created_by=created_by,
         expires=expires,
         rate_limit=rate_limit,
+        monthly_eur=monthly_eur,
+        limit_mode="hard" if hard_cap else "alert",
     )
     return key, secret
 
@@ -96,14 +102,21 @@ def grace_period() -> timedelta:
 
 
 def rotate(key: ApiKey, by: User | None = None) -> tuple[ApiKey, str]:
-    """A new key in place of ``key`` (same name, models, expiry, rate limit), and its secret; the old
+    """A new key in place of ``key`` (same name, models, expiry, rate limit, spend limit), and its secret; the old
     one keeps working for the grace period, then opens nothing."""
     if not key.is_usable() or key.rotated is not None:
         raise ValueError("Only a usable key that was not rotated yet can be rotated.")
     now = timezone.now()
     with transaction.atomic():
         new, secret = create_key(
-            key.organisation, key.name, key.allowed_models, by, expires=key.expires, rate_limit=key.rate_limit
+            key.organisation,
+            key.name,
+            key.allowed_models,
+            by,
+            expires=key.expires,
+            rate_limit=key.rate_limit,
+            monthly_eur=key.monthly_eur,
+            hard_cap=key.limit_mode == "hard",
         )
         end = now + grace_period()
         key.rotated = now

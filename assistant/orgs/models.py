@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -20,6 +21,8 @@ from assistant.catalogue import snapshot
 from assistant.engine.policy import DEFAULT_LEVELS, LEVELS, RESOURCE_KINDS
 from assistant.engine.types import EFFORTS
 
+from .translated import Translated
+
 MAX_PARALLEL_AGENTS = 4
 MAX_MAIN_ROUNDS = 50
 MAX_AGENT_ROUNDS = 20
@@ -28,6 +31,11 @@ DELEGATING_LEVELS = ("approfondi", "maximal")
 LEVEL_CHOICES = [(lv, lv.capitalize()) for lv in LEVELS]
 EFFORT_LABELS = {"minimal": _("Minimal"), "low": _("Low"), "medium": _("Medium"), "high": _("High")}
 EFFORT_CHOICES = [("", _("None (the provider's default)")), *((e, EFFORT_LABELS[e]) for e in EFFORTS)]
+# A spend limit (a member's or an API key's monthly EUR) is an alert (e-mails and a banner) or a hard cap (requests
+# refused, a running one stopped); its counters and checks are the budgets app's (``budgets.spend``).
+LIMIT_MODES = [("hard", _("Hard cap")), ("alert", _("Alert only"))]
+MAX_MONTHLY_EUR = Decimal("1000000")
+_EUR_VALIDATORS = [MinValueValidator(Decimal("0.01")), MaxValueValidator(MAX_MONTHLY_EUR)]
 KIND_CHOICES = [("kb", _("Knowledge bases")), ("web", _("Web")), ("code", _("Code")), ("mcp", _("Connectors"))]
 
 
@@ -58,6 +66,16 @@ class Organisation(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Alert when this share (%) of a model's agents in a month ended by forced landing or budget.",
     )
+    # Every member's spend limit per month (their chat runs and scheduled tasks), unless a member has their own.
+    member_monthly_eur = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=_EUR_VALIDATORS,
+        help_text="Each member's spend limit per month in EUR; empty: none.",
+    )
+    member_limit_mode = models.CharField(max_length=5, choices=LIMIT_MODES, default="hard", db_default="hard")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -83,9 +101,27 @@ class Membership(models.Model):
     organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=ROLES, default="member")
+    # The member's own spend limit, over the organisation's default: "" keeps the default, "none" exempts them,
+    # "hard" or "alert" with ``monthly_eur``.
+    limit_mode = models.CharField(
+        max_length=7,
+        choices=[("", _("The organisation's default")), ("none", _("No limit")), *LIMIT_MODES],
+        default="",
+        db_default="",
+        blank=True,
+    )
+    monthly_eur = models.DecimalField(
+        max_digits=10, decimal_places=2, null=True, blank=True, validators=_EUR_VALIDATORS
+    )
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["organisation", "user"], name="one_membership_per_org")]
+        constraints = [
+            models.UniqueConstraint(fields=["organisation", "user"], name="one_membership_per_org"),
+            models.CheckConstraint(
+                condition=~models.Q(limit_mode__in=["hard", "alert"]) | models.Q(monthly_eur__isnull=False),
+                name="member_limit_has_amount",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.organisation} ({self.role})"
@@ -138,8 +174,9 @@ class ReasoningLevel(models.Model):
             raise ValidationError({"agent_rounds": "Below Approfondi there are no agents: the budget stays 0."})
 
 
-class AgentProfile(models.Model):
-    """A named agent profile a delegation can name: its instructions, default model and resource kinds."""
+class AgentProfile(Translated):
+    """A named agent profile a delegation can name: its instructions, default model and resource kinds. Its name is
+    what the main model gives (as written); ``translations`` may word it in other languages for the pages."""
 
     organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="agent_profiles")
     name = models.CharField(
@@ -159,6 +196,13 @@ class AgentProfile(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def shown_names(cls, organisation_id: int) -> dict[str, str]:
+        """The organisation's profiles worded in other languages: each one's name to its name in the reader's
+        language (a profile without other words is shown as written: absent here)."""
+        profiles = cls.objects.filter(organisation_id=organisation_id).only("name", "translations")
+        return {p.name: p.shown_name for p in profiles if p.translations}
 
     def clean(self) -> None:
         # The catalogue as users are offered it (database entries with a key, and the demo models).
@@ -197,6 +241,11 @@ class ApiKey(models.Model):
     rate_limit = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     rotated = models.DateTimeField(null=True, blank=True)
     replaced_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The key's spend limit per month in EUR (its requests count against it only); None: none.
+    monthly_eur = models.DecimalField(
+        max_digits=10, decimal_places=2, null=True, blank=True, validators=_EUR_VALIDATORS
+    )
+    limit_mode = models.CharField(max_length=5, choices=LIMIT_MODES, default="hard", db_default="hard")
 
     class Meta:
         ordering = ["-created"]

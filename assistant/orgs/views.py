@@ -23,9 +23,17 @@ from assistant.catalogue import snapshot
 
 from . import audit, keys
 from .code import code_status
-from .forms import AgentProfileForm, AllowedModelsForm, ApiKeyForm, LevelForm, ParallelForm
+from .forms import (
+    AgentProfileForm,
+    AllowedModelsForm,
+    ApiKeyForm,
+    LevelForm,
+    MemberDefaultForm,
+    MemberLimitForm,
+    ParallelForm,
+)
 from .http import AuthenticatedHttpRequest
-from .models import AgentProfile, ApiKey, AuditEntry, Organisation
+from .models import AgentProfile, ApiKey, AuditEntry, Membership, Organisation
 from .services import administered_organisation, levels_of, lock_organisation, policy_for
 from .web import web_status
 
@@ -199,6 +207,8 @@ def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
         created_by=request.user,
         expires=form.expires(),
         rate_limit=form.cleaned_data["rate_limit"],
+        monthly_eur=form.cleaned_data["monthly_eur"],
+        hard_cap=form.cleaned_data["limit_mode"] != "alert",
     )
     audit.record(
         request.user,
@@ -208,6 +218,8 @@ def api_key_new(request: AuthenticatedHttpRequest) -> HttpResponse:
         models=key.allowed_models,
         expires=key.expires,
         rate_limit=key.rate_limit,
+        monthly_eur=key.monthly_eur,
+        limit_mode=key.limit_mode if key.monthly_eur is not None else None,
     )
     messages.success(
         request, _("The key “%(name)s” is created. Copy it now: it will not be shown again.") % {"name": key.name}
@@ -254,6 +266,76 @@ def api_key_rotate(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
         _("The key “%(name)s” is rotated. Copy the new one now: it will not be shown again.") % {"name": new.name},
     )
     return _keys_page(request, org, secret=secret)
+
+
+def _members_page(
+    request: AuthenticatedHttpRequest,
+    org: Organisation,
+    default_form: MemberDefaultForm | None = None,
+    invalid: tuple[int, MemberLimitForm] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    members = []
+    for m in Membership.objects.filter(organisation=org).select_related("user").order_by("user__username"):
+        form = (
+            invalid[1] if invalid is not None and invalid[0] == m.pk else MemberLimitForm(instance=m, prefix=f"m{m.pk}")
+        )
+        members.append({"membership": m, "form": form})
+    context = {
+        "organisation": org,
+        "default_form": default_form or MemberDefaultForm(instance=org, prefix="default"),
+        "members": members,
+    }
+    return render(request, "orgs/members.html", context, status=status)
+
+
+@login_required
+@require_GET
+def members(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Settings → Members: the organisation's default spend limit for members, and each member's own."""
+    return _members_page(request, administered_organisation(request.user))
+
+
+@login_required
+@require_POST
+def members_default(request: AuthenticatedHttpRequest) -> HttpResponse:
+    org = administered_organisation(request.user)
+    form = MemberDefaultForm(request.POST, instance=org, prefix="default")
+    if not form.is_valid():
+        return _members_page(request, org, default_form=form, status=422)
+    form.save()
+    audit.record(
+        request.user,
+        org,
+        "spend.default_saved",
+        org.name,
+        monthly_eur=org.member_monthly_eur,
+        limit_mode=org.member_limit_mode,
+    )
+    messages.success(request, _("The members' default spend limit is saved."))
+    return redirect("org_members")
+
+
+@login_required
+@require_POST
+def member_limit(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
+    org = administered_organisation(request.user)
+    membership = get_object_or_404(Membership.objects.select_related("user"), pk=pk, organisation=org)
+    form = MemberLimitForm(request.POST, instance=membership, prefix=f"m{pk}")
+    if not form.is_valid():
+        return _members_page(request, org, invalid=(pk, form), status=422)
+    form.save()
+    name = membership.user.get_username()
+    audit.record(
+        request.user,
+        org,
+        "spend.member_saved",
+        name,
+        limit_mode=membership.limit_mode or "default",
+        monthly_eur=membership.monthly_eur,
+    )
+    messages.success(request, _("The spend limit of %(name)s is saved.") % {"name": name})
+    return redirect("org_members")
 
 
 AUDIT_PAGE_SIZE = 50

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from django.core.exceptions import ImproperlyConfigured
 
 from assistant.engine.usage import UsageLedger
-from assistant.orgs.models import Organisation
+from assistant.orgs.models import ApiKey, Organisation
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +27,23 @@ class Admission:
 
     category: str
     held: Any = None
+    spend: Any = None
+    """The month of the spend limit the run counts against (its key's, else its member's), when one applies."""
 
 
 class Accounting(Protocol):
-    def admit(self, org: Organisation, category: str, text: str, model: str) -> Admission:
-        """The request's category if it may start; raises ``RequestRefused`` when that category cannot take its
-        first call."""
+    def admit(
+        self,
+        org: Organisation,
+        category: str,
+        text: str,
+        model: str,
+        *,
+        user_id: int | None = None,
+        api_key: ApiKey | None = None,
+    ) -> Admission:
+        """The request's category if it may start; raises ``RequestRefused`` when that category, or the spend limit of
+        ``api_key`` (else of the member ``user_id``), cannot take its first call."""
         ...
 
     def reserve(self, organisation_id: int, admission: Admission, run_id: uuid.UUID, tokens: int) -> Admission:
@@ -49,8 +60,8 @@ class Accounting(Protocol):
         ...
 
     def release(self, run_id: uuid.UUID) -> int:
-        """Give back whatever the run still holds (it ended, or its process died: its calls will never settle);
-        returns the tokens released."""
+        """Give back whatever the run still holds (it ended, or its process died: its calls will never settle), on
+        its category and its spend limit; returns the tokens released."""
         ...
 
 
@@ -71,9 +82,11 @@ def take_unsettled(ledger: UsageLedger | None) -> Callable[[], None] | None:
 _registered: Accounting | None = None
 
 
-def register(accounting: Accounting) -> None:
+def register(accounting: Accounting | None) -> Accounting | None:
+    """Charge runs to ``accounting`` from now on (None: to none, and no run starts); returns the one it replaces."""
     global _registered
-    _registered = accounting
+    previous, _registered = _registered, accounting
+    return previous
 
 
 def accounting() -> Accounting:

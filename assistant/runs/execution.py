@@ -20,6 +20,7 @@ import contextvars
 import functools
 import logging
 import uuid
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,8 +72,9 @@ _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 _after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 # How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
-# Set by ``stop_all`` (the process is shutting down): a run claimed afterwards is stopped with it at once.
-_stopping: Cause | None = None
+# Set by ``stop_all`` in the event loop that is shutting down (a worker's runs' loop): a run that loop claims
+# afterwards is stopped with it at once. Kept per loop, as the leases' watches are: another loop is not shutting down.
+_stopping: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Cause] = weakref.WeakKeyDictionary()
 
 
 def register_executor(name: str, executor: Executor) -> None:
@@ -154,9 +156,13 @@ def stop_all(cause: Cause) -> int:
     """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
     runs with ``server_shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every
     run that starts in it from now on (one being claimed as this was called, a task the worker had already received):
-    each is stopped as soon as it is claimed. Call it in the runs' event loop; returns how many were stopped."""
-    global _stopping
-    _stopping = cause
+    each is stopped as soon as it is claimed. Call it in the runs' event loop (outside one, there is nothing to
+    stop); returns how many were stopped."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return 0
+    _stopping[loop] = cause
     return leases.stop_here(None, cause)
 
 
@@ -232,8 +238,8 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         return
     if run.stop_requested:
         token.cancel(STOPPED_BY_USER)
-    elif _stopping is not None:  # claimed after the process began shutting down (``stop_all``)
-        token.cancel(_stopping)
+    elif (shutdown := _stopping.get(asyncio.get_running_loop())) is not None:  # claimed after ``stop_all``
+        token.cancel(shutdown)
     catalogue = snapshot.catalogue()
     recorder = Recorder(run_id, heard.events if heard is not None else None, _trace(start, catalogue, token))
     ctx = RunContext(

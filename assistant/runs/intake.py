@@ -186,7 +186,7 @@ def create_run(
     policy = policy or policy_for(org, api_key)  # read once for the check and the first call's reservation
     plan = check(org, ask, api_key, policy=policy)
     books = accounting.accounting()
-    admission = books.admit(org, ask.category, ask.text, ask.model)
+    admission = books.admit(org, ask.category, ask.text, ask.model, user_id=user.pk, api_key=api_key)
     if prompt is not None and conversation is not None:
         raise ValueError("a prompt goes into a new conversation only")
     request = RunRequest(

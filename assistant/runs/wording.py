@@ -57,7 +57,12 @@ def cause_text(cause: Cause) -> str:
         case "cost_cap":
             return _("stopped: the task's cost cap is reached")
         case "spend_limit":
-            return _("stopped: the spend limit is reached")
+            if cause.used is None or cause.limit is None:
+                return _("stopped: the spend limit is reached")
+            return _("stopped: the spend limit is reached (%(used)s of %(limit)s EUR)") % {
+                "used": formats.number_format(cause.used, 2),
+                "limit": formats.number_format(cause.limit, 2),
+            }
         case "delegation_cap":
             if cause.limit is None:
                 return _("stopped: the delegation cap is reached")
@@ -221,6 +226,43 @@ def refusal_text(refusal: Refusal) -> str:
                 )
                 % figures
             )
+        case "spend_limit_spent" | "spend_limit_busy":
+            amounts = {
+                "used": formats.number_format(refusal.used_eur or 0, 2),
+                "limit": formats.number_format(refusal.limit_eur or 0, 2),
+                "percent": refusal.percent or 0,
+                "cost": formats.number_format(refusal.cost_eur or 0, 4),
+                "reserved": formats.number_format(refusal.reserved_eur or 0, 2),
+                "date": _reset_day(refusal),
+                "zone": refusal.zone or "UTC",
+            }
+            key = refusal.limit_kind == "key"
+            if refusal.code == "spend_limit_busy":
+                if key:
+                    text = _(
+                        "This API key has spent %(used)s EUR of its monthly spend limit of %(limit)s EUR (%(percent)s %%) "
+                        "and the rest is reserved by running requests (%(reserved)s EUR): try again in a few seconds."
+                    )
+                else:
+                    text = _(
+                        "You have spent %(used)s EUR of your monthly spend limit of %(limit)s EUR (%(percent)s %%) "
+                        "and the rest is reserved by your running requests (%(reserved)s EUR): try again in a few "
+                        "seconds."
+                    )
+                return text % amounts
+            if key:
+                text = _(
+                    "This API key has spent %(used)s EUR of its monthly spend limit of %(limit)s EUR (%(percent)s %%): "
+                    "what is left cannot take this request (up to %(cost)s EUR). It resets on %(date)s at midnight "
+                    "(%(zone)s). Only an admin can change the limit in the meantime."
+                )
+            else:
+                text = _(
+                    "You have spent %(used)s EUR of your monthly spend limit of %(limit)s EUR (%(percent)s %%): "
+                    "what is left cannot take this request (up to %(cost)s EUR). It resets on %(date)s at midnight "
+                    "(%(zone)s). Only an admin can change your limit in the meantime."
+                )
+            return text % amounts
         case "owner_left":
             return _("The task's owner is no longer a member of the organisation.")
         case "context_too_long":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,9 @@ from .whole_server import _postgres, fresh_database
 BASELINE_SECONDS = 8.0
 TIMES = 8  # each request sent this many times (a base's deletion: once for each base), one at a time
 PAUSE = 1.0  # seconds between two of them: each request's own effect, not a user sending them back to back
+ONLY = [w for w in os.environ.get("BENCH_LONG_REQUESTS", "").split(",") if w]
+"""Words of the requests to measure (``BENCH_LONG_REQUESTS=CSV,document``: the usage CSV and the document's page);
+every request when unset."""
 RUNS_IN_MONTH = 20_000
 TURNS = 400
 DOCUMENT_CHARS = 5_000_000
@@ -35,7 +39,15 @@ def text(n):
 talks = Conversation.objects.bulk_create(
     [Conversation(organisation=demo, user=user, title=f"Month {{i}}") for i in range(100)]
 )
-usage = {{"calls": 3, "prompt_tokens": 4200, "completion_tokens": 650, "cached_prompt_tokens": 1200}}
+# Each run's usage as a run saves it (RunUsage.as_dict): two models, their calls, tokens, cost and carbon.
+from assistant.engine.types import UsagePart
+from assistant.engine.usage import Impact, RunUsage
+spent = RunUsage()
+for name, calls in (("demo-large", 2), ("demo-small", 4)):
+    for _ in range(calls):
+        spent.add(name, UsagePart(prompt_tokens=2100, completion_tokens=330, cached_prompt_tokens=600), 0.0021,
+                  Impact(0.00021, 0.012))
+usage = spent.as_dict()
 Run.objects.bulk_create(
     [
         Run(conversation=talks[i % 100], organisation=demo, user=user, model="demo-large", level="approfondi",
@@ -154,7 +166,12 @@ def long_requests() -> list[Result]:
                     lambda: _checked(demo.get(f"/c/{conversation}/export.md")),
                     TIMES,
                 ),
-                ("a 5-million-character document's page", lambda: _checked(demo.get(f"/documents/{document}/")), TIMES),
+                # A request of a tenth of a second overlaps one or two pages: more of them for as many pages.
+                (
+                    "a 5-million-character document's page",
+                    lambda: _checked(demo.get(f"/documents/{document}/")),
+                    3 * TIMES,
+                ),
             ]
             bases = iter(range(3))
             cases.append(
@@ -165,11 +182,13 @@ def long_requests() -> list[Result]:
                 )
             )
             for name, work, times in cases:
+                if ONLY and not any(word in name for word in ONLY):
+                    continue
                 rows.append(_measure(pages, name, work, baseline, f"load average {load()}", times))
         finally:
             pages.stop()
     pg = _postgres()
-    if pg:
+    if pg and (not ONLY or any(word in "budget raises" for word in ONLY)):
         rows.append(_raises_on_postgresql(pg))
     return rows
 

@@ -22,6 +22,7 @@ DEMO_LATENCY = "0.3"
 
 SERVER = """
 import json, sys
+from decimal import Decimal
 import django
 django.setup()
 from django.core.management import call_command
@@ -54,6 +55,8 @@ made = {
     "demo": keys.create_key(demo, "all models")[1],
     "small": keys.create_key(demo, "small only", ["demo-small"])[1],
     "other": keys.create_key(other, "other's key")[1],
+    # A hard cap of 0.01 EUR a month: room for three first calls of demo-small at once (tests/api/test_budgets.py).
+    "capped": keys.create_key(demo, "capped", monthly_eur=Decimal("0.01"))[1],
 }
 revoked, made["revoked"] = keys.create_key(demo, "revoked")
 keys.revoke(revoked)

@@ -127,3 +127,57 @@ def test_a_question_over_the_message_limit_is_refused_as_the_page_refuses_it(liv
         "Invalid 'messages[1].content': string too long. Expected a string with maximum length 32000, "
         f"but got a string with length {len(question)} instead."
     )
+
+
+def _key_month(live: Live) -> tuple[float, float]:
+    """The capped key's (used_eur, reserved_eur) this month, read from the server's database."""
+    assert live.database is not None
+    with sqlite3.connect(live.database, timeout=10) as db:
+        row = db.execute(
+            "SELECT m.used_eur, m.reserved_eur FROM budgets_spendmonth m JOIN orgs_apikey k ON k.id = m.api_key_id "
+            "WHERE k.name = 'capped'"
+        ).fetchone()
+    return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
+
+
+def test_twenty_concurrent_requests_on_a_key_s_hard_cap_get_429_spend_limit_exhausted(live: Live) -> None:
+    """The key ``capped`` may spend 0.01 EUR a month: each request holds its first call's most cost (about 0.0027 EUR
+    for demo-small) until it settles, so about three fit at once; the others are refused before anything starts."""
+
+    def ask(i: int) -> dict[str, Any] | openai.RateLimitError:
+        client = live.client("capped")
+        try:
+            if i % 2:
+                return client.chat.completions.create(model="demo-small", messages=ASK).model_dump()
+            final: dict[str, Any] = {}
+            for chunk in client.chat.completions.create(model="demo-small", messages=ASK, stream=True):
+                extra = chunk.model_extra or {}
+                if "status" in extra:
+                    final = {**extra, "usage": chunk.usage.model_dump() if chunk.usage else extra.get("usage")}
+            return final
+        except openai.RateLimitError as e:
+            return e
+
+    used_before, _ = _key_month(live)
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(ask, range(20)))
+    served = [r for r in results if isinstance(r, dict)]
+    refused = [r for r in results if isinstance(r, openai.RateLimitError)]
+    assert len(served) >= 3 and refused and len(served) + len(refused) == 20, (len(served), len(refused))
+    assert {r["status"] for r in served} == {"ok"}  # whoever was admitted is served
+    for e in refused:
+        assert e.status_code == 429 and e.code == "spend_limit_exhausted"
+        body = e.body
+        assert isinstance(body, dict) and body["param"] is None and body["limit"] == "key"
+        assert body["type"] == "insufficient_quota" and "run_id" not in body
+        assert "This API key has spent" in e.message and "reserved by running requests" in e.message
+        # Its own running requests hold the rest: it may fit in a few seconds.
+        assert 1 <= int(e.response.headers["retry-after"]) <= 10 and e.response.headers["x-should-retry"] == "true"
+    for _ in range(50):
+        used, reserved = _key_month(live)
+        if reserved < 1e-9:
+            break
+        time.sleep(0.1)
+    assert reserved < 1e-9
+    assert used <= 0.01  # never past the cap
+    assert used - used_before == pytest.approx(sum(r["usage"]["cost_eur"] for r in served))

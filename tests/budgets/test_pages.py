@@ -7,6 +7,7 @@ import csv
 import html
 import io
 from datetime import timedelta
+from typing import Any
 
 from budgets_support import World, signed_in, use
 from django.contrib.auth import get_user_model
@@ -215,6 +216,59 @@ def test_the_csv_lists_the_months_runs_of_this_organisation(world: World) -> Non
     assert str(theirs.pk) not in response.content.decode()
     # Another month: nothing.
     assert len(signed_in("demo").get("/settings/usage.csv?month=2020-01").content.decode().splitlines()) == 1
+
+
+def test_the_csv_figures_are_those_of_the_runs_usage_in_parts_of_any_size(world: World, monkeypatch: Any) -> None:
+    """Each line's figures are what ``RunUsage`` makes of the run's saved usage (models estimated or not, cut and
+    failed calls, a usage without models), whichever part of the CSV the line falls in."""
+    import random
+
+    from assistant.budgets import report
+    from assistant.engine.types import UsagePart
+    from assistant.engine.usage import Impact, RunUsage
+
+    rng = random.Random(7)
+    usages = [{}, {"calls": 3, "prompt_tokens": 4200}]  # a usage without models (an old or odd one): zeros
+    for _ in range(12):
+        usage = RunUsage()
+        for model in rng.sample(["mistral-small", "mistral-large", "demo-small"], rng.randint(1, 3)):
+            for _call in range(rng.randint(1, 4)):
+                part = UsagePart(
+                    prompt_tokens=rng.randint(0, 9000),
+                    completion_tokens=rng.randint(0, 900),
+                    cached_prompt_tokens=rng.randint(0, 500),
+                )
+                impact = Impact(rng.random() / 1000, rng.random()) if model != "demo-small" else None
+                usage.add(model, part, rng.random() / 100, impact, estimated=rng.random() < 0.2)
+            if rng.random() < 0.3:
+                usage.failed(model)
+        usages.append(usage.as_dict())
+    conversation = Conversation.objects.create(organisation=world.demo, user=world.admin, title="t")
+    runs = [
+        Run.objects.create(
+            conversation=conversation, organisation=world.demo, user=world.admin, model="m", status="ok", usage=u
+        )
+        for u in usages
+    ]
+    monkeypatch.setattr(report, "CSV_CHUNK", 3)  # parts of 3 lines: every line's place in a part is tried
+    assert len(list(report.usage_csv_parts(world.demo, timezone.now().date()))) == -(-len(runs) // 3)
+    rows = list(csv.DictReader(io.StringIO(signed_in("demo").get("/settings/usage.csv").content.decode())))
+    assert [r["run"] for r in rows] == [str(r.pk) for r in runs]
+    for row, run in zip(rows, runs, strict=True):
+        expected = report.Totals()
+        expected.add_usage(RunUsage.of(run.usage))
+        assert (row["calls"], row["prompt_tokens"], row["completion_tokens"], row["total_tokens"]) == (
+            str(expected.calls),
+            str(expected.prompt_tokens),
+            str(expected.completion_tokens),
+            str(expected.tokens),
+        )
+        assert row["cached_prompt_tokens"] == str(expected.cached_prompt_tokens)
+        assert (row["cost_eur"], row["energy_wh"], row["carbon_g"]) == (
+            f"{expected.cost_eur:.6f}",
+            f"{expected.energy_wh:.4f}",
+            f"{expected.carbon_g:.4f}",
+        )
 
 
 def test_csv_cells_a_spreadsheet_would_read_as_formulas_are_kept_as_text(world: World) -> None:

@@ -3,13 +3,25 @@ same conditional UPDATE serialised by the row lock, with threads and with proces
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
 import pytest
+from asgiref.sync import sync_to_async
 from budgets_support import World, hammer, this_month
 from django.db import connection
+from django.utils import translation
 from test_reservation import check_no_overshoot, contend, room_for_five
+from test_spend_limits import QUESTION, check_threads, first_call_eur, member_limit
+
+from assistant.budgets import spend
+from assistant.budgets.models import SpendMonth, SpendReservation
+from assistant.runs import execution, intake
+from assistant.runs.models import Run
+from assistant.runs.start import RunStart
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -39,3 +51,40 @@ def test_twenty_threads_in_this_process(tworld: World) -> None:
 def test_twenty_requests_across_two_processes(tworld: World) -> None:
     category = room_for_five(tworld.administration)
     check_no_overshoot(contend("processes", category, database_env(), varied=True), varied=True)
+
+
+def test_twenty_threads_never_overshoot_a_member_s_hard_cap(tworld: World) -> None:
+    check_threads(tworld)
+
+
+async def test_twenty_concurrent_requests_against_a_member_s_hard_cap(tworld: World, fast_demo: None) -> None:
+    """Twenty requests at the same instant, each on its own connection: the hard cap's room for about five is
+    admitted at intake, the rest refused before anything is saved; the admitted ones all run at once and what they
+    spend never passes the limit."""
+    limit = round(5.5 * first_call_eur(), 2)
+    await sync_to_async(member_limit)(tworld, str(limit))
+    ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=())
+    barrier = threading.Barrier(20)
+
+    def attempt(i: int) -> RunStart | spend.SpendExhausted:
+        try:
+            barrier.wait(timeout=30)
+            with translation.override("en"):
+                return intake.create_run(tworld.member, tworld.demo, None, ask)
+        except spend.SpendExhausted as e:
+            return e
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(20) as pool:
+        attempts = list(pool.map(attempt, range(20)))
+    created = [a for a in attempts if isinstance(a, RunStart)]
+    assert 5 <= len(created) < 20
+    assert await Run.objects.acount() == len(created)
+    await asyncio.gather(*(execution.execute_run(r) for r in created))
+    done = [r async for r in Run.objects.all()]
+    row = await SpendMonth.objects.aget(user=tworld.member)
+    assert row.reserved_eur == pytest.approx(0) and not await SpendReservation.objects.aexists()
+    assert row.used_eur <= limit
+    assert row.used_eur == pytest.approx(sum(r.cost_eur for r in done))
+    assert {r.status for r in done} == {"ok"}

@@ -247,9 +247,7 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
     assert f'hx-swap-oob="beforeend:#messages"><section class="turn" id="turn-{run.pk}"' in frames[0]
     joined = "".join(frames[:-1])
     assert f'id="run-{run.pk}-timeline"' in joined and f'id="run-{run.pk}-answer"' in joined
-    assert (
-        'Delegated to an agent (demo-small): "<span class="instruction">Find in the knowledge base factures' in joined
-    )
+    assert 'Delegated to an agent (demo-small): "<span class="instruction">Find in your knowledge base what' in joined
     assert "(working…)" in joined
     assert "An agent is working; waiting for its answer to continue" in joined
     assert "Searched “" in joined and "factures:" not in joined  # an agent's action, by its base's name

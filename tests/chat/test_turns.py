@@ -354,12 +354,76 @@ def test_the_document_page_marks_the_passages_the_run_read(demo_data: None) -> N
     page = client.get(f"/c/{conv.pk}/").content.decode()
     assert f'href="/documents/{doc.pk}/?run={run.pk}"' in page
     html = client.get(f"/documents/{doc.pk}/", {"run": str(run.pk)}).content.decode()
-    assert '<mark class="read">beta</mark>' in html and '<mark class="read">delta</mark>' in html
+    # The passages read marked, the first one the page's anchor (#read).
+    assert '<mark class="read" id="read">beta</mark>' in html and '<mark class="read">delta</mark>' in html
     assert f'href="/c/{conv.pk}/#turn-{run.pk}"' in html  # the way back to the answer that opened it
     assert "Memo &lt;b&gt;" in html and "Knowledge base: Invoices" in html
     assert "<mark" not in client.get(f"/documents/{doc.pk}/").content.decode().split("document-text")[1]
     assert client.get(f"/documents/{doc.pk}/", {"run": str(uuid.uuid4())}).status_code == 200
     assert client.get(f"/documents/{doc.pk}/", {"run": "nope"}).status_code == 200
+
+
+def test_a_long_document_is_shown_a_part_at_a_time_and_whole_as_the_reader_scrolls(demo_data: None) -> None:
+    """A text of several parts: the page holds the first, which ends with the request for the next (htmx, on
+    scroll), and so on to the end; put together, the parts are the whole text. A passage read across two parts is
+    marked in both; one read beyond the first part has a link to the part that holds it."""
+    import html as html_module
+    import re
+
+    from assistant.chat.sources import PART_CHARS
+
+    conv = _conv()
+    kb = KnowledgeBase.objects.get(organisation=conv.organisation, slug="factures")
+    words = "".join(f"w{i} <i> " for i in range(100_000))  # about 1.1 million characters, markup included
+    doc = Document.objects.create(knowledge_base=kb, title="Large", text=words)
+    run = _turn(conv, "Read it", "Done")
+    read = [(PART_CHARS - 10, PART_CHARS + 10), (3 * PART_CHARS + 5, 3 * PART_CHARS + 25)]
+    sources = [{"id": doc.public_id, "title": "Large", "kind": "document", "start": a, "end": b} for a, b in read]
+    Step.objects.create(run=run, seq=1, kind="tool_result", data={"kind": "tool_result", "sources": sources})
+    client = _client()
+
+    page = client.get(f"/documents/{doc.pk}/", {"run": str(run.pk)}).content.decode()
+    assert len(page) < 2 * PART_CHARS  # one part (its markup escaped), not the whole text
+    assert "The 2 passages the answer read are marked." in page
+    assert 'href="?from=' not in page  # the first passage read is in this part
+    shown, part, at = [], page.split('<div class="document-text card">', 1)[1], 0
+    while True:
+        more = re.search(r'<span class="document-more" hx-get="([^"]+)" hx-trigger="revealed"', part)
+        text = part[: more.start()] if more else part.split("</div>", 1)[0]
+        shown.append(text)
+        if more is None:
+            break
+        url = html_module.unescape(more.group(1))
+        assert url == f"/documents/{doc.pk}/part?from={at + PART_CHARS}&run={run.pk}"
+        at += PART_CHARS
+        part = client.get(url).content.decode()
+    assert len(shown) == -(-len(words) // PART_CHARS)
+    marks = [re.findall(r'<mark class="read"(?: id="read")?>([^<]*)</mark>', t) for t in shown]
+    assert marks[0] == [html_module.escape(words[PART_CHARS - 10 : PART_CHARS])]
+    assert marks[1] == [html_module.escape(words[PART_CHARS : PART_CHARS + 10])]
+    assert marks[3] == [html_module.escape(words[3 * PART_CHARS + 5 : 3 * PART_CHARS + 25])]
+    whole = "".join(re.sub(r"</?mark[^>]*>", "", t) for t in shown)
+    assert html_module.unescape(whole) == words
+    # A run that read beyond the first part only: a link opens the part that holds it, the passage its anchor.
+    far = _turn(conv, "Read the end", "Done")
+    Step.objects.create(run=far, seq=1, kind="tool_result", data={"kind": "tool_result", "sources": sources[1:]})
+    page = client.get(f"/documents/{doc.pk}/", {"run": str(far.pk)}).content.decode()
+    assert "The passage the answer read is marked." in page and "<mark" not in page
+    link = f"?from={3 * PART_CHARS + 5 - 1_000}&amp;run={far.pk}#read"
+    assert f'<a href="{link}">Show it</a>' in page
+    jump = client.get(f"/documents/{doc.pk}/{html_module.unescape(link).split('#')[0]}").content.decode()
+    assert f'<mark class="read" id="read">{html_module.escape(words[3 * PART_CHARS + 5 : 3 * PART_CHARS + 25])}' in jump
+    assert "The document’s beginning" in jump
+    for junk in ("abc", "-5", "9" * 40):  # a start that is no character of the text: a page all the same
+        assert client.get(f"/documents/{doc.pk}/", {"from": junk}).status_code == 200
+        assert client.get(f"/documents/{doc.pk}/part", {"from": junk}).status_code == 200
+    # Another member of the organisation sees the parts, not the run's marks; a stranger sees nothing.
+    elsewhere = Organisation.objects.create(name="Elsewhere", slug="elsewhere")
+    _user("stranger", elsewhere)
+    assert _client("stranger").get(f"/documents/{doc.pk}/part", {"from": PART_CHARS}).status_code == 404
+    _user("colleague", conv.organisation)
+    theirs = _client("colleague").get(f"/documents/{doc.pk}/part", {"from": PART_CHARS, "run": str(run.pk)})
+    assert theirs.status_code == 200 and "<mark" not in theirs.content.decode()
 
 
 def test_a_document_is_visible_within_its_organisation_only(demo_data: None) -> None:

@@ -33,10 +33,10 @@ def crm(crm_session: CrmServer) -> Iterator[CrmServer]:
     crm_session.calls.clear()
     crm_session.messages.clear()
     crm_session.reply = None
-    crm_session.delay = 0.0
+    crm_session.hold = False
     yield crm_session
     crm_session.reply = None
-    crm_session.delay = 0.0
+    crm_session.hold = False
 
 
 @pytest.fixture

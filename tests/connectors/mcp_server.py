@@ -8,6 +8,7 @@ received, ``headers`` the headers of the last request and ``messages`` the JSON-
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -32,7 +33,8 @@ class CrmServer:
     headers: dict[str, str] = field(default_factory=dict)
     reply: str | None = None
     """When set, search_customers answers this text (injection tests)."""
-    delay: float = 0.0
+    hold: bool = False
+    """When set, search_customers does not answer until it is unset (a server that hangs)."""
     messages: list[str] = field(default_factory=list)
 
 
@@ -46,11 +48,11 @@ def _app(state: CrmServer) -> Any:
     server = MCPServer("crm")
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-    def search_customers(query: str) -> str:
+    async def search_customers(query: str) -> str:
         """Find customers whose name or city contains one of the query's words."""
         state.calls.append(("search_customers", {"query": query}))
-        if state.delay:
-            time.sleep(state.delay)
+        while state.hold:
+            await asyncio.sleep(0.02)
         if state.reply is not None:
             return state.reply
         words = query.lower().split()

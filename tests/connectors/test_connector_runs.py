@@ -12,7 +12,6 @@ arguments; the connector costs no tokens.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -246,7 +245,7 @@ async def test_a_slow_connector_is_cut_at_its_timeout(
     client: openai.AsyncOpenAI, models: Any, registered: CrmServer, settings: Any
 ) -> None:
     settings.CONNECTOR_TIMEOUT_SECONDS = 0.5
-    registered.delay = 3.0
+    registered.hold = True  # the server never answers while the run lasts
 
     def answer(request: ModelRequest) -> ModelResponse:
         [content] = tool_contents(request, SEARCH)
@@ -254,14 +253,13 @@ async def test_a_slow_connector_is_cut_at_its_timeout(
         return ModelResponse(text="The CRM did not answer.")
 
     models({"demo-large": scripted(ModelResponse(tool_calls=[call(SEARCH, query="acme")]), answer)})
-    started = time.monotonic()
     completion = await client.chat.completions.create(
         model="demo-large",
         messages=QUESTION,  # type: ignore[arg-type]
         extra_body={"tools_enabled": ["mcp:crm"]},
     )
-    assert completion.model_dump()["status"] == "ok"
-    assert time.monotonic() - started < 2.5
+    assert completion.model_dump()["status"] == "ok"  # the model read the timeout's error (``answer`` above)
+    assert registered.calls == [("search_customers", {"query": "acme"})]
 
 
 async def _refused(client: openai.AsyncOpenAI, resources: list[str]) -> dict[str, Any]:

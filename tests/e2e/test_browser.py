@@ -154,9 +154,7 @@ def test_in_french_and_markup_from_a_document_or_a_model_shows_as_text(page: Pag
     run = last_run(page)
     line = run.locator(".delegation summary").first
     # A bare name: the demo cannot tell its language, so it writes in the interface's.
-    expect(line).to_contain_text(
-        "Délégation à un agent (demo-small) : « Cherche dans la base de connaissances factures"
-    )
+    expect(line).to_contain_text("Délégation à un agent (demo-small) : « Cherche dans ta base de connaissances ce que")
     expect(line).to_contain_text("(en cours…)")
     expect(run.locator(".working")).to_have_text(WORKING_FR)
     expect(line).to_contain_text("» (revenu en 3 tours)")

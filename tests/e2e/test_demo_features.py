@@ -136,7 +136,8 @@ def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: str) -> None
     total = "39\u00a0350,00" if lang == "fr" else "39,350.00"
     expect(run.locator(".text table")).to_contain_text("Bimbamjob")
     expect(run.locator(".text table tr").filter(has_text="Bimbamjob")).to_contain_text(total)
-    expect(run.locator(".sources li")).to_contain_text(["Factures 2024"])  # the table by its document's title
+    # The table by its document's title, in the reader's language.
+    expect(run.locator(".sources li")).to_contain_text(["Factures 2024" if lang == "fr" else "Invoices 2024"])
     check_language(fpage, lang, "run_code's totals")
 
 
@@ -181,10 +182,10 @@ def test_a_check_goes_to_the_verificateur_profile(fpage: Page, lang: str) -> Non
 
     [line] = run.locator(".delegation").all()
     line.locator("summary").click()
-    expect(line.locator("dd.profile")).to_have_text("Vérificateur")
+    expect(line.locator("dd.profile")).to_have_text("Vérificateur" if lang == "fr" else "Checker")  # its words
     expect(line.locator("dt").filter(has_text="Profil d’agent" if lang == "fr" else "Agent profile")).to_have_count(1)
     expect(line.locator(".report")).to_contain_text("F-2024-077")
-    expect(run.locator(".text")).to_contain_text("profil Vérificateur" if lang == "fr" else "profile Vérificateur")
+    expect(run.locator(".text")).to_contain_text("profil de vérification" if lang == "fr" else "the checking profile")
     check_language(fpage, lang, "a check by a profile")
 
 

@@ -81,11 +81,17 @@ def test_a_question_in_the_interface_s_language_gives_a_page_in_that_language_on
     shown = visible_text(page)
     # The demo wrote in the question's language: its handing over, instructions, reports, answer and footer.
     own = {
-        "fr": ("Je confie la recherche", "Cherche dans la base de connaissances", "Voici ce que disent les documents"),
-        "en": ("I am handing the search", "Find in the knowledge base", "Here is what the documents say"),
+        "fr": ("Je confie la recherche", "Cherche dans ta base de connaissances", "Voici ce que disent les documents"),
+        "en": ("I am handing the search", "Find in your knowledge base", "Here is what the documents say"),
     }[language]
     for sentence in own:
         assert sentence in shown, sentence
+    # The instructions name no base by its code: each agent's line names its base.
+    instructions = " ".join(run.locator(".instruction").all_inner_texts())
+    assert "comptes-rendus" not in instructions and "kb:" not in instructions, instructions
+    bases = {"fr": ("Factures", "Comptes rendus de réunion"), "en": ("Invoices", "Meeting reports")}[language]
+    for base in bases:
+        assert base in shown, base
     footer = TEXTS["footer"][language].strip("_")
     assert footer in shown
     other = [s for s in demo_sentences(OTHER[language]) if s in shown]

@@ -192,3 +192,24 @@ def test_the_time_zone_is_found_by_its_city_grouped_by_region_and_the_browser_s_
     use.click()
     expect(zones).to_have_value("Asia/Tokyo")
     context.close()
+
+
+WHEN_TASKS_RUN = {
+    "en": "On this server, tasks run only when someone presses “Run now”",
+    "fr": "Sur ce serveur, les tâches ne s’exécutent que quand quelqu’un clique sur « Exécuter maintenant »",
+}
+
+
+@pytest.mark.parametrize(("width", "language"), [("1400", "fr"), ("390", "en")])
+@pytest.mark.usefixtures("admin_rows")
+def test_the_scheduled_tasks_pages_say_in_product_words_when_tasks_run(reader: Any, width: str, language: str) -> None:
+    """The server of `make run` (no background workers): the list and the form say that tasks run on “Run now”
+    only, in the reader's words; nothing sends them to a README or names the machinery."""
+    page = reader(width, language)
+    for path in ("/tasks/", "/tasks/new"):
+        page.goto(path)
+        notice = page.locator("main .notice.when")
+        expect(notice).to_contain_text(WHEN_TASKS_RUN[language])
+        text = page.inner_text("main")
+        assert not re.search(r"README|Celery|RUNS_EXECUTOR|make run", text, re.IGNORECASE), (path, text)
+        assert overflowing(page) == [], path

@@ -280,3 +280,9 @@ def test_a_source_opens_its_document_with_the_passages_read_marked(page: Page, s
     assert response.status == 200 and response.headers["content-disposition"].startswith("attachment")
     assert response.headers["x-content-type-options"] == "nosniff"
     assert "sandbox" in response.headers["content-security-policy"]
+    # The way back: the answer that opened it, in its conversation.
+    conversation = page.locator("main a.back")
+    expect(conversation).to_have_attribute("href", re.compile(r"^/c/\d+/#turn-[0-9a-f-]+$"))
+    conversation.click()
+    expect(page).to_have_url(re.compile(r"/c/\d+/#turn-"))
+    expect(last_run(page)).to_be_visible()

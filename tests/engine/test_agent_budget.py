@@ -126,36 +126,41 @@ async def test_seconds_run_out_before_the_calls() -> None:
     outcome = await h.run()
 
     requests = h.model(AGENT_A.id).requests
+    # Its time, not its 10 rounds, ended it: it landed (its last call forced) with rounds left.
     assert len(requests) < 10
-    assert forced(requests[-1])
+    assert forced(requests[-1]) and not any(forced(r) for r in requests[:-1])
     [agent] = outcome.agents
     assert agent.status == "interrupted"
     assert "time" in agent.reason
+    assert agent.cause is not None and agent.cause.code == "seconds"
     assert FINDINGS in agent.report
-    assert agent.seconds <= 1.4 + 0.2
     assert outcome.status == "ok"
     assert outcome.text == "Voici ce que l'agent a trouvé."
 
 
 async def test_a_hanging_call_is_cut_by_the_hard_timeout() -> None:
+    never = asyncio.Event()  # the call would answer only when set, which nothing does
+    cut: list[int] = []
+
     async def hangs(request: ModelRequest, info: CallInfo) -> ModelResponse:
-        await asyncio.sleep(100)
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cut.append(info.index)
+            raise
         return reply(submit())
 
     h = harness(
         {MAIN.id: main_delegating(), AGENT_A.id: hangs},
         policy=Policy(agent_call_timeout=0.2),
     )
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     outcome = await h.run()
 
-    assert loop.time() - started < 2
+    assert cut == [0]  # its one call was cancelled at the timeout, not answered
     [agent] = outcome.agents
     assert agent.status == "interrupted"
     assert "time" in agent.reason
     assert "0.2 s" in agent.reason
-    assert agent.seconds < 1
     assert outcome.status == "ok"
     assert outcome.text == "Voici ce que l'agent a trouvé."
     told = agent_result_for_main(h.main.requests[1])

@@ -198,7 +198,7 @@ def test_a_computation_asked_with_code_enabled_runs_a_script_over_the_table(lang
     response = first_response(h, QUESTIONS["code"][language], ("kb:factures", "code"), language)
     code = arguments(response, "run_code")["code"]
     assert code.splitlines()[0] == say("code_comment", language)
-    assert response.text == say("code_computing", language, kbs="factures")
+    assert response.text == say("code_computing", language)
 
 
 @pytest.mark.parametrize("language", LANGS)
@@ -236,7 +236,7 @@ def test_a_check_goes_to_the_checking_profile_the_agents_tool_offers(language: L
     [task] = arguments(response, "agents")["tasks"]
     assert task["profile"] == CHECKER
     assert task["resources"] == ["kb:factures"]
-    assert response.text == say("check_handing", language, profile=CHECKER, model="demo-small")
+    assert response.text == say("check_handing", language, model="demo-small")
 
 
 def test_without_a_checking_profile_a_check_is_the_usual_delegation() -> None:
@@ -251,7 +251,7 @@ def test_a_whole_document_is_handed_to_agents_told_to_go_on_with_from_char(langu
     response = first_response(demo(), QUESTIONS["whole"][language], ("kb:rapports", "agents"), language)
     [task] = arguments(response, "agents")["tasks"]
     words = ", ".join(triggers.topic(QUESTIONS["whole"][language]))
-    assert task["instruction"] == say("whole_instruction", language, kb="rapports", words=words)
+    assert task["instruction"] == say("whole_instruction", language, words=words)
     assert "from_char" in task["instruction"]
 
 
@@ -375,7 +375,7 @@ async def test_the_checking_profile_quotes_what_confirms_or_contradicts_the_clai
     assert agent.status == "ok"
     own = "doc-77" if language == "en" else "doc-78"
     assert f"[{own}]" in agent.report
-    assert say("check_profile_note", language, profile=CHECKER) in outcome.text
+    assert say("check_profile_note", language) in outcome.text
 
 
 class _Web(BaseHTTPRequestHandler):

@@ -80,9 +80,9 @@ async def test_demo_delegates_one_agent_per_knowledge_base_and_cites_what_they_r
     assert f"[{own}3]" in outcome.text
     assert outcome.text.endswith(say("footer", language))  # written in the question's language
     assert outcome.text.startswith(say("handing_kbs", language, count=2, model="demo-small"))
-    for agent in outcome.agents:
-        kb = agent.task.resources[0][3:]
-        assert agent.task.instruction.startswith(say("instruction_kb", language, kb=kb, words="").split(":")[0])
+    for agent in outcome.agents:  # its base is its resource: the instruction does not name it by its slug
+        assert agent.task.instruction.startswith(say("instruction_kb", language, words="").split(":")[0])
+        assert agent.task.resources[0][3:] not in agent.task.instruction
     [final] = h.of(FinalEvent)
     assert {s.id for s in final.sources} == {f"{own}1", f"{own}2", f"{own}3"}
 

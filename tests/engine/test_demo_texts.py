@@ -99,7 +99,7 @@ def test_the_demo_writes_in_the_question_s_language_else_the_interface_s(
 def test_an_agent_writes_in_its_instruction_s_language() -> None:
     model = DemoModel(DEMO_MODELS[1])
     submit = ToolSpec(name="submit_result", description="", parameters={"type": "object", "properties": {}})
-    instruction = say("instruction_kb", "fr", kb="factures", words="Bimbamjob")
+    instruction = say("instruction_kb", "fr", words="Bimbamjob")
     request = ModelRequest(
         messages=(Message.system("s"), Message.user(f"Instruction: {instruction}\n\nYour scope: kb:factures")),
         tools=(submit,),

@@ -545,6 +545,52 @@ async def test_a_follow_up_with_another_organisations_ids_is_taken_as_sent(
     assert "factures" not in json.dumps(sent)
 
 
+@pytest.fixture
+def mistral(settings: Settings) -> Iterator[WireServer]:
+    """The Mistral wire server (which refuses what Mistral's API refuses) as the app's only provider."""
+    server = WireServer("mistral").start()
+    settings.DEMO_PACE = settings.DEMO_LATENCY = 0.0
+    settings.MISTRAL_API_KEY, settings.MISTRAL_BASE_URL = "test-key", server.url
+    settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL = "", None
+    snapshot.forget_catalogue()
+    yield server
+    snapshot.forget_catalogue()
+    server.stop()
+
+
+MISTRAL_ID = re.compile(r"^[A-Za-z0-9]{9}$")
+
+
+async def test_a_mistral_model_is_sent_mistral_ids_whatever_ids_the_client_has(mistral: WireServer) -> None:
+    await sync_to_async(call_command)("load_catalogue", verbosity=0)
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    org = await Organisation.objects.aget(slug="demo")
+    secret = (await sync_to_async(keys.create_key)(org, "clients"))[1]
+    model = "mistral-small"
+    mistral.script(
+        sse_reply("mistral", model, Turn(calls=(REMIND,))),
+        sse_reply("mistral", model, Turn("Sent.")),
+        sse_reply("mistral", model, Turn("Sent again.")),
+    )
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    async with openai.AsyncOpenAI(base_url="http://testserver/v1", api_key=secret, http_client=http) as client:
+        first = await client.chat.completions.create(model=model, messages=QUESTION, tools=[REMINDER])
+        ours = first.choices[0].message.tool_calls[0].id  # type: ignore[index]
+        assert not MISTRAL_ID.match(ours)  # OpenAI's shape, for the client
+        follow_up = [*QUESTION, *answered(first.choices[0].message, "sent")]
+        done = await client.chat.completions.create(model=model, messages=follow_up, tools=[REMINDER])
+        assert done.choices[0].message.content == "Sent."
+        # A conversation whose ids are no run's (an edited one, another server's): taken as sent, ids mapped.
+        edited = json.loads(json.dumps(follow_up).replace(ours, "call_from_elsewhere_0001"))
+        again = await client.chat.completions.create(model=model, messages=edited, tools=[REMINDER])
+        assert again.choices[0].message.content == "Sent again."
+    await snapshot.aclose_providers()
+    continued, as_sent = (r.body["messages"] for r in mistral.requests[1:])
+    assert continued[-2]["tool_calls"][0]["id"] == continued[-1]["tool_call_id"] == "call00000"  # the model's own
+    mapped = as_sent[-2]["tool_calls"][0]["id"]
+    assert MISTRAL_ID.match(mapped) and as_sent[-1]["tool_call_id"] == mapped
+
+
 async def test_tool_choice_binds_the_first_call_only(client: openai.AsyncOpenAI, provider: WireServer) -> None:
     provider.script(calling(SEARCH), answer("F-2024-077 is unpaid."))
     completion = await client.chat.completions.create(

@@ -11,6 +11,14 @@ usage), gives each reasoning item its encrypted content only when asked (``inclu
 asked (``reasoning.summary``), and refuses what OpenAI refuses: a reasoning item sent back without its encrypted
 content when nothing is stored (404), with content it did not issue, or without the item that followed it (400);
 a summary for an organisation it has not verified (``refuse_summary``: 400 ``unsupported_value``).
+
+In the Mistral dialect it refuses, before any scripted reply, what Mistral's API refuses
+(``mistral_refusal``): a message order its validator rejects (400 ``invalid_request_message_order``,
+code 3230: a user message right after a tool message, tool calls without their results, a last
+message that is not the user's or a tool's), a tool-call id that is not 9 letters or digits (400
+``invalid_function_call``, code 3280), an assistant message with neither text nor tool calls, and
+any field it does not know (422 ``extra_forbidden``). Its streams can carry Magistral's thinking
+chunks (``Turn.thinking``, with their ``signature``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import copy
 import hashlib
 import itertools
 import json
+import re
 import select
 import socket
 import threading
@@ -62,16 +71,19 @@ class Usage:
 
 @dataclass(frozen=True)
 class Turn:
-    """One model answer: text, tool calls (name, raw JSON arguments), usage, finish reason."""
+    """One model answer: text, tool calls (name, raw JSON arguments), usage, finish reason.
+
+    ``thinking`` (Mistral dialect): streamed first, word by word, as Magistral's ``thinking`` chunks; its
+    ``signature`` ("": none) rides alone in a thinking chunk of its own after the answer's text (``signature_at``
+    ``"after"``), or on the first thinking chunk (``"start"``), or on the last one (``"end"``)."""
 
     text: str = ""
     calls: tuple[tuple[str, str], ...] = ()
     usage: Usage | None = Usage(100, 20)
     finish: str | None = None
     thinking: str = ""
-    """Mistral: the thinking chunks (a word each) before the text."""
     signature: str = ""
-    """Mistral: the thinking's signature, in a chunk of its own after the text."""
+    signature_at: Literal["start", "end", "after"] = "after"
 
 
 @dataclass(frozen=True)
@@ -121,13 +133,11 @@ def sse_reply(
 
     chunks.append(chunk({"role": "assistant", "content": ""}))
     if dialect == "mistral":
-        for i, w in enumerate(turn.thinking.split(" ") if turn.thinking else []):
-            thought = {"type": "text", "text": w if i == 0 else " " + w}
-            chunks.append(chunk({"content": [{"type": "thinking", "thinking": [thought]}]}))
+        chunks += [chunk({"content": [c]}) for c in thinking_chunks(turn)]
     words = turn.text.split(" ") if turn.text else []
     for i, w in enumerate(words):
         chunks.append(chunk({"content": w if i == 0 else " " + w}))
-    if dialect == "mistral" and turn.signature:
+    if dialect == "mistral" and turn.signature and turn.signature_at == "after":
         chunks.append(chunk({"content": [{"type": "thinking", "thinking": [], "signature": turn.signature}]}))
     for index, (name, arguments) in enumerate(turn.calls):
         call_id = f"call{index:05d}{len(arguments) % 10}"[:9]
@@ -153,6 +163,21 @@ def sse_reply(
     else:  # Mistral sends the usage with the last choice
         chunks.append(chunk({"content": ""}, finish, turn.usage))
     return Reply(events=tuple(chunks), cut_after=cut_after, done=done, hang_after=hang_after)
+
+
+def thinking_chunks(turn: Turn) -> list[dict[str, Any]]:
+    """Magistral's ``thinking`` content chunks for the turn's thinking, a word each (the signature on the first or
+    the last, per ``signature_at``; ``sse_reply`` sends the ``"after"`` one itself)."""
+    if not turn.thinking:
+        return []
+    words = turn.thinking.split(" ")
+    chunks: list[dict[str, Any]] = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": w if i == 0 else " " + w}]}
+        for i, w in enumerate(words)
+    ]
+    if turn.signature and turn.signature_at != "after":
+        chunks[0 if turn.signature_at == "start" else -1]["signature"] = turn.signature
+    return chunks
 
 
 def text_lead(dialect: Dialect) -> int:
@@ -286,6 +311,134 @@ def error_reply(
     return Reply(status=status, headers=headers or {}, body=body)
 
 
+MISTRAL_REQUEST_FIELDS = frozenset(
+    {
+        "model", "messages", "temperature", "top_p", "max_tokens", "stream", "stop", "random_seed", "metadata",
+        "response_format", "tools", "tool_choice", "presence_penalty", "frequency_penalty", "min_tokens",
+        "repetition_penalty", "top_k", "logprobs", "top_logprobs", "prompt_logprobs", "top_prompt_logprobs", "n",
+        "prediction", "parallel_tool_calls", "reasoning_effort", "prompt_mode", "guardrails", "prompt_cache_key",
+        "service_tier", "safe_prompt",
+    }
+)  # fmt: skip
+"""The fields of Mistral's chat completion request (its API reference); any other is refused (422)."""
+MISTRAL_MESSAGE_FIELDS = {
+    "system": frozenset({"role", "content"}),
+    "user": frozenset({"role", "content"}),
+    "assistant": frozenset({"role", "content", "tool_calls", "prefix"}),
+    "tool": frozenset({"role", "content", "tool_call_id", "name"}),
+}
+MISTRAL_CHUNK_FIELDS = {
+    "text": frozenset({"type", "text"}),
+    "thinking": frozenset({"type", "thinking", "signature", "closed"}),
+}
+MISTRAL_ID = re.compile(r"[a-zA-Z0-9]{9}")
+# What Mistral's validator expects after each role (mistral-common's ``_validate_message_order``).
+MISTRAL_NEXT_ROLES = {
+    "system": {"system", "user", "assistant"},
+    "user": {"system", "user", "assistant"},
+    "assistant": {"user", "assistant", "tool"},
+    "tool": {"assistant", "tool"},
+}
+
+
+def _mistral_error(status: int, message: Any, type_: str, code: str | None) -> Reply:
+    return Reply(
+        status=status, body={"object": "error", "message": message, "type": type_, "param": None, "code": code}
+    )
+
+
+def _order_error(message: str) -> Reply:
+    return _mistral_error(400, message, "invalid_request_message_order", "3230")
+
+
+def _extra_fields(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Mistral's ``extra_forbidden`` details for the fields of ``body`` it does not know (pydantic's shape)."""
+    extra: list[dict[str, Any]] = []
+
+    def forbid(loc: tuple[Any, ...], value: Any) -> None:
+        extra.append({"type": "extra_forbidden", "loc": ["body", *loc], "msg": "Extra inputs are not permitted",
+                      "input": value})  # fmt: skip
+
+    def check(fields: frozenset[str], obj: Any, loc: tuple[Any, ...]) -> None:
+        if isinstance(obj, dict):
+            for key, value in obj.items():
+                if key not in fields:
+                    forbid((*loc, key), value)
+
+    check(MISTRAL_REQUEST_FIELDS, body, ())
+    for i, m in enumerate(body.get("messages") or []):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in MISTRAL_MESSAGE_FIELDS:
+            continue
+        check(MISTRAL_MESSAGE_FIELDS[role], m, ("messages", i, role))
+        content = m.get("content")
+        for j, c in enumerate(content if isinstance(content, list) else []):
+            kind = c.get("type") if isinstance(c, dict) else None
+            if kind in MISTRAL_CHUNK_FIELDS:
+                check(MISTRAL_CHUNK_FIELDS[kind], c, ("messages", i, role, "content", j, kind))
+        for j, call in enumerate(m.get("tool_calls") or [] if role == "assistant" else []):
+            check(frozenset({"id", "type", "function", "index"}), call, ("messages", i, role, "tool_calls", j))
+            check(
+                frozenset({"name", "arguments"}),
+                call.get("function"),
+                ("messages", i, role, "tool_calls", j, "function"),
+            )
+    return extra
+
+
+def mistral_refusal(body: dict[str, Any]) -> Reply | None:
+    """Mistral's answer to a request its API refuses (the rules of its validator), or None when it takes it."""
+    extra = _extra_fields(body)
+    if extra:
+        return _mistral_error(422, {"detail": extra}, "invalid_request_error", None)
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    previous: str | None = None
+    expected: list[str] = []  # the ids of the last assistant message's tool calls still without a result
+    for m in messages:
+        role = m.get("role")
+        if previous is not None and role not in MISTRAL_NEXT_ROLES.get(previous, set()):
+            return _order_error(f"Unexpected role '{role}' after role '{previous}'")
+        if role == "assistant":
+            if expected:
+                return _order_error("Not the same number of function calls and responses")
+            calls = m.get("tool_calls") or []
+            if not m.get("content") and not calls:
+                return _mistral_error(
+                    400, "Assistant message must have either content or tool_calls", "invalid_request_error", None
+                )
+            for call in calls:
+                if not MISTRAL_ID.fullmatch(str(call.get("id"))):
+                    return _id_error(call.get("id"))
+            expected = [call["id"] for call in calls]
+        elif role == "tool":
+            call_id = m.get("tool_call_id")
+            if not MISTRAL_ID.fullmatch(str(call_id)):
+                return _id_error(call_id)
+            if call_id not in expected:
+                return _order_error(f"Unexpected tool call id {call_id} in tool results")
+            expected.remove(call_id)
+        elif expected:
+            return _order_error("Not the same number of function calls and responses")
+        previous = role
+    if expected:
+        return _order_error("Not the same number of function calls and responses")
+    if len(messages) > 1 and messages[-1].get("role") not in ("user", "tool") and not messages[-1].get("prefix"):
+        last = messages[-1].get("role")
+        return _order_error(
+            f"Expected last role User or Tool (or Assistant with prefix True) for serving but got {last}"
+        )
+    return None
+
+
+def _id_error(call_id: Any) -> Reply:
+    return _mistral_error(
+        400,
+        f"Tool call id was {call_id} but must be a-z, A-Z, 0-9, with a length of 9.",
+        "invalid_function_call",
+        "3280",
+    )
+
+
 @dataclass
 class Recorded:
     path: str
@@ -296,9 +449,13 @@ class Recorded:
 class WireServer:
     """The server, on 127.0.0.1 and a free port, in a thread."""
 
-    def __init__(self, dialect: Dialect, brain: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+    def __init__(
+        self, dialect: Dialect, brain: Callable[[dict[str, Any]], Reply] | None = None, *, strict: bool = True
+    ) -> None:
         self.dialect = dialect
         self.brain = brain
+        self.strict = strict and dialect == "mistral"
+        """Refuse what Mistral's API refuses (``mistral_refusal``), before any scripted reply."""
         self.queue: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.replies: list[Reply] = []
@@ -358,7 +515,10 @@ class WireServer:
             self.hung_up.append(index)
 
     def _refusal(self, recorded: Recorded) -> Reply | None:
-        """What OpenAI's Responses API refuses in a request, as it says it; None when it takes it."""
+        """What Mistral's API (``strict``) or OpenAI's Responses API refuses in a request, as it says it; None when it
+        takes it."""
+        if self.strict:
+            return mistral_refusal(recorded.body)
         if not recorded.path.endswith("/responses"):
             return None
         body = recorded.body

@@ -99,6 +99,20 @@ SAMPLES: dict[RefusalCode, Refusal] = {
     "category_busy": Refusal(
         code="category_busy", category="syntheses", name="Syntheses", used=900, limit=1_000, reserved=100, percent=90
     ),
+    "spend_limit_spent": Refusal(
+        code="spend_limit_spent",
+        limit_kind="member",
+        used_eur=19.98,
+        limit_eur=20.0,
+        cost_eur=0.0512,
+        percent=99,
+        resets_at=datetime(2027, 1, 1, 5, tzinfo=UTC),
+        zone="America/New_York",
+        retry_after=3_600,
+    ),
+    "spend_limit_busy": Refusal(
+        code="spend_limit_busy", limit_kind="key", used_eur=9.0, limit_eur=10.0, reserved_eur=0.99, percent=90
+    ),
     "owner_left": Refusal(code="owner_left"),
     "context_too_long": Refusal(code="context_too_long", model="demo-small", used=40_000, limit=32_000),
     "message_too_long": Refusal(code="message_too_long", used=40_000, limit=32_000),
@@ -139,6 +153,13 @@ def test_the_api_gives_each_refusal_its_status_its_stable_code_and_english() -> 
         "This model's maximum context length is 32000 tokens. However, your messages resulted in 40000 tokens."
     )
     assert refusal_error(SAMPLES["agents_need_resource"]).code == "agents_without_resource"
+    # A spend limit's: OpenAI's insufficient_quota, no param, whose limit it is.
+    over = refusal_error(SAMPLES["spend_limit_spent"])
+    assert (over.status, over.code, over.param, over.retry) == (429, "spend_limit_exhausted", None, False)
+    assert over.extra == {"limit": "member", "resets_at": "2027-01-01T05:00:00+00:00", "retry_after": "3600"}
+    assert over.message.startswith("You have spent 19.98 EUR of your monthly spend limit of 20.00 EUR (99 %)")
+    busy = refusal_error(SAMPLES["spend_limit_busy"])
+    assert (busy.code, busy.extra["limit"], busy.retry) == ("spend_limit_exhausted", "key", True)
 
 
 def test_the_page_words_a_refusal_in_the_readers_language(demo_data: None) -> None:

@@ -23,10 +23,8 @@ ASK = intake.Ask(
 )
 
 
-async def test_a_run_claimed_after_the_shutdown_began_is_stopped_at_once(
-    demo_data: None, fast_demo: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(execution, "_stopping", None)  # restored after: this process is not shutting down
+async def test_a_run_claimed_after_the_shutdown_began_is_stopped_at_once(demo_data: None, fast_demo: None) -> None:
+    """The shutdown is this event loop's (a worker's runs' loop): the next test's loop is not shutting down."""
     user = await get_user_model().objects.aget(username="demo")
     org = await Organisation.objects.aget(slug="demo")
     start = await sync_to_async(intake.create_run)(user, org, None, ASK)

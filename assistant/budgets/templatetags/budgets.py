@@ -28,3 +28,10 @@ def open_budget_alerts(user: AbstractBaseUser | AnonymousUser) -> int:
 def tokens(value: int | float | None) -> str:
     """12345678 → 12,345,678 (12 345 678 in French)."""
     return formats.number_format(int(value or 0), force_grouping=True)
+
+
+@register.filter
+def shown_profile(name: str | None, names: dict[str, str] | None) -> str | None:
+    """An agent profile's name in the reader's language, from ``names`` (``AgentProfile.shown_names``); as written
+    without other words."""
+    return (names or {}).get(name, name) if name else name

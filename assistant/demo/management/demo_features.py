@@ -26,6 +26,8 @@ REPORTS_FRENCH = {"name": "Rapports", "description": "Rapports annuels et trimes
 REPORT_FILES = ("annual-report-2024.en.txt", "rapport-annuel-2024.fr.txt")
 
 CHECKER = "Vérificateur"
+CHECKER_WORDS = {"en": {"name": "Checker"}}
+"""The profile's name in English (Translated): the main model gives «Vérificateur», an English page shows Checker."""
 CHECKER_INSTRUCTIONS = (
     "You check a claim against the documents of your scope, and nothing else. Quote the sentences that confirm or "
     "contradict it, each with its document id, and say plainly which points of the claim the documents do not "
@@ -52,8 +54,16 @@ def load(org: Organisation) -> None:
     )
     for title, text in report_documents():
         Document.objects.update_or_create(knowledge_base=kb, title=title, defaults={"text": text})
-    AgentProfile.objects.get_or_create(
+    profile, _ = AgentProfile.objects.get_or_create(
         organisation=org,
         name=CHECKER,
-        defaults={"instructions": CHECKER_INSTRUCTIONS, "default_model": "demo-small", "tools": ["kb"]},
+        defaults={
+            "instructions": CHECKER_INSTRUCTIONS,
+            "default_model": "demo-small",
+            "tools": ["kb"],
+            "translations": CHECKER_WORDS,
+        },
     )
+    if not profile.translations:  # loaded before profiles had them
+        profile.translations = CHECKER_WORDS
+        profile.save(update_fields=["translations"])

@@ -118,7 +118,7 @@ def answer(language: Language, kbs: list[str], result: dict[str, Any]) -> list[s
             stderr = str(result.get("stderr", "")).strip().splitlines()
             error = str(result.get("limit") or (stderr[-1] if stderr else f"exit {result.get('exit_code')}"))
             return [say("code_failed", language, error=error)]
-        return [say("code_no_table", language, kbs=", ".join(kbs))]
+        return [say("code_no_table", language)]
     parts = []
     for table in found:
         parts.append(
@@ -145,6 +145,4 @@ def start(step: Any) -> ModelResponse | None:
     if not kbs:
         return None
     code = script(step.language, tables(step.request.tools))
-    return ModelResponse(
-        text=step.say("code_computing", kbs=", ".join(kbs)), tool_calls=[step.call("run_code", {"code": code}, 0)]
-    )
+    return ModelResponse(text=step.say("code_computing"), tool_calls=[step.call("run_code", {"code": code}, 0)])

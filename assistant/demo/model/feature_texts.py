@@ -13,8 +13,8 @@ from typing import Literal
 FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
     # run_code: a computation over a base's table.
     "code_computing": {
-        "en": "Let me compute this with a script over the tables of {kbs}.",
-        "fr": "Je calcule cela avec un script sur les tables de {kbs}.",
+        "en": "Let me compute this with a script over the tables of the knowledge bases chosen.",
+        "fr": "Je calcule cela avec un script sur les tables des bases de connaissances choisies.",
     },
     "code_comment": {
         "en": "# Totals per client: the amounts of each table summed by its first text column",
@@ -28,8 +28,9 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
     },
     "code_header": {"en": "| {group} | total | rows |", "fr": "| {group} | total | lignes |"},
     "code_no_table": {
-        "en": "The script found no table in the documents of {kbs}: there is nothing to total.",
-        "fr": "Le script n’a trouvé aucune table dans les documents de {kbs} : il n’y a rien à additionner.",
+        "en": "The script found no table in the documents of the knowledge bases chosen: there is nothing to total.",
+        "fr": "Le script n’a trouvé aucune table dans les documents des bases de connaissances choisies : il n’y a "
+        "rien à additionner.",
     },
     "code_failed": {
         "en": "The script did not give a result: {error}",
@@ -63,15 +64,15 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
     },
     # An agent profile chosen for a check.
     "check_handing": {
-        "en": "I am handing the check to an agent with the profile {profile} ({model}): it sees only the claim "
+        "en": "I am handing the check to an agent of the checking profile ({model}): it sees only the claim "
         "and the documents, not your question.",
-        "fr": "Je confie la vérification à un agent de profil {profile} ({model}) : il ne voit que l’affirmation "
-        "et les documents, pas votre question.",
+        "fr": "Je confie la vérification à un agent du profil de vérification ({model}) : il ne voit que "
+        "l’affirmation et les documents, pas votre question.",
     },
     "check_instruction": {
-        "en": "Check in the knowledge bases {kbs} whether the documents confirm: {claim}. Quote the sentences "
+        "en": "Check in your knowledge bases whether the documents confirm: {claim}. Quote the sentences "
         "that confirm or contradict it, with their document ids, and say what they do not establish.",
-        "fr": "Vérifie dans la ou les bases de connaissances {kbs} si les documents confirment : {claim}. Cite les "
+        "fr": "Vérifie dans tes bases de connaissances si les documents confirment : {claim}. Cite les "
         "phrases qui le confirment ou le contredisent, avec l’identifiant de leur document, et dis ce qu’elles "
         "n’établissent pas.",
     },
@@ -85,10 +86,9 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "fr": "non établi par les documents lus : {word}",
     },
     "check_profile_note": {
-        "en": "_The check was done by an agent with the profile {profile}, which sees only the claim and the "
-        "documents._",
-        "fr": "_La vérification a été faite par un agent de profil {profile}, qui ne voit que l’affirmation et les "
-        "documents._",
+        "en": "_The check was done by an agent of the checking profile, which sees only the claim and the documents._",
+        "fr": "_La vérification a été faite par un agent du profil de vérification, qui ne voit que l’affirmation "
+        "et les documents._",
     },
     # A long document read in parts (kb_read's from_char).
     "whole_handing": {
@@ -104,9 +104,9 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "document se lit partie après partie.",
     },
     "whole_instruction": {
-        "en": "Read in full the document of the knowledge base {kb} about: {words}. A long document comes in parts: "
+        "en": "Read in full the document of your knowledge base about: {words}. A long document comes in parts: "
         "go on with kb_read's from_char until its end, and report what each part says, with the document id.",
-        "fr": "Lis en entier le document de la base de connaissances {kb} sur : {words}. Un long document arrive "
+        "fr": "Lis en entier le document de ta base de connaissances sur : {words}. Un long document arrive "
         "par parties : continue avec le from_char de kb_read jusqu’à la fin, et rapporte ce que dit chaque "
         "partie, avec l’identifiant du document.",
     },

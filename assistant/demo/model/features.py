@@ -158,12 +158,12 @@ def _check(step: Any, question: str) -> ModelResponse | None:
     model = _agent_model(agents)
     claim = _claim(question)
     task = {
-        "instruction": step.say("check_instruction", kbs=", ".join(k[3:] for k in kbs), claim=claim),
+        "instruction": step.say("check_instruction", claim=claim),
         "model": model,
         "resources": kbs,
         "profile": profile,
     }
-    return _delegate(step, step.say("check_handing", profile=profile, model=model), [task])
+    return _delegate(step, step.say("check_handing", model=model), [task])
 
 
 def _claim(question: str) -> str:
@@ -184,7 +184,7 @@ def _whole(step: Any, words: list[str]) -> ModelResponse | None:
         model = _agent_model(agents)
         listed = ", ".join(words)
         tasks = [
-            {"instruction": step.say("whole_instruction", kb=kb[3:], words=listed), "model": model, "resources": [kb]}
+            {"instruction": step.say("whole_instruction", words=listed), "model": model, "resources": [kb]}
             for kb in kbs
         ]
         return _delegate(step, step.say("whole_handing", count=len(tasks), model=model), tasks)
@@ -324,7 +324,7 @@ def answer_notes(step: Any) -> list[str]:
     notes: list[str] = []
     calls, results = _agents_calls(messages), _delegations(messages)
     profiles = dict.fromkeys(str(t["profile"]) for tasks in calls for t in tasks if t.get("profile"))
-    notes += [step.say("check_profile_note", profile=p) for p in profiles]
+    notes += [step.say("check_profile_note")] if profiles else []
     if len(results) >= 2:
         relaunched = [a for a in results[1] if "agent" in a]
         for delegation in results[0]:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import assistant.demo.model.procedure as procedure
 from assistant.engine.catalogue import ModelInfo
+from assistant.engine.delegation import AGENTS_TOOL
 from assistant.engine.errors import ModelUnavailable
 from assistant.engine.models.base import Model
 from assistant.engine.tokens import estimate_tokens, prompt_tokens, request_tokens
@@ -15,6 +16,8 @@ from assistant.engine.types import (
     FinishPart,
     ModelRequest,
     ModelResponse,
+    Reasoning,
+    ReasoningPart,
     StreamPart,
     TextDelta,
     ToolCallPart,
@@ -51,6 +54,9 @@ class DemoModel(Model):
         response = self.respond(request)
         if self.latency:
             await asyncio.sleep(self.latency)
+        thought = self.reasoning(request, response)
+        if thought is not None:
+            yield ReasoningPart(thought)
         if response.text:
             pieces = re.findall(r"\S+\s*|\s+", response.text)
             for piece in pieces:
@@ -65,6 +71,15 @@ class DemoModel(Model):
         completion = estimate_tokens(response.text) + sum(estimate_tokens(c.arguments) for c in response.tool_calls)
         yield UsagePart(prompt_tokens=prompt, completion_tokens=completion, cached_prompt_tokens=min(cached, prompt))
         yield FinishPart("tool_calls" if response.tool_calls else "stop")
+
+    def reasoning(self, request: ModelRequest, response: ModelResponse) -> Reasoning | None:
+        """A reasoning model's summary of this round, as a provider gives one (the main model's only: an agent's
+        rounds say nothing of it): why it delegates, searches, or answers."""
+        if not self.info.reasons or request.reasoning_effort is None or procedure.is_agent(request):
+            return None
+        names = {c.name for c in response.tool_calls}
+        code = "thinking_agents" if AGENTS_TOOL in names else "thinking_tools" if names else "thinking_answer"
+        return Reasoning(format="demo", model=self.info.id, summary=(say(code, self.language(request)),))
 
     def respond(self, request: ModelRequest) -> ModelResponse:
         """The procedure's response to one request (no streaming, no pace)."""

@@ -160,7 +160,7 @@ def main(step: Step) -> ModelResponse:
             markers = (f" {DEMO_FAIL}" if DEMO_FAIL in question else "") + (f" {hang.group(0)}" if hang else "")
             tasks: list[dict[str, Any]] = [
                 {
-                    "instruction": step.say("instruction_kb", kb=kb[3:], words=listed) + markers,
+                    "instruction": step.say("instruction_kb", words=listed) + markers,
                     "model": model,
                     "resources": [kb],
                 }

@@ -21,6 +21,21 @@ LANGUAGES: tuple[Language, ...] = ("en", "fr")
 
 TEXTS: Mapping[str, Mapping[Language, str]] = {
     **FEATURE_TEXTS,  # the feature behaviours' (features.py)
+    # The main model's reasoning summary of a round (demo-large reasons), before that round's text or calls.
+    "thinking_agents": {
+        "en": "The question spans several resources: searching each through its own agent, in parallel, is faster "
+        "than one after the other. Each agent reports the facts with their document ids.",
+        "fr": "La question porte sur plusieurs ressources : les faire chercher chacune par son agent, en parallèle, "
+        "va plus vite que l’une après l’autre. Chaque agent rapporte les faits avec l’identifiant de leur document.",
+    },
+    "thinking_tools": {
+        "en": "Before answering I need what the documents say: I look it up with my tools first.",
+        "fr": "Avant de répondre, il me faut ce que disent les documents : je les cherche d’abord avec mes outils.",
+    },
+    "thinking_answer": {
+        "en": "I have what I need: I answer from what was read, citing each document.",
+        "fr": "J’ai ce qu’il me faut : je réponds à partir de ce qui a été lu, en citant chaque document.",
+    },
     # Said by the main model.
     "footer": {
         "en": "_Written by the offline demo model, which assembles what was read; no language model was used._",
@@ -45,9 +60,9 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
         "fr": "Je confie la recherche dans {count} ressource à un agent qui utilise {model}.",
     },
     "instruction_kb": {
-        "en": "Find in the knowledge base {kb} what the documents say about: {words}. "
+        "en": "Find in your knowledge base what the documents say about: {words}. "
         "Read the relevant documents and report the facts with their document ids.",
-        "fr": "Cherche dans la base de connaissances {kb} ce que disent les documents sur : {words}. "
+        "fr": "Cherche dans ta base de connaissances ce que disent les documents sur : {words}. "
         "Lis les documents pertinents et rapporte les faits avec l’identifiant de leur document.",
     },
     "instruction_connector": {

@@ -8,11 +8,21 @@ next requests of the same loop send it back in place, as a ``thinking`` chunk of
 message before its text. ``reasoning_effort`` is sent only to a model whose reasoning is adjustable (Magistral
 models always reason and take no such parameter). SDK errors become engine errors in
 ``_translated``.
+
+Mistral's API is stricter than OpenAI's about what it is sent (``mistral_messages``): a tool-call id must be 9
+letters or digits (an id Mistral did not generate — ours, an API client's, the demo's — is mapped to one, the same
+in every request of a conversation), a user message may not follow a tool message (it would be refused with
+``invalid_request_message_order``: it goes into that tool result's content), an assistant message needs text or
+tool calls, and a field it does not know is refused (422 ``extra_forbidden``): only its own fields are sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import re
+import string
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -49,6 +59,8 @@ from ..types import (
 )
 from .base import Model
 from .streaming import RetryPolicy, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after, retrying
+
+log = logging.getLogger(__name__)
 
 
 class MistralModel(Model):
@@ -93,7 +105,7 @@ class MistralModel(Model):
             with _translated():
                 stream = await self.provider.client.chat.stream_async(
                     model=self.api_model,
-                    messages=[_message(m, self.api_model) for m in request.messages],
+                    messages=mistral_messages(request.messages, self.api_model),
                     tools=tools or UNSET,
                     tool_choice=_tool_choice(request) if tools else None,
                     parallel_tool_calls=request.parallel_tool_calls if tools else None,
@@ -184,15 +196,94 @@ def _sampling(sampling: Sampling | None) -> dict[str, Any]:
     return given
 
 
-def _message(m: Message, model: str) -> models.ChatCompletionStreamRequestMessageTypedDict:
+TOOL_CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
+"""The only tool-call ids Mistral takes (it refuses any other with ``invalid_function_call``, code 3280)."""
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def mapped_call_id(original: str, salt: int = 0) -> str:
+    """9 letters or digits derived from ``original`` (a hash: the same id gives the same one in every request, so
+    the prompt's prefix stays cached and each tool result keeps its call); ``salt`` gives another one."""
+    seed = original if not salt else f"{original}\x00{salt}"
+    n = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
+    digits = []
+    for _ in range(9):
+        n, r = divmod(n, len(_ID_ALPHABET))
+        digits.append(_ID_ALPHABET[r])
+    return "".join(digits)
+
+
+class CallIds:
+    """The tool-call ids of one request as Mistral is sent them: its own (9 letters or digits) as they are, any
+    other mapped (``mapped_call_id``). Two ids never get the same one within the request: on a clash the later id
+    takes its next candidate, so an id's mapping depends only on the ids before it (a conversation's prefix keeps
+    its mapping as it grows)."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, str] = {}
+        self._taken: set[str] = set()
+
+    def __call__(self, original: str | None) -> str:
+        original = original or ""
+        sent = self._sent.get(original)
+        if sent is not None:
+            return sent
+        candidate = original if TOOL_CALL_ID.fullmatch(original) else mapped_call_id(original)
+        salt = 0
+        while candidate in self._taken:
+            salt += 1
+            candidate = mapped_call_id(original, salt)
+        self._taken.add(candidate)
+        self._sent[original] = candidate
+        return candidate
+
+
+def mistral_messages(
+    messages: tuple[Message, ...], model: str = ""
+) -> list[models.ChatCompletionStreamRequestMessageTypedDict]:
+    """The conversation as Mistral takes it (its message rules, see the module's docstring), for ``model`` (its name
+    at Mistral: the thinking it wrote goes back).
+
+    The engine already writes its notes to the model into the last tool result; a user (or system) message right
+    after a tool message that still comes (an API client's history) is appended to that tool result's content
+    rather than refused by Mistral, and logged. An assistant message with neither text, tool calls nor thinking is left
+    out.
+    """
+    ids = CallIds()
+    out: list[models.ChatCompletionStreamRequestMessageTypedDict] = []
+    last_tool: models.ToolMessageTypedDict | None = None  # the message just sent, when it is a tool result
+    for m in messages:
+        if m.role == "assistant" and not m.content and not m.tool_calls and not _thinking_of(m, model):
+            continue
+        if m.role in ("user", "system") and last_tool is not None:  # Mistral takes only these two after a tool
+            log.warning(
+                "a %s message right after a tool message: sent to Mistral in that tool result's content", m.role
+            )
+            before = last_tool["content"]
+            last_tool["content"] = f"{before}\n\n{m.content}" if before else m.content
+            continue
+        if m.role == "tool":
+            last_tool = _tool_message(m, ids)
+            out.append(last_tool)
+        else:
+            last_tool = None
+            out.append(_message(m, ids, model))
+    return out
+
+
+def _tool_message(m: Message, ids: CallIds) -> models.ToolMessageTypedDict:
+    return models.ToolMessageTypedDict(role="tool", content=m.content, tool_call_id=ids(m.tool_call_id), name=m.name)
+
+
+def _message(m: Message, ids: CallIds, model: str) -> models.ChatCompletionStreamRequestMessageTypedDict:
     """``m`` on Mistral's wire; an assistant turn's thinking goes back when ``model`` (its name at Mistral) had it."""
     if m.role == "system":
         return models.SystemMessageTypedDict(role="system", content=m.content)
     if m.role == "user":
         return models.UserMessageTypedDict(role="user", content=m.content)
     if m.role == "tool":
-        return models.ToolMessageTypedDict(role="tool", content=m.content, tool_call_id=m.tool_call_id, name=m.name)
-    thinking = [_thinking(r) for r in m.reasoning if r.format == "mistral" and r.model in ("", model)]
+        return _tool_message(m, ids)
+    thinking = _thinking_of(m, model)
     if thinking:
         text: list[models.ContentChunkTypedDict] = [{"type": "text", "text": m.content}] if m.content else []
         message = models.AssistantMessageTypedDict(role="assistant", content=[*thinking, *text])
@@ -200,10 +291,15 @@ def _message(m: Message, model: str) -> models.ChatCompletionStreamRequestMessag
         message = models.AssistantMessageTypedDict(role="assistant", content=m.content or None)
     if m.tool_calls:
         message["tool_calls"] = [
-            models.ToolCallTypedDict(id=c.id, type="function", function={"name": c.name, "arguments": c.arguments})
+            models.ToolCallTypedDict(id=ids(c.id), type="function", function={"name": c.name, "arguments": c.arguments})
             for c in m.tool_calls
         ]
     return message
+
+
+def _thinking_of(m: Message, model: str) -> list[models.ThinkChunkTypedDict]:
+    """The thinking of an assistant turn that goes back to ``model``: Mistral's, written by that model."""
+    return [_thinking(r) for r in m.reasoning if r.format == "mistral" and r.model in ("", model)]
 
 
 def _thinking(r: Reasoning) -> models.ThinkChunkTypedDict:

@@ -53,7 +53,9 @@ FRENCH_NAMES: dict[str, dict[str, str]] = {
     "contrats": {"name": "Contrats", "description": "Contrats et avenants signés avec les entreprises clientes."},
 }
 TABLE_TITLE = "Factures 2024 (export CSV du logiciel de facturation)"
-"""The table's document title, as its French export is named (a document's title is shown as written)."""
+TABLE_WORDS = {"en": {"title": "Invoices 2024 (CSV export of the billing software)"}}
+"""The table's document title, as its French export is named, and in English (Translated): the pages show the
+reader's; the tools give the title as written."""
 
 BASES: dict[str, tuple[str, str, list[tuple[str, str]]]] = {
     "factures": (
@@ -304,11 +306,20 @@ class Command(BaseCommand):
 def _add_table(kb: KnowledgeBase, path: Path) -> None:
     """The file as an upload of the base, once: saved, then extracted here (the file is ours, no child needed)."""
     if Document.objects.filter(knowledge_base=kb, filename=path.name).exists():
-        Document.objects.filter(knowledge_base=kb, filename=path.name, title=path.stem).update(title=TABLE_TITLE)
+        # Loaded before the table had its title (its file's name), then before its title had its English words.
+        Document.objects.filter(knowledge_base=kb, filename=path.name, title__in=[path.stem, TABLE_TITLE]).update(
+            title=TABLE_TITLE, translations=TABLE_WORDS
+        )
         return
     data = path.read_bytes()
     doc = Document(
-        knowledge_base=kb, title=TABLE_TITLE, text="", filename=path.name, size=len(data), status=Document.PROCESSING
+        knowledge_base=kb,
+        title=TABLE_TITLE,
+        translations=TABLE_WORDS,
+        text="",
+        filename=path.name,
+        size=len(data),
+        status=Document.PROCESSING,
     )
     doc.file.save(path.name, ContentFile(data), save=False)
     doc.save()
