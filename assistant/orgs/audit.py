@@ -116,6 +116,17 @@ NONE_MEANS: dict[str, Promise] = {
 }
 
 
+# A detail's coded values as the page words them.
+VALUE_WORDS: dict[str, dict[str, Promise]] = {
+    "limit_mode": {
+        "hard": _("hard cap"),
+        "alert": _("alert"),
+        "none": _("no limit"),
+        "default": _("the organisation's default"),
+    },
+}
+
+
 def _label(name: str) -> str:
     label = DETAIL_LABELS.get(name)
     return str(label) if label is not None else name.replace("_", " ")
@@ -125,6 +136,9 @@ def _value(name: str, value: Any) -> str:
     if value is None:
         meaning = NONE_MEANS.get(name)
         return str(meaning) if meaning is not None else "—"
+    words = VALUE_WORDS.get(name, {})
+    if isinstance(value, str) and value in words:
+        return str(words[value])
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "—"
     if isinstance(value, dict):

@@ -516,3 +516,38 @@ async def test_a_worker_s_run_rebuilds_its_spend_ledger_and_takes_the_intake_hol
     assert await SpendReservation.objects.filter(run=run).acount() == 1
     await start.ledger.settle(first, "demo-large", None, 0.0)
     assert await sync_to_async(spend.release_run)(run.pk) == 0.0 and not await SpendReservation.objects.aexists()
+
+
+def test_the_banner_says_whether_requests_are_refused_or_still_go_through(world: World) -> None:
+    member_limit(world, "10", "alert")
+    spent(world, eur=10.5)
+    with translation.override("en"):
+        alert = spend.banner_text(spend.state_for(world.demo, world.member.pk))
+    assert alert.startswith("You have spent 10.50 EUR of your monthly spend limit of 10.00 EUR (105 %). It is an alert")
+    member_limit(world, "10", "hard")
+    with translation.override("fr"):
+        hard = spend.banner_text(spend.state_for(world.demo, world.member.pk))
+    assert "vos demandes sont refusées jusqu’à sa remise à zéro le 1" in hard and "10,50 EUR" in hard
+
+
+def test_the_requests_csv_names_each_api_run_s_key(world: World) -> None:
+    key, _ = keys.create_key(world.demo, "zapier")
+    conversation = world.admin.conversations.create(organisation=world.demo, title="t")
+    Run.objects.create(
+        conversation=conversation, organisation=world.demo, user=world.admin, api_key=key, model="demo-large"
+    )
+    lines = signed_in("demo").get("/settings/usage.csv").content.decode().splitlines()
+    assert lines[0].startswith("started,run,user,api_key,category,")
+    assert lines[1].split(",")[3] == "zapier"
+
+
+def test_the_audit_log_words_a_spend_limit_change_in_the_reader_s_language(world: World) -> None:
+    admin = signed_in("demo")
+    membership = Membership.objects.get(organisation=world.demo, user=world.member)
+    prefix = f"m{membership.pk}"
+    admin.post(
+        f"/settings/members/{membership.pk}/limit", {f"{prefix}-limit_mode": "hard", f"{prefix}-monthly_eur": "7"}
+    )
+    admin.cookies["django_language"] = "fr"
+    page = html.unescape(admin.get("/settings/audit/").content.decode())
+    assert "a changé la limite de dépenses d’un membre" in page and "plafond strict" in page and "mia" in page

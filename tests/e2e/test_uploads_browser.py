@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
+from waiting import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "knowledge"))
 from knowledge_support import pdf_bomb
@@ -107,8 +108,12 @@ def test_a_long_document_s_page_shows_its_next_part_as_the_reader_scrolls(
     assert len(first) < PART_CHARS + 100  # the first part, and the link to the rest
     for parts in (2, 3):  # scrolled to the end of what is there, the next part comes
         page.locator(".document-more").scroll_into_view_if_needed()
-        page.wait_for_function(
-            f"document.querySelector('.document-text').textContent.length > {(parts - 1) * PART_CHARS + 1_000}"
+        wait_until(
+            lambda parts=parts: (
+                page.evaluate("document.querySelector('.document-text').textContent.length")
+                > (parts - 1) * PART_CHARS + 1_000
+            ),
+            f"part {parts} of the text",
         )
     expect(page.locator(".document-more")).to_have_count(0, timeout=30_000)
     whole = page.evaluate("document.querySelector('.document-text').textContent")
