@@ -338,7 +338,8 @@ def timeline_of(
             entry = ("thinking", ThinkingView.of(event, str(step.seq)))
         if entry is None:
             continue
-        if not blocks or blocks[-1].offset != offset:
+        # What happens after nothing but the blank line the next round starts with joins the block before it.
+        if not blocks or (blocks[-1].offset != offset and answer[blocks[-1].offset : offset].strip()):
             blocks.append(WorkBlock(index=len(blocks), offset=offset))
         blocks[-1].entries.append(entry)
     items: list[TextPiece | WorkBlock] = []
