@@ -6,7 +6,8 @@ queue delivers twice is executed once), then, while the run goes on, ``Watch`` d
 - it reads the shared ``Run.stop_requested`` flag every ``STOP_POLL_SECONDS`` (the flags of every run the process
   executes in one query: ``_Poller``);
 - it listens on the run's channel-layer group ``stop_<hex>``, where ``broadcast_stop`` sends Stop
-  from whichever process received it (a web server, the API): the run hears it at once;
+  from whichever process received it (a web server, the API): the run hears it at once; a stop whose cause names
+  an agent (``Cause.agent_id``) stops that agent alone (``CancelToken.stop_agent``), its run going on;
 - it renews the lease every ``RUNS_HEARTBEAT_SECONDS`` (with the others', in one statement).
 
 Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
@@ -156,7 +157,17 @@ class Watch:
                 await asyncio.sleep(STOP_POLL_SECONDS)
                 continue
             if message.get("type") == "run.stop":
-                self.token.cancel(_stop_cause(message.get("cause")))
+                _stop(self.token, _stop_cause(message.get("cause")))
+
+
+def _stop(token: CancelToken, cause: Cause) -> bool:
+    """Stop the run, or the one agent of it that ``cause`` names (``agent_id``); whether something was stopped."""
+    if cause.agent_id is not None:
+        return token.stop_agent(cause.agent_id, cause)
+    if token.cancelled:
+        return False
+    token.cancel(cause)
+    return True
 
 
 def _stop_cause(data: object) -> Cause:
@@ -222,7 +233,7 @@ class _Poller:
 
 def stop_here(run_id: uuid.UUID | None, cause: Cause) -> int:
     """Stop at once, with ``cause``, the run this event loop executes (its watch is open), or every one (``run_id``
-    None); how many were stopped."""
+    None); how many were stopped. A cause naming an agent (``agent_id``) stops that agent of the run alone."""
     try:
         poller = _Poller._by_loop.get(asyncio.get_running_loop())
     except RuntimeError:
@@ -230,10 +241,7 @@ def stop_here(run_id: uuid.UUID | None, cause: Cause) -> int:
     if poller is None:
         return 0
     watches = list(poller.watches.values()) if run_id is None else [poller.watches.get(run_id)]
-    tokens = [w.token for w in watches if w is not None and not w.token.cancelled]
-    for token in tokens:
-        token.cancel(cause)
-    return len(tokens)
+    return sum(_stop(w.token, cause) for w in watches if w is not None)
 
 
 def executes_here(run_id: uuid.UUID) -> bool:
