@@ -39,7 +39,7 @@ from assistant.orgs.services import policy_for
 from assistant.orgs.signin import client_address
 from assistant.runs import client_turns, execution, intake
 from assistant.runs.follow import RunFollower
-from assistant.runs.models import Run
+from assistant.runs.models import Run, Step
 from assistant.runs.start import RunStart
 from assistant.runs.steps import events_of
 
@@ -48,6 +48,7 @@ from .errors import CODES, ApiError, error_body, error_response, refusal_error, 
 from .middleware import request_id
 from .schemas import (
     STREAM_SCHEMAS,
+    AgentOut,
     ChatCompletion,
     ChatCompletionRequest,
     Choice,
@@ -693,6 +694,44 @@ async def cancel_run(request: HttpRequest, run_id: str) -> RunOut:
     run = await sync_to_async(_run_of)(key, run_id)
     await execution.request_stop(run.pk)
     return await sync_to_async(lambda: _run_out(Run.objects.get(pk=run.pk)))()
+
+
+AGENT_STOP_WAIT_SECONDS = 2.0
+"""How long the cancel of one agent waits for it to end (it does within 250 ms) before it answers with the agent as
+it stands."""
+
+
+def _agent_out(run: Run, agent_id: str) -> AgentOut:
+    """One agent of the run as ``GET /v1/runs/{id}`` gives it (its figures so far while it works), or 404."""
+    agent = built_from(events_of(run.steps.all())).agent(agent_id)
+    if agent is None:
+        raise ApiError(404, "agent_not_found", f"No agent '{agent_id[:100]}' in this run.", param="agent_id")
+    if agent.status == "running" and not run.is_running:  # its run ended without it (its process died)
+        agent.status, agent.reason_code = "error", "run_ended"
+    return agent
+
+
+@api.post(
+    "/runs/{run_id}/agents/{agent_id}/cancel",
+    response={200: AgentOut, **errors_schema(401, 404, 429)},
+    summary="Stop one agent of a run, alone: its siblings and the run go on",
+)
+async def cancel_agent(request: HttpRequest, run_id: str, agent_id: str) -> AgentOut:
+    """The agent (the id the stream's `agent_started` event and `GET /v1/runs/{id}` give) stops as Stop stops it, at
+    once, with what it had found (`status` `stopped`, `reason_code` `stopped_by_user`); the main model is told that
+    the user stopped it. Answers with the agent once it has ended (as it stands when it had already ended)."""
+    key = _key(request)
+    run = await sync_to_async(_run_of)(key, run_id)
+    agent = await sync_to_async(_agent_out)(run, agent_id)
+    if agent.status != "running":
+        return agent
+    await execution.request_agent_stop(run.pk, agent_id)
+    deadline = asyncio.get_running_loop().time() + AGENT_STOP_WAIT_SECONDS
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+        if await Step.objects.filter(run_id=run.pk, kind="agent_finished", agent_id=agent_id).aexists():
+            break
+    return await sync_to_async(lambda: _agent_out(Run.objects.get(pk=run.pk), agent_id))()
 
 
 __all__ = ["ErrorOut", "api"]

@@ -70,6 +70,7 @@ CODES: Final[dict[str, tuple[int, str]]] = {
     "document_not_found": (404, "a `doc:<slug>/<id>` not in that base, or in no base of the organisation"),
     "connector_not_found": (404, "an unknown or disabled connector (another organisation's is unknown)"),
     "run_not_found": (404, "an unknown run, or one this key may not see"),
+    "agent_not_found": (404, "an agent id the run never started (`POST /v1/runs/{id}/agents/{agent_id}/cancel`)"),
     "not_found": (404, "no such endpoint"),
     "method_not_allowed": (405, "a method the endpoint does not take (`Allow` lists those it does)"),
     "body_too_large": (413, "a body over `MAX_REQUEST_BODY_MB`"),

@@ -512,13 +512,27 @@ AGENT_REASON_CODE_DESCRIPTION = (
 )
 
 
+class BudgetLeftOut(BaseModel):
+    """What a working agent had left as its latest round started (the `Budget left:` line its model read)."""
+
+    round: int = Field(description="The round that was starting.")
+    rounds: int = Field(description="Rounds left, that round included.")
+    tokens: int = Field(description="Tokens left of its token budget.")
+    seconds: int = Field(description="Whole seconds left of its time budget.")
+
+
 class AgentOut(BaseModel):
     id: str = Field(description="The agent's id, the same in the stream's events.")
     instruction: str
     model: str
     profile: str | None = None
     resources: list[str]
-    max_rounds: int
+    max_rounds: int = Field(description="Its round budget: the level's, or fewer if the main model asked fewer.")
+    rounds_asked: int | None = Field(
+        default=None,
+        description="The rounds the main model asked for it when more than the level allows (it got `max_rounds`, "
+        "the level's budget); null otherwise.",
+    )
     status: Literal["running", "ok", "interrupted", "stopped", "error"] = "running"
     reason: str = ""
     reason_code: str | None = Field(default=None, description=AGENT_REASON_CODE_DESCRIPTION)
@@ -535,6 +549,9 @@ class AgentOut(BaseModel):
         default=None, description="The most it can cost within its round budget, worked out before it launched."
     )
     usage: UsageOut | None = Field(default=None, description="Its tokens so far while it runs, then in all.")
+    budget_left: BudgetLeftOut | None = Field(
+        default=None, description="While it works: what it had left as its latest round started; null once it ended."
+    )
     report: str = ""
     sources: list[SourceOut] = Field(default_factory=list)
     forced_landing: bool = False

@@ -37,6 +37,7 @@ from .schemas import (
     ActionOut,
     AgentOut,
     AgentStep,
+    BudgetLeftOut,
     DelegationOut,
     ModelCallFailedStep,
     ModelUsageOut,
@@ -132,7 +133,12 @@ class TraceBuilder:
             if agent_id is not None:
                 self._agent_rounds[agent_id] = e.round
                 if agent_id in self._agents:
-                    self._agents[agent_id].rounds = e.round
+                    agent = self._agents[agent_id]
+                    agent.rounds = e.round
+                    if e.rounds_left is not None and e.tokens_left is not None and e.seconds_left is not None:
+                        agent.budget_left = BudgetLeftOut(
+                            round=e.round, rounds=e.rounds_left, tokens=e.tokens_left, seconds=e.seconds_left
+                        )
             else:
                 self._round = e.round
                 self.trace.rounds.append(RoundOut(round=e.round, model=e.model, forced=e.forced))
@@ -166,6 +172,7 @@ class TraceBuilder:
                 profile=e.profile,
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
+                rounds_asked=e.rounds_asked,
                 estimate_eur=e.estimate_eur,
                 estimate_max_eur=e.estimate_max_eur,
             )
@@ -204,6 +211,7 @@ class TraceBuilder:
             agent.report = e.report
             agent.sources = _sources(e.sources)
             agent.forced_landing = e.forced_landing
+            agent.budget_left = None
             self._keep(agent.sources)
             return StreamEvent(type="agent_finished", agent_id=e.agent_id, agent=agent)
         return None
@@ -283,6 +291,10 @@ class TraceBuilder:
     def _keep(self, sources: list[SourceOut]) -> None:
         for s in sources:
             self._sources.setdefault(s.id, s)
+
+    def agent(self, agent_id: str) -> AgentOut | None:
+        """One agent as its steps so far give it (None: the run started none by that id)."""
+        return self._agents.get(agent_id)
 
     @property
     def reasoning_content(self) -> str | None:

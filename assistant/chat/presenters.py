@@ -111,6 +111,20 @@ class AgentView:
     """Each of its rounds with the actions of that round, in order (the agent panel)."""
     line_html: SafeString | None = None
     """Its delegation line as rendered already for this state (``chat.live``), which the work block then reuses."""
+    rounds_asked: int | None = None
+    """The rounds the main model asked for it when more than its level allows (it got ``max_rounds``)."""
+    left: RoundStarted | None = None
+    """Its latest round's start: what it had left then (its rounds, tokens and seconds), shown while it works."""
+
+    @property
+    def tokens(self) -> int:
+        """Its tokens so far while it works (from its usage steps, as the API's ``agent.usage``), then in all."""
+        return self.usage.total_tokens
+
+    @property
+    def budget_left(self) -> RoundStarted | None:
+        """What it had left as its latest round started, while it works and its steps say so."""
+        return self.left if self.running and self.left is not None and self.left.rounds_left is not None else None
 
     @property
     def running(self) -> bool:
@@ -249,6 +263,7 @@ def agents_of(
     (slug to name) words the knowledge bases an agent received.
     """
     agents: dict[str, AgentView] = {}
+    so_far: dict[str, RunUsage] = {}  # each working agent's usage, from its usage steps
     for e in events:
         if isinstance(e, AgentStarted):
             titles = document_titles(e.documents, base_names or {})
@@ -259,6 +274,7 @@ def agents_of(
                 model_label=model_label(e.model_label),
                 resources=list(e.resources),
                 max_rounds=e.max_rounds,
+                rounds_asked=e.rounds_asked,
                 profile=profile_name(e.profile, base_names or {}),
                 estimate_eur=e.estimate_eur,
                 estimate_max_eur=e.estimate_max_eur,
@@ -278,12 +294,16 @@ def agents_of(
                 agent.log_action(failed)
             elif isinstance(e, RoundStarted):
                 agent.rounds = e.round
+                agent.left = e
                 agent.rounds_log.append(RoundView(number=e.round, forced=e.forced))
             elif isinstance(e, ReasoningEvent):
                 agent.log_thinking(e)
             elif isinstance(e, UsageEvent) and agent.running:
-                agent.cost_eur += e.cost_eur  # what it has cost so far, shown while it works
-                agent.estimated_eur += e.estimated_eur
+                # What it has cost and used so far, shown while it works: the figures the API gives.
+                live = so_far.setdefault(e.agent_id, RunUsage())
+                live.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated, estimated_eur=e.estimated_eur)
+                agent.cost_eur, agent.usage = live.cost_eur, live.as_data()
+                agent.estimated_eur = live.estimated_eur
             elif isinstance(e, AgentFinished):
                 agent.status = e.status
                 agent.cause = e.cause

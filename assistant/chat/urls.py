@@ -19,6 +19,7 @@ urlpatterns = [
     path("documents/<int:pk>/part", sources.document_part, name="source_document_part"),
     path("documents/<int:pk>/download", sources.download, name="source_download"),
     path("runs/<uuid:run_id>/stop", views.stop, name="stop"),
+    path("runs/<uuid:run_id>/agents/<str:agent_id>/stop", views.agent_stop, name="agent_stop"),
     path("c/<int:pk>/runs/<uuid:run_id>/delegation", views.delegation_answer, name="delegation_answer"),
     path("c/<int:pk>/runs/<uuid:run_id>/agents/<str:agent_id>/", panels.agent_panel, name="agent_panel"),
 ]

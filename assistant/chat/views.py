@@ -368,6 +368,25 @@ async def delegation_answer(request: AuthenticatedHttpRequest, pk: int, run_id: 
     return redirect("conversation", pk=run.conversation_id)
 
 
+@login_required
+@require_POST
+async def agent_stop(request: AuthenticatedHttpRequest, run_id: uuid.UUID, agent_id: str) -> HttpResponseBase:
+    """Stop one agent of the user's own run, alone: its siblings and the run go on (404 for anyone else's run, and
+    for an agent the run never started). An agent that has ended is left as it is."""
+    user = await request.auser()
+    org = await sync_to_async(organisation_of)(user)
+    run = await Run.objects.filter(pk=run_id, organisation=org, user=user, conversation__deleted__isnull=True).afirst()
+    if run is None or not await run.steps.filter(kind="agent_started", agent_id=agent_id).aexists():
+        return HttpResponse("Not found", status=404)
+    if run.is_running:
+        await execution.request_agent_stop(run.pk, agent_id)
+    if request.htmx:
+        # The button becomes "Stopping…"; the stopped agent itself arrives through the websocket.
+        context = {"view": {"run": run}, "agent": {"agent_id": agent_id, "running": True}, "stopping": True}
+        return await sync_to_async(render)(request, "chat/_agent_stop.html", context)
+    return redirect("conversation", pk=run.conversation_id)
+
+
 TITLE_MAX_LENGTH = 200
 
 

@@ -136,6 +136,7 @@ class _AgentLoop:
         self.extra_rounds = 0  # rounds granted past the budget: one to correct a result, one to relaunch a landing
         self.corrected = self.relaunched = self.forced = False
         self.landing: Cause | None = None  # why the forced landing, once it is decided
+        self.cancel = ctx.cancel  # its own token once it runs (``CancelToken.agent``): the user may stop it alone
 
     def _system_prompt(self) -> str:
         profile = self.task.profile
@@ -144,6 +145,14 @@ class _AgentLoop:
         return AGENT_SYSTEM_PROMPT + f"\n\nProfile «{profile.name}»:\n{profile.instructions.strip()}"
 
     async def run(self) -> AgentOutcome:
+        # Its own token before anything says it started: a stop for it, from then on, finds it.
+        self.cancel = self.ctx.cancel.agent(self.agent_id)
+        try:
+            return await self._run()
+        finally:
+            self.ctx.cancel.release(self.agent_id)
+
+    async def _run(self) -> AgentOutcome:
         ctx, info = self.ctx, self.info
         spec_tokens = prompt_tokens(ModelRequest(messages=(), tools=self.specs))  # the same every round
         await ctx.emit(
@@ -164,7 +173,7 @@ class _AgentLoop:
         )
         try:
             while True:
-                ctx.cancel.check(self.usage)
+                self.cancel.check(self.usage)
                 if self.extra_rounds:
                     self.extra_rounds -= 1
                 else:
@@ -186,9 +195,16 @@ class _AgentLoop:
                     reasoning_effort=self.effort,
                     language=ctx.language,
                 )
+                left = self.counter.left()
                 await ctx.emit(
                     RoundStarted(
-                        agent_id=self.agent_id, round=self.counter.rounds + 1, model=info.id, forced=self.forced
+                        agent_id=self.agent_id,
+                        round=self.counter.rounds + 1,
+                        model=info.id,
+                        forced=self.forced,
+                        rounds_left=left.rounds,
+                        tokens_left=left.tokens,
+                        seconds_left=left.seconds,
                     )
                 )
                 response = await self._call_model(request)
@@ -232,6 +248,7 @@ class _AgentLoop:
                 timeout=self.counter.call_timeout(),
                 usage=self.usage,
                 on_reasoning=self._on_reasoning,
+                cancel=self.cancel,
             )
         except (ModelError, RunStopped):
             self.counter.after_call(None, time.monotonic() - started)
@@ -264,7 +281,7 @@ class _AgentLoop:
         if not others:
             self.messages.append(Message.user("Call a tool: search or read, or submit_result to finish."))
             return None
-        self.ctx.cancel.check(self.usage)  # no tool starts after Stop
+        self.cancel.check(self.usage)  # no tool starts after Stop
         failure = await self._run_calls(others)
         if failure is None:
             return None
@@ -304,9 +321,7 @@ class _AgentLoop:
         """Run the round's tool calls concurrently; the failure that ends this agent (not the run), if a tool fails
         unexpectedly (the round's other calls are cancelled). Stop ends each call, stopped."""
         try:
-            runs = await run_round(
-                [run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT, self.ctx.cancel) for c in calls]
-            )
+            runs = await run_round([run_tool_call(self.tools, c, NOT_AVAILABLE_TO_AGENT, self.cancel) for c in calls])
         except ToolFailed as e:
             return e
         for run in runs:

@@ -6,6 +6,10 @@ flag); whoever sees it calls ``cancel`` with its cause, one of ``causes.STOP_COD
 crossed), ``server_shutdown`` (the worker executing the run was told to shut down)... Every model call in flight
 ends at once (``RunContext.call_model`` raises ``RunStopped``); a round's tool calls are stopped (``run_round``,
 ``tools.run_tool_call``); agents and the main loop check the token before each round (``check``).
+
+Each agent has a token of its own (``agent``): cancelled with its run's, or alone (``stop_agent``, with the cause
+``stopped_by_user`` naming the agent: the user stopped that agent while its run goes on). An agent's calls and tools
+wait on its own token, so a stop reaches them at once either way.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class CancelToken:
         self.cause: Cause | None = None
         self.cancelled_at: float | None = None
         """When it was cancelled (``time.monotonic()``): the Stop-to-end latency is measured from it."""
+        self._agents: dict[str, CancelToken] = {}
 
     @property
     def cancelled(self) -> bool:
@@ -47,6 +52,7 @@ class CancelToken:
             raise RunStopped(self.stop_cause, usage)
 
     def cancel(self, cause: Cause = STOPPED_BY_USER) -> None:
+        """Stop the run (or the agent) with ``cause``: every agent's token too (``agent``)."""
         if not cause.is_stop:
             raise ValueError(f"{cause.code!r} is not a cause a run is stopped with")
         if not self._cancelled:
@@ -56,6 +62,30 @@ class CancelToken:
             for waiter in self._waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+            for token in self._agents.values():
+                token.cancel(cause)
+
+    def agent(self, agent_id: str) -> CancelToken:
+        """The token of one agent of this run (until ``release``): cancelled with the run, or alone by
+        ``stop_agent``."""
+        token = CancelToken()
+        if self.cause is not None:
+            token.cancel(self.cause)
+        self._agents[agent_id] = token
+        return token
+
+    def release(self, agent_id: str) -> None:
+        """The agent has ended: a stop for it finds nothing to stop."""
+        self._agents.pop(agent_id, None)
+
+    def stop_agent(self, agent_id: str, cause: Cause | None = None) -> bool:
+        """Stop one working agent of this run, alone (``cause``: the user's Stop naming it, by default), while the
+        run goes on; False when no such agent is working."""
+        token = self._agents.get(agent_id)
+        if token is None or token.cancelled:
+            return False
+        token.cancel(cause or Cause(code="stopped_by_user", agent_id=agent_id))
+        return True
 
     async def race(self, work: asyncio.Future[Any], timeout: float | None = None) -> None:
         """Wait until ``work`` is done, the token cancelled or ``timeout`` seconds passed, whichever comes first.

@@ -100,6 +100,13 @@ class RoundStarted(_Event):
     round: int
     model: Name
     forced: bool = False
+    rounds_left: int | None = None
+    """What was left as the round started, this round included (None: a step saved before it was said): an agent's
+    rounds, the main loop's rounds with tools."""
+    tokens_left: int | None = None
+    """An agent's tokens left as the round started (None for the main loop, which has no token budget)."""
+    seconds_left: int | None = None
+    """Whole seconds left as the round started: an agent's time budget, the main loop's request time."""
 
 
 class TextDeltaEvent(_Event):

@@ -154,17 +154,18 @@ class _MainLoop:
         left (every request after the first), then, on the round past the limit, its notice."""
         if not specs:
             return ""
-        parts = []
-        if self.rounds > 1:
-            left = BudgetLeft(
-                rounds=max(0, self.plan.main_rounds - self.rounds + 1),
-                tokens=None,
-                seconds=max(0, int(self.ctx.seconds_left)),
-            )
-            parts.append(left.main_line())
+        parts = [self._left().main_line()] if self.rounds > 1 else []
         if last:
             parts.append(ROUND_LIMIT_NOTICE)
         return " ".join(parts)
+
+    def _left(self) -> BudgetLeft:
+        """What the main loop has left as its round starts: its rounds with tools (this one included), the seconds."""
+        return BudgetLeft(
+            rounds=max(0, self.plan.main_rounds - self.rounds + 1),
+            tokens=None,
+            seconds=max(0, int(self.ctx.seconds_left)),
+        )
 
     def round_request(self, specs: tuple[ToolSpec, ...], *, last: bool, note: str = "") -> ModelRequest:
         """This round's request, its history fitted to the window (with room for ``note``, then appended to its last
@@ -198,7 +199,16 @@ class _MainLoop:
                 self.rounds += 1
                 last = self.rounds > self.plan.main_rounds or not specs
                 request = self.round_request(specs, last=last, note=self._note(last, specs))
-                await ctx.emit(RoundStarted(round=self.rounds, model=self.info.id, forced=last and bool(specs)))
+                left = self._left()
+                await ctx.emit(
+                    RoundStarted(
+                        round=self.rounds,
+                        model=self.info.id,
+                        forced=last and bool(specs),
+                        rounds_left=left.rounds,
+                        seconds_left=left.seconds,
+                    )
+                )
                 if self.text and not self.text.endswith("\n"):
                     await self._on_text("\n\n")
                 response = await ctx.call_model(

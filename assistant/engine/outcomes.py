@@ -29,6 +29,10 @@ NOTE_FOR_PARTIAL = (
     "This agent did not finish: its report is partial. Do not fill the gaps yourself; say what is missing, "
     "or relaunch an agent with a more precise instruction."
 )
+NOTE_FOR_STOPPED_ALONE = (
+    "The user stopped this agent ({agent}) while it worked: use what it had found, say what is missing, and do not "
+    "launch an agent again for the same instruction."
+)
 
 
 class AgentReport(BaseModel):
@@ -128,7 +132,8 @@ class AgentOutcome:
                 data["cause"] = self.cause.model_dump(exclude_none=True)
             data["partial_report"] = self.partial_report
             data["tools_run"] = self.tools_run
-            data["note"] = NOTE_FOR_PARTIAL
+            stopped_alone = self.cause is not None and self.cause.agent_id is not None
+            data["note"] = NOTE_FOR_STOPPED_ALONE.format(agent=self.agent_id) if stopped_alone else NOTE_FOR_PARTIAL
         return data
 
 

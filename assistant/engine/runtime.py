@@ -87,6 +87,7 @@ class RunContext:
         on_text: Callable[[str], Awaitable[None]] | None = None,
         on_reasoning: Callable[[Reasoning], Awaitable[None]] | None = None,
         usage: RunUsage | None = None,
+        cancel: CancelToken | None = None,
     ) -> ModelResponse:
         """One model call: reserve, stream, count usage once (into the run and ``usage``), settle.
 
@@ -106,9 +107,11 @@ class RunContext:
 
         ``on_text`` hears each piece of text as it arrives; ``on_reasoning`` each reasoning of the turn as it
         completes, once (a later version of the same one, e.g. Mistral's signature coming after, only replaces it in
-        the response).
+        the response). ``cancel``: the token that stops this call, an agent's own (``CancelToken.agent``: its run's
+        Stop cancels it too); the run's by default.
         """
-        self.cancel.check(usage or self.usage)  # nothing is spent after Stop
+        token = cancel or self.cancel
+        token.check(usage or self.usage)  # nothing is spent after Stop
         info = self.catalogue[model_id]
         model = self.models(model_id)
         cap = request.max_output_tokens or info.output_cap
@@ -119,9 +122,9 @@ class RunContext:
             except BudgetExceeded as e:
                 self.cancel.cancel(stop_cause(e))
                 raise RunStopped(self.cancel.stop_cause, usage or self.usage) from e
-            if self.cancel.cancelled:  # Stop came while the reservation was being made: the call is not made
+            if token.cancelled:  # Stop came while the reservation was being made: the call is not made
                 await self.ledger.settle(reservation, model_id, None, 0.0)
-                self.cancel.check(usage or self.usage)
+                token.check(usage or self.usage)
         response = ModelResponse()
         started = time.monotonic()
         # Retries wait no longer than the call may last, nor past the run's time.
@@ -141,8 +144,8 @@ class RunContext:
                             await on_reasoning(part.reasoning)
 
         task = asyncio.ensure_future(consume())
-        await self.cancel.race(task, timeout)
-        timed_out = not task.done() and not self.cancel.cancelled
+        await token.race(task, timeout)
+        timed_out = not task.done() and not token.cancelled
         aborted = not task.done()
         if aborted:
             await _abort(task)
@@ -201,7 +204,7 @@ class RunContext:
                     seconds=seconds,
                     state=state,
                 )
-            raise RunStopped(self.cancel.stop_cause, usage or self.usage, response.text)
+            raise RunStopped(token.stop_cause, usage or self.usage, response.text)
         await self._account(
             model_id,
             _with_cut_attempts(response.usage or _estimate(request, response), request, response),

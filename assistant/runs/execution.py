@@ -145,6 +145,14 @@ async def request_stop(run_id: uuid.UUID) -> bool:
     return bool(updated)
 
 
+async def request_agent_stop(run_id: uuid.UUID, agent_id: str) -> None:
+    """Stop one agent of a run, alone, wherever the run executes: at once if here, else through the broadcast the
+    process executing it listens to (``leases.Watch``). An agent that has ended is left as it is."""
+    cause = Cause(code="stopped_by_user", agent_id=agent_id)
+    if not leases.stop_here(run_id, cause):
+        await leases.broadcast_stop(run_id, cause)
+
+
 def stop_all(cause: Cause) -> int:
     """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
     runs with ``server_shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every

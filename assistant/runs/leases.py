@@ -7,7 +7,8 @@ queue delivers twice is executed once), then, while the run goes on, ``Watch`` d
   executes in one query: ``_Poller``), and with it ``Run.delegation_answer``, the user's answer to a question the run
   asked (``ask``: a delegation over its cap), which ``broadcast_answer`` also sends to the same group;
 - it listens on the run's channel-layer group ``stop_<hex>``, where ``broadcast_stop`` sends Stop
-  from whichever process received it (a web server, the API): the run hears it at once;
+  from whichever process received it (a web server, the API): the run hears it at once; a stop whose cause names
+  an agent (``Cause.agent_id``) stops that agent alone (``CancelToken.stop_agent``), its run going on;
 - it renews the lease every ``RUNS_HEARTBEAT_SECONDS`` (with the others', in one statement).
 
 Both Stop paths feed the engine's ``CancelToken``: the flag catches a broadcast sent before the run
@@ -187,9 +188,19 @@ class Watch:
                 await asyncio.sleep(STOP_POLL_SECONDS)
                 continue
             if message.get("type") == "run.stop":
-                self.token.cancel(_stop_cause(message.get("cause")))
+                _stop(self.token, _stop_cause(message.get("cause")))
             elif message.get("type") == "run.answer":
                 self.answered(message.get("question"), message.get("launch"))
+
+
+def _stop(token: CancelToken, cause: Cause) -> bool:
+    """Stop the run, or the one agent of it that ``cause`` names (``agent_id``); whether something was stopped."""
+    if cause.agent_id is not None:
+        return token.stop_agent(cause.agent_id, cause)
+    if token.cancelled:
+        return False
+    token.cancel(cause)
+    return True
 
 
 def _stop_cause(data: object) -> Cause:
@@ -255,7 +266,7 @@ class _Poller:
 
 def stop_here(run_id: uuid.UUID | None, cause: Cause) -> int:
     """Stop at once, with ``cause``, the run this event loop executes (its watch is open), or every one (``run_id``
-    None); how many were stopped."""
+    None); how many were stopped. A cause naming an agent (``agent_id``) stops that agent of the run alone."""
     try:
         poller = _Poller._by_loop.get(asyncio.get_running_loop())
     except RuntimeError:
@@ -263,10 +274,7 @@ def stop_here(run_id: uuid.UUID | None, cause: Cause) -> int:
     if poller is None:
         return 0
     watches = list(poller.watches.values()) if run_id is None else [poller.watches.get(run_id)]
-    tokens = [w.token for w in watches if w is not None and not w.token.cancelled]
-    for token in tokens:
-        token.cancel(cause)
-    return len(tokens)
+    return sum(_stop(w.token, cause) for w in watches if w is not None)
 
 
 def answer_here(run_id: uuid.UUID, question: str, launch: bool) -> bool:

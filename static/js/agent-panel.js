@@ -7,7 +7,7 @@
 //   bare page, or do nothing.
 // - Each time the websocket opens, the page sends the runs it shows as running: the server answers from each
 //   run's lease whether it still lives (a dead one comes back failed, without its spinners and Stop).
-// - Stop is an HTTP post: when the server cannot be reached, the Stop form says so in place.
+// - Stop (and "Stop this agent") is an HTTP post: when the server cannot be reached, its form says so in place.
 (function () {
   "use strict";
 
@@ -86,7 +86,7 @@
   // Captured before the page's banner handler: its words are about a message kept, these about Stop.
   function stopFailed(event) {
     var elt = event.detail && event.detail.elt;
-    var form = elt && elt.closest ? elt.closest(".stop-form") : null;
+    var form = elt && elt.closest ? elt.closest(".stop-form, .agent-stop") : null;
     if (!form) return;
     event.stopPropagation();
     var note = form.querySelector(".stop-error");

@@ -303,9 +303,7 @@ def test_a_page_following_a_run_whose_process_died_shows_the_reapers_reason(demo
     saved = len(_agent_steps(run, None))  # its agent started and searched, saved
     following = live.LiveRun.load(run.pk.hex, run.conversation_id, "en")
     assert following is not None and following.seq == saved
-    lost = AgentAction(
-        agent_id="agent-1", action=Action(tool="kb_search", kind="search", label="never saved", ok=True)
-    )
+    lost = AgentAction(agent_id="agent-1", action=Action(tool="kb_search", kind="search", label="never saved", ok=True))
     message = {"type": "run.event", "run": run.pk.hex, "seq": saved + 1, "event": save_event(lost), "t": 0.0}
     assert following.apply(message)  # heard live, then the process was killed before its write
     leases.abandon(Run.objects.get(pk=run.pk), leases.DIED, timezone.now())

@@ -251,6 +251,9 @@ def test_four_working_agents_read_at_a_glance_and_fit_a_laptop_screen(page: Page
         page.evaluate("""() => { const list = document.querySelector('.conversations');
           const item = list.querySelector('li') || Object.assign(document.createElement('li'), {textContent: 'A talk'});
           for (let i = 0; i < 80; i++) list.append(item.cloneNode(true)); }""")
+        # ... its background the whole page's height still.
+        heights = page.evaluate("['#sidebar', '#chat-layout'].map(s => document.querySelector(s).offsetHeight)")
+        assert heights[0] == heights[1], heights
         # A laptop screen shows the run's first sentence, the four lines and the working line above the composer.
         # (a live push may still be laying the page out: looked at again until it has settled, 10 s at most)
         for _ in range(50):

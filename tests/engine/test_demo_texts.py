@@ -135,3 +135,16 @@ def test_the_demo_calls_the_clients_tool_when_its_tool_choice_asks() -> None:
         assert call.parsed_arguments() == {"invoice": "Remind Bimbamjob of F-2024-077.", "days": 0}
     answered = ModelRequest(messages=(Message.system("s"), question), tools=(remind,))  # auto: it answers
     assert not model.respond(answered).tool_calls
+
+
+def test_a_table_s_listing_line_is_never_quoted_from_its_document() -> None:
+    """A table's document starts with the product's line for the models ("Table factures: 20 rows; columns: …", in
+    English): the demo quotes the document's rows, never that line, in an answer in either language."""
+    from assistant.demo.model.words import extract
+
+    doc = {
+        "text": "Table factures: 20 rows; columns: client (VARCHAR), montant (DOUBLE).\nBimbamjob | F-2024-031 | 18400.0"
+    }
+    for words in (["factures"], ["Bimbamjob"], ["absent"]):
+        quoted = extract(doc, words)
+        assert quoted and not any(s.startswith("Table ") for s in quoted), quoted

@@ -236,6 +236,38 @@ async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
     assert frames[-1].count('data-status="stopped"') == 3 and "stopped on request" in frames[-1]
 
 
+async def test_stop_this_agent_reaches_the_worker_and_stops_that_agent_alone(
+    workers: list[Process], demo: None
+) -> None:
+    """*Stop this agent* on a run a worker executes (``#demo-hang=1``: each agent's calls after its search wait a
+    second): the page's post reaches the worker through the run's stop broadcast, which stops that agent alone, its
+    call in flight aborted; its sibling and the run go on."""
+    client, session = await _signed_in()
+    conversation = await _conversation()
+    communicator = await _socket(conversation.pk, session)
+    try:
+        await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=1"})
+        run = await Run.objects.aget(conversation=conversation)
+        await _until_the_agents_second_calls_hang(run, 2)
+        response = await client.post(f"/runs/{run.pk}/agents/agent-1/stop", headers={"HX-Request": "true"})
+        assert "Stopping this agent…" in response.content.decode()
+        frames = await _until_finished(communicator, run.pk)
+    finally:
+        await communicator.disconnect()
+    await run.arefresh_from_db()
+    assert run.status == "ok" and not run.stop_requested  # the run went on
+    assert await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    ends = {s.agent_id: s.data async for s in run.steps.filter(kind="agent_finished")}
+    assert ends["agent-1"]["status"] == "stopped"
+    cause = {k: v for k, v in ends["agent-1"]["cause"].items() if v is not None}
+    assert cause == {"code": "stopped_by_user", "agent_id": "agent-1"}
+    assert "Searched" in ends["agent-1"]["report"]
+    usage = RunUsage.of(ends["agent-1"]["usage"])
+    assert usage.calls == 2 and usage.tokens_estimated == 1  # its call in flight aborted, billed as cut
+    assert ends["agent-2"]["status"] != "stopped"
+    assert "this agent was stopped on request" in frames[-1]
+
+
 async def test_the_broadcast_stop_interrupts_a_slow_query_on_the_worker(workers: list[Process], demo: None) -> None:
     """``#demo-slow=query``: the main model's first round runs a query over a cross join (minutes of work). The
     broadcast reaches the worker, which interrupts it: the run ends stopped, its step saying the run's cause."""

@@ -32,6 +32,12 @@ def eur(value: float) -> str:
 
 
 @register.filter
+def grouped(value: int) -> str:
+    """A whole number in the reader's format, its thousands grouped: 12,300 in English, 12 300 in French."""
+    return number_format(value, 0, force_grouping=True)
+
+
+@register.filter
 def action_text(action: Action) -> str:
     """One action in the reader's words: a search with its query, its base (by name, ``named_action``) and count, a read with its titles, a query
     (``data_query``) with its SQL and row count; a search or a fetch of the demo web says so."""

@@ -32,9 +32,15 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()]
 
 
+# The line the product writes before a table's rows in its document ("Table factures: 20 rows; columns: …"), in
+# English for the models: not a sentence of the document, and never quoted in an answer in French.
+_TABLE_LINE = re.compile(r"^Table [^:\n]+: \d+ rows?; columns: ")
+
+
 def extract(doc: dict[str, Any], words: list[str], limit: int = 2) -> list[str]:
-    """The sentences of a document that mention the words, else its first sentences."""
-    found = sentences(str(doc.get("text", "")))
+    """The sentences of a document that mention the words, else its first sentences (a table's listing line
+    left out)."""
+    found = [s for s in sentences(str(doc.get("text", ""))) if not _TABLE_LINE.match(s)]
     lowered = [w.lower() for w in words]
     hits = [s for s in found if any(w in s.lower() for w in lowered)]
     return (hits or found)[:limit]
