@@ -45,7 +45,7 @@ def _set_cap(page: Page, value: str) -> None:
     field = page.locator("#levels-form input[name='parallel-delegation_confirm_eur']")
     field.fill(value)
     page.locator("#levels-form button[type=submit]").click()
-    expect(page.locator("#levels-form input[name='parallel-delegation_confirm_eur']")).to_have_value(value)
+    expect(page.get_by_text(re.compile("are saved|sont enregistrés"))).to_be_visible()
     page.goto("/")
 
 
