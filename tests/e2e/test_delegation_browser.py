@@ -24,7 +24,7 @@ WORDS = {
         "launch": "Launch the agents",
         "without": "Answer without them",
         "declined": "answered without it",
-        "line": 'Delegated to an agent (demo-small): "Find in the knowledge base',
+        "line": 'Delegated to an agent (demo-small): "',
         "estimate": re.compile(r"\d\.\d{4} €, at most \d\.\d{2,4} €"),
     },
     "fr": {
@@ -34,7 +34,7 @@ WORDS = {
         "launch": "Lancer les agents",
         "without": "Répondre sans eux",
         "declined": "réponse sans elle",
-        "line": "Délégation à un agent (demo-small) : « Cherche dans la base de connaissances",
+        "line": "Délégation à un agent (demo-small) : «",
         "estimate": re.compile(r"\d,\d{4} €, au plus \d,\d{2,4} €"),
     },
 }
