@@ -23,6 +23,7 @@ from engine_support import (
     tool_names,
 )
 
+from assistant.engine.notes import without_note
 from assistant.engine.run_code import code_tools
 from assistant.engine.sandbox import CodeLimits, Sandbox
 from assistant.engine.sandbox_probe import detect
@@ -69,7 +70,7 @@ async def test_an_agent_gets_web_and_code_only_for_its_scope_and_its_code_reads_
     assert tool_names(first_a) == {"kb_search", "kb_read", "run_code", "submit_result"}
     assert tool_names(h.model(AGENT_B.id).requests[0]) == {"web_search", "web_fetch", "submit_result"}
 
-    results = {m.tool_call_id: m.content for m in tool_messages(second_a)}
+    results = {m.tool_call_id: without_note(m.content) for m in tool_messages(second_a)}
     printed = json.loads(results[listing.id])["stdout"].splitlines()
     assert [line.split()[:2] for line in printed] == [["factures", "fac-1"], ["factures", "fac-2"]]
     assert "not allowed" in json.loads(results[peek.id])["error"]
