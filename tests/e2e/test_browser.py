@@ -58,7 +58,7 @@ def test_ask_with_two_knowledge_bases_and_agents_and_watch_it_live(page: Page, s
     lines = run.locator(".delegation")
     expect(run.locator(".delegation[data-status=running]")).to_have_count(2)
     expect(lines.first.locator("summary")).to_contain_text(
-        'Delegated to an agent (demo-small): "Find in the knowledge base'
+        'Delegated to an agent (demo-small): "Find in your knowledge base'
     )
     expect(lines.first.locator("summary")).to_contain_text("(working…)")
     expect(run.locator(".working")).to_have_text(WORKING_EN)

@@ -30,7 +30,7 @@ WORDS = {
     "en": {
         "question": "Bimbamjob: invoices, payments and relationship",
         "first": "I am handing the search of 2 knowledge bases to agents",
-        "line": 'Delegated to an agent (demo-small): "Find in the knowledge base',
+        "line": 'Delegated to an agent (demo-small): "Find in your knowledge base',
         "answer": "Here is what the documents say",
         "round": re.compile(r"round [1-5] of 5 · \d+\.\d{4} €"),
         "follow": "Follow this agent",
@@ -38,7 +38,7 @@ WORDS = {
     "fr": {
         "question": "Bimbamjob : factures, paiements et relation",  # the demo writes in the question's language
         "first": "Je confie la recherche dans 2 bases de connaissances à des agents",
-        "line": "Délégation à un agent (demo-small) : « Cherche dans la base de connaissances",
+        "line": "Délégation à un agent (demo-small) : « Cherche dans ta base de connaissances",
         "answer": "Voici ce que disent les documents",
         "round": re.compile(r"tour [1-5] sur 5 · \d+,\d{4} €"),
         "follow": "Suivre cet agent",
@@ -125,7 +125,7 @@ def test_the_agent_panel_follows_one_agent_live_and_closes_with_escape(page: Pag
     expect(panel).to_be_visible()
     title = panel.get_attribute("aria-labelledby")
     expect(page.locator(f"#{title}")).to_have_text("Agent (demo-small)")
-    expect(panel.locator(".instruction")).to_contain_text("Find in the knowledge base")
+    expect(panel.locator(".instruction")).to_contain_text("Find in your knowledge base")
     body = panel.locator(".agent-panel-body")
     expect(body).to_have_attribute("data-status", "running")
     # Live: each round and each action as it happens, then the report, without reloading anything.
