@@ -339,10 +339,9 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
     assert [s.data["message"] for s in steps if s.kind == "stopped"] == ["stopped: the task's cost cap is reached"]
     agents = [s.data for s in steps if s.kind == "agent_finished"]
     assert len(agents) == 2 and {a["status"] for a in agents} == {"stopped"}
-    # Each came back with what it had; an agent whose search was not launched before the crossing has
-    # nothing but the reason (Stop launches no further tool).
+    # Each came back with what it had (an agent whose search was not launched before the crossing has nothing but
+    # the reason: Stop launches no further tool).
     assert all("the task's cost cap is reached" in a["report"] for a in agents), agents
-    assert any("Searched" in a["report"] for a in agents), agents
     # The owner sees it in the conversation as any stopped run, with the cap as the reason.
     client, _ = await _signed_in()
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
