@@ -117,8 +117,11 @@ def _sign_in(browser: Any, url: str, locale: str) -> Page:
 
 
 @pytest.mark.parametrize("language", ["en", "fr"])
-@pytest.mark.xfail(strict=False, reason="KNOWN FAILING (2026-12-06, found in the last whole run): the answer shows no "
-    "sources within 5 s since this session's delegation and reasoning changes; cause not found yet")
+@pytest.mark.xfail(
+    strict=False,
+    reason="KNOWN FAILING (2026-12-06, found in the last whole run): the answer shows no "
+    "sources within 5 s since this session's delegation and reasoning changes; cause not found yet",
+)
 def test_the_demo_web_is_searched_read_and_cited_as_the_demo_web(
     browser: Any, demo_web_server: str, language: str
 ) -> None:
