@@ -5,6 +5,7 @@ other words, which no longer say the same thing."""
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any, ClassVar
 
 from django.db import models
@@ -51,3 +52,31 @@ class Translated(models.Model):
             }
         super().save(*args, **kwargs)
         self._as_loaded = {f: getattr(self, f) for f in self.translated_fields}
+
+
+class ReaderWords:
+    """For a ModelForm over a ``Translated`` model: its translated fields start with the reader's words (a French
+    admin edits «Factures», not "Invoices"). Sent back unchanged, the data stays as it was, its other languages'
+    words too; changed, the new words are the name as written (``Translated.save`` drops the field's other words).
+
+    Put it before ``forms.ModelForm`` in the bases."""
+
+    instance: Any  # the ModelForm's: a Translated model (Any, so that each form keeps its model's type)
+    initial: MutableMapping[str, Any]
+    fields: dict[str, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reader_words: dict[str, str] = {}
+        if self.instance.pk is None:
+            return
+        for field in self.instance.translated_fields:
+            if field in self.fields and self.instance.shown(field) != getattr(self.instance, field):
+                self._reader_words[field] = self.initial[field] = self.instance.shown(field)
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}  # type: ignore[misc]  # ModelForm.clean, after this class in the bases
+        for field, shown in self._reader_words.items():
+            if field in data and " ".join(str(data[field]).split()) == " ".join(shown.split()):
+                data[field] = getattr(self.instance, field)
+        return data

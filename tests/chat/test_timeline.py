@@ -574,4 +574,4 @@ def test_the_panel_words_each_kind_of_action_in_both_languages(demo_data: None) 
     with translation.override("fr"):
         html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
     assert "Lecture de la page : https://example.org/a" in html and "Code : print(sum(totals))" in html
-    assert "Tour 1" in html and "0,0012 € jusqu'ici" in html
+    assert "Tour 1" in html and "0,0012 € jusqu’ici" in html

@@ -29,7 +29,7 @@ WORDS = {
         "stop": "Arrêter cet agent",
         "stopped": "cet agent a été arrêté à la demande",
         "left": re.compile(r"\d+ tours?, [\d\s\u202f\u00a0]+ jetons, \d+ s \(au début du tour \d+\)"),
-        "tokens": re.compile(r"[\d\s\u202f\u00a0]+ jusqu'ici"),
+        "tokens": re.compile(r"[\d\s\u202f\u00a0]+ jusqu’ici"),
     },
 }
 

@@ -195,10 +195,12 @@ def test_an_xlsx_gives_one_table_per_sheet_that_holds_something(media: Path) -> 
     assert columns(tables[1]) == [("article", "VARCHAR"), ("quantité", "BIGINT")]
     assert "Table ventes_2024__stock (sheet Stock): 2 rows" in doc.text
     page = a.client().get(reverse("kb_base", args=["factures"])).content.decode()
-    assert "table ventes_2024__feuil1, 2 rows" in page and "table ventes_2024__stock, 2 rows" in page
+    # Each table in words; its name in queries is for the admins (a member's page has none).
+    assert page.count("a table of 2 rows") == 2
+    assert "ventes_2024__feuil1" not in page
     french = a.client()
     french.cookies[django_settings.LANGUAGE_COOKIE_NAME] = "fr"
-    assert "table ventes_2024__stock, 2 lignes" in french.get(reverse("kb_base", args=["factures"])).content.decode()
+    assert "une table de 2 lignes" in french.get(reverse("kb_base", args=["factures"])).content.decode()
     assert search(a.org.pk, "factures", "écrou", 8)[1] == 1
 
 

@@ -33,7 +33,7 @@ from assistant.engine.types import Message, ModelRequest, ModelResponse, NamedTo
 
 from .language import detect, language_of
 from .markers import DEMO_FAIL, DEMO_HANG, DEMO_ROUNDS, DEMO_SLOW, without_markers
-from .texts import Language, say
+from .texts import Language, agent_words, say
 from .triggers import topic
 from .words import extract, keywords
 
@@ -276,7 +276,7 @@ def answer(step: Step, words: list[str]) -> str:
         if "error" in delegation:
             parts.append(step.say("task_refused", error=delegation["error"]))
             continue
-        header = step.say("from_agent", agent=delegation["agent"], model=delegation["model"])
+        header = step.say("from_agent", agent=agent_words(delegation["agent"]))
         parts.append(f"{header}\n\n{_report(step, delegation)}")
         if delegation.get("status") != "ok":
             parts.append(step.say("agent_unfinished", reason=_why(step, delegation)))
