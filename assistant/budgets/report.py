@@ -408,9 +408,10 @@ def _uuid_text(text: str) -> str:
     return text
 
 
-def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
+def usage_csv_parts(org: Organisation, month: date, *, share: bool = True) -> Iterator[str]:
     """The usage CSV of the month (``usage_csv``), a few thousand lines at a time (``CSV_CHUNK``), its runs read
-    from the database as they are written."""
+    from the database as they are written; ``share``: leaving the interpreter to the server's other requests as it
+    goes (``CSV_SHARE_*``; not in a process of its own, ``csv_child``)."""
     tz = zone(org.time_zone)
     start, end = month_bounds(month, tz)
     # Each run's id as the text the CSV writes, cast by the database (a UUID object made for each line and written
@@ -468,7 +469,7 @@ def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
                 f"{carbon:.4f}",
             )
         )
-        if n % CSV_SHARE_EVERY == 0:
+        if share and n % CSV_SHARE_EVERY == 0:
             time.sleep(CSV_SHARE_SECONDS)
         if n % CSV_CHUNK == 0:
             yield out.getvalue()
