@@ -25,7 +25,7 @@ from assistant.runs.steps import with_events
 from assistant.runs.wording import demo_carbon_hint, status_text, with_demo_estimate
 from assistant.runs.wording import grams as wording_grams
 
-from . import spend
+from . import spend_state
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landing_lines
 from .models import BudgetAlert, LandingAlert
@@ -330,7 +330,7 @@ def member_usage(org: Organisation, user_id: int, month: date, now: datetime) ->
     for line in lines:
         (agents if line.is_agent else main).add_usage(line.totals.usage)
     current = month_of(now, tz) == month
-    state = spend.state_for(org, user_id, now=now) if current else None
+    state = spend_state.state_for(org, user_id, now=now) if current else None
     return {
         "month": month,
         "previous_month": previous_month(month),
@@ -339,7 +339,7 @@ def member_usage(org: Organisation, user_id: int, month: date, now: datetime) ->
         "state": state,
         # While a limit applies, its month's counter (calls of running requests included); else the runs' cost.
         "spent_eur": state.used_eur if state is not None and state.limit is not None else overall.cost_eur,
-        "banner": spend.banner_text(state) if state is not None else "",
+        "banner": spend_state.banner_text(state) if state is not None else "",
         "overall": overall,
         "by_model": sorted(by_model.items()),
         "main": main,
