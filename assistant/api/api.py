@@ -6,7 +6,7 @@ conversation of its own owned by the organisation's service user (``orgs.keys.ap
 client's earlier messages saved before the question. The key's model restriction replaces the
 assistant's. Another organisation's run, and a run started in the browser, do not exist here (404).
 
-The OpenAPI document is generated from ``schemas`` at ``/v1/openapi.json`` (browsable at ``/v1/docs``).
+The OpenAPI document is generated from the ``*_schemas`` modules at ``/v1/openapi.json`` (browsable at ``/v1/docs``).
 """
 
 from __future__ import annotations
@@ -46,26 +46,23 @@ from assistant.runs.steps import events_of
 from . import limits
 from .errors import CODES, ApiError, error_body, error_response, refusal_error, run_failure
 from .middleware import request_id
-from .schemas import (
-    STREAM_SCHEMAS,
-    AgentOut,
+from .request_schemas import ChatCompletionRequest, InputMessage
+from .response_schemas import (
     ChatCompletion,
-    ChatCompletionRequest,
     Choice,
-    ErrorOut,
     FinishReason,
     FunctionCallOut,
-    InputMessage,
     ModelList,
     ModelOut,
     OutputMessage,
     RequestWarning,
-    RunErrorOut,
     RunOut,
     ToolCallOut,
     errors_schema,
 )
+from .stream_schemas import STREAM_SCHEMAS, RunErrorOut
 from .trace import TraceBuilder, built_from
+from .trace_schemas import AgentOut
 
 log = logging.getLogger(__name__)
 
@@ -385,7 +382,7 @@ def _prompt(organisation_id: int, body: ChatCompletionRequest) -> list[EngineMes
     continued = client_turns.continued(organisation_id, [c.id for c in calls])
     if continued is None:
         return _as_sent(messages)
-    answers = len(calls)  # each call is answered right after it (``schemas._answered``)
+    answers = len(calls)  # each call is answered right after it (``request_schemas._answered``)
     results = {m.tool_call_id or "": m.text for m in messages[last + 1 : last + 1 + answers]}
     return [*continued.with_results(results), *_as_sent(messages[last + 1 + answers :])]
 
@@ -734,4 +731,4 @@ async def cancel_agent(request: HttpRequest, run_id: str, agent_id: str) -> Agen
     return await sync_to_async(lambda: _agent_out(Run.objects.get(pk=run.pk), agent_id))()
 
 
-__all__ = ["ErrorOut", "api"]
+__all__ = ["api"]

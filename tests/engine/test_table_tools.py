@@ -15,8 +15,8 @@ import pytest
 from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, submit, task, tool_payloads
 from waiting import until
 
-from assistant.api.schemas import ToolStep
 from assistant.api.trace import TraceBuilder
+from assistant.api.trace_schemas import ToolStep
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ToolError
