@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from django.core.management import call_command
 
-from assistant.api import api as api_module
+from assistant.api import completions as api_module
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs import execution
