@@ -82,7 +82,7 @@ class OpenAIServedModel(Model):
         return retrying(lambda: self._attempt(request), self.retry)
 
     @abstractmethod
-    def _attempt(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+    def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
         """One try of the call: its stream, or an engine error (``retrying`` decides whether to try again)."""
 
 
