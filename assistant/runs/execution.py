@@ -20,7 +20,6 @@ import contextvars
 import functools
 import logging
 import uuid
-import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,25 +67,13 @@ Executor = Callable[[RunStart], Coroutine[Any, Any, None]]
 
 # The runs executing in this process, kept alive until they end (``wait_for`` awaits one).
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
-# Called with the conversation's id once a run has ended and its end is announced, wherever it executed
-# (``queue`` registers the start of the conversation's next queued message).
-_after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 # How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
 _executors: dict[str, Executor] = {}
-# Set by ``stop_all`` in the event loop that is shutting down (a worker's runs' loop): a run that loop claims
-# afterwards is stopped with it at once. Kept per loop, as the leases' watches are: another loop is not shutting down.
-_stopping: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Cause] = weakref.WeakKeyDictionary()
 
 
 def register_executor(name: str, executor: Executor) -> None:
     """Execute runs with ``executor`` when ``RUNS_EXECUTOR`` is ``name`` (``workers`` registers ``celery``)."""
     _executors[name] = executor
-
-
-def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
-    """Await ``hook(conversation_id)`` after each run ends (in the process that executed it)."""
-    if hook not in _after_run:
-        _after_run.append(hook)
 
 
 @dataclass(slots=True)
@@ -157,14 +144,13 @@ def stop_all(cause: Cause) -> int:
     """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
     runs with ``server_shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every
     run that starts in it from now on (one being claimed as this was called, a task the worker had already received):
-    each is stopped as soon as it is claimed. Call it in the runs' event loop (outside one, there is nothing to
-    stop); returns how many were stopped."""
+    each is stopped as its watch starts (``leases.shut_down``). Call it in the runs' event loop (outside one, there is
+    nothing to stop); returns how many were stopped."""
     try:
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:
         return 0
-    _stopping[loop] = cause
-    return leases.stop_here(None, cause)
+    return leases.shut_down(cause)
 
 
 def toolbox_for(organisation_id: int, tables: TableCatalogue | None = None) -> Toolbox:
@@ -239,8 +225,6 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         return
     if run.stop_requested:
         token.cancel(STOPPED_BY_USER)
-    elif (shutdown := _stopping.get(asyncio.get_running_loop())) is not None:  # claimed after ``stop_all``
-        token.cancel(shutdown)
     catalogue = snapshot.catalogue()
     recorder = Recorder(run_id, heard.events if heard is not None else None, _trace(start, catalogue, token))
     ctx = RunContext(
@@ -288,11 +272,7 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         # its own step: a follower then reads what it missed).
         end = {"seq": recorder.seq, "answer_length": len(recorder.answer)} if ended is not None else {}
         await groups.announce_finished(run_id, status, **end)
-        for hook in _after_run:
-            try:
-                await hook(run.conversation_id)
-            except Exception:
-                log.exception("a hook after run %s failed", run_id)
+        await ends.finished(run.conversation_id)  # the apps that go on from it (the conversation's queue)
 
 
 def _delegation_cap(start: RunStart, watch: leases.Watch) -> DelegationCap | None:
