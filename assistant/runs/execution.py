@@ -65,9 +65,12 @@ channel layer's Redis, a connection), rather than a tool or the engine."""
 Executor = Callable[[RunStart], Coroutine[Any, Any, None]]
 """Hands a run's start to where it executes: awaited in this process's event loop."""
 
-# The runs executing in this process, kept alive until they end (``wait_for`` awaits one).
+# Process state, not a run's inputs (those are its ``RunStart``, an argument from intake to the engine):
+# - the runs launched in this process, kept alive until they end: their tasks, looked up by id by whoever waits for one
+#   (``wait_for``: a conversation's deletion, tests), which has nothing but the id;
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
-# How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
+# - how a ``RUNS_EXECUTOR`` other than ``embedded`` executes a run: set once, by the app above that implements it, in
+#   its ``AppConfig.ready`` (``workers`` registers ``celery``: this app does not import it).
 _executors: dict[str, Executor] = {}
 
 
@@ -372,7 +375,13 @@ def end_run(run: Run, ending: Ending, unsettled: Callable[[], None] | None = Non
 def _save_end(run_id: uuid.UUID, values: dict[str, Any]) -> bool | None:
     """Write the run's end (``values`` of ``FINISHED_FIELDS``) if it is still running, in one statement that locks
     its row: None when it is not; else whether its conversation has been deleted, as read by that statement (a
-    delete erases the run's row after it, so it waits for this transaction: ``chat.deletion``)."""
+    delete erases the run's row after it, so it waits for this transaction: ``chat.deletion``).
+
+    Raw SQL, on purpose: Django's ``QuerySet.update`` returns a row count, not rows (no ``RETURNING``), so the ORM
+    needs two statements for this one, two round trips to the database inside the run's closing transaction (the
+    conditional update, then the conversation's ``deleted`` read under the row's lock), or a locking read and a
+    ``save``; it is at every run's end, while the run's row is locked and other runs' ends wait for the same
+    database (SQLite: the one writer)."""
     quote = connection.ops.quote_name
     fields = [f for f in Run._meta.concrete_fields if f.name in FINISHED_FIELDS]
     table, conversations = quote(Run._meta.db_table), quote(Conversation._meta.db_table)
