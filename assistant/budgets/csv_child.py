@@ -49,7 +49,7 @@ def main() -> None:
 
     from django.db import connections
 
-    from assistant.budgets.report import usage_csv_parts
+    from assistant.budgets.usage_csv import usage_csv_parts
     from assistant.orgs.models import Organisation
 
     stdout.write(b"ready\n")

@@ -34,7 +34,7 @@ from django.db import connections, router
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run
 
-from .report import usage_csv
+from .usage_csv import usage_csv
 
 log = logging.getLogger(__name__)
 

@@ -11,18 +11,18 @@ from urllib.parse import quote
 
 import pytest
 from asgiref.sync import sync_to_async
-from budgets_support import World, hammer, this_month
 from django.db import connection
 from django.test import Client
 from django.utils import timezone, translation
-from test_reservation import check_no_overshoot, contend, room_for_five
-from test_spend_limits import QUESTION, check_threads, first_call_eur, member_limit
 
 from assistant.budgets import spend
 from assistant.budgets.models import SpendMonth, SpendReservation
 from assistant.runs import execution, intake
 from assistant.runs.models import Run
 from assistant.runs.start import RunStart
+from tests.budgets.budgets_support import World, hammer, this_month
+from tests.budgets.test_reservation import check_no_overshoot, contend, room_for_five
+from tests.budgets.test_spend_limits import QUESTION, check_threads, first_call_eur, member_limit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -95,11 +95,10 @@ def test_the_usage_csv_is_built_in_a_child_process_as_in_the_server_s(tworld: Wo
     """On a database another process reads (PostgreSQL, the rows committed), the usage CSV's download is built by its
     child process (issue 34: off the server's interpreter): the same bytes as built in the process, the organisation's
     runs only, its text cells kept from formulas."""
-    from test_pages import _run
-
     from assistant.budgets.csv_export import csv_from_child
     from assistant.budgets.months import month_of, zone
-    from assistant.budgets.report import usage_csv
+    from assistant.budgets.usage_csv import usage_csv
+    from tests.budgets.test_pages import _run
 
     runs = [_run(tworld.demo, "syntheses", 1_000 + n, 0.001 * n) for n in range(5)]
     tworld.member.username = "=HYPERLINK(1)"
