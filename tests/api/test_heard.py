@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from api_support import asgi_client
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from django.core.management import call_command
@@ -18,6 +17,7 @@ from assistant.api import api as api_module
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs import execution
+from tests.api.api_support import asgi_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

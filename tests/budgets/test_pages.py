@@ -9,7 +9,6 @@ import io
 from datetime import timedelta
 from typing import Any
 
-from budgets_support import World, signed_in, use
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
@@ -17,6 +16,7 @@ from assistant.budgets import services, state
 from assistant.budgets.models import BudgetRaise, Category
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Run
+from tests.budgets.budgets_support import World, signed_in, use
 
 PAGES = ["/settings/budgets/", "/settings/usage/", "/settings/usage.csv"]
 

@@ -19,7 +19,6 @@ from typing import Any
 import httpx2
 import pytest
 from asgiref.sync import sync_to_async
-from budgets_support import World, signed_in
 from django.core import mail
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient
@@ -38,6 +37,7 @@ from assistant.orgs.spending import limit_for
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run, Step
 from assistant.runs.start import RunStart
+from tests.budgets.budgets_support import World, signed_in
 
 QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
 SYNTHESIS = {

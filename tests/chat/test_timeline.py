@@ -16,14 +16,12 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.template.loader import render_to_string
 from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
-from waiting import until
 
 from assistant.asgi import application
 from assistant.chat import consumers, live
@@ -37,6 +35,8 @@ from assistant.runs.follow import Follower
 from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
+from tests.database_thread import statements_of_the_database_thread
+from tests.waiting import until
 
 INSTRUCTION = "Find the invoices of Bimbamjob"
 FIRST = "I am handing the search to an agent."

@@ -18,9 +18,10 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from live_server import DEMO_SERVER, sign_in, start_server
 from playwright.sync_api import Page, expect
-from test_browser import choose
+
+from tests.e2e.test_browser import choose
+from tests.live_server import DEMO_SERVER, sign_in, start_server
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from live_server import DEMO_SERVER, start_server
 
 from assistant.server.server import PartSizes, boundary_of
+from tests.live_server import DEMO_SERVER, start_server
 
 pytestmark = pytest.mark.slow
 
