@@ -29,6 +29,7 @@ from assistant.knowledge.tools import available_resources
 from assistant.orgs.models import Organisation
 from assistant.runs import execution
 from assistant.runs.models import Run
+from tests.demo_web_models import MODELS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -178,8 +179,6 @@ async def test_the_browser_test_s_run_reads_its_search_under_the_budget_note_and
     main model's second request carries its search's result with the budget note after it, as sent; the models read
     the result's JSON without it, so the run delegates, answers and cites the page (it failed with "JSONDecodeError:
     Extra data" when a model parsed the result and its note as one JSON document)."""
-    from demo_web_models import MODELS
-
     await sync_to_async(call_command)("load_demo", verbosity=0)
     functions = {model_id: FunctionModel(f, snapshot.catalogue()[model_id]) for model_id, f in MODELS.items()}
     monkeypatch.setattr(snapshot, "resolve", lambda model_id: functions[model_id])

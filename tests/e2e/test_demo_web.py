@@ -29,11 +29,10 @@ SERVER = """
 import sys
 import django
 django.setup()
-sys.path.insert(0, "tests")
 from django.core.management import call_command
 from assistant.catalogue import snapshot
 from assistant.engine.models.function import FunctionModel
-from demo_web_models import MODELS
+from tests.demo_web_models import MODELS
 
 call_command("migrate", verbosity=0)
 call_command("load_demo", verbosity=0)
