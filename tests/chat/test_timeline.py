@@ -25,7 +25,8 @@ from django.utils import timezone, translation
 
 from assistant.asgi import application
 from assistant.chat import consumers, live
-from assistant.chat.presenters import TextPiece, WorkBlock, run_view
+from assistant.chat.presenters import run_view
+from assistant.chat.timeline import TextPiece, WorkBlock
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent

@@ -11,6 +11,7 @@ usage (cached prompt and reasoning tokens included) and the finish reason. SDK e
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -59,8 +60,10 @@ REASONING_REFUSES = ("temperature", "top_p", "presence_penalty", "frequency_pena
 """What OpenAI's reasoning models refuse of the sampling parameters."""
 
 
-class OpenAIModel(Model):
-    """One model served by an ``OpenAIProvider``; ``api_model`` is its name on the server."""
+class OpenAIServedModel(Model):
+    """A model served by an ``OpenAIProvider``, through Chat Completions (``OpenAIModel``) or the Responses API
+    (``responses.ResponsesModel``); ``api_model`` is its name on the server. Each call is one attempt after another
+    (``_attempt``) under its retry policy."""
 
     def __init__(
         self,
@@ -77,6 +80,14 @@ class OpenAIModel(Model):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         return retrying(lambda: self._attempt(request), self.retry)
+
+    @abstractmethod
+    def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
+        """One try of the call: its stream, or an engine error (``retrying`` decides whether to try again)."""
+
+
+class OpenAIModel(OpenAIServedModel):
+    """One model served by an ``OpenAIProvider``'s Chat Completions."""
 
     def dropped(self, sampling: Sampling) -> tuple[str, ...]:
         """A reasoning model refuses the sampling parameters (OpenAI's reasoning models answer 400): not sent."""
