@@ -10,7 +10,8 @@ from typing import Any
 
 import openai
 import pytest
-from api_support import Live
+
+from tests.api.api_support import Live
 
 # Agents at Approfondi: about a second of work, time for the client to leave mid-way.
 EXTENSIONS = {"tools_enabled": ["kb:factures", "kb:comptes-rendus", "agents"], "reasoning_level": "approfondi"}

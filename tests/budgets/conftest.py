@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from budgets_support import World, build_world
+
+from tests.budgets.budgets_support import World, build_world
 
 
 @pytest.fixture(autouse=True)

@@ -9,11 +9,10 @@ import html
 
 import pytest
 from asgiref.sync import sync_to_async
-from budgets_support import World, signed_in, this_month
 from django.test import AsyncClient
 from django.utils import formats, timezone, translation
 
-from assistant.api.api import _completion as api_completion
+from assistant.api.completions import _completion as api_completion
 from assistant.budgets import reservations, services, state
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone
@@ -21,6 +20,7 @@ from assistant.engine.errors import BudgetExceeded
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
 from assistant.runs.start import RunStart
+from tests.budgets.budgets_support import World, signed_in, this_month
 
 SYNTHESIS = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",

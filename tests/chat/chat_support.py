@@ -1,7 +1,19 @@
 """What several chat tests send: the composer's request with two knowledge bases and agents."""
 
+from typing import TypedDict
+
+
+class ComposerPost(TypedDict):
+    """The composer's form, as posted."""
+
+    text: str
+    model: str
+    level: str
+    resources: list[str]
+
+
 QUESTION = "Bimbamjob: invoices 2024, payments and relationship"
-ASK = {
+ASK: ComposerPost = {
     "text": QUESTION,
     "model": "demo-large",
     "level": "approfondi",

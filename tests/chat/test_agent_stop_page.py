@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from chat_support import ASK
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
@@ -24,6 +23,7 @@ from assistant.asgi import application
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Run, Step
+from tests.chat.chat_support import ASK
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

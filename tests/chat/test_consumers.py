@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from chat_support import ASK
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
@@ -22,6 +21,7 @@ from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution, groups, local
 from assistant.runs.models import Conversation, Run
+from tests.chat.chat_support import ASK
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

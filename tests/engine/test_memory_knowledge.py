@@ -4,11 +4,11 @@ document added after a search is ranked by the next one as if it had been there 
 from __future__ import annotations
 
 import pytest
-from engine_support import FACTURES, knowledge
 
 from assistant.engine import knowledge as module
 from assistant.engine.knowledge import MemoryKnowledge, bm25
 from assistant.engine.tools import Document
+from tests.engine.engine_support import FACTURES, knowledge
 
 
 async def test_a_search_tokenises_the_query_only(monkeypatch: pytest.MonkeyPatch) -> None:

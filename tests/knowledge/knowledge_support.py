@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.test import Client
 
 from assistant.knowledge.models import Document, KnowledgeBase
@@ -29,10 +29,10 @@ SECRET = "Confidential: the zorglub merger closes on 2025-03-01."
 @dataclass
 class Org:
     org: Organisation
-    user: AbstractBaseUser
+    user: User
     kb: KnowledgeBase
     docs: list[Document]
-    admin: AbstractBaseUser
+    admin: User
 
     def client(self) -> Client:
         """Signed in as a member (not an admin) of the organisation."""

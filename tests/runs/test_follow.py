@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
 
 from assistant.orgs.models import Organisation
@@ -18,6 +17,7 @@ from assistant.runs import follow, groups, local
 from assistant.runs.follow import RunFollower
 from assistant.runs.groups import run_group
 from assistant.runs.models import Conversation, Run, Step
+from tests.database_thread import statements_of_the_database_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,7 +18,8 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from live_server import start_server
+
+from tests.live_server import start_server
 
 pytestmark = pytest.mark.slow
 
