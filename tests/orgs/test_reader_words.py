@@ -9,12 +9,12 @@ import html
 import pytest
 from django.test import override_settings
 from django.utils import translation
-from orgs_support import World, signed_in
 
 from assistant.budgets.models import Category
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import AgentProfile
 from assistant.schedules.wording import schedule_words
+from tests.orgs.orgs_support import World, signed_in
 
 pytestmark = pytest.mark.django_db
 
