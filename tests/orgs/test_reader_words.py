@@ -11,6 +11,8 @@ from django.test import override_settings
 from django.utils import translation
 
 from assistant.budgets.models import Category
+from assistant.chat.agent_views import report_markdown
+from assistant.engine.outcomes import AgentReport
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import AgentProfile
 from assistant.schedules.wording import schedule_words
@@ -113,3 +115,11 @@ def test_a_schedule_is_said_in_words_where_it_is_a_common_one(schedule: str, en:
     for language, words in (("en", en), ("fr", fr)):
         with translation.override(language):
             assert schedule_words(schedule) == words
+
+
+def test_an_agent_s_gaps_follow_the_reader_s_typography() -> None:
+    report = AgentReport(findings="Vu.", gaps=["rien sur « retards »", "rien sur « comptes »"]).as_text()
+    with translation.override("fr"):
+        assert report_markdown(report).endswith("Lacunes : rien sur « retards » ; rien sur « comptes »")
+    with translation.override("en"):
+        assert report_markdown(report).endswith("Gaps: rien sur « retards »; rien sur « comptes »")

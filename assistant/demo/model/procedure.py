@@ -231,7 +231,11 @@ def _report(step: Step, delegation: dict[str, Any]) -> str:
         read = [str(d) for d in delegation.get("documents_read", [])]
         return step.say("agent_partial_read", documents=", ".join(read)) if read else step.say("agent_partial_nothing")
     report = AgentReport.from_text(str(delegation.get("report", "")))
-    gaps = f"\n\n{step.say('agent_gaps', gaps='; '.join(report.gaps))}" if report.gaps else ""
+    gaps = (
+        f"\n\n{step.say('agent_gaps', gaps=(' ; ' if step.language == 'fr' else '; ').join(report.gaps))}"
+        if report.gaps
+        else ""
+    )
     return report.findings + gaps
 
 
