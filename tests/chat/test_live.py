@@ -16,6 +16,7 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.utils import translation
 from django.utils.html import escape
+from refusing import refused_inserts
 
 from assistant.catalogue import snapshot
 from assistant.chat import live
@@ -126,19 +127,15 @@ def test_a_message_of_nul_characters_is_no_message(client: Client) -> None:
     assert not Run.objects.exists()
 
 
-def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(
-    client: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*args: Any) -> Any:
-        raise RuntimeError("database on fire")
-
-    monkeypatch.setattr("assistant.runs.intake.create_run", broken)
-    response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
+def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(client: Client) -> None:
+    with refused_inserts(Run, "database on fire"):  # the database fails the run's insert, as a full disk would
+        response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
     body = response.content.decode()
     assert response.status_code == 503
     assert "could not start this request; your message is kept" in body
     assert "Bimbamjob?</textarea>" in body
     assert "Traceback" not in body and "database on fire" not in body
+    assert not Run.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
+from shared_layer import use_shared_layer
 
 from assistant.orgs.models import Organisation
 from assistant.runs import follow, groups, local
@@ -140,9 +141,10 @@ async def test_in_this_process_a_message_is_handed_over_in_the_publishers_call()
     assert run.pk.hex not in local._listeners  # every listener gone
 
 
-async def test_with_a_shared_layer_a_follower_hears_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_with_a_shared_layer_a_follower_hears_the_group(settings: Any) -> None:
     """Where runs may execute in another process (a shared layer), a follower joins the run's group."""
-    monkeypatch.setattr(local, "in_process", lambda: False)
+    use_shared_layer(settings)
+    assert not local.in_process()
     layer = get_channel_layer()
     assert layer is not None
     run = await sync_to_async(_run)()
