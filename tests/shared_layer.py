@@ -26,4 +26,4 @@ class SharedLayer:
 
 def use_shared_layer(settings: Any) -> None:
     """Make ``settings`` (pytest-django's fixture) name this layer: Channels makes it anew."""
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "shared_layer.SharedLayer", "CONFIG": {"capacity": 5_000}}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.shared_layer.SharedLayer", "CONFIG": {"capacity": 5_000}}}

@@ -79,6 +79,8 @@ def take_unsettled(ledger: UsageLedger | None) -> Callable[[], None] | None:
     return ledger.take_unsettled() if isinstance(ledger, Deferred) else None
 
 
+# Set once, by the budgets app in its ``AppConfig.ready`` (above this one: not imported here); no run's inputs. A run's
+# ledger, built from it at intake (or by a worker, with the same function), travels in its ``start.RunStart``.
 _registered: Accounting | None = None
 
 

@@ -6,4 +6,7 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
-        from . import queue  # noqa: F401  (a run's end sends its conversation's next queued message)
+        # A run's end sends its conversation's next queued message.
+        from . import ends, queue
+
+        ends.run_finished.connect(queue.on_run_finished, dispatch_uid="runs.queue.on_run_finished")

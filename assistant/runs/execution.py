@@ -20,7 +20,6 @@ import contextvars
 import functools
 import logging
 import uuid
-import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,27 +65,18 @@ channel layer's Redis, a connection), rather than a tool or the engine."""
 Executor = Callable[[RunStart], Coroutine[Any, Any, None]]
 """Hands a run's start to where it executes: awaited in this process's event loop."""
 
-# The runs executing in this process, kept alive until they end (``wait_for`` awaits one).
+# Process state, not a run's inputs (those are its ``RunStart``, an argument from intake to the engine):
+# - the runs launched in this process, kept alive until they end: their tasks, looked up by id by whoever waits for one
+#   (``wait_for``: a conversation's deletion, tests), which has nothing but the id;
 _tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
-# Called with the conversation's id once a run has ended and its end is announced, wherever it executed
-# (``queue`` registers the start of the conversation's next queued message).
-_after_run: list[Callable[[int], Coroutine[Any, Any, None]]] = []
-# How a ``RUNS_EXECUTOR`` other than ``embedded`` (this process) executes a run, as the app that registers it says.
+# - how a ``RUNS_EXECUTOR`` other than ``embedded`` executes a run: set once, by the app above that implements it, in
+#   its ``AppConfig.ready`` (``workers`` registers ``celery``: this app does not import it).
 _executors: dict[str, Executor] = {}
-# Set by ``stop_all`` in the event loop that is shutting down (a worker's runs' loop): a run that loop claims
-# afterwards is stopped with it at once. Kept per loop, as the leases' watches are: another loop is not shutting down.
-_stopping: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Cause] = weakref.WeakKeyDictionary()
 
 
 def register_executor(name: str, executor: Executor) -> None:
     """Execute runs with ``executor`` when ``RUNS_EXECUTOR`` is ``name`` (``workers`` registers ``celery``)."""
     _executors[name] = executor
-
-
-def after_run(hook: Callable[[int], Coroutine[Any, Any, None]]) -> None:
-    """Await ``hook(conversation_id)`` after each run ends (in the process that executed it)."""
-    if hook not in _after_run:
-        _after_run.append(hook)
 
 
 @dataclass(slots=True)
@@ -157,14 +147,13 @@ def stop_all(cause: Cause) -> int:
     """Stop every run executing in this process, with ``cause``, as Stop does (a worker shutting down stops its
     runs with ``server_shutdown``: each ends at once with what it had, its calls aborted and billed as cut), and every
     run that starts in it from now on (one being claimed as this was called, a task the worker had already received):
-    each is stopped as soon as it is claimed. Call it in the runs' event loop (outside one, there is nothing to
-    stop); returns how many were stopped."""
+    each is stopped as its watch starts (``leases.shut_down``). Call it in the runs' event loop (outside one, there is
+    nothing to stop); returns how many were stopped."""
     try:
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:
         return 0
-    _stopping[loop] = cause
-    return leases.stop_here(None, cause)
+    return leases.shut_down(cause)
 
 
 def toolbox_for(organisation_id: int, tables: TableCatalogue | None = None) -> Toolbox:
@@ -239,8 +228,6 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         return
     if run.stop_requested:
         token.cancel(STOPPED_BY_USER)
-    elif (shutdown := _stopping.get(asyncio.get_running_loop())) is not None:  # claimed after ``stop_all``
-        token.cancel(shutdown)
     catalogue = snapshot.catalogue()
     recorder = Recorder(run_id, heard.events if heard is not None else None, _trace(start, catalogue, token))
     ctx = RunContext(
@@ -288,11 +275,7 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         # its own step: a follower then reads what it missed).
         end = {"seq": recorder.seq, "answer_length": len(recorder.answer)} if ended is not None else {}
         await groups.announce_finished(run_id, status, **end)
-        for hook in _after_run:
-            try:
-                await hook(run.conversation_id)
-            except Exception:
-                log.exception("a hook after run %s failed", run_id)
+        await ends.finished(run.conversation_id)  # the apps that go on from it (the conversation's queue)
 
 
 def _delegation_cap(start: RunStart, watch: leases.Watch) -> DelegationCap | None:
@@ -392,7 +375,13 @@ def end_run(run: Run, ending: Ending, unsettled: Callable[[], None] | None = Non
 def _save_end(run_id: uuid.UUID, values: dict[str, Any]) -> bool | None:
     """Write the run's end (``values`` of ``FINISHED_FIELDS``) if it is still running, in one statement that locks
     its row: None when it is not; else whether its conversation has been deleted, as read by that statement (a
-    delete erases the run's row after it, so it waits for this transaction: ``chat.deletion``)."""
+    delete erases the run's row after it, so it waits for this transaction: ``chat.deletion``).
+
+    Raw SQL, on purpose: Django's ``QuerySet.update`` returns a row count, not rows (no ``RETURNING``), so the ORM
+    needs two statements for this one, two round trips to the database inside the run's closing transaction (the
+    conditional update, then the conversation's ``deleted`` read under the row's lock), or a locking read and a
+    ``save``; it is at every run's end, while the run's row is locked and other runs' ends wait for the same
+    database (SQLite: the one writer)."""
     quote = connection.ops.quote_name
     fields = [f for f in Run._meta.concrete_fields if f.name in FINISHED_FIELDS]
     table, conversations = quote(Run._meta.db_table), quote(Conversation._meta.db_table)

@@ -225,6 +225,8 @@ class _Poller:
     def __init__(self) -> None:
         self.watches: dict[uuid.UUID, Watch] = {}
         self.task: asyncio.Future[None] | None = None
+        self.stopping: Cause | None = None
+        """Set when this loop shuts down (``shut_down``): a run that starts in it afterwards is stopped at once."""
 
     @classmethod
     def of_this_loop(cls) -> _Poller:
@@ -236,6 +238,8 @@ class _Poller:
 
     def add(self, watch: Watch) -> None:
         self.watches[watch.run_id] = watch
+        if self.stopping is not None:
+            _stop(watch.token, self.stopping)
         if self.task is None or self.task.done():
             self.task = asyncio.ensure_future(self._poll())
 
@@ -275,6 +279,15 @@ def stop_here(run_id: uuid.UUID | None, cause: Cause) -> int:
         return 0
     watches = list(poller.watches.values()) if run_id is None else [poller.watches.get(run_id)]
     return sum(_stop(w.token, cause) for w in watches if w is not None)
+
+
+def shut_down(cause: Cause) -> int:
+    """Stop, with ``cause``, every run this event loop executes, and every run it starts from now on (as soon as its
+    watch starts: one being claimed now, a task a worker had already received); how many were stopped now. The
+    shutdown is this loop's (a worker's runs' loop), as the watches are: another loop is not shutting down."""
+    poller = _Poller.of_this_loop()
+    poller.stopping = cause
+    return sum(_stop(w.token, cause) for w in list(poller.watches.values()))
 
 
 def answer_here(run_id: uuid.UUID, question: str, launch: bool) -> bool:

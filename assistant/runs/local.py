@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[RunMessage], None]
 
+# This process's listeners by run: the recorder that publishes and the page or response that listens meet here only,
+# by the run's id (as in the channel layer's groups), never handing each other anything.
 _listeners: dict[str, list[Listener]] = {}
 
 

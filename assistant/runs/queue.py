@@ -3,8 +3,8 @@
 A message written while its conversation has a running run is kept as a queued ``Message`` (``intake.submit``); the
 database allows one running run per conversation (a partial unique constraint), so two tabs or two processes
 posting at once cannot start two. When a run ends, wherever it executed (the web server's loop, a Celery worker),
-``execution``'s after-run hook calls ``start_queued``: the oldest queued message gets its run, which is announced
-and launched as a new one would be.
+``start_queued`` hears it (``ends.run_finished``, connected by the app's ``ready``): the oldest queued message gets its
+run, which is announced and launched as a new one would be.
 """
 
 from __future__ import annotations
@@ -64,4 +64,6 @@ async def start_queued(conversation_id: int) -> None:
         log.exception("could not send the queued message of conversation %s", conversation_id)
 
 
-execution.after_run(start_queued)
+async def on_run_finished(conversation_id: int, **kwargs: object) -> None:
+    """``ends.run_finished``'s receiver: a run of the conversation has ended."""
+    await start_queued(conversation_id)

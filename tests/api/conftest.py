@@ -13,8 +13,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from api_support import Live
-from live_server import start_server
+
+from tests.api.api_support import Live
+from tests.live_server import start_server
 
 # Agents take about a second: time to cancel a run mid-way, quick enough for CI.
 DEMO_PACE = "0.002"

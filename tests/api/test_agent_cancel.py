@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from api_support import asgi_client
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from django.core.management import call_command
@@ -18,6 +17,7 @@ from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs import execution
 from assistant.runs.models import Run, Step
+from tests.api.api_support import asgi_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,8 +16,9 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from api_support import Live
-from waiting import wait_until
+
+from tests.api.api_support import Live
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

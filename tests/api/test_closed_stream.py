@@ -9,8 +9,9 @@ from typing import Any
 
 import openai
 import pytest
-from api_support import Live
-from waiting import wait_until
+
+from tests.api.api_support import Live
+from tests.waiting import wait_until
 
 # Agents at Approfondi: about a second of work, time for the client to leave mid-way.
 EXTENSIONS = {"tools_enabled": ["kb:factures", "kb:comptes-rendus", "agents"], "reasoning_level": "approfondi"}

@@ -8,10 +8,10 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
-from api_support import Live
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from assistant.demo.model import say
+from tests.api.api_support import Live
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from api_support import Live
+
+from tests.api.api_support import Live
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from api_support import asgi_client
 from asgiref.sync import sync_to_async
 
 from assistant.catalogue import snapshot
@@ -25,6 +24,7 @@ from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run
+from tests.api.api_support import asgi_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

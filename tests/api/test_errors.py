@@ -8,7 +8,8 @@ from typing import Any
 
 import openai
 import pytest
-from api_support import Live
+
+from tests.api.api_support import Live
 
 pytestmark = pytest.mark.slow
 

@@ -10,17 +10,17 @@ from typing import Any
 
 import httpx2
 import pytest
-from api_support import asgi_client
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from django.core.management import call_command
 from django.db.models import Model
-from query_log import every_query
 
-from assistant.api import api as api_module
+from assistant.api import completions as api_module
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run, Step
+from tests.api.api_support import asgi_client
+from tests.query_log import every_query
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,9 +5,9 @@ streamed (the offline demo-large reasons, and says why it searches, then why it 
 from __future__ import annotations
 
 import pytest
-from api_support import Live
 
 from assistant.demo.model import say
+from tests.api.api_support import Live
 
 pytestmark = pytest.mark.slow
 

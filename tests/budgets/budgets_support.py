@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -31,17 +31,17 @@ Admissions = Callable[[intake.Ask, type[Exception]], Awaitable[tuple[list[RunSta
 class World:
     demo: Organisation
     other: Organisation
-    admin: AbstractUser
-    member: AbstractUser
-    mallory: AbstractUser
+    admin: User
+    member: User
+    mallory: User
     catalogue: Category
     syntheses: Category
     administration: Category
     other_category: Category
 
 
-def _user(name: str, email: str = "") -> AbstractUser:
-    return get_user_model().objects.create_user(name, email=email, password=f"{name}-password")  # type: ignore[no-any-return]
+def _user(name: str, email: str = "") -> User:
+    return get_user_model().objects.create_user(name, email=email, password=f"{name}-password")
 
 
 def build_world() -> World:
@@ -59,7 +59,7 @@ def build_world() -> World:
     return World(
         demo,
         other,
-        get_user_model().objects.get(username="demo"),  # type: ignore[arg-type]
+        get_user_model().objects.get(username="demo"),
         member,
         mallory,
         cats["catalogue"],

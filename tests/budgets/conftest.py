@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from budgets_support import Admissions, World, build_world
 from django.test import AsyncClient
 from django.utils import translation
 
 from assistant.runs import intake
 from assistant.runs.start import RunStart
+from tests.budgets.budgets_support import Admissions, World, build_world
 
 
 @pytest.fixture(autouse=True)

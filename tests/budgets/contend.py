@@ -45,7 +45,7 @@ def _counters(category_id: int) -> dict[str, int]:
 
 def threads(args: argparse.Namespace) -> dict[str, object]:
     _django()
-    from budgets_support import hammer
+    from tests.budgets.budgets_support import hammer
 
     attempts = hammer(args.category, args.workers, args.tokens, lambda i: spend(i, args.tokens, args.varied))
     return {"attempts": [a.__dict__ for a in attempts], **_counters(args.category)}
@@ -90,8 +90,9 @@ def processes(args: argparse.Namespace) -> dict[str, object]:
 
 def worker(args: argparse.Namespace) -> list[dict[str, object]]:
     _django()
-    from budgets_support import hammer
     from django.db import connection
+
+    from tests.budgets.budgets_support import hammer
 
     connection.ensure_connection()
     connection.close()

@@ -8,7 +8,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from asgiref.sync import async_to_sync
-from budgets_support import World, signed_in, this_month, use
 from django.core import mail
 from django.utils import translation
 
@@ -17,6 +16,7 @@ from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import BudgetAlert, BudgetRaise
 from assistant.engine.errors import BudgetExceeded
 from assistant.engine.types import UsagePart
+from tests.budgets.budgets_support import World, signed_in, this_month, use
 
 PARIS = ZoneInfo("Europe/Paris")
 

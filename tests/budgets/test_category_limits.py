@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from budgets_support import World, signed_in
-from contend_forms import post_at_once, rows_of, run_on_sqlite_file
 from django.db import connection
 
 from assistant.budgets.models import MAX_CATEGORIES, Category
+from tests.budgets.budgets_support import World, signed_in
+from tests.contend_forms import post_at_once, rows_of, run_on_sqlite_file
 
 NEW = "/settings/budgets/categories/new"
 

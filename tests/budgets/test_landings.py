@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from budgets_support import World, signed_in
 from django.contrib.auth import get_user_model
 from django.core import mail
 from django.utils import timezone
@@ -29,6 +28,7 @@ from assistant.runs.ends import RunEnded
 from assistant.runs.models import Conversation, Run, Step
 from assistant.runs.recorder import Recorder
 from assistant.runs.steps import AgentEnd, agent_ends, count_month_agent_ends
+from tests.budgets.budgets_support import World, signed_in
 
 Agent = tuple[str, str, str, bool]
 """(model, profile, status, forced_landing)"""

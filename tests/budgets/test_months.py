@@ -6,13 +6,13 @@ from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from budgets_support import World, use
 
 from assistant.budgets import reservations, services, state
 from assistant.budgets.charts import nice_ceiling
 from assistant.budgets.models import BudgetRaise, CategoryMonth
 from assistant.budgets.months import month_bounds, month_of, next_month, parse_month, previous_month
 from assistant.engine.errors import BudgetExceeded
+from tests.budgets.budgets_support import World, use
 
 NEW_YORK = ZoneInfo("America/New_York")
 # 23:30 on 31 January in New York is already 1 February in UTC (and in Paris).

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from budgets_support import World, this_month, use
 from django.db import connection
 from django.utils import timezone
 
 from assistant.budgets import reservations
 from assistant.budgets.models import Category, Reservation
 from assistant.engine.errors import BudgetExceeded
+from tests.budgets.budgets_support import World, this_month, use
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from budgets_support import World, signed_in, this_month
 from django.core.management import call_command
 from django.utils import timezone, translation
 
@@ -25,6 +24,7 @@ from assistant.engine.types import UsagePart
 from assistant.runs import execution, intake, leases
 from assistant.runs.models import Lease, Run
 from assistant.runs.start import read_start
+from tests.budgets.budgets_support import World, signed_in, this_month
 
 QUESTION = intake.Ask(
     text="What does contract C-2024-002 cover?", model="demo-large", level="rapide", resources=(), category="syntheses"

@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from budgets_support import Admissions, World, signed_in, this_month
 from django.test import AsyncClient
 from django.utils import formats, timezone
-from waiting import until
 
-from assistant.api.api import _completion as api_completion
+from assistant.api.completions import _completion as api_completion
 from assistant.budgets import reservations, services, state
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone
 from assistant.engine.errors import BudgetExceeded
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
+from tests.budgets.budgets_support import Admissions, World, signed_in, this_month
+from tests.waiting import until
 
 SYNTHESIS = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
-from budgets_support import World, signed_in
 from django.utils import translation
 
 from assistant.budgets.forms import CategoryForm, RaiseForm
 from assistant.budgets.models import BudgetRaise, Category
+from tests.budgets.budgets_support import World, signed_in
 
 RAISE = {"raise-reason": "Year-end closing", "raise-ends_on": "2099-01-01"}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
@@ -13,8 +14,18 @@ from django.test import AsyncClient
 from assistant.asgi import application
 from assistant.runs.models import Conversation, Run
 
+
+class ComposerPost(TypedDict):
+    """The composer's form, as posted."""
+
+    text: str
+    model: str
+    level: str
+    resources: list[str]
+
+
 QUESTION = "Bimbamjob: invoices 2024, payments and relationship"
-ASK = {
+ASK: ComposerPost = {
     "text": QUESTION,
     "model": "demo-large",
     "level": "approfondi",

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
-from chat_support import Page, open_socket, signed_in
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation
+from tests.chat.chat_support import Page, open_socket, signed_in
 
 
 @pytest.fixture(autouse=True)

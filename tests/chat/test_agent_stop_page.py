@@ -12,15 +12,15 @@ import re
 from typing import Any
 
 import pytest
-from chat_support import ASK, Page
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.test import Client
-from waiting import until
 
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Run, Step
+from tests.chat.chat_support import ASK, Page
+from tests.waiting import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

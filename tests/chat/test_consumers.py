@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from chat_support import ASK, PAGE_SECONDS, frames_until_finished, open_socket, signed_in
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from query_log import held_queries
-from waiting import until
 
 from assistant.asgi import application
 from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution, groups, local
 from assistant.runs.models import Conversation, Run
+from tests.chat.chat_support import ASK, PAGE_SECONDS, frames_until_finished, open_socket, signed_in
+from tests.query_log import held_queries
+from tests.waiting import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

@@ -17,7 +17,6 @@ import httpx2
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from chat_support import ASK, QUESTION
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
@@ -32,6 +31,7 @@ from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
+from tests.chat.chat_support import ASK, QUESTION
 
 OLD_STEPS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())[
     "steps"

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from chat_support import ASK, Page, signed_in
 from django.contrib.auth import get_user_model
-from waiting import until
 
 from assistant.engine.events import AgentStarted, DelegationEstimated
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Run
 from assistant.runs.steps import events_of
+from tests.chat.chat_support import ASK, Page, signed_in
+from tests.waiting import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from chat_support import ASK
 from django.test import Client
 
 from assistant.runs.models import Conversation
+from tests.chat.chat_support import ASK
 
 pytestmark = pytest.mark.django_db
 

@@ -16,11 +16,11 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.utils import translation
 from django.utils.html import escape
-from refusing import refused_inserts
 
 from assistant.catalogue import snapshot
 from assistant.chat import live
-from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
+from assistant.chat.agent_views import REPORT_PREVIEW_CHARS
+from assistant.chat.presenters import run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable
@@ -31,6 +31,7 @@ from assistant.orgs.models import Organisation
 from assistant.runs import follow
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import save_event
+from tests.refusing import refused_inserts
 
 ASK = {"text": "Bimbamjob?", "model": "demo-large", "level": "approfondi", "resources": ["kb:factures", "agents"]}
 INSTRUCTION = "Find the invoices of Bimbamjob"

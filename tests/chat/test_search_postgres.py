@@ -4,10 +4,10 @@ migration ran) and the search finds, isolates and forgets as on SQLite."""
 from __future__ import annotations
 
 import pytest
-import test_turns
 from django.db import connection
 
 from assistant.chat.search import INDEX_NAME, PG_VECTOR
+from tests.chat import test_turns
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

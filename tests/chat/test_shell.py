@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
-from chat_support import ASK, QUESTION
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
@@ -15,6 +14,7 @@ from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
+from tests.chat.chat_support import ASK, QUESTION
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

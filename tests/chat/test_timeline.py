@@ -16,20 +16,17 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.template.loader import render_to_string
 from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
-from query_log import held_queries
-from shared_layer import use_shared_layer
-from waiting import until
 
 from assistant.asgi import application
 from assistant.chat import consumers
-from assistant.chat.presenters import TextPiece, WorkBlock, run_view
+from assistant.chat.presenters import run_view
+from assistant.chat.timeline import TextPiece, WorkBlock
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent
@@ -39,6 +36,10 @@ from assistant.runs.follow import Follower
 from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
+from tests.database_thread import statements_of_the_database_thread
+from tests.query_log import held_queries
+from tests.shared_layer import use_shared_layer
+from tests.waiting import until
 
 INSTRUCTION = "Find the invoices of Bimbamjob"
 FIRST = "I am handing the search to an agent."

@@ -9,12 +9,10 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from chat_support import ASK
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
-from waiting import until
 
 from assistant.chat import search
 from assistant.demo.model import say
@@ -24,6 +22,8 @@ from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.start import history_of
+from tests.chat.chat_support import ASK
+from tests.waiting import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

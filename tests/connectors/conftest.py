@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-# The organisations' builders (two organisations, scripted models) serve here too.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "orgs"))
-
-from connectors_support import TOKEN
-from mcp_server import CrmServer, crm_server
+from tests.connectors.connectors_support import TOKEN
+from tests.connectors.mcp_server import CrmServer, crm_server
 
 
 @pytest.fixture(autouse=True)

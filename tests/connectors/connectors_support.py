@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.test import Client
-from mcp_server import CrmServer
+
+from tests.connectors.mcp_server import CrmServer
 
 TOKEN = "Bearer crm-secret-7f3a"
 """The value of CONNECTOR_CRM_TOKEN in the tests: it must reach the server and never be stored or shown."""

@@ -21,7 +21,8 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
-from waiting import wait_until
+
+from tests.waiting import wait_until
 
 CUSTOMERS = {"c-1": "Acme SA, Lyon", "c-2": "Bolt SARL, Nantes"}
 

@@ -11,12 +11,12 @@ import json
 from typing import Any
 
 import pytest
-from connectors_support import TOKEN, register
-from mcp_server import CrmServer
-from orgs_support import World, build_world, signed_in
 
 from assistant.connectors.models import Connector
 from assistant.orgs.models import AuditEntry
+from tests.connectors.connectors_support import TOKEN, register
+from tests.connectors.mcp_server import CrmServer
+from tests.orgs.orgs_support import World, build_world, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -8,11 +8,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from connectors_support import register
 from django.test import AsyncClient
-from mcp_server import CrmServer
-from orgs_support import World, build_world, call, scripted, signed_in
-from test_connector_runs import SEARCH, _agent_reports
 
 from assistant.catalogue import snapshot
 from assistant.engine.models.base import Model
@@ -20,6 +16,10 @@ from assistant.engine.models.function import FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.runs import execution
 from assistant.runs.models import Run
+from tests.connectors.connectors_support import register
+from tests.connectors.mcp_server import CrmServer
+from tests.connectors.test_connector_runs import SEARCH, _agent_reports
+from tests.orgs.orgs_support import World, build_world, call, scripted, signed_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,9 +19,6 @@ import httpx2
 import openai
 import pytest
 from asgiref.sync import sync_to_async
-from connectors_support import TOKEN, register
-from mcp_server import CrmServer
-from orgs_support import World, build_world, call, scripted, signed_in
 
 from assistant.asgi import application
 from assistant.catalogue import snapshot
@@ -32,6 +29,9 @@ from assistant.engine.models.function import FunctionModel, ModelFunction
 from assistant.engine.notes import without_note
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs import keys
+from tests.connectors.connectors_support import TOKEN, register
+from tests.connectors.mcp_server import CrmServer
+from tests.orgs.orgs_support import World, build_world, call, scripted, signed_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,8 +7,6 @@ import re
 from urllib.parse import urlsplit
 
 import pytest
-from mcp_server import CrmServer
-from waiting import until
 
 from assistant.engine.causes import Cause
 from assistant.engine.connectors import (
@@ -25,6 +23,8 @@ from assistant.engine.connectors import (
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
 from assistant.engine.tools import Toolbox
+from tests.connectors.mcp_server import CrmServer
+from tests.waiting import until
 
 STOPPED_WITH_RUN = Cause(
     code="run_stopped", because=Cause(code="stopped_by_user")

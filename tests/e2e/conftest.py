@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_server import ROOT, LiveServer, sign_in, start_server
+
+from tests.live_server import ROOT, LiveServer, sign_in, start_server
 
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import ask, choose, last_run
-from test_csp import _until
+
+from tests.e2e.test_browser import ask, choose, last_run
+from tests.e2e.test_csp import _until
 
 pytestmark = pytest.mark.slow
 
@@ -537,7 +538,7 @@ def test_screenshots_of_the_chat_on_desktop_phone_and_dark(tab: Any) -> None:
     import os
     from pathlib import Path
 
-    from conftest import ARTIFACTS
+    from tests.e2e.conftest import ARTIFACTS
 
     folder = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
     if not os.environ.get("UPDATE_SCREENSHOTS"):

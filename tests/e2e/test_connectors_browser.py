@@ -8,19 +8,16 @@ token in CONNECTOR_CRM_TOKEN (the shared e2e server knows neither).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from live_server import start_server
 from playwright.sync_api import Page, expect
-from test_browser import choose
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "connectors"))
-from mcp_server import CrmServer, crm_server
+from tests.connectors.mcp_server import CrmServer, crm_server
+from tests.e2e.test_browser import choose
+from tests.live_server import start_server
 
 pytestmark = pytest.mark.slow
 

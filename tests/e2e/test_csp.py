@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import ask, last_run
+
+from tests.e2e.test_browser import ask, last_run
 
 pytestmark = pytest.mark.slow
 

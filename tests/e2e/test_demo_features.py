@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from live_server import DEMO_SERVER, sign_in, start_server
 from playwright.sync_api import Locator, Page, expect
-from test_browser import choose
-from test_french import assert_all_french
 
 from assistant.demo.model.feature_texts import FEATURE_TEXTS
 from assistant.engine.sandbox_probe import detect
+from tests.e2e.test_browser import choose
+from tests.e2e.test_french import assert_all_french
+from tests.live_server import DEMO_SERVER, sign_in, start_server
 
 pytestmark = pytest.mark.slow
 

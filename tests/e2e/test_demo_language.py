@@ -14,11 +14,11 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import Shot, ask, last_run
-from test_french import assert_all_french
 
 from assistant.demo.management.commands.load_demo import BASES, FRENCH_DOCUMENTS
 from assistant.demo.model import TEXTS, Language
+from tests.e2e.test_browser import Shot, ask, last_run
+from tests.e2e.test_french import assert_all_french
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from live_server import ROOT
 from playwright.sync_api import Locator, Page, expect
-from test_browser import Shot, ask, last_run
+
+from tests.e2e.test_browser import Shot, ask, last_run
+from tests.live_server import ROOT
 
 pytestmark = pytest.mark.slow
 

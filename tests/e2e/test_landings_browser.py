@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import ask, last_run
+
+from tests.e2e.test_browser import ask, last_run
 
 pytestmark = pytest.mark.slow
 Shot = Callable[[str], None]

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import ARTIFACTS
-from live_server import LiveServer
 from playwright.sync_api import Page, expect
-from test_browser import last_run
+
+from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.test_browser import last_run
+from tests.live_server import LiveServer
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from live_server import ROOT
 from playwright.sync_api import Page, expect
-from test_browser import ask, last_run
+
+from tests.e2e.test_browser import ask, last_run
+from tests.live_server import ROOT
 
 pytestmark = pytest.mark.slow
 

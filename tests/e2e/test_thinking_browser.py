@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import ask, last_run
 
 from assistant.demo.model import say
+from tests.e2e.test_browser import ask, last_run
 
 pytestmark = pytest.mark.slow
 

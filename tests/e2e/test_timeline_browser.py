@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_server import DEMO_SERVER, ROOT, sign_in, start_server
 from playwright.sync_api import Page, expect
-from test_browser import ask, last_run
+
+from tests.e2e.test_browser import ask, last_run
+from tests.live_server import DEMO_SERVER, ROOT, sign_in, start_server
 
 pytestmark = pytest.mark.slow
 Shot = Callable[[str], None]

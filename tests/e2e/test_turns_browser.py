@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_browser import ask, choose, last_run
+
+from tests.e2e.test_browser import ask, choose, last_run
 
 pytestmark = pytest.mark.slow
 Shot = Callable[[str], None]

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from waiting import wait_until
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "knowledge"))
-from knowledge_support import pdf_bomb
+from tests.knowledge.knowledge_support import pdf_bomb
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 Shot = Callable[[str], None]

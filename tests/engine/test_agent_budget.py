@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from engine_support import (
+from assistant.engine.agent import LANDING_NOTICE
+from assistant.engine.events import AgentFinished
+from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
+from assistant.engine.policy import Policy
+from assistant.engine.types import ModelRequest, ModelResponse, NamedTool, UsagePart
+from tests.engine.engine_support import (
     AGENT_A,
     MAIN,
     call,
@@ -17,12 +22,6 @@ from engine_support import (
     task,
     tool_payloads,
 )
-
-from assistant.engine.agent import LANDING_NOTICE
-from assistant.engine.events import AgentFinished
-from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
-from assistant.engine.policy import Policy
-from assistant.engine.types import ModelRequest, ModelResponse, NamedTool, UsagePart
 
 FINDINGS = "La facture de mars 2024 de Zorglub a été payée avec 45 jours de retard [fac-1]."
 

@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_support import AGENT_A, MAIN, call, delegate, forced, harness, reply, scripted, submit, task, tool_messages
 
 from assistant.engine.events import AgentAction, AgentFinished
 from assistant.engine.models.function import ModelFunction
 from assistant.engine.notes import without_note
 from assistant.engine.types import ToolCall
+from tests.engine.engine_support import (
+    AGENT_A,
+    MAIN,
+    call,
+    delegate,
+    forced,
+    harness,
+    reply,
+    scripted,
+    submit,
+    task,
+    tool_messages,
+)
 
 FINDINGS = "Zorglub a payé la facture de mars 2024 avec 45 jours de retard [fac-1]."
 

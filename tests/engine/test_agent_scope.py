@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine_support import (
+from assistant.engine.events import AgentAction
+from assistant.engine.notes import without_note
+from assistant.engine.tools import Tool, ToolOutcome
+from assistant.engine.types import ToolSpec
+from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     MAIN,
@@ -20,11 +24,6 @@ from engine_support import (
     tool_messages,
     tool_names,
 )
-
-from assistant.engine.events import AgentAction
-from assistant.engine.notes import without_note
-from assistant.engine.tools import Tool, ToolOutcome
-from assistant.engine.types import ToolSpec
 
 
 class WriteFile(Tool):

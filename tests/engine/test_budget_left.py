@@ -11,7 +11,15 @@ from __future__ import annotations
 import itertools
 import re
 
-from engine_support import (
+from assistant.engine.agent import LANDING_NOTICE
+from assistant.engine.events import AgentStarted
+from assistant.engine.loop import ROUND_LIMIT_NOTICE
+from assistant.engine.models.function import CallInfo, ModelFunction
+from assistant.engine.notes import BUDGET_LEFT
+from assistant.engine.policy import DEFAULT_LEVELS, LevelSettings, Policy
+from assistant.engine.tokens import estimate_tokens
+from assistant.engine.types import Message, ModelRequest, ModelResponse, UsagePart
+from tests.engine.engine_support import (
     AGENT_A,
     MAIN,
     call,
@@ -24,15 +32,6 @@ from engine_support import (
     task,
     tool_payloads,
 )
-
-from assistant.engine.agent import LANDING_NOTICE
-from assistant.engine.events import AgentStarted
-from assistant.engine.loop import ROUND_LIMIT_NOTICE
-from assistant.engine.models.function import CallInfo, ModelFunction
-from assistant.engine.notes import BUDGET_LEFT
-from assistant.engine.policy import DEFAULT_LEVELS, LevelSettings, Policy
-from assistant.engine.tokens import estimate_tokens
-from assistant.engine.types import Message, ModelRequest, ModelResponse, UsagePart
 
 LINE = re.compile(r"Budget left: (\d+) rounds? \(this one included\), ([\d,]+) tokens, (\d+) s\.")
 MAIN_LINE = re.compile(r"Budget left: (\d+) rounds? with tools \(this one included\), (\d+) s\.")

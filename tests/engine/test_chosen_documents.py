@@ -10,7 +10,12 @@ import json
 from typing import Any
 
 import pytest
-from engine_support import (
+
+from assistant.engine.errors import RequestRefused
+from assistant.engine.events import AgentAction, AgentStarted, ChosenDocument, FinalEvent
+from assistant.engine.notes import without_note
+from assistant.engine.scope import Scope
+from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     MAIN,
@@ -26,11 +31,6 @@ from engine_support import (
     tool_messages,
     tool_payloads,
 )
-
-from assistant.engine.errors import RequestRefused
-from assistant.engine.events import AgentAction, AgentStarted, ChosenDocument, FinalEvent
-from assistant.engine.notes import without_note
-from assistant.engine.scope import Scope
 
 
 def errors_by_call(messages: list[Any]) -> dict[str, str]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from engine_support import MAIN, call, harness, reply, scripted, tool_messages
-
 from assistant.engine.events import FinalEvent, ToolCallEvent, ToolResultEvent
 from assistant.engine.loop import run_chat
 from assistant.engine.policy import RunRequest
 from assistant.engine.tools import SERVER_TOOLS, is_server_tool
 from assistant.engine.types import ClientTools, Message, ModelResponse, NamedTool, Reasoning, ToolSpec
+from tests.engine.engine_support import MAIN, call, harness, reply, scripted, tool_messages
 
 REMINDER = ToolSpec(
     name="send_reminder",

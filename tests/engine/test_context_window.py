@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_support import AGENT_A, MAIN, delegate, harness, reply, scripted, task, tool_payloads
 
 from assistant.engine.errors import ContextTooLong, RequestRefused
 from assistant.engine.events import AgentStarted, RoundStarted, UsageEvent
@@ -17,6 +16,7 @@ from assistant.engine.loop import first_request
 from assistant.engine.policy import RunRequest, plan_request
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import Message
+from tests.engine.engine_support import AGENT_A, MAIN, delegate, harness, reply, scripted, task, tool_payloads
 
 
 async def test_a_question_larger_than_the_main_model_s_window_is_refused_before_any_call() -> None:

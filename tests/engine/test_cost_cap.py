@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from test_ledger import REQUEST, TokenLedger, _context
 
 from assistant.engine.causes import Cause
 from assistant.engine.errors import BudgetExceeded, CostCapReached
@@ -11,6 +10,7 @@ from assistant.engine.events import AgentFinished, Event, FinalEvent, StoppedEve
 from assistant.engine.loop import run_chat
 from assistant.engine.types import UsagePart
 from assistant.engine.usage import CostCap, Ledgers
+from tests.engine.test_ledger import REQUEST, TokenLedger, _context
 
 
 async def test_a_cap_above_the_run_changes_nothing() -> None:

@@ -12,7 +12,6 @@ import asyncio
 import json
 
 import pytest
-from engine_support import AGENT_A, AGENT_B, MAIN, delegate, harness, reply, researcher, scripted, task
 
 from assistant.engine.agent import first_request
 from assistant.engine.estimate import (
@@ -31,6 +30,7 @@ from assistant.engine.models.function import CallInfo
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import ModelRequest, ModelResponse, UsagePart
+from tests.engine.engine_support import AGENT_A, AGENT_B, MAIN, delegate, harness, reply, researcher, scripted, task
 
 
 def delegating_main(*tasks: dict[str, object]) -> object:

@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from engine_support import Harness, harness
 
 from assistant.demo.model import DEMO_MODELS, DemoModel, Language, procedure, say, triggers
 from assistant.demo.web import demo_web_tools
@@ -33,6 +32,7 @@ from assistant.engine.sandbox_probe import detect
 from assistant.engine.tools import MAX_CHARS_PER_DOCUMENT, Document, ToolFactory
 from assistant.engine.types import Message, ModelResponse
 from assistant.engine.web import WebConfig, web_tools
+from tests.engine.engine_support import Harness, harness
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "assistant" / "demo" / "data"

@@ -7,7 +7,6 @@ import re
 from collections.abc import Iterable
 
 import pytest
-from engine_support import Harness, harness
 
 from assistant.demo.model import DEMO_MODELS, DemoModel, Language, say
 from assistant.engine.catalogue import Catalogue
@@ -15,6 +14,7 @@ from assistant.engine.events import AgentFinished, FinalEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.policy import DEFAULT_LEVELS, Policy
 from assistant.engine.tools import Document
+from tests.engine.engine_support import Harness, harness
 
 # Each document in English and in French: each language's question reads its own.
 KNOWLEDGE: dict[str, Iterable[Document]] = {

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import json
 
-from engine_support import AGENT_A, MAIN, call, delegate, forced, harness, reply, scripted, submit, task, tool_messages
-
 from assistant.engine.events import AgentAction, AgentFinished
 from assistant.engine.models.function import ModelFunction
 from assistant.engine.notes import without_note
+from tests.engine.engine_support import (
+    AGENT_A,
+    MAIN,
+    call,
+    delegate,
+    forced,
+    harness,
+    reply,
+    scripted,
+    submit,
+    task,
+    tool_messages,
+)
 
 
 def main_delegating() -> ModelFunction:

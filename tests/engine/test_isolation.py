@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine_support import (
+from assistant.engine.agent import AGENT_SYSTEM_PROMPT
+from assistant.engine.events import AgentFinished, FinalEvent
+from assistant.engine.models.function import CallInfo, ModelFunction
+from assistant.engine.types import Message, ModelRequest, ModelResponse, Reasoning
+from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     MAIN,
@@ -17,11 +21,6 @@ from engine_support import (
     scripted,
     task,
 )
-
-from assistant.engine.agent import AGENT_SYSTEM_PROMPT
-from assistant.engine.events import AgentFinished, FinalEvent
-from assistant.engine.models.function import CallInfo, ModelFunction
-from assistant.engine.types import Message, ModelRequest, ModelResponse, Reasoning
 
 QUESTION = "Quelle est la situation du client Zorglub ? Réponds avant vendredi, c'est pour le comité de direction."
 HISTORY = (

@@ -6,8 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine_support import MAIN, call, harness, reply, scripted, tool_messages
-
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable
 from assistant.engine.events import ErrorEvent, FinalEvent, RoundStarted, ToolCallEvent
@@ -17,6 +15,7 @@ from assistant.engine.models.function import CallInfo
 from assistant.engine.notes import without_note
 from assistant.engine.tools import Tool, ToolOutcome
 from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolSpec
+from tests.engine.engine_support import MAIN, call, harness, reply, scripted, tool_messages
 
 
 class Lookup(Tool):

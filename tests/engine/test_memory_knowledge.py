@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from engine_support import FACTURES, knowledge
-
 from assistant.engine.knowledge import MemoryKnowledge, bm25
 from assistant.engine.tools import Document
+from tests.engine.engine_support import FACTURES, knowledge
 
 
 class WatchedDocument(Document):

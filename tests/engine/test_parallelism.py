@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from engine_support import AGENT_A, MAIN, delegate, harness, reply, scripted, submit, task, tool_payloads
-
 from assistant.engine.events import AgentStarted
 from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
+from tests.engine.engine_support import AGENT_A, MAIN, delegate, harness, reply, scripted, submit, task, tool_payloads
 
 KBS = ["kb:factures", "kb:contrats"]
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from engine_support import (
+
+from assistant.engine.errors import RequestRefused
+from assistant.engine.events import AgentStarted
+from assistant.engine.policy import DEFAULT_LEVELS, Level, Policy, RunRequest, plan_request
+from assistant.engine.types import Message
+from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     BANNED,
@@ -19,11 +24,6 @@ from engine_support import (
     tool_names,
     tool_payloads,
 )
-
-from assistant.engine.errors import RequestRefused
-from assistant.engine.events import AgentStarted
-from assistant.engine.policy import DEFAULT_LEVELS, Level, Policy, RunRequest, plan_request
-from assistant.engine.types import Message
 
 ALLOWED = Policy(allowed_models=frozenset({MAIN.id, AGENT_A.id, MID.id}))
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from engine_support import AGENT_A, MAIN, delegate, harness, reply, researcher, scripted, task
-
 from assistant.engine.events import (
     Event,
     ReasoningEvent,
@@ -14,6 +12,7 @@ from assistant.engine.events import (
 )
 from assistant.engine.models.function import CallInfo, ModelFunction
 from assistant.engine.types import ModelRequest, ModelResponse, Reasoning
+from tests.engine.engine_support import AGENT_A, MAIN, delegate, harness, reply, researcher, scripted, task
 
 PLANNING = Reasoning(format="openai", id="rs_1", encrypted="enc-1", summary=("Plan the search.", "Two bases."))
 HIDDEN = Reasoning(format="openai", id="rs_2", encrypted="enc-2")  # no summary: goes back, shows nothing

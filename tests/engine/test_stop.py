@@ -8,7 +8,14 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from engine_support import (
+from assistant.engine.causes import Cause
+from assistant.engine.events import AgentAction, AgentFinished, FinalEvent, StoppedEvent, TextDeltaEvent
+from assistant.engine.knowledge import MemoryKnowledge
+from assistant.engine.models.base import Model
+from assistant.engine.models.function import CallInfo
+from assistant.engine.tools import Document, Hit, Tool, ToolOutcome
+from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolSpec, UsagePart
+from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     ANNUAIRE,
@@ -23,14 +30,6 @@ from engine_support import (
     searchable_kbs,
     task,
 )
-
-from assistant.engine.causes import Cause
-from assistant.engine.events import AgentAction, AgentFinished, FinalEvent, StoppedEvent, TextDeltaEvent
-from assistant.engine.knowledge import MemoryKnowledge
-from assistant.engine.models.base import Model
-from assistant.engine.models.function import CallInfo
-from assistant.engine.tools import Document, Hit, Tool, ToolOutcome
-from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolSpec, UsagePart
 
 STOPPED_WITH_RUN = Cause(
     code="run_stopped", because=Cause(code="stopped_by_user")

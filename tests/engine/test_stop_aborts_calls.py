@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import pytest
-from engine_support import AGENT_A, AGENT_B, MAIN, call, delegate, harness, reply, scripted, searchable_kbs, task
 
 from assistant.engine.catalogue import ModelInfo
 from assistant.engine.causes import Cause
@@ -22,6 +21,18 @@ from assistant.engine.events import AgentFinished, FinalEvent, ModelCallFailed, 
 from assistant.engine.models.base import Model
 from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolCallPart, UsagePart
 from assistant.engine.usage import CostCap
+from tests.engine.engine_support import (
+    AGENT_A,
+    AGENT_B,
+    MAIN,
+    call,
+    delegate,
+    harness,
+    reply,
+    scripted,
+    searchable_kbs,
+    task,
+)
 
 MAIN_TEXT = "Je confie la recherche à deux agents."
 OWN_DOCUMENT = {"factures": ("fac-1", "Facture Zorglub mars 2024"), "contrats": ("con-1", "Contrat cadre Zorglub")}

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from engine_support import (
+from assistant.engine.causes import Cause
+from assistant.engine.events import AgentFinished, Event, RoundStarted
+from assistant.engine.models.function import CallInfo
+from assistant.engine.types import ModelRequest, ModelResponse
+from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     MAIN,
@@ -19,11 +23,6 @@ from engine_support import (
     task,
     tool_payloads,
 )
-
-from assistant.engine.causes import Cause
-from assistant.engine.events import AgentFinished, Event, RoundStarted
-from assistant.engine.models.function import CallInfo
-from assistant.engine.types import ModelRequest, ModelResponse
 
 STOPPED_ALONE = Cause(code="stopped_by_user", agent_id="agent-1")
 

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, submit, task, tool_payloads
-from waiting import until
 
-from assistant.api.schemas import ToolStep
 from assistant.api.trace import TraceBuilder
+from assistant.api.trace_schemas import ToolStep
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ToolError
@@ -28,6 +26,19 @@ from assistant.engine.tables import Column, TableCatalogue, TableInfo, query_nam
 from assistant.engine.tools import Tool, run_tool_call
 from assistant.engine.turns import Turn, turn
 from assistant.engine.types import ToolCall
+from tests.engine.engine_support import (
+    AGENT_A,
+    MAIN,
+    call,
+    delegate,
+    harness,
+    reply,
+    scripted,
+    submit,
+    task,
+    tool_payloads,
+)
+from tests.waiting import until
 
 STOPPED_WITH_RUN = Cause(
     code="run_stopped", because=Cause(code="stopped_by_user")

@@ -5,12 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from engine_support import AGENT_A, AGENT_B, MAIN, Harness, call, delegate, harness, reply, scripted, submit, task
 
 from assistant.engine.events import AgentFinished, FinalEvent, UsageEvent
 from assistant.engine.loop import RunOutcome
 from assistant.engine.models.function import CallInfo, ModelFunction
 from assistant.engine.types import ModelRequest, ModelResponse, UsagePart
+from tests.engine.engine_support import (
+    AGENT_A,
+    AGENT_B,
+    MAIN,
+    Harness,
+    call,
+    delegate,
+    harness,
+    reply,
+    scripted,
+    submit,
+    task,
+)
 
 MAIN_USAGE = (
     UsagePart(prompt_tokens=1_200, completion_tokens=300, cached_prompt_tokens=800, reasoning_tokens=100),

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, submit, task, tool_payloads
 
 from assistant.demo.web import DEMO_HOST_SUFFIX, PAGES, DemoFetcher, DemoSearch, DemoWeb, demo_web, demo_web_tools
 from assistant.engine.errors import ToolError
@@ -33,6 +32,7 @@ from assistant.engine.web import (
     WebFetch,
     WebSearch,
 )
+from tests.engine.engine_support import AGENT_A, MAIN, call, delegate, harness, reply, submit, task, tool_payloads
 
 PAGE = b"""<!doctype html><html lang="en"><head><title>Late payment news</title></head><body>
 <nav>Home | Contact</nav><article><h1>Late payment news</h1>

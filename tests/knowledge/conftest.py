@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-# The engine tests' builders (scripted models, the harness) serve the agent-level tests here too.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.test import Client
-from waiting import wait_until
 
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
+from tests.waiting import wait_until
 
 # A small corpus whose ranking is known: for "turbine maintenance", both words in the title and
 # repeated in the text first, then one word in the title and both in the text, then one word once.
@@ -30,10 +30,10 @@ SECRET = "Confidential: the zorglub merger closes on 2025-03-01."
 @dataclass
 class Org:
     org: Organisation
-    user: AbstractBaseUser
+    user: User
     kb: KnowledgeBase
     docs: list[Document]
-    admin: AbstractBaseUser
+    admin: User
 
     def client(self) -> Client:
         """Signed in as a member (not an admin) of the organisation."""

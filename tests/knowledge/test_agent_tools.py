@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import json
 
-from engine_support import (
+from assistant.engine.notes import without_note
+from assistant.engine.run_code import code_tools
+from assistant.engine.sandbox import CodeLimits, Sandbox
+from assistant.engine.sandbox_probe import detect
+from assistant.engine.web import WebConfig, web_tools
+from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     MAIN,
@@ -22,12 +27,6 @@ from engine_support import (
     tool_messages,
     tool_names,
 )
-
-from assistant.engine.notes import without_note
-from assistant.engine.run_code import code_tools
-from assistant.engine.sandbox import CodeLimits, Sandbox
-from assistant.engine.sandbox_probe import detect
-from assistant.engine.web import WebConfig, web_tools
 
 LIST_FILES = """
 import json

@@ -11,16 +11,6 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db.models.signals import pre_save
 from django.test import Client
 from django.urls import reverse
-from knowledge_support import (
-    CORPUS,
-    RANKING_QUERY,
-    check_base_deletion,
-    extract_pending,
-    files_under,
-    fts_rowids,
-    two_orgs,
-    wait_processed,
-)
 
 from assistant.engine.errors import RequestRefused
 from assistant.knowledge.fulltext import search
@@ -31,6 +21,16 @@ from assistant.runs import intake
 from assistant.runs.models import Conversation, Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
+from tests.knowledge.knowledge_support import (
+    CORPUS,
+    RANKING_QUERY,
+    check_base_deletion,
+    extract_pending,
+    files_under,
+    fts_rowids,
+    two_orgs,
+    wait_processed,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
-from knowledge_support import SECRET, Org, two_orgs
 
 from assistant.engine.errors import ToolError
 from assistant.engine.run_code import RunCode
@@ -27,6 +26,7 @@ from assistant.engine.sandbox_probe import detect
 from assistant.engine.scope import Scope
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.runs.execution import toolbox_for
+from tests.knowledge.knowledge_support import SECRET, Org, two_orgs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import pytest
-from waiting import until
 
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
@@ -25,6 +24,7 @@ from assistant.engine.scope import Scope
 from assistant.engine.tools import ToolRun, run_tool_call
 from assistant.engine.turns import Turn, turn
 from assistant.engine.types import ToolCall
+from tests.waiting import until
 
 STOPPED_WITH_RUN = Cause(
     code="run_stopped", because=Cause(code="stopped_by_user")
@@ -151,9 +151,8 @@ async def test_a_real_refusal_still_reaches_the_tool(isolation: Isolation) -> No
 async def test_stop_kills_a_script_an_agent_runs_and_its_run_ends_stopped(isolation: Isolation) -> None:
     """An agent's script runs when Stop comes: it is killed, the agent and the run end stopped, and the agent's
     step says the run's cause."""
-    from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, task
-
     from assistant.engine.events import AgentAction
+    from tests.engine.engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, task
 
     box = Watched(CodeLimits(wall_seconds=120, cpu_seconds=120), isolation)
     h = harness(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from knowledge_support import RANKING_QUERY, check_ranking, check_ready_only, make_org, two_orgs
 
 from assistant.knowledge.apps import KnowledgeConfig, _ensure_fulltext
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.fulltext import FTS_TABLE, SQLITE_TRIGGERS, search
 from assistant.knowledge.models import Document
+from tests.knowledge.knowledge_support import RANKING_QUERY, check_ranking, check_ready_only, make_org, two_orgs
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.urls import reverse
-from knowledge_support import (
+
+from assistant.knowledge.fulltext import CONFIG, INDEX_NAME, PG_VECTOR, pg_query, search
+from assistant.knowledge.models import Document
+from tests.knowledge.knowledge_support import (
     RANKING_QUERY,
     check_base_deletion,
     check_ranking,
@@ -23,9 +26,6 @@ from knowledge_support import (
     make_org,
     two_orgs,
 )
-
-from assistant.knowledge.fulltext import CONFIG, INDEX_NAME, PG_VECTOR, pg_query, search
-from assistant.knowledge.models import Document
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -115,6 +115,6 @@ def test_an_admin_deleting_a_base_on_its_page_takes_its_files_and_index_entries(
 
 
 def test_a_search_of_chosen_documents_sees_only_them() -> None:
-    from test_fulltext import check_chosen_documents
+    from tests.knowledge.test_fulltext import check_chosen_documents
 
     check_chosen_documents()

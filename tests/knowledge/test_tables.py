@@ -19,7 +19,6 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
-from knowledge_support import Org, make_org, two_orgs, wait_processed
 
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
@@ -29,6 +28,7 @@ from assistant.knowledge.models import Document, KnowledgeBase, Table
 from assistant.knowledge.processing import table_name
 from assistant.knowledge.uploads import delete_document
 from assistant.runs.execution import run_toolbox
+from tests.knowledge.knowledge_support import Org, make_org, two_orgs, wait_processed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -463,9 +463,19 @@ async def test_a_scripted_run_queries_through_the_main_model_and_an_agent_each_w
     """The run's toolbox as ``execute_run`` builds it (``run_toolbox``), scripted models at the boundary: the main
     model totals its base's table; its agent, given ``factures`` only, has its file read, its attach and its
     reach into ``contrats`` refused, and nothing of ``contrats`` or of the other organisation reaches it."""
-    from engine_support import AGENT_A, MAIN, call, delegate, harness, reply, scripted, submit, task, tool_payloads
-
     from assistant.engine.events import AgentAction, ToolResultEvent
+    from tests.engine.engine_support import (
+        AGENT_A,
+        MAIN,
+        call,
+        delegate,
+        harness,
+        reply,
+        scripted,
+        submit,
+        task,
+        tool_payloads,
+    )
 
     a, _ = bases
     box = await run_toolbox(a.org.pk)

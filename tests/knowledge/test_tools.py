@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from knowledge_support import SECRET, Org, two_orgs
 
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
@@ -19,6 +18,7 @@ from assistant.engine.tools import Tool
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.knowledge.tools import available_resources
 from assistant.runs.execution import toolbox_for
+from tests.knowledge.knowledge_support import SECRET, Org, two_orgs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

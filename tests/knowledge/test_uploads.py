@@ -18,7 +18,11 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
-from knowledge_support import (
+
+from assistant.knowledge.backend import OrgKnowledge
+from assistant.knowledge.fulltext import search
+from assistant.knowledge.models import Document
+from tests.knowledge.knowledge_support import (
     SECRET,
     docx_bomb,
     extract_pending,
@@ -29,11 +33,7 @@ from knowledge_support import (
     two_orgs,
     wait_processed,
 )
-from refusing import refused_inserts
-
-from assistant.knowledge.backend import OrgKnowledge
-from assistant.knowledge.fulltext import search
-from assistant.knowledge.models import Document
+from tests.refusing import refused_inserts
 
 pytestmark = pytest.mark.django_db
 

@@ -391,9 +391,8 @@ def test_web_search_is_absent_without_an_endpoint() -> None:
 async def test_stop_aborts_a_page_read_in_flight(server: str) -> None:
     """Stop while web_fetch waits for a slow page: the read is aborted, the run ends stopped without another model
     call, and the step says the run's cause."""
-    from engine_support import MAIN, call, harness, reply, scripted
-
     from assistant.engine.events import ToolResultEvent
+    from tests.engine.engine_support import MAIN, call, harness, reply, scripted
 
     before = Handler.hits["/slow"]
     h = harness(

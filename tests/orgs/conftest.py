@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from orgs_support import World, build_world
+
+from tests.orgs.orgs_support import World, build_world
 
 
 @pytest.fixture(autouse=True)

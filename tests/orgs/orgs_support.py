@@ -16,7 +16,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
@@ -42,15 +42,15 @@ SECRET = "OBSIDIAN-42"
 class World:
     demo: Organisation
     other: Organisation
-    admin: AbstractUser
-    member: AbstractUser
-    mallory: AbstractUser
+    admin: User
+    member: User
+    mallory: User
     other_docs: list[Document]
     other_profile: AgentProfile
 
 
-def _user(name: str) -> AbstractUser:
-    return get_user_model().objects.create_user(name, password=f"{name}-password")  # type: ignore[no-any-return]
+def _user(name: str) -> User:
+    return get_user_model().objects.create_user(name, password=f"{name}-password")
 
 
 def build_world() -> World:
@@ -75,7 +75,7 @@ def build_world() -> World:
             )
         )
     profile = AgentProfile.objects.create(organisation=other, name="other-checker", instructions="Check.", tools=["kb"])
-    return World(demo, other, get_user_model().objects.get(username="demo"), member, mallory, docs, profile)  # type: ignore[arg-type]
+    return World(demo, other, get_user_model().objects.get(username="demo"), member, mallory, docs, profile)
 
 
 def signed_in(username: str, **kwargs: object) -> Client:

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from orgs_support import World, levels_post, signed_in
 
 from assistant.budgets.models import Category
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs import audit
 from assistant.orgs.models import AgentProfile, ApiKey, AuditEntry
+from tests.orgs.orgs_support import World, levels_post, signed_in
 
 pytestmark = pytest.mark.django_db
 

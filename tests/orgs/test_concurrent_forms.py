@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contend_forms import post_at_once, rows_of, run_on_sqlite_file
 from django.db import connection
-from orgs_support import World, levels_post
 
 from assistant.orgs.models import AgentProfile, ReasoningLevel
+from tests.contend_forms import post_at_once, rows_of, run_on_sqlite_file
+from tests.orgs.orgs_support import World, levels_post
 
 
 def profile(name: str) -> dict[str, Any]:

@@ -8,16 +8,6 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
-from orgs_support import (
-    World,
-    call,
-    catalogue_entry,
-    levels_post,
-    run_scripted,
-    scripted,
-    signed_in,
-    tool_payloads,
-)
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from assistant.catalogue import snapshot
@@ -27,6 +17,16 @@ from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import AgentProfile, Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
+from tests.orgs.orgs_support import (
+    World,
+    call,
+    catalogue_entry,
+    levels_post,
+    run_scripted,
+    scripted,
+    signed_in,
+    tool_payloads,
+)
 
 ASK = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",

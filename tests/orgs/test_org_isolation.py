@@ -6,7 +6,6 @@ import json
 
 import pytest
 from django.test import AsyncClient
-from orgs_support import SECRET, World, call, levels_post, run_scripted, scripted, signed_in, tool_payloads
 
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.knowledge.backend import OrgKnowledge
@@ -14,6 +13,7 @@ from assistant.knowledge.models import Document
 from assistant.orgs.models import AgentProfile, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Run, Step
+from tests.orgs.orgs_support import SECRET, World, call, levels_post, run_scripted, scripted, signed_in, tool_payloads
 
 ASK = {
     "text": "Bimbamjob invoices 2024 payments",

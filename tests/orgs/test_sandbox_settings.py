@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from orgs_support import World, signed_in
 
 from assistant.engine import sandbox_probe
 from assistant.knowledge.tools import available_resources
+from tests.orgs.orgs_support import World, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -8,12 +8,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.test import Client
-from orgs_support import World, levels_post, signed_in
 
 from assistant.engine.policy import DEFAULT_LEVELS
 from assistant.engine.policy import AgentProfile as EngineProfile
 from assistant.orgs.models import AgentProfile, Organisation, ReasoningLevel
 from assistant.orgs.services import policy_for
+from tests.orgs.orgs_support import World, levels_post, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,9 @@ from html import unescape
 from typing import Any
 
 import pytest
-from orgs_support import World, signed_in
 
 from assistant.demo.web import demo_web
+from tests.orgs.orgs_support import World, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from provider_support import Wire, make_provider
-from wire import Dialect, WireServer
+
+from tests.providers.provider_support import Wire, make_provider
+from tests.providers.wire import Dialect, WireServer
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from wire import Dialect, Reply, Turn, Usage, WireServer, sse_reply
-
 from assistant.engine.catalogue import ModelInfo
 from assistant.engine.models.base import Model
 from assistant.engine.models.mistral import MistralModel
@@ -19,6 +17,7 @@ from assistant.engine.models.streaming import RetryPolicy
 from assistant.engine.notes import without_note
 from assistant.engine.providers.mistral import MistralProvider
 from assistant.engine.providers.openai import OpenAIProvider
+from tests.providers.wire import Dialect, Reply, Turn, Usage, WireServer, sse_reply
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)
 # A plain (non-reasoning) model with prices, a context window and an output cap.

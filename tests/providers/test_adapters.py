@@ -6,8 +6,6 @@ import json
 import time
 
 import pytest
-from provider_support import PLAIN, Wire, make_provider
-from wire import Reply, Turn, Usage, error_reply, sse_reply
 
 from assistant.engine.catalogue import ModelInfo
 from assistant.engine.errors import (
@@ -33,6 +31,8 @@ from assistant.engine.types import (
     ToolSpec,
     UsagePart,
 )
+from tests.providers.provider_support import PLAIN, Wire, make_provider
+from tests.providers.wire import Reply, Turn, Usage, error_reply, sse_reply
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
 

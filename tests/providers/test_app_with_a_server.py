@@ -12,13 +12,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient
-from provider_support import Brain
 from pytest_django.fixtures import Settings
-from wire import WireServer
 
 from assistant.catalogue import snapshot
 from assistant.runs import execution
 from assistant.runs.models import Run, Step
+from tests.providers.provider_support import Brain
+from tests.providers.wire import WireServer
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

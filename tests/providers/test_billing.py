@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from provider_support import PLAIN, Wire
-from wire import Reply, Turn, Usage, error_reply, sse_reply, text_lead
 
 from assistant.api.trace import trace_of
 from assistant.engine.agent import run_agent
@@ -30,6 +28,8 @@ from assistant.engine.types import Message, ModelRequest, ToolSpec, UsagePart
 from assistant.engine.usage import AgentBudget
 from assistant.runs.models import Step
 from assistant.runs.steps import save_event
+from tests.providers.provider_support import PLAIN, Wire
+from tests.providers.wire import Reply, Turn, Usage, error_reply, sse_reply, text_lead
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral", "responses"], indirect=True)
 

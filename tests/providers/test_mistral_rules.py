@@ -13,8 +13,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from provider_support import PLAIN, Wire
-from wire import Reply, Turn, WireServer, mistral_refusal, sse_reply
 
 from assistant.engine.agent import LANDING_NOTICE, run_agent
 from assistant.engine.catalogue import Catalogue
@@ -28,6 +26,8 @@ from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import ClientTools, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from assistant.engine.usage import AgentBudget
+from tests.providers.provider_support import PLAIN, Wire
+from tests.providers.wire import Reply, Turn, WireServer, mistral_refusal, sse_reply
 
 MISTRAL = pytest.mark.parametrize("server", ["mistral"], indirect=True)
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from provider_support import Wire
-from test_billing import harness
-from wire import Turn, sse_reply
 
 from assistant.catalogue.loading import infos_from_file
 from assistant.engine.agent import run_agent
 from assistant.engine.events import ReasoningEvent
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.usage import AgentBudget
+from tests.providers.provider_support import Wire
+from tests.providers.test_billing import harness
+from tests.providers.wire import Turn, sse_reply
 
 pytestmark = pytest.mark.parametrize("server", ["mistral"], indirect=True)
 

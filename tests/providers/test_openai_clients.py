@@ -19,7 +19,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from pytest_django.fixtures import Settings
-from wire import Reply, Turn, Usage, WireServer, error_reply, sse_reply
 
 from assistant.api.errors import run_failure
 from assistant.asgi import application
@@ -29,6 +28,7 @@ from assistant.engine.causes import Cause
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run
+from tests.providers.wire import Reply, Turn, Usage, WireServer, error_reply, sse_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

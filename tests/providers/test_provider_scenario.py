@@ -14,8 +14,6 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from provider_support import Brain, Wire
-from wire import Turn, sse_reply
 
 from assistant.catalogue.loading import infos_from_file
 from assistant.engine.agent import run_agent
@@ -29,6 +27,8 @@ from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import Message, UsagePart
 from assistant.engine.usage import AgentBudget
+from tests.providers.provider_support import Brain, Wire
+from tests.providers.wire import Turn, sse_reply
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
 

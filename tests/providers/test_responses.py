@@ -16,10 +16,6 @@ from typing import Any
 
 import openai
 import pytest
-from provider_support import PLAIN, Brain, Wire
-from test_billing import REQUEST, harness
-from test_provider_scenario import KNOWLEDGE, QUESTION
-from wire import Reply, Turn, Usage, sse_reply
 
 from assistant.catalogue.loading import infos_from_file
 from assistant.engine.catalogue import Catalogue
@@ -41,6 +37,10 @@ from assistant.engine.types import (
     ToolCall,
     UsagePart,
 )
+from tests.providers.provider_support import PLAIN, Brain, Wire
+from tests.providers.test_billing import REQUEST, harness
+from tests.providers.test_provider_scenario import KNOWLEDGE, QUESTION
+from tests.providers.wire import Reply, Turn, Usage, sse_reply
 
 pytestmark = pytest.mark.parametrize("server", ["responses"], indirect=True)
 

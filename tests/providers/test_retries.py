@@ -13,15 +13,15 @@ from email.utils import formatdate
 from pathlib import Path
 
 import pytest
-from provider_support import PLAIN, Wire
-from test_billing import REQUEST, failures, harness, usages
-from wire import Turn, error_reply, sse_reply
 
 from assistant.engine.agent import run_agent
 from assistant.engine.errors import ModelUnavailable, RateLimited
 from assistant.engine.models.streaming import RetryPolicy, retry_after
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.usage import AgentBudget
+from tests.providers.provider_support import PLAIN, Wire
+from tests.providers.test_billing import REQUEST, failures, harness, usages
+from tests.providers.wire import Turn, error_reply, sse_reply
 
 CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "CONFIGURATION.md"
 DEFAULT = RetryPolicy()

@@ -11,9 +11,6 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from provider_support import PLAIN, Wire
-from test_billing import REQUEST, harness, usages
-from wire import Turn, error_reply, sse_reply
 
 from assistant.engine.errors import RateLimited
 from assistant.engine.events import Event
@@ -21,6 +18,9 @@ from assistant.engine.models.streaming import RetryPolicy
 from assistant.telemetry.instruments import Instruments
 from assistant.telemetry.setup import Telemetry
 from assistant.telemetry.spans import RunFacts, RunTrace
+from tests.providers.provider_support import PLAIN, Wire
+from tests.providers.test_billing import REQUEST, harness, usages
+from tests.providers.wire import Turn, error_reply, sse_reply
 
 QUICK = RetryPolicy(base_delay=0.001, max_delay=0.001)
 wire_servers = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)

@@ -11,9 +11,6 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from provider_support import PLAIN, Wire
-from test_billing import REQUEST, harness, usages
-from wire import Turn, WireServer, error_reply, sse_reply, text_lead
 
 from assistant.engine.agent import run_agent
 from assistant.engine.cancel import RunStopped
@@ -23,6 +20,9 @@ from assistant.engine.outcomes import AgentTask
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import ModelRequest, StreamPart, TextDelta
 from assistant.engine.usage import AgentBudget
+from tests.providers.provider_support import PLAIN, Wire
+from tests.providers.test_billing import REQUEST, harness, usages
+from tests.providers.wire import Turn, WireServer, error_reply, sse_reply, text_lead
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral", "responses"], indirect=True)
 

@@ -99,3 +99,31 @@ async def test_a_runs_end_names_its_last_step_and_answer_only_when_its_own_end_w
     else:
         assert end["seq"] == await Step.objects.filter(run=run).acount() > 0
         assert end["answer_length"] == len(saved.answer) > 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_runs_end_is_awaited_by_the_subscribers_of_run_finished(demo_data: None, fast_demo: None) -> None:
+    """What goes on from a run's end (the conversation's queue) subscribes to ``ends.run_finished``: its receivers are
+    awaited once the run's end is published, with its conversation; one that fails does not keep the others from
+    it."""
+    from assistant.runs import ends
+
+    user = await get_user_model().objects.aget(username="demo")
+    org = await Organisation.objects.aget(slug="demo")
+    start = await sync_to_async(intake.create_run)(user, org, None, ASK)
+    heard: list[tuple[int, str]] = []
+
+    async def failing(conversation_id: int, **kwargs: Any) -> None:
+        raise RuntimeError("a receiver that fails")
+
+    async def hearing(conversation_id: int, **kwargs: Any) -> None:
+        heard.append((conversation_id, (await Run.objects.aget(pk=start.run.pk)).status))
+
+    ends.run_finished.connect(failing)
+    ends.run_finished.connect(hearing)
+    try:
+        await execution.launch(start)
+    finally:
+        ends.run_finished.disconnect(failing)
+        ends.run_finished.disconnect(hearing)
+    assert heard == [(start.run.conversation_id, "ok")]  # its end saved before

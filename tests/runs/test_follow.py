@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
-from shared_layer import use_shared_layer
 
 from assistant.orgs.models import Organisation
 from assistant.runs import follow, groups, local
 from assistant.runs.follow import RunFollower
 from assistant.runs.groups import run_group
 from assistant.runs.models import Conversation, Run, Step
+from tests.database_thread import statements_of_the_database_thread
+from tests.shared_layer import use_shared_layer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,8 +17,9 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from live_server import start_server
-from waiting import wait_until
+
+from tests.live_server import start_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from database_thread import statements_of_the_database_thread
 from django.contrib.auth import get_user_model
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from waiting import until
 
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.orgs.models import Organisation
 from assistant.runs import intake, leases
 from assistant.runs.models import Lease, Run
+from tests.database_thread import statements_of_the_database_thread
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
-from conftest import Process
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
@@ -24,6 +23,7 @@ from assistant.engine.events import AgentStarted, DelegationEstimated
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Lease, Run
 from assistant.runs.steps import events_of
+from tests.scale.conftest import Process
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

@@ -15,16 +15,16 @@ from collections.abc import Iterator
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
-from conftest import Process
 from django.core.management import call_command
 from django.test import AsyncClient
-from waiting import until
 
 from assistant.budgets import state
 from assistant.budgets.models import Category, CategoryMonth, Reservation
 from assistant.orgs.models import Organisation
 from assistant.runs import leases
 from assistant.runs.models import Lease, Run
+from tests.scale.conftest import Process
+from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

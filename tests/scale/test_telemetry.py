@@ -12,15 +12,12 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
-from conftest import Processes
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
-from otlp_receiver import Receiver, attributes, metric_names, receiving, spans_of
-from waiting import until
 
 from assistant.engine.events import UsageEvent
 from assistant.orgs.models import Organisation
@@ -31,6 +28,9 @@ from assistant.schedules.models import Execution, ScheduledTask
 from assistant.telemetry import setup
 from assistant.telemetry.instruments import Instruments
 from assistant.workers.celery import app
+from tests.otlp_receiver import Receiver, attributes, metric_names, receiving, spans_of
+from tests.scale.conftest import Processes
+from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 

@@ -16,12 +16,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
-from conftest import Process, Processes
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
-from waiting import until
 
 from assistant.asgi import application
 from assistant.budgets.models import Reservation
@@ -33,6 +31,8 @@ from assistant.runs import execution, leases
 from assistant.runs.models import Conversation, Lease, Message, Run
 from assistant.schedules import services as schedules
 from assistant.schedules.models import Execution, ScheduledTask
+from tests.scale.conftest import Process, Processes
+from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

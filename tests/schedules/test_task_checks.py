@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import formats, timezone
-from test_tasks import FORM
 
 from assistant.runs.models import Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
+from tests.schedules.test_tasks import FORM
 
 
 @pytest.fixture

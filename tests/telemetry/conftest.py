@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 from channels.layers import channel_layers
-from telemetry_support import Exported, exported_with
 
 from assistant.telemetry import setup
 from assistant.telemetry.content import ContentMode
+from tests.telemetry.telemetry_support import Exported, exported_with
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
-from telemetry_support import DELEGATING, Exported
 
 from assistant.engine.errors import RequestRefused
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run
+from tests.telemetry.telemetry_support import DELEGATING, Exported
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

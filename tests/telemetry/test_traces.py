@@ -13,12 +13,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import ReadableSpan
-from telemetry_support import QUESTION, Exported, ask
 
 from assistant.engine.events import AgentAction, AgentStarted, ModelCallFailed, ToolCallEvent, UsageEvent
 from assistant.runs.models import Run
 from assistant.runs.steps import events_of
 from assistant.telemetry.content import ContentMode
+from tests.telemetry.telemetry_support import QUESTION, Exported, ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from live_server import start_server
-from otlp_receiver import metric_names, receiving, spans_of
-from telemetry_support import DELEGATING, QUESTION
+
+from tests.live_server import start_server
+from tests.otlp_receiver import metric_names, receiving, spans_of
+from tests.telemetry.telemetry_support import DELEGATING, QUESTION
 
 pytestmark = pytest.mark.slow
 

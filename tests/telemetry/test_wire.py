@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from otlp_receiver import Receiver, metric_names, receiving, spans_of
-from telemetry_support import ask
 
 from assistant.telemetry import setup
+from tests.otlp_receiver import Receiver, metric_names, receiving, spans_of
+from tests.telemetry.telemetry_support import ask
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
