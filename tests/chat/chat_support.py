@@ -63,7 +63,7 @@ async def frames_until(communicator: WebsocketCommunicator, pattern: str, second
     try:
         async with asyncio.timeout(seconds):
             while not re.search(pattern, frames, re.S):
-                frames += await communicator.receive_from(timeout=seconds)
+                frames += str(await communicator.receive_from(timeout=seconds))
     except TimeoutError as e:
         raise AssertionError(f"waited {seconds:g} s for {pattern!r} on the page; it had: {frames[-3000:]}") from e
     return frames
@@ -76,7 +76,7 @@ async def frames_until_finished(communicator: WebsocketCommunicator, run: Run) -
     try:
         async with asyncio.timeout(PAGE_SECONDS):
             while not frames or not finished.search(frames[-1]):
-                frames.append(await communicator.receive_from(timeout=PAGE_SECONDS))
+                frames.append(str(await communicator.receive_from(timeout=PAGE_SECONDS)))
     except TimeoutError as e:
         raise AssertionError(f"waited {PAGE_SECONDS:g} s for run {run.pk} to finish on the page") from e
     return frames

@@ -15,7 +15,7 @@ class WatchedDocument(Document):
 
     reads: ClassVar[list[str]] = []
 
-    @property  # type: ignore[override]  # a read-write property over the dataclass's field, to note its reads
+    @property  # a read-write property over the dataclass's field, to note its reads
     def text(self) -> str:
         WatchedDocument.reads.append(self.id)
         return str(self.__dict__["_text"])

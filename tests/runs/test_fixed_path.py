@@ -119,17 +119,17 @@ def test_a_page_s_message_is_checked_once_with_the_policy_read_once(org: Organis
     user = get_user_model().objects.get(username="demo")
     ask = replace(ASK, resources=("kb:factures",))
     with CaptureQueriesContext(connection) as sent:
-        start = intake.submit(user, org, None, ask)  # type: ignore[arg-type]
+        start = intake.submit(user, org, None, ask)
     assert isinstance(start, RunStart)
     assert _reads(sent, *POLICY_AND_CHECK) == dict.fromkeys(POLICY_AND_CHECK, 1)
     run = start.run
     with CaptureQueriesContext(connection) as sent:
-        queued = intake.submit(user, org, run.conversation, ask)  # type: ignore[arg-type]  # the run still running
+        queued = intake.submit(user, org, run.conversation, ask)  # the run still running
     assert isinstance(queued, Message) and queued.queued
     assert _reads(sent, *POLICY_AND_CHECK) == dict.fromkeys(POLICY_AND_CHECK, 1)
     empty = intake.Ask(text=" ", model="demo-small", level="rapide", resources=("kb:factures",))
     with CaptureQueriesContext(connection) as sent, pytest.raises(RequestRefused):
-        intake.submit(user, org, run.conversation, empty)  # type: ignore[arg-type]
+        intake.submit(user, org, run.conversation, empty)
     # Refused by the check before it reads the base: the policy read once, nothing else of the check.
     assert _reads(sent, *POLICY_AND_CHECK) == {**dict.fromkeys(POLICY, 1), KnowledgeBase._meta.db_table: 0}
 
