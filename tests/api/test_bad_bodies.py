@@ -37,7 +37,7 @@ def said(text: str) -> dict[str, Any]:
 MANY = [{"role": "user", "content": "hi"}] * 501
 
 # (id, method, path, body: bytes, a JSON value or None, key: "demo", "none", "bad" or "revoked", status, code, param)
-CASES: list[tuple[str, str, str, Any, str, int, str, str | None]] = [
+CASES: list[tuple[str, str, str, Any, str, int, str | None, str | None]] = [
     ("not json", "POST", COMPLETIONS, b"{not json", "demo", 400, "invalid_json", None),
     (
         "truncated json",

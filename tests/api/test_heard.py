@@ -4,6 +4,7 @@ elsewhere."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from django.core.management import call_command
 from assistant.api import api as api_module
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
-from assistant.runs import execution
+from assistant.runs import steps
 from tests.api.api_support import asgi_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,7 +49,7 @@ async def test_a_response_not_streamed_is_built_from_the_events_heard_as_the_ste
     fast_demo: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read_back: list[Any] = []
-    events_of = api_module.events_of
+    events_of = steps.events_of  # the one the API module imports
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         read_back.append(args)
@@ -61,7 +62,7 @@ async def test_a_response_not_streamed_is_built_from_the_events_heard_as_the_ste
     assert heard["status"] == "ok" and [s for s in heard["steps"] if s["type"] == "run_agent"]
     assert read_back == []  # executed here: its steps were not read back
     # Built from the steps, the same response.
-    from_steps = (await sync_to_async(api_module._completion)(execution.uuid.UUID(heard["run_id"]), []))[0].model_dump(
+    from_steps = (await sync_to_async(api_module._completion)(uuid.UUID(heard["run_id"]), []))[0].model_dump(
         mode="json"
     )
     assert len(read_back) == 1
@@ -76,7 +77,7 @@ async def test_a_streams_last_chunk_is_built_from_the_run_as_this_process_saved_
     import json
 
     handed: list[str] = []
-    real = api_module.sync_to_async
+    real = sync_to_async  # the one the API module imports
 
     def recording(func: Any, *args: Any, **kwargs: Any) -> Any:
         handed.append(getattr(func, "__name__", ""))
@@ -89,6 +90,6 @@ async def test_a_streams_last_chunk_is_built_from_the_run_as_this_process_saved_
     last = chunks[-1]
     assert last["status"] == "ok" and response.text.rstrip().endswith("data: [DONE]")
     assert "_create" in handed and "_completion" not in handed
-    from_db, _failure = await sync_to_async(api_module._completion)(execution.uuid.UUID(last["run_id"]), [])
+    from_db, _failure = await sync_to_async(api_module._completion)(uuid.UUID(last["run_id"]), [])
     expected = from_db.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "status", "reason"})
     assert {k: last[k] for k in expected} == expected

@@ -77,7 +77,7 @@ def sqlite_file_env(tmp_path: Path) -> dict[str, str]:
     path = tmp_path / "contend.sqlite3"
     connection.ensure_connection()
     target = sqlite3.connect(path)
-    connection.connection.backup(target)  # type: ignore[union-attr]
+    connection.connection.backup(target)
     target.execute("PRAGMA journal_mode=WAL")
     target.close()
     env = {**os.environ, "SQLITE_PATH": str(path), "DATABASE_URL": ""}

@@ -21,15 +21,21 @@ from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
 from assistant.runs.start import RunStart
 from tests.budgets.budgets_support import World, signed_in, this_month
+from tests.chat.chat_support import ComposerPost
 
-SYNTHESIS = {
+SYNTHESIS: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
     "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
     "category": "syntheses",
 }
-QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
+QUESTION: ComposerPost = {
+    "text": "What does contract C-2024-002 cover?",
+    "model": "demo-large",
+    "level": "rapide",
+    "resources": [],
+}
 
 
 def exhaust(category: Category) -> None:

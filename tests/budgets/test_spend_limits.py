@@ -24,7 +24,6 @@ from django.core.management import CommandError, call_command
 from django.test import AsyncClient
 from django.utils import timezone, translation
 
-from assistant.asgi import application
 from assistant.budgets import spend
 from assistant.budgets.models import SpendAlert, SpendMonth, SpendReservation
 from assistant.budgets.months import month_of, zone
@@ -37,10 +36,17 @@ from assistant.orgs.spending import limit_for
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run, Step
 from assistant.runs.start import RunStart
+from tests.asgi_app import asgi_transport
 from tests.budgets.budgets_support import World, signed_in
+from tests.chat.chat_support import ComposerPost
 
-QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
-SYNTHESIS = {
+QUESTION: ComposerPost = {
+    "text": "What does contract C-2024-002 cover?",
+    "model": "demo-large",
+    "level": "rapide",
+    "resources": [],
+}
+SYNTHESIS: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
@@ -153,9 +159,7 @@ def test_an_alert_limit_refuses_nothing(tworld: World, fast_demo: None) -> None:
 
 @pytest.fixture
 async def api(tworld: World, fast_demo: None) -> AsyncIterator[httpx2.AsyncClient]:
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30
-    ) as http:
+    async with httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30) as http:
         yield http
 
 

@@ -1,6 +1,6 @@
 """What several chat tests send: the composer's request with two knowledge bases and agents."""
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class ComposerPost(TypedDict):
@@ -10,6 +10,7 @@ class ComposerPost(TypedDict):
     model: str
     level: str
     resources: list[str]
+    category: NotRequired[str]
 
 
 QUESTION = "Bimbamjob: invoices 2024, payments and relationship"

@@ -24,6 +24,7 @@ from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Run, Step
 from tests.chat.chat_support import ASK
+from tests.sockets import text_from
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -53,7 +54,7 @@ async def _until_finished(communicator: WebsocketCommunicator, run: Run) -> list
     finished = re.compile(rf'<article class="answer" id="run-{run.pk}" data-status="(ok|stopped|error)"')
     async with asyncio.timeout(30):
         while True:
-            frames.append(await communicator.receive_from(timeout=30))
+            frames.append(await text_from(communicator, timeout=30))
             if finished.search(frames[-1]):
                 return frames
 

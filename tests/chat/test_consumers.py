@@ -20,8 +20,10 @@ from assistant.chat import live
 from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution, groups, local
+from assistant.runs.messages import RunEvent, RunFinished
 from assistant.runs.models import Conversation, Run
 from tests.chat.chat_support import ASK
+from tests.sockets import text_from
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -55,7 +57,7 @@ async def _until_finished(communicator: WebsocketCommunicator, run: Run, timeout
     finished = re.compile(rf'<article class="answer" id="run-{run.pk}" data-status="(ok|stopped|error)"')
     async with asyncio.timeout(timeout):
         while True:
-            frame = await communicator.receive_from(timeout=timeout)
+            frame = await text_from(communicator, timeout=timeout)
             frames.append(frame)
             if finished.search(frame):
                 return frames
@@ -131,10 +133,11 @@ async def test_another_origin_is_refused() -> None:
         await communicator.disconnect()
 
 
-async def _handshake(path: str, session: str, origin: str, host: str = "testserver", **scope: Any) -> bool:
+async def _handshake(path: str, session: str, origin: str, host: str = "testserver", scheme: str | None = None) -> bool:
     headers = [(b"origin", origin.encode()), (b"host", host.encode()), (b"cookie", f"sessionid={session}".encode())]
     communicator = WebsocketCommunicator(application, path, headers=headers)
-    communicator.scope.update(scope)
+    if scheme is not None:
+        communicator.scope["scheme"] = scheme
     connected, _ = await communicator.connect()
     await communicator.disconnect()
     return bool(connected)
@@ -209,8 +212,14 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id(monke
     # What that run publishes while the page reads it (the page listens first, so as to miss nothing) is dropped.
     loop = asyncio.get_running_loop()
     load = live.LiveRun.load
-    said = {"type": "run.event", "run": secret.pk.hex, "seq": 0, "t": 1.0, "offset": 0}
-    said["event"] = {"kind": "text_delta", "agent_id": None, "text": "Mallory's secret"}
+    said: RunEvent = {
+        "type": "run.event",
+        "run": secret.pk.hex,
+        "seq": 0,
+        "t": 1.0,
+        "offset": 0,
+        "event": {"kind": "text_delta", "agent_id": None, "text": "Mallory's secret"},
+    }
 
     def load_while_it_publishes(run_id: str, conversation_id: int, language: str | None = None) -> live.LiveRun | None:
         asyncio.run_coroutine_threadsafe(groups.publish(secret.pk, said), loop).result(5)
@@ -220,7 +229,7 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id(monke
     communicator = await _socket(f"/ws/c/{mine.pk}/?running={secret.pk.hex},not-a-uuid", session)
     try:
         assert await communicator.receive_nothing(timeout=0.3)
-        await groups.publish(secret.pk, {**said, "offset": 16})  # and what it publishes after
+        await groups.publish(secret.pk, said | {"offset": 16})  # and what it publishes after
         assert await communicator.receive_nothing(timeout=0.3)
     finally:
         await communicator.disconnect()
@@ -278,7 +287,7 @@ async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_
     release = threading.Event()
     refresh = live.LiveRun.refresh_finished
 
-    def held_refresh(self: live.LiveRun, finished: dict[str, Any] | None = None) -> None:
+    def held_refresh(self: live.LiveRun, finished: RunFinished | None = None) -> None:
         reading.set()
         release.wait(timeout=20)
         refresh(self, finished)
@@ -295,7 +304,7 @@ async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_
         assert await asyncio.to_thread(reading.wait, 20)
         before: list[str] = []
         while not await communicator.receive_nothing(timeout=1):  # what the page has while its end is being read
-            before.append(await communicator.receive_from())
+            before.append(await text_from(communicator))
         release.set()
         frames = await _until_finished(communicator, run)
         await execution.wait_for(run.pk)
@@ -374,7 +383,7 @@ async def test_stop_reaches_the_page(settings: Any) -> None:
         run = await Run.objects.aget(conversation=conversation)
         frame = ""
         while "(working…)" not in frame:
-            frame = await communicator.receive_from(timeout=5)
+            frame = await text_from(communicator, timeout=5)
         response = await client.post(f"/runs/{run.pk}/stop", headers={"HX-Request": "true"})
         assert "Stopping…" in response.content.decode()
         frames = await _until_finished(communicator, run)

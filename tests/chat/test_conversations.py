@@ -31,6 +31,7 @@ from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
+from tests.asgi_app import asgi_transport
 from tests.chat.chat_support import ASK, QUESTION
 
 OLD_STEPS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())[
@@ -465,7 +466,7 @@ async def test_the_api_still_answers_a_run_of_a_deleted_conversation_with_its_us
     await sync_to_async(call_command)("load_demo", verbosity=0)
     org = await Organisation.objects.aget(slug="demo")
     _, secret = await sync_to_async(keys.create_key)(org, "deletion")
-    transport = httpx2.ASGITransport(app=application)
+    transport = asgi_transport()
     async with httpx2.AsyncClient(
         transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {secret}"}, timeout=30
     ) as api:

@@ -24,6 +24,7 @@ from assistant.runs import execution
 from assistant.runs.models import Conversation, Run
 from assistant.runs.steps import events_of
 from tests.chat.chat_support import ASK
+from tests.sockets import text_from
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -52,7 +53,7 @@ async def _until(communicator: WebsocketCommunicator, text: str, timeout: float 
     frames = ""
     async with asyncio.timeout(timeout):
         while text not in frames:
-            frames += await communicator.receive_from(timeout=timeout)
+            frames += await text_from(communicator, timeout=timeout)
     return frames
 
 

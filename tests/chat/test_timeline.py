@@ -33,15 +33,17 @@ from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases, local
 from assistant.runs.follow import Follower
 from assistant.runs.groups import publish
+from assistant.runs.messages import RunEvent, RunMessage
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
 from tests.database_thread import statements_of_the_database_thread
+from tests.sockets import text_from
 from tests.waiting import until
 
 INSTRUCTION = "Find the invoices of Bimbamjob"
 FIRST = "I am handing the search to an agent."
 ANSWER = " Here is the answer."
-STARTED = {
+STARTED: dict[str, Any] = {
     "kind": "agent_started", "agent_id": "agent-1", "instruction": INSTRUCTION, "model": "demo-small",
     "model_label": "Demo Small (offline demo)", "resources": ["kb:factures"], "max_rounds": 5,
 }  # fmt: skip
@@ -53,8 +55,14 @@ def _usage(cost: float) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
-SEARCH = {"tool": "kb_search", "kind": "search", "label": "factures: Bimbamjob", "count": 4, "ok": True}
-READ = {"tool": "kb_read", "kind": "read", "label": "Invoice F-2024-031", "count": 1, "ok": True}
+SEARCH: dict[str, Any] = {"tool": "kb_search", "kind": "search", "label": "factures: Bimbamjob", "count": 4, "ok": True}
+READ: dict[str, Any] = {"tool": "kb_read", "kind": "read", "label": "Invoice F-2024-031", "count": 1, "ok": True}
+
+
+def _event(message: RunMessage) -> RunEvent:
+    """A message the run published, which the test expects to be one of its events."""
+    assert message["type"] == "run.event", message
+    return message
 
 
 def _run(status: str = "running", answer: str = "", user: str = "demo") -> Run:
@@ -108,8 +116,12 @@ async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_cal
     """The recorder hands the first delta of a burst to this process's listeners at once, the burst whole on the next
     turn of the loop; a follower takes each word once."""
     run = await sync_to_async(_run)()
-    heard: list[dict[str, Any]] = []
-    local.listen(run.pk.hex, heard.append)
+    heard: list[RunEvent] = []
+
+    def hear(message: RunMessage) -> None:
+        heard.append(_event(message))
+
+    local.listen(run.pk.hex, hear)
     recorder = Recorder(run.pk)
     try:
         await recorder.emit(TextDeltaEvent(text="Hello "))
@@ -118,7 +130,7 @@ async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_cal
         assert len(heard) == 1
         await recorder.close()
     finally:
-        local.unlisten(run.pk.hex, heard.append)
+        local.unlisten(run.pk.hex, hear)
     assert [(m["offset"], m["event"]["text"]) for m in heard] == [(0, "Hello "), (0, "Hello world")]
     follower = Follower(run.pk)
     assert [item for m in heard for item in follower.apply(m) or []] == ["Hello ", "world"]
@@ -155,7 +167,7 @@ async def test_what_the_engine_asks_of_the_database_right_after_an_event_goes_be
 @pytest.mark.django_db(transaction=True)
 async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_answer(demo_data: None) -> None:
     run = await sync_to_async(_run)()
-    heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    heard: asyncio.Queue[RunMessage] = asyncio.Queue()
     local.listen(run.pk.hex, heard.put_nowait)
     recorder = Recorder(run.pk)
     await recorder.emit(TextDeltaEvent(text="I am handing "))
@@ -167,9 +179,9 @@ async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_ans
     await recorder.close()
     steps = [(s.kind, s.text_offset) async for s in Step.objects.filter(run=run).order_by("seq")]
     assert steps == [("agent_started", 24), ("agent_action", 24), ("tool_result", 29)]
-    published = []
+    published: list[RunEvent] = []
     while len([m for m in published if m["event"]["kind"] != "text_delta"]) < 3:
-        published.append(await asyncio.wait_for(heard.get(), 2))
+        published.append(_event(await asyncio.wait_for(heard.get(), 2)))
     local.unlisten(run.pk.hex, heard.put_nowait)
     assert [m["text_offset"] for m in published if m["event"]["kind"] != "text_delta"] == [24, 24, 29]
     await run.arefresh_from_db()
@@ -274,8 +286,8 @@ def test_the_agent_panel_is_its_owners_only(demo_data: None) -> None:
     page = owner.get(path).content.decode()
     assert "<html" in page and '<aside id="agent-panel"' not in page and "Round 2" in page
     assert f'href="/c/{run.conversation_id}/#run-{run.pk}">Back to the conversation</a>' in page
-    french = owner.get(path, headers={"accept-language": "fr"}).content.decode()
-    assert "Retour à la conversation" in french and "Tour 2" in french
+    french_page = owner.get(path, headers={"accept-language": "fr"}).content.decode()
+    assert "Retour à la conversation" in french_page and "Tour 2" in french_page
     assert owner.get(path.replace("agent-1", "agent-9")).status_code == 404
     assert owner.get(path.replace(str(run.pk), str(uuid.uuid4()))).status_code == 404
     assert owner.get(path.replace(f"/c/{run.conversation_id}/", f"/c/{run.conversation_id + 1}/")).status_code == 404
@@ -347,7 +359,7 @@ async def _frames_until(communicator: WebsocketCommunicator, pattern: str, timeo
     frames = ""
     async with asyncio.timeout(timeout):
         while not re.search(pattern, frames, re.S):
-            frames += await communicator.receive_from(timeout=timeout)
+            frames += await text_from(communicator, timeout=timeout)
     return frames
 
 
@@ -373,7 +385,14 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         frames = await _frames_until(communicator, body)
         assert "Searched “Bimbamjob” in Invoices: 4 results" in frames
         event = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
-        message = {"type": "run.event", "run": run.pk.hex, "seq": 9, "event": event, "t": 1.0, "text_offset": 36}
+        message: RunEvent = {
+            "type": "run.event",
+            "run": run.pk.hex,
+            "seq": 9,
+            "event": event,
+            "t": 1.0,
+            "text_offset": 36,
+        }
         await publish(run.pk, message)
         frames = await _frames_until(communicator, "Read: Invoice F-2024-031.*" + body + "|" + body + ".*Read: Invoice")
         assert frames.count(body) == 1  # the line and the panel, pushed together
@@ -381,7 +400,7 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         await communicator.send_to(json.dumps({"follow_agent": None}))
         await communicator.send_to("not json")  # ignored
         event = _usage(0.001)
-        await publish(run.pk, {**message, "seq": 10, "event": event})
+        await publish(run.pk, message | {"seq": 10, "event": event})
         frames = await _frames_until(communicator, r"0\.0022 €")
         assert body not in frames
     finally:
@@ -403,13 +422,23 @@ async def test_an_agents_progress_right_after_another_reaches_the_page_with_the_
     communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
     try:
         await _frames_until(communicator, f'id="run-{run.pk}-timeline"')
-        message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "text_offset": len(FIRST)}
+
+        def message(seq: int, event: dict[str, Any]) -> RunEvent:
+            return {
+                "type": "run.event",
+                "run": run.pk.hex,
+                "seq": seq,
+                "event": event,
+                "t": 1.0,
+                "text_offset": len(FIRST),
+            }
+
         action = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
-        await publish(run.pk, {**message, "seq": 9, "event": action})
+        await publish(run.pk, message(9, action))
         await _frames_until(communicator, "Read: Invoice F-2024-031")
-        await publish(run.pk, {**message, "seq": 10, "event": _usage(0.001)})  # within the interval
+        await publish(run.pk, message(10, _usage(0.001)))  # within the interval
         text = {"kind": "text_delta", "agent_id": None, "text": " Reading."}
-        await publish(run.pk, {**message, "seq": 10, "event": text, "offset": len(FIRST)})
+        await publish(run.pk, message(10, text) | {"offset": len(FIRST)})
         first = await _frames_until(communicator, "Reading.")
         assert "0.0022 €" not in first  # the answer first, the progress with the next progress push
         await _frames_until(communicator, r"0\.0022 €", timeout=4)
@@ -432,11 +461,13 @@ async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_onc
     await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
     loop = asyncio.get_running_loop()
     load = live.LiveRun.load
-    message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": len(FIRST)}
+
+    def message(event: dict[str, Any], offset: int) -> RunEvent:
+        return {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": offset, "event": event}
 
     def load_then_publish(run_id: str, conversation_id: int, language: str | None = None) -> live.LiveRun | None:
         loaded = load(run_id, conversation_id, language)
-        text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
+        text = message({"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}, len(FIRST))
         asyncio.run_coroutine_threadsafe(publish(run.pk, text), loop).result(5)  # before the page has what it read
         return loaded
 
@@ -444,7 +475,7 @@ async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_onc
     communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
     try:
         await _frames_until(communicator, "Meanwhile.")
-        after = {**message, "offset": len(FIRST + " Meanwhile."), "event": {"kind": "text_delta", "text": " After."}}
+        after = message({"kind": "text_delta", "text": " After."}, len(FIRST + " Meanwhile."))
         await publish(run.pk, after)
         frames = await _frames_until(communicator, "After.")
         answers = re.findall(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>', frames, re.S)

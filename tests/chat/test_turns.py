@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
 
 from assistant.chat import search
+from assistant.chat.models import ConversationText
 from assistant.demo.model import say
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
@@ -59,6 +60,7 @@ def _turn(conv: Conversation, text: str, answer: str, status: str = "ok", **run:
 def _conv(title: str = "Invoices of March", user: Any = None) -> Conversation:
     user = user or get_user_model().objects.get(username="demo")
     org = Organisation.objects.filter(memberships__user=user).first()
+    assert org is not None
     return Conversation.objects.create(organisation=org, user=user, title=title)
 
 
@@ -269,7 +271,7 @@ def test_search_finds_titles_and_messages_of_the_owners_conversations_only(demo_
     # Deleted: its text leaves the index.
     client.post(f"/c/{mine.pk}/delete")
     assert f"/c/{mine.pk}/" not in client.get("/c/search", {"q": "bimbamjob"}).content.decode()
-    assert not search.ConversationText.objects.filter(conversation=mine).exists()
+    assert not ConversationText.objects.filter(conversation=mine).exists()
     assert search.search(mine.organisation_id, mine.user_id, "paid") == []
 
 
@@ -278,15 +280,15 @@ def test_an_inactive_users_conversations_are_not_indexed_until_it_is_active_agai
     org = Organisation.objects.get(slug="demo")
     api_conv = Conversation.objects.create(organisation=org, user=keys.api_user(org), title="Bimbamjob, the API")
     _turn(api_conv, "What did Bimbamjob pay?", "Bimbamjob paid the invoice in full.")
-    assert not search.ConversationText.objects.filter(conversation=api_conv).exists()
+    assert not ConversationText.objects.filter(conversation=api_conv).exists()
     member = _user("paused", Organisation.objects.get(slug="demo"))
     conv = _conv("Zanzibar", user=member)
     get_user_model().objects.filter(pk=member.pk).update(is_active=False)
     _turn(conv, "Quarterly figures?", "Up 4%.")
-    assert search.ConversationText.objects.get(conversation=conv).body == ""  # indexed with its title, at creation
+    assert ConversationText.objects.get(conversation=conv).body == ""  # indexed with its title, at creation
     get_user_model().objects.filter(pk=member.pk).update(is_active=True)
     _turn(conv, "And the year?", "Up 9%.")
-    body = search.ConversationText.objects.get(conversation=conv).body
+    body = ConversationText.objects.get(conversation=conv).body
     assert "Quarterly figures?" in body and "Up 9%." in body
     assert search.search(conv.organisation_id, member.pk, "quarterly")[0].conversation_id == conv.pk
 
@@ -422,7 +424,8 @@ def test_a_long_document_is_shown_a_part_at_a_time_and_whole_as_the_reader_scrol
     _user("stranger", elsewhere)
     assert _client("stranger").get(f"/documents/{doc.pk}/part", {"from": PART_CHARS}).status_code == 404
     _user("colleague", conv.organisation)
-    theirs = _client("colleague").get(f"/documents/{doc.pk}/part", {"from": PART_CHARS, "run": str(run.pk)})
+    query: dict[str, str | int] = {"from": PART_CHARS, "run": str(run.pk)}
+    theirs = _client("colleague").get(f"/documents/{doc.pk}/part", query)
     assert theirs.status_code == 200 and "<mark" not in theirs.content.decode()
 
 

@@ -47,7 +47,8 @@ def demo_sentences(language: Language) -> list[str]:
 
 
 def visible_text(page: Page) -> str:
-    return page.evaluate("() => document.body.innerText")
+    text: str = page.evaluate("() => document.body.innerText")
+    return text
 
 
 def open_everything(page: Page) -> None:
@@ -61,7 +62,7 @@ def open_everything(page: Page) -> None:
 def test_the_demo_s_texts_give_sentences_to_look_for() -> None:
     # The check below means something only if it knows the demo's sentences and documents in each language.
     for language in ("fr", "en"):
-        sentences = demo_sentences(language)  # type: ignore[arg-type]
+        sentences = demo_sentences(language)
         assert len(sentences) > 60, language
     assert "Voici ce que disent les documents sur" in demo_sentences("fr")
     assert "I am handing the search of" in demo_sentences("en")

@@ -26,14 +26,14 @@ from assistant.engine.estimate import (
     cap_of,
 )
 from assistant.engine.events import AgentFinished, AgentStarted, DelegationEstimated, ToolResultEvent
-from assistant.engine.models.function import CallInfo
+from assistant.engine.models.function import CallInfo, ModelFunction
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import ModelRequest, ModelResponse, UsagePart
 from tests.engine.engine_support import AGENT_A, AGENT_B, MAIN, delegate, harness, reply, researcher, scripted, task
 
 
-def delegating_main(*tasks: dict[str, object]) -> object:
+def delegating_main(*tasks: dict[str, object]) -> ModelFunction:
     """A main model that delegates ``tasks`` once, then answers from what it read back."""
     return scripted(reply(delegate(*tasks)), reply(text="Voici la synthèse."))
 
@@ -162,7 +162,7 @@ async def test_over_its_cap_with_no_one_to_ask_a_delegation_is_not_launched_and_
     assert estimated.estimate_max_eur > 0.001
     cause = estimated.cause
     assert cause is not None and cause.code == "delegation_cap"
-    assert (cause.used, cause.limit) == (pytest.approx(estimated.estimate_max_eur), 0.001)
+    assert cause.used == pytest.approx(estimated.estimate_max_eur) and cause.limit == 0.001
     read = result_of(h)
     assert read["event"].ok is False  # type: ignore[attr-defined]
     delegation = read["content"]["delegation"]  # type: ignore[index]

@@ -159,7 +159,7 @@ async def test_an_aborted_call_that_reported_its_usage_is_billed_what_was_report
     reported = UsagePart(prompt_tokens=1_234, completion_tokens=56)
     a = HangingModel(AGENT_A, read_then_hang(reported))
     main = scripted(reply(delegate(task("Lis la facture de Zorglub.", AGENT_A.id, ["kb:factures"])), text="Un agent."))
-    h = harness({MAIN.id: main, AGENT_A.id: a})  # type: ignore[dict-item]
+    h = harness({MAIN.id: main, AGENT_A.id: a})
 
     async def press_stop() -> None:
         await a.hung.wait()
@@ -206,7 +206,7 @@ class GatedLedger:
 async def test_stop_while_a_reservation_is_being_made_releases_it_and_makes_no_call() -> None:
     a = HangingModel(AGENT_A, read_then_hang())
     main = scripted(reply(delegate(task("Lis la facture de Zorglub.", AGENT_A.id, ["kb:factures"])), text="Un agent."))
-    h = harness({MAIN.id: main, AGENT_A.id: a})  # type: ignore[dict-item]
+    h = harness({MAIN.id: main, AGENT_A.id: a})
 
     async def stop_then_grant() -> None:
         h.ctx.cancel.cancel()  # Stop comes while the agent's second call is being reserved

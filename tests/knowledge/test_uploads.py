@@ -247,9 +247,9 @@ def test_an_oversized_upload_is_refused_and_leaves_nothing(media: Path, settings
     a, _ = two_orgs()
     before = Document.objects.count()
     response = upload(a.client(), "factures", ("big.txt", b"turbine " * 4000))
-    assert response.status_code == 422  # type: ignore[attr-defined]
-    assert "big.txt is too large" in response.content.decode()  # type: ignore[attr-defined]
-    assert "0.01 MB" in response.content.decode()  # type: ignore[attr-defined]
+    assert response.status_code == 422
+    assert "big.txt is too large" in response.content.decode()
+    assert "0.01 MB" in response.content.decode()
     assert Document.objects.count() == before and files_under(media) == []
 
 
@@ -267,15 +267,15 @@ def test_of_several_files_the_good_ones_are_added_and_each_refused_one_is_named_
     before = Document.objects.count()
     client = a.client()
     response = upload(client, "factures", ("good.txt", b"platypus"), ("bad.exe", b"MZ"), ("also.md", b"echidna"))
-    assert response.status_code == 302  # type: ignore[attr-defined]
+    assert response.status_code == 302
     assert Document.objects.count() == before + 2 and len(files_under(media)) == 2
-    page = client.get(response["Location"]).content.decode()  # type: ignore[index]
+    page = client.get(response["Location"]).content.decode()
     assert "2 documents added" in page and "Not added: bad.exe: this type of file is not supported" in page
     extract_pending()
     assert search(a.org.pk, "factures", "platypus", 8)[1] == 1
     # None good: refused in place, each named, nothing saved.
     response = upload(client, "factures", ("bad.exe", b"MZ"), ("worse.bin", b"\x00"))
-    assert response.status_code == 422  # type: ignore[attr-defined]
+    assert response.status_code == 422
     assert "bad.exe: this type" in response.content.decode() and "worse.bin: this type" in response.content.decode()
     assert Document.objects.count() == before + 2 and len(files_under(media)) == 2
 
@@ -290,7 +290,7 @@ def test_a_database_failure_removes_the_files_already_written(media: Path, monke
         calls["n"] += 1
         if calls["n"] == 2:
             raise RuntimeError("disk full")
-        real_save(self, *args, **kwargs)  # type: ignore[arg-type]
+        real_save(self, *args, **kwargs)
 
     monkeypatch.setattr(Document, "save", failing_save)
     client = a.client()
@@ -361,7 +361,7 @@ def test_another_organisations_base_is_404_for_list_and_upload(media: Path) -> N
     client = a.client()
     assert client.get(reverse("kb_base", args=["secrets"])).status_code == 404
     assert client.get(reverse("kb_documents", args=["secrets"])).status_code == 404
-    assert upload(client, "secrets", ("x.txt", b"intrusion")).status_code == 404  # type: ignore[attr-defined]
+    assert upload(client, "secrets", ("x.txt", b"intrusion")).status_code == 404
     assert not Document.objects.filter(text="intrusion").exists() and files_under(media) == []
 
 

@@ -378,7 +378,9 @@ async def test_web_search_errors_go_back_to_the_model(
 
 
 def test_web_search_is_absent_without_an_endpoint() -> None:
-    names = lambda config, scope: [t.spec.name for t in web_tools(config)(scope)]  # noqa: E731
+    def names(config: WebConfig, scope: Scope) -> list[str]:
+        return [t.spec.name for t in web_tools(config)(scope)]
+
     assert names(WebConfig(search_url="", fetch=True), Scope(web=True)) == ["web_fetch"]
     assert names(WebConfig(search_url="http://s/search", fetch=True), Scope(web=True)) == ["web_search", "web_fetch"]
     assert names(WebConfig(search_url="http://s/search", fetch=False), Scope(web=True)) == ["web_search"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -16,10 +17,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     """This host as it would be without bubblewrap: detect() really runs, only ``which bwrap`` fails."""
-    real_which = sandbox_probe.shutil.which
-    monkeypatch.setattr(
-        sandbox_probe.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw)
-    )
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw))
     found = sandbox_probe.detect.__wrapped__()
     assert found is not None
     monkeypatch.setattr("assistant.knowledge.tools.detect", lambda: found)  # what the tools offer

@@ -62,7 +62,7 @@ def test_run_usage_adds_carbon_per_model_and_in_total() -> None:
 
     usage.add("demo-small", UsagePart(100, 10), 0.0)  # no carbon data: no made-up zero per model
     data = usage.as_dict()
-    assert "carbon_g" not in data["by_model"]["demo-small"]  # type: ignore[index]
+    assert "carbon_g" not in data["by_model"]["demo-small"]
     assert data["carbon_estimated"] is False and data["carbon_g"] == pytest.approx(0.77)
 
 

@@ -107,7 +107,7 @@ def test_a_page_s_message_is_checked_once_with_the_policy_read_once(
 ) -> None:
     """``intake.submit``, a run or a queued message: one check, one read of the policy (the real ones, counted)."""
     calls: list[str] = []
-    real_check, real_policy = intake.check, intake.policy_for
+    real_check, real_policy = intake.check, policy_for  # the one intake imports
 
     def check(*args: Any, **kwargs: Any) -> Any:
         calls.append("check")
@@ -120,17 +120,17 @@ def test_a_page_s_message_is_checked_once_with_the_policy_read_once(
     monkeypatch.setattr(intake, "check", check)
     monkeypatch.setattr(intake, "policy_for", policy)
     user = get_user_model().objects.get(username="demo")
-    start = intake.submit(user, org, None, ASK)  # type: ignore[arg-type]
+    start = intake.submit(user, org, None, ASK)
     assert isinstance(start, RunStart) and calls == ["policy", "check"]
     run = start.run
     calls.clear()
-    queued = intake.submit(user, org, run.conversation, ASK)  # type: ignore[arg-type]  # the run still running
+    queued = intake.submit(user, org, run.conversation, ASK)
     assert isinstance(queued, Message) and queued.queued and calls == ["policy", "check"]
     calls.clear()
     with pytest.raises(RequestRefused):
         intake.submit(
             user, org, run.conversation, intake.Ask(text=" ", model="demo-small", level="rapide", resources=())
-        )  # type: ignore[arg-type]
+        )
     assert calls == ["policy", "check"]
 
 

@@ -28,7 +28,7 @@ ASK = intake.Ask(text="Bimbamjob?", model="demo-small", level="rapide", resource
 def _claimed_runs(count: int) -> list[Run]:
     user = get_user_model().objects.get(username="demo")
     org = Organisation.objects.get(slug="demo")
-    runs = [intake.create_run(user, org, None, ASK).run for _ in range(count)]  # type: ignore[arg-type]
+    runs = [intake.create_run(user, org, None, ASK).run for _ in range(count)]
     for run in runs:
         assert leases.claim_read(run.pk) is False
     return runs

@@ -23,11 +23,13 @@ from assistant.engine.events import AgentStarted, DelegationEstimated
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Lease, Run
 from assistant.runs.steps import events_of
+from tests.chat.chat_support import ComposerPost
 from tests.scale.conftest import Process
+from tests.sockets import text_from
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-ASK = {
+ASK: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
@@ -69,7 +71,7 @@ async def _asked() -> tuple[AsyncClient, WebsocketCommunicator, Run, str]:
     frames = ""
     async with asyncio.timeout(60):
         while "Launch the agents" not in frames:
-            frames += await communicator.receive_from(timeout=60)
+            frames += await text_from(communicator, timeout=60)
     assert "The assistant wants to launch 2 agents." in html.unescape(frames)
     return client, communicator, run, QUESTION_KEY.findall(frames)[-1]
 
@@ -79,7 +81,7 @@ async def _ended(communicator: WebsocketCommunicator, run: Run, text: str) -> Ru
     try:
         async with asyncio.timeout(60):
             while text not in frames or f'id="run-{run.pk}" data-status="ok"' not in frames:
-                frames += await communicator.receive_from(timeout=60)
+                frames += await text_from(communicator, timeout=60)
     finally:
         await communicator.disconnect()
     await run.arefresh_from_db()
@@ -88,7 +90,7 @@ async def _ended(communicator: WebsocketCommunicator, run: Run, text: str) -> Ru
 
 def _facts(run: Run) -> tuple[list[str], int, int]:
     events = events_of(run.steps.all())
-    decisions = [e.decision for e in events if isinstance(e, DelegationEstimated)]
+    decisions: list[str] = [e.decision for e in events if isinstance(e, DelegationEstimated)]
     agents = sum(isinstance(e, AgentStarted) for e in events)
     executor = int(Lease.objects.get(run=run).executor.rsplit(":", 1)[1])
     return decisions, agents, executor
