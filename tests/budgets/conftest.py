@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from pytest_django import Settings
 
 from tests.budgets.budgets_support import World, build_world
 
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
+def fast_passwords(settings: Settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)
-def locmem_email(settings: Any) -> None:
+def locmem_email(settings: Settings) -> None:
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 
 

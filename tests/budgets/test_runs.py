@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.utils import formats, timezone, translation
+from pytest_django import Settings
 
 from assistant.api.api import _completion as api_completion
 from assistant.budgets import reservations, services, state
@@ -166,10 +167,10 @@ def test_no_transfer_between_categories(tworld: World, fast_demo: None) -> None:
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agents_findings(
-    tworld: World, settings: object
+    tworld: World, settings: Settings
 ) -> None:
-    settings.DEMO_PACE = 0.0  # type: ignore[attr-defined]
-    settings.DEMO_LATENCY = 0.3  # type: ignore[attr-defined]
+    settings.DEMO_PACE = 0.0
+    settings.DEMO_LATENCY = 0.3
     client = AsyncClient()
     await client.aforce_login(tworld.member)
     assert (await client.post("/c/new", SYNTHESIS)).status_code == 302

@@ -23,6 +23,7 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient
 from django.utils import timezone, translation
+from pytest_django import Settings
 
 from assistant.budgets import spend
 from assistant.budgets.models import SpendAlert, SpendMonth, SpendReservation
@@ -217,7 +218,7 @@ async def test_an_api_run_counts_against_its_key_only(tworld: World, api: httpx2
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(tworld: World, settings: Any) -> None:
+async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(tworld: World, settings: Settings) -> None:
     settings.DEMO_PACE = 0.0
     settings.DEMO_LATENCY = 0.05
     ask = intake.Ask(

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from channels.layers import channel_layers
+from pytest_django import Settings
 
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
+def fast_passwords(settings: Settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -18,6 +17,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.orgs.models import Membership, Organisation
@@ -73,7 +73,7 @@ async def _until_both_agents_wait_on_their_second_call(run: Run) -> None:
             await asyncio.sleep(0.02)
 
 
-async def test_stop_this_agent_stops_it_alone_and_its_line_says_so(settings: Any) -> None:
+async def test_stop_this_agent_stops_it_alone_and_its_line_says_so(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.0, 0.0
     conversation = await sync_to_async(_conversation)()
     client, session = await _signed_in()

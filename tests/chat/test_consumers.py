@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.chat import live
@@ -143,7 +144,7 @@ async def _handshake(path: str, session: str, origin: str, host: str = "testserv
     return bool(connected)
 
 
-async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: Any) -> None:
+async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: Settings) -> None:
     settings.ALLOWED_HOSTS = ["127.0.0.1", "testserver"]
     await _demo()
     path = f"/ws/c/{(await sync_to_async(_conversation_of)('demo')).pk}/"
@@ -165,7 +166,9 @@ async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: A
         assert not await _handshake(path, session, origin), origin
 
 
-async def test_behind_a_tls_proxy_the_forwarded_scheme_counts_and_trusted_origins_are_accepted(settings: Any) -> None:
+async def test_behind_a_tls_proxy_the_forwarded_scheme_counts_and_trusted_origins_are_accepted(
+    settings: Settings,
+) -> None:
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.org", "https://*.example.net"]
     await _demo()
@@ -236,7 +239,7 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id(monke
     assert secret.pk.hex not in local._listeners
 
 
-async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
+async def test_events_arrive_live_then_the_finished_run(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.002, 0.05
     await _demo()
     client, session = await _signed_in()
@@ -277,7 +280,7 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
 
 
 async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_database(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The last text of a run comes with its end, within one push interval (made long here): it goes out at once,
     not after the run's outcome is read through the database's thread (held here until the text has arrived)."""
@@ -316,7 +319,7 @@ async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_
     assert 'data-emitted="' not in frames[-1]  # no text of its own left for the finished run to bring
 
 
-async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) -> None:
+async def test_joining_mid_run_shows_what_happened_and_continues(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.004, 0.05
     await _demo()
     client, session = await _signed_in()
@@ -346,7 +349,7 @@ async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) 
         assert _letters(run.answer[offset:]).startswith(_letters(pushed))
 
 
-async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any) -> None:
+async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.001, 0.05
     await _demo()
     client, session = await _signed_in()
@@ -372,7 +375,7 @@ async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any)
     assert second.status == "ok"
 
 
-async def test_stop_reaches_the_page(settings: Any) -> None:
+async def test_stop_reaches_the_page(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.0, 0.3
     await _demo()
     client, session = await _signed_in()

@@ -16,6 +16,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.engine.events import AgentStarted, DelegationEstimated
@@ -74,7 +75,7 @@ def _agents(run: Run) -> int:
     return sum(isinstance(e, AgentStarted) for e in events_of(run.steps.all()))
 
 
-async def _asked(settings: Any, **extra: Any) -> tuple[AsyncClient, WebsocketCommunicator, Run, str, str]:
+async def _asked(settings: Settings, **extra: Any) -> tuple[AsyncClient, WebsocketCommunicator, Run, str, str]:
     """A run of the demo's delegating question in a conversation of an organisation capped under what it costs,
     followed until the page shows the question; the question's key and the frames so far."""
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.0, 0.05
@@ -96,7 +97,7 @@ async def _finish(communicator: WebsocketCommunicator, run: Run) -> Run:
     return run
 
 
-async def test_the_question_shows_with_its_figures_survives_a_reload_and_launching_launches(settings: Any) -> None:
+async def test_the_question_shows_with_its_figures_survives_a_reload_and_launching_launches(settings: Settings) -> None:
     settings.DELEGATION_CONFIRM_SECONDS = 15
     client, communicator, run, key, frames = await _asked(settings)
     try:
@@ -125,7 +126,7 @@ async def test_the_question_shows_with_its_figures_survives_a_reload_and_launchi
     assert await sync_to_async(_agents)(run) == 2
 
 
-async def test_answering_without_them_answers_without_agents(settings: Any) -> None:
+async def test_answering_without_them_answers_without_agents(settings: Settings) -> None:
     client, communicator, run, key, _ = await _asked(settings)
     try:
         await client.post(f"/c/{run.conversation_id}/runs/{run.pk}/delegation", {"question": key, "launch": "0"})
@@ -140,7 +141,7 @@ async def test_answering_without_them_answers_without_agents(settings: Any) -> N
     assert "answered without it" in page and "Launch the agents" not in page
 
 
-async def test_no_answer_in_time_answers_without_them(settings: Any) -> None:
+async def test_no_answer_in_time_answers_without_them(settings: Settings) -> None:
     settings.DELEGATION_CONFIRM_SECONDS = 0.5
     _client, communicator, run, _key, _ = await _asked(settings)
     try:
@@ -152,7 +153,7 @@ async def test_no_answer_in_time_answers_without_them(settings: Any) -> None:
     assert await sync_to_async(_agents)(run) == 0
 
 
-async def test_stop_works_while_the_run_waits_for_the_answer(settings: Any) -> None:
+async def test_stop_works_while_the_run_waits_for_the_answer(settings: Settings) -> None:
     client, communicator, run, key, _ = await _asked(settings)
     try:
         await client.post(f"/runs/{run.pk}/stop", headers={"HX-Request": "true"})
@@ -167,7 +168,7 @@ async def test_stop_works_while_the_run_waits_for_the_answer(settings: Any) -> N
     assert await sync_to_async(_agents)(run) == 0
 
 
-async def test_only_the_run_s_user_answers_and_only_the_question_asked_now(settings: Any) -> None:
+async def test_only_the_run_s_user_answers_and_only_the_question_asked_now(settings: Settings) -> None:
     client, communicator, run, key, _ = await _asked(settings)
     try:
         org = await Organisation.objects.aget(slug="demo")
@@ -189,7 +190,7 @@ async def test_only_the_run_s_user_answers_and_only_the_question_asked_now(setti
     assert await sync_to_async(_decisions)(run) == ["asking", "declined"]
 
 
-async def test_without_a_cap_nothing_is_asked(settings: Any) -> None:
+async def test_without_a_cap_nothing_is_asked(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.0, 0.05
     conversation = await sync_to_async(_capped_conversation)(None)
     client, _session = await _signed_in()

@@ -22,6 +22,7 @@ from django.template.loader import render_to_string
 from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.chat import consumers, live
@@ -303,7 +304,7 @@ def test_the_agent_panel_is_its_owners_only(demo_data: None) -> None:
 
 
 @pytest.mark.django_db
-def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: Any) -> None:
+def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: Settings) -> None:
     settings.RUNS_LEASE_SECONDS = 30
     now = timezone.now()
     alive = _run()
@@ -364,7 +365,7 @@ async def _frames_until(communicator: WebsocketCommunicator, pattern: str, timeo
 
 
 @pytest.fixture
-def fast(settings: Any) -> None:
+def fast(settings: Settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.RUNS_HEARTBEAT_SECONDS = 0.5
 
@@ -487,7 +488,7 @@ async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_onc
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
-async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings: Any) -> None:
+async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings: Settings) -> None:
     settings.RUNS_LEASE_SECONDS = 30
     await sync_to_async(call_command)("load_demo", verbosity=0)
     run = await sync_to_async(_run)(answer=FIRST)
@@ -514,7 +515,7 @@ async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
-async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: Any) -> None:
+async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: Settings) -> None:
     settings.RUNS_LEASE_SECONDS = 1
     await sync_to_async(call_command)("load_demo", verbosity=0)
     run = await sync_to_async(_run)(answer=FIRST)
@@ -528,7 +529,7 @@ async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
-async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(settings: Any) -> None:
+async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(settings: Settings) -> None:
     """Its watch is open in this event loop: the process lives. A run of another process is still looked up."""
     settings.RUNS_HEARTBEAT_SECONDS = 0.5
     await sync_to_async(call_command)("load_demo", verbosity=0)

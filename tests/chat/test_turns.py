@@ -13,10 +13,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
+from pytest_django import Settings
 
 from assistant.chat import search
 from assistant.chat.models import ConversationText
 from assistant.demo.model import say
+from assistant.demo.model.texts import Language
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
@@ -83,7 +85,7 @@ def test_the_composer_keeps_the_last_messages_choices(demo_data: None) -> None:
     assert 'value="kb:comptes-rendus" checked' not in html and 'value="agents" checked' not in html
 
 
-def test_a_message_over_the_limit_is_refused_with_422_and_kept(demo_data: None, settings: Any) -> None:
+def test_a_message_over_the_limit_is_refused_with_422_and_kept(demo_data: None, settings: Settings) -> None:
     settings.CHAT_MAX_MESSAGE_CHARS = 50
     text = "x" * 51
     response = _client().post("/c/new", {**ASK, "text": text}, headers={"HX-Request": "true"})
@@ -94,7 +96,7 @@ def test_a_message_over_the_limit_is_refused_with_422_and_kept(demo_data: None, 
     assert _client().post("/c/new", {**ASK, "text": "x" * 50}).status_code == 302
 
 
-def test_the_limit_is_said_in_french(demo_data: None, settings: Any) -> None:
+def test_the_limit_is_said_in_french(demo_data: None, settings: Settings) -> None:
     settings.CHAT_MAX_MESSAGE_CHARS = 10
     client = _client()
     client.cookies["django_language"] = "fr"
@@ -102,13 +104,14 @@ def test_the_limit_is_said_in_french(demo_data: None, settings: Any) -> None:
     assert "au plus 10 caractères" in html
 
 
-async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(settings: Any) -> None:
+async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(settings: Settings) -> None:
     settings.DEMO_PACE = 0.0
     settings.DEMO_LATENCY = 0.3
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     await client.post("/c/new", ASK)
-    first: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    first = await Run.objects.order_by("-created").afirst()
+    assert first is not None
     assert first.is_running
     response = await client.post(
         f"/c/{first.conversation_id}/send", {**ASK, "text": "And the late ones?"}, headers={"HX-Request": "true"}
@@ -136,18 +139,19 @@ async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(sett
 
 @pytest.mark.parametrize("language", ["fr", "en"])
 async def test_a_run_carries_the_page_s_language_to_the_demo_and_a_queued_message_keeps_it(
-    fast_demo: None, language: str
+    fast_demo: None, language: Language
 ) -> None:
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     client.cookies["django_language"] = language
     # A bare name: the demo cannot tell its language, so it writes in the page's.
     await client.post("/c/new", {**ASK, "text": "Bimbamjob", "resources": []})
-    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
     assert run.language == language
     await execution.wait_for(run.pk)
     await run.arefresh_from_db()
-    assert run.answer.endswith(say("footer", language))  # type: ignore[arg-type]
+    assert run.answer.endswith(say("footer", language))
     conversation = await Conversation.objects.aget(pk=run.conversation_id)
     queued = await sync_to_async(intake.enqueue)(
         conversation, intake.Ask(text="Acme", model="demo-large", level=None, resources=(), language=language)
@@ -189,14 +193,16 @@ async def test_regenerate_supersedes_the_last_turn_and_keeps_its_cost(fast_demo:
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     await client.post("/c/new", ASK)
-    old: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    old = await Run.objects.order_by("-created").afirst()
+    assert old is not None
     await execution.wait_for(old.pk)
     await old.arefresh_from_db()
     cost, usage = old.cost_eur, old.usage
     assert cost > 0
     response = await client.post(f"/c/{old.conversation_id}/turns/{old.pk}/regenerate", headers={"HX-Request": "true"})
     assert response.status_code == 200 and response["HX-Redirect"] == f"/c/{old.conversation_id}/"
-    new: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    new = await Run.objects.order_by("-created").afirst()
+    assert new is not None
     assert new.pk != old.pk and (new.model, new.level, new.resources) == (old.model, old.level, old.resources)
     await execution.wait_for(new.pk)
     await old.arefresh_from_db()
@@ -306,7 +312,8 @@ async def test_export_has_answers_delegations_with_whole_reports_sources_and_cos
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     await client.post("/c/new", ASK)
-    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
     await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     reports = [s.data["report"] async for s in Step.objects.filter(run=run, kind="agent_finished")]
@@ -444,7 +451,7 @@ def test_a_document_is_visible_within_its_organisation_only(demo_data: None) -> 
     assert "alpha beta" in html and '<mark class="read">' not in html
 
 
-def test_a_download_is_an_attachment_that_cannot_run(demo_data: None, settings: Any, tmp_path: Any) -> None:
+def test_a_download_is_an_attachment_that_cannot_run(demo_data: None, settings: Settings, tmp_path: Any) -> None:
     from django.core.files.base import ContentFile
 
     settings.MEDIA_ROOT = str(tmp_path)

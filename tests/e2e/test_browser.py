@@ -189,7 +189,8 @@ def test_rename_in_place_then_delete_after_confirming(page: Page, shot: Shot) ->
     page.locator("#conversation-head a.delete").click()
     page.wait_for_url(re.compile(r"/$"))
     expect(page.locator(f".sidebar a[href='{path}']")).to_have_count(0)
-    assert page.goto(path).status == 404  # type: ignore[union-attr]
+    response = page.goto(path)
+    assert response is not None and response.status == 404
 
 
 AGENTS_OFF = {
@@ -211,9 +212,13 @@ def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_messag
     dock = page.locator(".dock").bounding_box()
     assert dock is not None and abs(dock["y"] + dock["height"] - height) <= 1 and dock["height"] <= height / 4, dock
     text = page.locator("#composer textarea[name=text]")
-    empty = text.bounding_box()["height"]  # type: ignore[index]
+    box = text.bounding_box()
+    assert box is not None
+    empty = box["height"]
     text.fill("A line\n" * 40)
-    grown = text.bounding_box()["height"]  # type: ignore[index]
+    box = text.bounding_box()
+    assert box is not None
+    grown = box["height"]
     assert empty < grown <= height * 0.41, (empty, grown)
     text.fill("")
     # The "+" menu: Escape closes it and gives the focus back to its button.

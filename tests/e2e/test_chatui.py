@@ -44,7 +44,7 @@ def tab(browser: Any, server: str, signed_in: dict[str, Any]) -> Iterator[Any]:
         page: Page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
-        page.errors = errors  # type: ignore[attr-defined]
+        page.errors = errors  # type: ignore[attr-defined]  # the page's script errors, kept on it for the tests to check
         return page
 
     yield open_tab

@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from assistant.demo.model.feature_texts import FEATURE_TEXTS
+from assistant.demo.model.texts import Language
 from assistant.engine.sandbox_probe import detect
 from tests.e2e.test_browser import choose
 from tests.e2e.test_french import assert_all_french
@@ -99,9 +100,9 @@ def ask(page: Page, text: str, resources: tuple[str, ...], level: str) -> Locato
     return run
 
 
-def said(code: str, language: str) -> list[str]:
+def said(code: str, language: Language) -> list[str]:
     """The fixed pieces of one of the features' sentences (between its placeholders), long enough to look for."""
-    pieces = PLACEHOLDER.split(FEATURE_TEXTS[code][language])  # type: ignore[index]
+    pieces = PLACEHOLDER.split(FEATURE_TEXTS[code][language])
     return [p.strip(" _*.:,;()") for p in pieces if len(p.strip(" _*.:,;()")) >= 12]
 
 
@@ -118,12 +119,12 @@ def check_language(page: Page, lang: str, where: str) -> None:
         no_english_of_the_features(page)
 
 
-def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: str) -> None:
+def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: Language) -> None:
     if detect() is None:
         pytest.skip("run_code needs Linux and a Python to start a child")
     run = ask(fpage, QUESTIONS["code"][lang], ("kb:factures", "code"), "standard")
 
-    comment = FEATURE_TEXTS["code_comment"][lang]  # type: ignore[index]
+    comment = FEATURE_TEXTS["code_comment"][lang]
     action = "Code : " if lang == "fr" else "Code: "
     # The step says the script's first line, and unfolds the whole script, highlighted.
     step = run.locator("details.main-action.script")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
+from pytest_django import Settings
 
 from assistant.engine.errors import ToolError
 from assistant.engine.run_code import RunCode
@@ -34,7 +35,7 @@ RETURN = "return what you found"
 
 
 @pytest.fixture
-def code_on(settings: Any) -> None:
+def code_on(settings: Settings) -> None:
     settings.RUN_CODE_ENABLED = True
     settings.RUN_CODE_CPU_SECONDS = 2
     settings.RUN_CODE_WALL_SECONDS = 8  # the CPU limit (2 s) comes first even on a loaded machine
@@ -62,7 +63,8 @@ def run_code(org: Org, scope: Scope | None = None) -> RunCode:
 
 
 async def output(tool: RunCode, code: str) -> dict[str, Any]:
-    return json.loads((await tool.run({"code": code})).content)  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads((await tool.run({"code": code})).content)
+    return result
 
 
 @pytest.fixture

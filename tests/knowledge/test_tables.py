@@ -19,6 +19,7 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
+from pytest_django import Settings
 
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
@@ -129,7 +130,8 @@ async def tools(org: Org, scope: Scope) -> dict[str, Tool]:
 
 async def query(org: Org, sql: str, scope: Scope | None = None) -> dict[str, Any]:
     tool = (await tools(org, scope or Scope(("factures",))))["data_query"]
-    return json.loads((await tool.run({"sql": sql})).content)  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads((await tool.run({"sql": sql})).content)
+    return result
 
 
 # Extraction -----------------------------------------------------------------------------------
@@ -343,7 +345,7 @@ async def test_data_query_answers_a_small_table_with_its_row_count_action_and_so
     assert data["table"].splitlines()[2] == "| 100 |"
 
 
-async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], settings: Any) -> None:
+async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], settings: Settings) -> None:
     a, _ = bases
     settings.DATA_QUERY_MAX_ROWS = 5
     data = await query(a, "SELECT * FROM factures ORDER BY montant DESC")
@@ -352,7 +354,7 @@ async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], s
     assert "first 5 of 20 rows" in data["note"]
 
 
-async def test_a_query_that_runs_too_long_is_interrupted(bases: tuple[Org, Org], settings: Any) -> None:
+async def test_a_query_that_runs_too_long_is_interrupted(bases: tuple[Org, Org], settings: Settings) -> None:
     a, _ = bases
     settings.DATA_QUERY_SECONDS = 0.5
     # 20⁷ rows, each hashed: no statistic lets DuckDB skip the work.

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -108,9 +109,9 @@ def server() -> Iterator[str]:
 def fetcher(server: str = "", **kwargs: object) -> WebFetch:
     """A web_fetch whose allow-list names the test server's host and port (an allowed host is on 80 and 443 only)."""
     allowed = frozenset({urlsplit(server).netloc}) if server else frozenset()
-    options: dict[str, object] = {"allowed_hosts": allowed, "timeout": 5.0}
+    options: dict[str, Any] = {"allowed_hosts": allowed, "timeout": 5.0}
     options.update(kwargs)
-    return WebFetch(WebConfig(**options))  # type: ignore[arg-type]
+    return WebFetch(WebConfig(**options))
 
 
 # web_fetch: what it reads ---------------------------------------------------------------------

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from assistant.engine import sandbox_probe
 from assistant.knowledge.tools import available_resources
@@ -25,7 +25,7 @@ def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("assistant.orgs.code.detect", lambda: found)  # what the settings page says
 
 
-def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Any) -> None:
+def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Settings) -> None:
     settings.RUN_CODE_ENABLED = True
     found = sandbox_probe.detect()
     if found is None or not found.complete:
@@ -36,7 +36,7 @@ def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settin
 
 
 def test_without_bubblewrap_run_code_is_withheld_and_the_page_says_why(
-    world: World, settings: Any, no_bwrap: None
+    world: World, settings: Settings, no_bwrap: None
 ) -> None:
     settings.RUN_CODE_ENABLED = True
     assert available_resources()["code"] is False
@@ -45,7 +45,7 @@ def test_without_bubblewrap_run_code_is_withheld_and_the_page_says_why(
     assert "Missing: bubblewrap (bwrap) is not installed" in html
 
 
-def test_the_page_says_when_run_code_is_disabled(world: World, settings: Any) -> None:
+def test_the_page_says_when_run_code_is_disabled(world: World, settings: Settings) -> None:
     settings.RUN_CODE_ENABLED = False
     html = signed_in("demo").get("/settings/").content.decode()
     assert "run_code is disabled on this server" in html

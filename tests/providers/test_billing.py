@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from assistant.api.schemas import AgentStep
 from assistant.api.trace import trace_of
 from assistant.engine.agent import run_agent
 from assistant.engine.catalogue import Catalogue, ModelInfo
@@ -241,7 +242,9 @@ async def test_an_agent_whose_calls_fail_with_500_bills_nothing_and_shows_the_fa
     steps = [Step.published(None, i, save_event(e)) for i, e in enumerate(h.events, 1)]
     trace = trace_of(steps, h.ctx.usage.as_dict())
     (agent_step,) = trace.steps
-    agent = agent_step.agent  # type: ignore[union-attr]
+    assert isinstance(agent_step, AgentStep)
+    agent = agent_step.agent
+    assert agent is not None
     assert [(s.type, getattr(s, "billed", None), getattr(s, "status", None)) for s in agent.steps] == [
         ("model_call_failed", False, 500)
     ]

@@ -206,7 +206,7 @@ async def test_request_shapes_tool_calls_and_results_with_call_ids(wire: Wire) -
     # A reasoning model takes neither temperature nor a seed (the Responses API has no seed): not sent.
     assert "temperature" not in body and "seed" not in body
     assert body["user"] == "u-1" and body["text"] == {"format": {"type": "json_object"}}
-    assert model.dropped(request.sampling) == ("temperature", "seed")  # type: ignore[arg-type]
+    assert request.sampling is not None and model.dropped(request.sampling) == ("temperature", "seed")
 
     (reasoning,) = response.reasoning
     assert (reasoning.format, reasoning.model, reasoning.summary, reasoning.before) == (
@@ -289,7 +289,7 @@ async def test_stop_closes_every_responses_stream_of_a_delegated_run_and_nothing
     def agent_turn(body: dict[str, Any]) -> Any:
         return Turn("Looking at the invoices now.", (("kb_search", '{"query": "Bimbamjob"}'),))
 
-    brain.agent = agent_turn  # type: ignore[method-assign]
+    brain.agent = agent_turn  # type: ignore[method-assign]  # this brain's agents answer with a search, always
     wire.server.brain = hanging_agents
     catalogue = Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]])
     for model_id in NAMES:

@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from pytest_django import Settings
 
 from assistant.budgets.ledger import CategoryAccounting
 from assistant.orgs.models import Organisation
@@ -39,7 +40,7 @@ def test_no_run_starts_without_an_accounting(demo_data: None) -> None:
 
 
 @pytest.fixture
-def unreachable_queue(settings: Any) -> Iterator[None]:
+def unreachable_queue(settings: Settings) -> Iterator[None]:
     from assistant.workers import celery
 
     executor, broker = settings.RUNS_EXECUTOR, settings.CELERY_BROKER_URL

@@ -44,8 +44,8 @@ def org(demo_data: None) -> Organisation:
     return Organisation.objects.get(slug="demo")
 
 
-def _start(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> RunStart:
-    return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)  # type: ignore[arg-type]
+def _start(org: Organisation, ask: intake.Ask = ASK, **kwargs: Any) -> RunStart:
+    return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)
 
 
 def _create(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> Run:

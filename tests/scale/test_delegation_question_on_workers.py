@@ -8,7 +8,6 @@ import asyncio
 import html
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -17,6 +16,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.engine.events import AgentStarted, DelegationEstimated
@@ -110,7 +110,9 @@ async def test_the_page_s_answer_reaches_the_worker_and_the_agents_launch(worker
     assert executor in {w.pid for w in workers}  # a worker ran it, and heard the page
 
 
-async def test_the_shared_field_alone_reaches_the_worker(workers: list[Process], capped: None, settings: Any) -> None:
+async def test_the_shared_field_alone_reaches_the_worker(
+    workers: list[Process], capped: None, settings: Settings
+) -> None:
     _client, communicator, run, key = await _asked()
     # No broadcast: only what the worker reads with the Stop flag.
     await Run.objects.filter(pk=run.pk).aupdate(delegation_answer={"question": key, "launch": False})

@@ -21,6 +21,7 @@ from django.core.management import call_command
 from django.test import AsyncClient
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.budgets.models import Reservation
@@ -104,7 +105,7 @@ def _kinds(run: Run) -> list[str]:
 
 
 async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_default(
-    workers: list[Process], demo: None, settings: Any
+    workers: list[Process], demo: None, settings: Settings
 ) -> None:
     client, session = await _signed_in()
     conversation = await _conversation()
@@ -465,7 +466,7 @@ async def test_a_client_tool_loop_through_the_api_runs_on_the_workers(workers: l
             model="demo-large", messages=answered, tools=[reminder], extra_body=extensions
         )
     assert done.choices[0].finish_reason == "stop" and done.choices[0].message.content
-    runs = [await Run.objects.aget(pk=c.model_extra["run_id"]) for c in (first, done)]  # type: ignore[index]
+    runs = [await Run.objects.aget(pk=(c.model_extra or {})["run_id"]) for c in (first, done)]
     pids = {w.pid for w in workers}
     executors = [await sync_to_async(_executor_pid)(r) for r in runs]
     assert set(executors) <= pids  # each executed by a worker
