@@ -48,13 +48,13 @@ def _traced(wire: Wire) -> tuple[RunTrace, InMemorySpanExporter, list[Event], An
     return trace, spans, h.events, h
 
 
-@wire_servers
 def _times(span: ReadableSpan) -> tuple[int, int]:
     """A finished span's start and end (the SDK types them optional: a span not started or not ended has none)."""
     assert span.start_time is not None and span.end_time is not None
     return span.start_time, span.end_time
 
 
+@wire_servers
 async def test_each_try_is_a_chat_span_of_its_own(wire: Wire) -> None:
     trace, spans, events, h = _traced(wire)
     wire.server.script(
