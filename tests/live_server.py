@@ -59,8 +59,10 @@ class LiveServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def wait_until_up(self, timeout: float = 60) -> str:
-        """The server's address, once it accepts connections; its log if it died or never answered."""
+    def wait_until_up(self, timeout: float = 100) -> str:
+        """The server's address, once it accepts connections; its log if it died or never answered. Its migrations
+        and demo data took over 60 s on a loaded machine (2 cores, load 10): it is given 100 s, within the test's
+        120 s (pytest-timeout), so that a server that never starts still says why."""
         deadline = time.monotonic() + timeout
         while True:
             try:

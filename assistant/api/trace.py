@@ -33,7 +33,8 @@ from assistant.engine.types import ToolCall
 from assistant.engine.usage import RunUsage, UsageData
 from assistant.runs.steps import StepWithEvent, events_of
 
-from .schemas import (
+from .stream_schemas import StreamEvent
+from .trace_schemas import (
     ActionOut,
     AgentOut,
     AgentStep,
@@ -43,7 +44,6 @@ from .schemas import (
     ModelUsageOut,
     RoundOut,
     SourceOut,
-    StreamEvent,
     ToolStep,
     Trace,
     UsageOut,

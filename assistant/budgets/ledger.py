@@ -32,7 +32,7 @@ from assistant.runs.accounting import Admission, take_unsettled
 from assistant.runs.commits import lazy_atomic
 from assistant.runs.models import Run
 
-from . import reservations, services, spend
+from . import reservations, services, spend, spend_months
 from .models import Category, Reservation
 
 SETTLE_SECONDS = 0.2
@@ -229,18 +229,18 @@ class _Spending:
     """What intake's admission read of the spend limit: the month the run counts against, and the main model (the
     first call's price)."""
 
-    place: spend.SpendPlace
+    place: spend_months.SpendPlace
     model: str
 
 
-def _spend_place_of(run_id: uuid.UUID | None) -> spend.SpendPlace | None:
+def _spend_place_of(run_id: uuid.UUID | None) -> spend_months.SpendPlace | None:
     """The spend month a saved run counts against (a worker's, which has no admission), when a limit applies."""
     if run_id is None:
         return None
     run = Run.objects.select_related("organisation", "api_key").filter(pk=run_id).first()
     if run is None:
         return None
-    return spend.place_for(run.organisation, run.user_id, run.api_key, run.created)
+    return spend_months.place_for(run.organisation, run.user_id, run.api_key, run.created)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

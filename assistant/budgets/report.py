@@ -1,4 +1,5 @@
-"""What the usage page and its CSV show for one organisation and one month (in its time zone).
+"""What the usage page and "My usage" show for one organisation and one month (in its time zone); the CSVs are
+``usage_csv`` and ``spend_lines``.
 
 Consumption against the budget comes from the category's counters (calls in flight included); the
 breakdowns (per day, per model, per agent, carbon) come from the month's runs, each run's usage being
@@ -7,37 +8,30 @@ every call of its main model and its agents counted once.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-import time
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db.models import CharField, Count, Sum
-from django.db.models.functions import Cast
 from django.utils import formats
 from django.utils.translation import gettext as _
 
 from assistant.catalogue import snapshot
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.engine.usage import RunUsage, UsageData
-from assistant.orgs.models import AgentProfile, ApiKey, Membership, Organisation
-from assistant.orgs.spending import SpendLimit, key_limit, member_limit
+from assistant.orgs.models import AgentProfile, Organisation
 from assistant.runs.models import Run, Step
-from assistant.runs.steps import agent_ends, with_events
+from assistant.runs.steps import with_events
 from assistant.runs.wording import demo_carbon_hint, status_text, with_demo_estimate
 from assistant.runs.wording import grams as wording_grams
 
-from . import spend
+from . import spend_state
 from .charts import PALETTE, Chart, Guide, Series
 from .landings import MIN_AGENTS, landing_lines
-from .models import BudgetAlert, LandingAlert, SpendMonth
+from .models import BudgetAlert, LandingAlert
 from .months import month_bounds, month_of, next_month, previous_month, zone
 from .services import categories_of
+from .spend_lines import spend_lines
 from .state import CategoryState, state_of
 
 # The cost-per-call chart covers the month and the two before it, so that a drift shows against its past.
@@ -317,262 +311,6 @@ def _agent_lines(runs: list[Run]) -> list[AgentLine]:
     return [*(main[m] for m in sorted(main)), *(lines[k] for k in sorted(lines))]
 
 
-CSV_COLUMNS = [
-    "started",
-    "run",
-    "user",
-    "api_key",
-    "category",
-    "model",
-    "level",
-    "status",
-    "agents",
-    "forced_landings",
-    "calls",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_prompt_tokens",
-    "total_tokens",
-    "cost_eur",
-    "estimated_eur",
-    "energy_wh",
-    "carbon_g",
-]
-
-
-# A spreadsheet reads a cell starting with one of these as a formula (CSV injection), also after leading
-# whitespace (" =1+1", "\n=1+1"), and a spreadsheet that splits on ";" (a French locale) reads each
-# ";"-separated part as a cell of its own ("a;=1+1"). Such a part gets a leading apostrophe, which
-# spreadsheets show as text and do not evaluate.
-FORMULA_STARTS = ("=", "+", "-", "@")
-CONTROL_STARTS = ("\t", "\r", "\n")
-
-
-def _text_part(part: str) -> str:
-    if part.startswith(CONTROL_STARTS) or part.lstrip().startswith(FORMULA_STARTS):
-        return f"'{part}"
-    return part
-
-
-def csv_text(value: str) -> str:
-    """A text cell of the CSV, never read as a formula by a spreadsheet, whichever separator it splits on."""
-    return ";".join(_text_part(part) for part in value.split(";"))
-
-
-def line_figures(usage: Any) -> tuple[int, int, int, int, int, float, float, float]:
-    """A run's figures on its CSV line, from its saved usage (``Run.usage``, the JSON of ``RunUsage.as_dict``), as
-    ``RunUsage.of`` reads them: calls, prompt, completion and cached tokens, all tokens, cost (EUR), energy (Wh)
-    and carbon (g), each model's added in the same order and the same arithmetic, without building the objects (a
-    month holds tens of thousands of lines). A usage without models (or not a usage) has zeros."""
-    models = usage.get("by_model") if isinstance(usage, dict) else None
-    calls = prompt = completion = cached = 0
-    cost = energy_kwh = carbon = 0.0
-    for m in models.values() if isinstance(models, dict) else ():
-        if not isinstance(m, dict):
-            continue
-        calls += m.get("calls") or 0
-        prompt += m.get("prompt_tokens") or 0
-        completion += m.get("completion_tokens") or 0
-        cached += m.get("cached_prompt_tokens") or 0
-        cost += m.get("cost_eur") or 0.0
-        energy_kwh += (m.get("energy_wh") or 0.0) / 1000
-        carbon += m.get("carbon_g") or 0.0
-    return calls, prompt, completion, cached, prompt + completion, cost, energy_kwh * 1000, carbon
-
-
-def estimated_of(usage: Any) -> float:
-    """The estimated part of a run's cost (EUR), from its saved usage: each model's ``estimated_eur``, as
-    ``RunUsage.of`` reads them (0 for a usage saved before costs said their source)."""
-    models = usage.get("by_model") if isinstance(usage, dict) else None
-    return sum(
-        m.get("estimated_eur") or 0.0
-        for m in (models.values() if isinstance(models, dict) else ())
-        if isinstance(m, dict)
-    )
-
-
-CSV_CHUNK = 2000
-"""Lines the CSV reads from the database, and writes, at a time."""
-CSV_SHARE_EVERY = 200
-CSV_SHARE_SECONDS = 0.004
-"""After so many lines, the CSV leaves the interpreter to the server's other requests for so long: its lines are
-Python work that holds the interpreter (the GIL) the others' pages need, and a month's CSV takes about half a second of
-it; so paced, their pages wait about half as much and the CSV takes about twice its time, still under a few seconds
-for tens of thousands of runs."""
-
-
-def _uuid_text(text: str) -> str:
-    """A UUID as ``str(uuid)`` writes it, from the database's text of it (SQLite keeps 32 hex digits)."""
-    if len(text) == 32:
-        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-    return text
-
-
-def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
-    """The usage CSV of the month (``usage_csv``), a few thousand lines at a time (``CSV_CHUNK``), its runs read
-    from the database as they are written."""
-    tz = zone(org.time_zone)
-    start, end = month_bounds(month, tz)
-    # Each run's id as the text the CSV writes, cast by the database (a UUID object made for each line and written
-    # out again was a third of the CSV's time).
-    runs = (
-        Run.objects.filter(organisation=org, created__gte=start, created__lt=end)
-        .order_by("created")
-        .annotate(id_text=Cast("pk", CharField()))
-        .values_list(
-            "created", "id_text", "user__username", "api_key__name", "category", "model", "level", "status", "usage"
-        )
-    )
-    steps = Step.objects.filter(run__organisation=org, run__created__gte=start, run__created__lt=end)
-    agents: dict[str, int] = {
-        str(run_id): n
-        for run_id, n in steps.filter(kind="agent_started")
-        .order_by()
-        .values("run_id")
-        .annotate(n=Count("pk"))
-        .values_list("run_id", "n")
-    }
-    landed: dict[str, int] = defaultdict(int)
-    for agent in agent_ends(steps):
-        landed[str(agent.run_id)] += agent.status == "interrupted" or agent.forced_landing
-    texts: dict[str, str] = {}  # each text's cell, once: a month's lines repeat a few users, categories and models
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    for n, (created, id_text, username, key_name, category, model, level, status, usage) in enumerate(
-        runs.iterator(chunk_size=CSV_CHUNK), 1
-    ):
-        pk = _uuid_text(id_text)
-        calls, prompt, completion, cached, tokens, cost, energy_wh, carbon = line_figures(usage)
-        writer.writerow(
-            (
-                created.astimezone(tz).isoformat(timespec="seconds"),
-                pk,
-                # The texts someone chose (a user name, a category's slug, a model's id): never formulas.
-                texts.get(username) or texts.setdefault(username, csv_text(username)),
-                csv_text(key_name or ""),  # an API request counts against its key's spend limit
-                texts.get(category) or texts.setdefault(category, csv_text(category)),
-                texts.get(model) or texts.setdefault(model, csv_text(model)),
-                texts.get(level) or texts.setdefault(level, csv_text(level)),
-                texts.get(status) or texts.setdefault(status, csv_text(status)),
-                agents.get(pk, 0),
-                landed.get(pk, 0),
-                calls,
-                prompt,
-                completion,
-                cached,
-                tokens,
-                f"{cost:.6f}",
-                f"{estimated_of(usage):.6f}",
-                f"{energy_wh:.4f}",
-                f"{carbon:.4f}",
-            )
-        )
-        if n % CSV_SHARE_EVERY == 0:
-            time.sleep(CSV_SHARE_SECONDS)
-        if n % CSV_CHUNK == 0:
-            yield out.getvalue()
-            out.seek(0)
-            out.truncate()
-    if out.tell():  # the last lines (or the header alone, in a month without runs)
-        yield out.getvalue()
-
-
-def usage_csv(org: Organisation, month: date) -> str:
-    """One line per run of the month: who, which category, tokens, cost and carbon.
-
-    A month may hold tens of thousands of runs: each is read as the few values its line needs (not a whole row with
-    its answer and user), its figures summed from its saved usage as it stands (``line_figures``), its agents' ends
-    from the few fields they need (``agent_ends``), and its steps found by the month's bounds in the query, not by a
-    list of ids.
-    """
-    return "".join(usage_csv_parts(org, month))
-
-
-@dataclass(frozen=True, slots=True)
-class SpendLine:
-    """A member's or a key's month on the usage page and in its spend CSV."""
-
-    kind: str
-    """``member`` or ``key``."""
-    name: str
-    spent_eur: float
-    limit: SpendLimit | None
-    revoked: bool = False
-
-    @property
-    def percent(self) -> int | None:
-        if self.limit is None or not self.limit.eur:
-            return None
-        return math.floor(100.0 * self.spent_eur / self.limit.eur)
-
-    @property
-    def level(self) -> str:
-        """How close it is: ``over`` (100 % or more), ``warn`` (80 % or more), else ``ok``."""
-        percent = self.percent
-        if percent is None or percent < 80:
-            return "ok"
-        return "over" if percent >= 100 else "warn"
-
-
-def spend_lines(org: Organisation, month: date) -> list[SpendLine]:
-    """Every member's month (their chat runs and scheduled tasks) and every key's, with its limit: what the month's
-    runs cost, or the month's counter while a limit applies (calls of running requests included)."""
-    tz = zone(org.time_zone)
-    start, end = month_bounds(month, tz)
-    runs = Run.objects.filter(organisation=org, created__gte=start, created__lt=end).order_by()
-    by_member = dict(
-        runs.filter(api_key__isnull=True).values("user_id").annotate(eur=Sum("cost_eur")).values_list("user_id", "eur")
-    )
-    by_key = dict(
-        runs.filter(api_key__isnull=False)
-        .values("api_key_id")
-        .annotate(eur=Sum("cost_eur"))
-        .values_list("api_key_id", "eur")
-    )
-    counted = SpendMonth.objects.filter(organisation=org, month=month)
-    member_rows = {r.user_id: r.used_eur for r in counted if r.api_key_id is None}
-    key_rows = {r.api_key_id: r.used_eur for r in counted if r.api_key_id is not None}
-    lines = []
-    for m in Membership.objects.filter(organisation=org).select_related("user").order_by("user__username"):
-        limit = member_limit(org, m)
-        used = member_rows.get(m.user_id) if limit is not None else None
-        spent = used if used is not None else float(by_member.get(m.user_id) or 0.0)
-        lines.append(SpendLine("member", m.user.get_username(), spent, limit))
-    for key in ApiKey.objects.filter(organisation=org).order_by("name", "pk"):
-        limit = key_limit(key)
-        used = key_rows.get(key.pk) if limit is not None else None
-        spent = used if used is not None else float(by_key.get(key.pk) or 0.0)
-        if key.revoked is not None and not spent:
-            continue  # a revoked key that spent nothing this month is no line
-        lines.append(SpendLine("key", f"{key.name} ({key.prefix}…)", spent, limit, key.revoked is not None))
-    return lines
-
-
-SPEND_CSV_COLUMNS = ["month", "kind", "name", "spent_eur", "limit_eur", "limit_mode", "percent"]
-
-
-def spend_csv(org: Organisation, month: date) -> str:
-    """One line per member and per API key: the month's spend against its limit."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(SPEND_CSV_COLUMNS)
-    for line in spend_lines(org, month):
-        limit = line.limit
-        writer.writerow(
-            [
-                f"{month:%Y-%m}",
-                line.kind,
-                csv_text(line.name),
-                f"{line.spent_eur:.6f}",
-                f"{limit.eur:.2f}" if limit is not None else "",
-                ("hard" if limit.hard else "alert") if limit is not None else "",
-                line.percent if line.percent is not None else "",
-            ]
-        )
-    return out.getvalue()
-
-
 def member_usage(org: Organisation, user_id: int, month: date, now: datetime) -> dict[str, Any]:
     """ "My usage": a member's month (their chat runs and scheduled tasks): spend, limit, by model, main model and
     agents."""
@@ -592,7 +330,7 @@ def member_usage(org: Organisation, user_id: int, month: date, now: datetime) ->
     for line in lines:
         (agents if line.is_agent else main).add_usage(line.totals.usage)
     current = month_of(now, tz) == month
-    state = spend.state_for(org, user_id, now=now) if current else None
+    state = spend_state.state_for(org, user_id, now=now) if current else None
     return {
         "month": month,
         "previous_month": previous_month(month),
@@ -601,7 +339,7 @@ def member_usage(org: Organisation, user_id: int, month: date, now: datetime) ->
         "state": state,
         # While a limit applies, its month's counter (calls of running requests included); else the runs' cost.
         "spent_eur": state.used_eur if state is not None and state.limit is not None else overall.cost_eur,
-        "banner": spend.banner_text(state) if state is not None else "",
+        "banner": spend_state.banner_text(state) if state is not None else "",
         "overall": overall,
         "by_model": sorted(by_model.items()),
         "main": main,

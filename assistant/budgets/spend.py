@@ -15,6 +15,9 @@ transaction that saves the run: a request the cap cannot take is refused there, 
 and the member are e-mailed at 80 % and 100 % (``SpendAlert``, once each per month), and the chat shows a banner.
 
 A limit is read when a run starts: an admin's change counts from the next run.
+
+Here: the most a call can cost, admission and the holds, the run's ledger. Whose month and its row:
+``spend_months``; the alerts: ``spend_alerts``; what the pages read: ``spend_state``.
 """
 
 from __future__ import annotations
@@ -23,38 +26,28 @@ import logging
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import date, datetime
-from typing import Any
-from zoneinfo import ZoneInfo
+from datetime import datetime
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.core.mail import send_mail
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Sum
-from django.utils import formats, timezone, translation
-from django.utils.translation import gettext as _
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
 
 from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused, SpendLimitReached
 from assistant.engine.refusals import Refusal
 from assistant.engine.types import UsagePart
 from assistant.orgs.models import ApiKey, Organisation
-from assistant.orgs.services import admin_emails
-from assistant.orgs.spending import SpendLimit, limit_for
 from assistant.runs.commits import lazy_atomic
-from assistant.runs.models import Run
 
-from .models import SpendAlert, SpendMonth, SpendReservation
-from .months import month_bounds, month_of, next_month, zone
+from .models import SpendMonth, SpendReservation
+from .months import month_bounds
 from .reservations import STALE_AFTER, _db
+from .spend_alerts import check_alerts
+from .spend_months import SpendPlace, place_for
 from .state import RESERVED_RETRY_SECONDS
 
 log = logging.getLogger(__name__)
-
-THRESHOLDS = (80, 100)
-"""The shares of a limit at which the admins and the member are e-mailed and the chat shows a banner."""
 
 
 def call_eur(model: str, tokens: int) -> float:
@@ -67,22 +60,6 @@ def call_eur(model: str, tokens: int) -> float:
         out = min(tokens, info.output_cap)
         return (out * info.output_price + (tokens - out) * info.input_price) / 1_000_000
     return tokens * info.input_price / 1_000_000
-
-
-@dataclass(slots=True)
-class SpendPlace:
-    """Whose month a run counts against, and its limit, read once when the run starts."""
-
-    organisation_id: int
-    user_id: int | None
-    """The member (None for an API key)."""
-    api_key_id: int | None
-    limit: SpendLimit
-    tz: ZoneInfo
-    month: date
-    row_id: int
-    alerted: set[int] = field(default_factory=set)
-    """Thresholds this run has seen recorded (none is checked twice)."""
 
 
 class SpendExhausted(RequestRefused):
@@ -114,59 +91,6 @@ class SpendExhausted(RequestRefused):
         )
         self.spent = spent
         self.retry_after = retry_after
-
-
-# The month's row -----------------------------------------------------------------------------------------------
-
-
-def _whose(user_id: int | None, api_key_id: int | None) -> dict[str, Any]:
-    return {"api_key_id": api_key_id} if api_key_id is not None else {"user_id": user_id, "api_key__isnull": True}
-
-
-def month_spent(organisation_id: int, user_id: int | None, api_key_id: int | None, month: date, tz: ZoneInfo) -> float:
-    """What the month's finished runs of a member (chat and scheduled tasks) or of a key cost."""
-    start, end = month_bounds(month, tz)
-    runs = Run.objects.filter(organisation_id=organisation_id, created__gte=start, created__lt=end)
-    runs = runs.exclude(status=Run.Status.RUNNING).filter(**_whose(user_id, api_key_id))
-    return float(runs.aggregate(total=Sum("cost_eur"))["total"] or 0.0)
-
-
-def spend_row(
-    organisation_id: int, user_id: int | None, api_key_id: int | None, month: date, tz: ZoneInfo
-) -> SpendMonth:
-    """The month's row of a member or a key, created (from the cost of the month's finished runs) when missing."""
-    whose = _whose(user_id, api_key_id)
-    row = SpendMonth.objects.filter(organisation_id=organisation_id, month=month, **whose).first()
-    if row is not None:
-        return row
-    spent = month_spent(organisation_id, user_id, api_key_id, month, tz)
-    try:
-        with transaction.atomic():
-            return SpendMonth.objects.create(
-                organisation_id=organisation_id,
-                user_id=None if api_key_id is not None else user_id,
-                api_key_id=api_key_id,
-                month=month,
-                used_eur=spent,
-            )
-    except IntegrityError:  # another request created it first
-        return SpendMonth.objects.get(organisation_id=organisation_id, month=month, **whose)
-
-
-def place_for(
-    org: Organisation, user_id: int | None, api_key: ApiKey | None, now: datetime | None = None
-) -> SpendPlace | None:
-    """The month a run of ``user_id`` (through ``api_key``) counts against, when a limit applies; else None."""
-    limit = limit_for(org, user_id, api_key)
-    if limit is None:
-        return None
-    now = now or timezone.now()
-    tz = zone(org.time_zone)
-    month = month_of(now, tz)
-    key_id = api_key.pk if api_key is not None else None
-    user = None if key_id is not None else user_id
-    row = spend_row(org.pk, user, key_id, month, tz)
-    return SpendPlace(org.pk, user, key_id, limit, tz, month, row.pk)
 
 
 # Admission and the holds ------------------------------------------------------------------------------------------
@@ -351,78 +275,6 @@ def release_stale(row: SpendMonth, now: datetime) -> float:
     return released
 
 
-# Alerts -----------------------------------------------------------------------------------------------------------
-
-
-def check_alerts(place: SpendPlace, used_eur: float) -> list[SpendAlert]:
-    """Record (and e-mail) each threshold of the limit the month crossed, once."""
-    limit = place.limit.eur
-    percent = 100.0 * used_eur / limit if limit else 100.0
-    due = {t for t in THRESHOLDS if t <= percent} - place.alerted
-    if not due:
-        return []
-    known = set(SpendAlert.objects.filter(spend_id=place.row_id).values_list("threshold", flat=True))
-    alerts = []
-    for threshold in sorted(due - known):
-        try:
-            with transaction.atomic():
-                alerts.append(
-                    SpendAlert.objects.create(
-                        spend_id=place.row_id, threshold=threshold, used_eur=used_eur, limit_eur=limit
-                    )
-                )
-        except IntegrityError:
-            pass  # another request recorded it first: it is sent once
-    place.alerted |= due
-    if alerts:
-        _email(place, alerts, used_eur)
-    return alerts
-
-
-def _email(place: SpendPlace, alerts: list[SpendAlert], used_eur: float) -> None:
-    row = SpendMonth.objects.select_related("organisation", "user", "api_key").get(pk=place.row_id)
-    org = row.organisation
-    recipients = admin_emails(org)
-    if row.user is not None and row.user.email and row.user.email not in recipients:
-        recipients.append(row.user.email)
-    if not recipients:
-        return
-    threshold = max(a.threshold for a in alerts)
-    resets = month_bounds(place.month, place.tz)[1]
-    with translation.override(settings.LANGUAGE_CODE):
-        whose = (
-            _("the API key “%(name)s”") % {"name": row.api_key.name}
-            if row.api_key is not None
-            else (row.user.get_username() if row.user is not None else "?")
-        )
-        subject = _("%(org)s: %(whose)s is at %(threshold)s %% of its monthly spend limit") % {
-            "org": org.name,
-            "whose": whose,
-            "threshold": threshold,
-        }
-        kind = _("a hard cap: its requests are refused") if place.limit.hard else _("an alert: nothing is refused")
-        body = _(
-            "%(whose)s has spent %(used)s EUR of its monthly spend limit of %(limit)s EUR in %(org)s (%(percent)s %%).\n"
-            "The limit is %(kind)s once it is reached, until it resets on %(date)s at midnight (%(zone)s). "
-            "An admin can change it in the settings.\n"
-        ) % {
-            "whose": whose,
-            "used": f"{used_eur:.2f}",
-            "limit": f"{place.limit.eur:.2f}",
-            "org": org.name,
-            "percent": math.floor(100.0 * used_eur / place.limit.eur) if place.limit.eur else 100,
-            "kind": kind,
-            "date": resets.date().isoformat(),
-            "zone": place.tz.key,
-        }
-    try:
-        send_mail(subject, body, None, recipients)
-    except Exception:
-        log.exception("could not email the spend alert of %s", row)
-        return
-    SpendAlert.objects.filter(pk__in=[a.pk for a in alerts]).update(emailed_to=recipients)
-
-
 # The run's ledger -------------------------------------------------------------------------------------------------
 
 _Settlement = tuple[SpendReservation | None, float, datetime]
@@ -483,84 +335,3 @@ class SpendLedger:
         unsettled = self._take()
         if unsettled:
             await sync_to_async(self._settle)(unsettled)
-
-
-# What a member or an admin reads ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SpendState:
-    """A member's or a key's month against its limit, as the pages show it."""
-
-    limit: SpendLimit | None
-    used_eur: float
-    reserved_eur: float
-    month: date
-    resets_at: datetime
-
-    @property
-    def percent(self) -> int:
-        if self.limit is None or not self.limit.eur:
-            return 0
-        return math.floor(100.0 * self.used_eur / self.limit.eur)
-
-    @property
-    def threshold(self) -> int | None:
-        """The highest alert threshold reached (80 or 100), for the banner; None below 80 % or with no limit."""
-        reached = [t for t in THRESHOLDS if self.limit is not None and self.percent >= t]
-        return max(reached) if reached else None
-
-
-def state_for(
-    org: Organisation, user_id: int | None, api_key: ApiKey | None = None, now: datetime | None = None
-) -> SpendState:
-    """The month of a member (their chat runs and scheduled tasks) or of a key: its limit, what it spent and holds
-    (nothing when no limit applies: only a limited month is counted apart)."""
-    now = now or timezone.now()
-    tz = zone(org.time_zone)
-    month = month_of(now, tz)
-    key_id = api_key.pk if api_key is not None else None
-    user = None if key_id is not None else user_id
-    limit = limit_for(org, user_id, api_key)
-    resets_at = month_bounds(month, tz)[1]
-    if limit is None:
-        return SpendState(None, 0.0, 0.0, month, resets_at)  # nothing counted apart: the runs are the record
-    row = SpendMonth.objects.filter(organisation=org, month=month, **_whose(user, key_id)).first()
-    if row is None:
-        return SpendState(limit, month_spent(org.pk, user, key_id, month, tz), 0.0, month, resets_at)
-    return SpendState(limit, row.used_eur, row.reserved_eur, month, resets_at)
-
-
-def banner_text(state: SpendState) -> str:
-    """The chat's banner for a member at 80 % or 100 % of their limit, in the reader's language; "" below."""
-    if state.threshold is None or state.limit is None:
-        return ""
-    figures = {
-        "used": formats.number_format(state.used_eur, 2),
-        "limit": formats.number_format(state.limit.eur, 2),
-        "percent": state.percent,
-        "date": formats.date_format(next_month(state.month), "j F Y"),
-    }
-    if not state.limit.hard:
-        return (
-            _(
-                "You have spent %(used)s EUR of your monthly spend limit of %(limit)s EUR (%(percent)s %%). It is an "
-                "alert: your requests still go through, and your admins are told."
-            )
-            % figures
-        )
-    if state.threshold >= 100:
-        return (
-            _(
-                "You have spent %(used)s EUR of your monthly spend limit of %(limit)s EUR (%(percent)s %%): your "
-                "requests are refused until it resets on %(date)s."
-            )
-            % figures
-        )
-    return (
-        _(
-            "You have spent %(used)s EUR of your monthly spend limit of %(limit)s EUR (%(percent)s %%). At 100 %% "
-            "your requests are refused until it resets on %(date)s."
-        )
-        % figures
-    )

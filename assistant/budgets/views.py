@@ -31,7 +31,9 @@ from .forms import CategoryForm, LandingWatchForm, RaiseForm, TimeZoneForm
 from .landings import MIN_AGENTS
 from .models import MAX_CATEGORIES, BudgetAlert, BudgetRaise, Category, LandingAlert
 from .months import month_of, parse_month, zone
-from .report import member_usage, spend_csv, usage_csv, usage_report
+from .report import member_usage, usage_report
+from .spend_lines import spend_csv
+from .usage_csv import usage_csv
 
 
 def _today(org: Organisation) -> Any:

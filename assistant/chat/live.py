@@ -29,8 +29,11 @@ from assistant.runs.messages import RunEvent, RunFinished
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import UnreadableStep
 
-from .presenters import AgentView, WorkBlock, agent_of, base_names, run_view
+from .agent_views import AgentView
+from .names import base_names
+from .presenters import agent_of, run_view
 from .rendering import StreamingMarkdown
+from .timeline import WorkBlock
 
 # The steps that change what the timeline shows, and those among them that change one agent's line only
 # (its rounds, its actions, its reasoning summaries in its panel, and its cost with each of its usage events).
@@ -239,7 +242,7 @@ class LiveRun:
         return html
 
     def _line_state(self, agent: AgentView) -> tuple[int, str]:
-        """What an agent's line shows follows from its own steps (``presenters.agents_of``), and from its run's end
+        """What an agent's line shows follows from its own steps (``agent_views.agents_of``), and from its run's end
         when that came before the agent's (``presenters.run_view`` then changes its status)."""
         return sum(1 for step in self.steps if step.agent_id == agent.agent_id), agent.status
 

@@ -34,8 +34,9 @@ from assistant.runs.start import RunStart
 from assistant.runs.steps import events_of
 
 from . import search as conversation_search
+from .agent_views import agents_of
 from .htmx import REFUSED
-from .presenters import agents_of, base_names, named_source
+from .names import base_names, named_source
 from .templatetags.chat import action_text
 from .views import _conversation, _field
 

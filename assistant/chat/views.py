@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from assistant.budgets import services as budgets
-from assistant.budgets import spend
+from assistant.budgets import spend_state
 from assistant.catalogue import snapshot
 from assistant.connectors import directory as connectors
 from assistant.engine.errors import RequestRefused
@@ -197,7 +197,7 @@ def _page(
     composer = _composer(org, {**last_choices(conversation), **(values or {})})
     # The member's month at 80 % or 100 % of their spend limit: said next to the composer, before they send (not
     # twice when the refusal beside it says it already).
-    composer["spend"] = "" if spend_refused else spend.banner_text(spend.state_for(org, request.user.pk))
+    composer["spend"] = "" if spend_refused else spend_state.banner_text(spend_state.state_for(org, request.user.pk))
     return {
         "conversations": Conversation.objects.filter(organisation=org, user=request.user, deleted__isnull=True)[:50],
         "conversation": conversation,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -150,22 +151,24 @@ class RunContext:
         if aborted:
             await _abort(task)
         seconds = time.monotonic() - started
+        # A call cut after it was sent (it failed, timed out or was aborted by Stop) is billed as such.
+        bill_cut = functools.partial(
+            self.bill_cut_call,
+            model_id,
+            request,
+            response,
+            agent_id=agent_id,
+            usage=usage,
+            reservation=reservation,
+            seconds=seconds,
+            state=state,
+        )
         if task.done() and not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             error = exc if isinstance(exc, ModelError) else ModelError(f"{type(exc).__name__}: {exc}")
             billed = not (error.bills_nothing and not response.text and not response.tool_calls)
             if billed:
-                await self.bill_cut_call(
-                    model_id,
-                    request,
-                    response,
-                    agent_id=agent_id,
-                    usage=usage,
-                    reservation=reservation,
-                    seconds=seconds,
-                    state=state,
-                    failed=True,
-                )
+                await bill_cut(failed=True)
             elif self.ledger is not None:
                 await self.ledger.settle(reservation, model_id, None, 0.0)  # released: nothing was served
             await self._failed(model_id, error, billed, agent_id, usage, state)
@@ -173,17 +176,7 @@ class RunContext:
                 raise error
             raise error from exc
         if timed_out:
-            await self.bill_cut_call(
-                model_id,
-                request,
-                response,
-                agent_id=agent_id,
-                usage=usage,
-                reservation=reservation,
-                seconds=seconds,
-                state=state,
-                failed=True,
-            )
+            await bill_cut(failed=True)
             error = ModelTimeout(f"the model call was cut after {timeout:.1f} s")
             await self._failed(model_id, error, True, agent_id, usage, state)
             raise error
@@ -194,16 +187,7 @@ class RunContext:
                 if self.ledger is not None:
                     await self.ledger.settle(reservation, model_id, None, 0.0)
             else:
-                await self.bill_cut_call(
-                    model_id,
-                    request,
-                    response,
-                    agent_id=agent_id,
-                    usage=usage,
-                    reservation=reservation,
-                    seconds=seconds,
-                    state=state,
-                )
+                await bill_cut()
             raise RunStopped(token.stop_cause, usage or self.usage, response.text)
         await self._account(
             model_id,

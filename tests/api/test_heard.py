@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from django.core.management import call_command
 
-from assistant.api import api as api_module
+from assistant.api import completions as api_module
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs import steps
@@ -89,7 +89,7 @@ async def test_a_streams_last_chunk_is_built_from_the_run_as_this_process_saved_
     chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
     last = chunks[-1]
     assert last["status"] == "ok" and response.text.rstrip().endswith("data: [DONE]")
-    assert "_create" in handed and "_completion" not in handed
+    assert "create_run" in handed and "_completion" not in handed
     from_db, _failure = await sync_to_async(api_module._completion)(uuid.UUID(last["run_id"]), [])
     expected = from_db.model_dump(mode="json", include={"usage", "steps", "rounds", "sources", "status", "reason"})
     assert {k: last[k] for k in expected} == expected

@@ -242,7 +242,8 @@ def test_the_csv_figures_are_those_of_the_runs_usage_in_parts_of_any_size(world:
     failed calls, a usage without models), whichever part of the CSV the line falls in."""
     import random
 
-    from assistant.budgets import report
+    from assistant.budgets import usage_csv
+    from assistant.budgets.report import Totals
     from assistant.engine.types import UsagePart
     from assistant.engine.usage import Impact, RunUsage
 
@@ -269,12 +270,12 @@ def test_the_csv_figures_are_those_of_the_runs_usage_in_parts_of_any_size(world:
         )
         for u in usages
     ]
-    monkeypatch.setattr(report, "CSV_CHUNK", 3)  # parts of 3 lines: every line's place in a part is tried
-    assert len(list(report.usage_csv_parts(world.demo, timezone.now().date()))) == -(-len(runs) // 3)
+    monkeypatch.setattr(usage_csv, "CSV_CHUNK", 3)  # parts of 3 lines: every line's place in a part is tried
+    assert len(list(usage_csv.usage_csv_parts(world.demo, timezone.now().date()))) == -(-len(runs) // 3)
     rows = list(csv.DictReader(io.StringIO(signed_in("demo").get("/settings/usage.csv").content.decode())))
     assert [r["run"] for r in rows] == [str(r.pk) for r in runs]
     for row, run in zip(rows, runs, strict=True):
-        expected = report.Totals()
+        expected = Totals()
         expected.add_usage(RunUsage.of(run.usage))
         assert (row["calls"], row["prompt_tokens"], row["completion_tokens"], row["total_tokens"]) == (
             str(expected.calls),

@@ -13,7 +13,7 @@ from django.test import AsyncClient
 from django.utils import formats, timezone, translation
 from pytest_django import Settings
 
-from assistant.api.api import _completion as api_completion
+from assistant.api.completions import _completion as api_completion
 from assistant.budgets import reservations, services, state
 from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, next_month, zone

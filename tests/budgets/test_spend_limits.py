@@ -25,7 +25,7 @@ from django.test import AsyncClient
 from django.utils import timezone, translation
 from pytest_django import Settings
 
-from assistant.budgets import spend
+from assistant.budgets import spend, spend_months, spend_state
 from assistant.budgets.models import SpendAlert, SpendMonth, SpendReservation
 from assistant.budgets.months import month_of, zone
 from assistant.catalogue import snapshot
@@ -73,7 +73,7 @@ def spent(world: World, user_id: int | None = None, key: ApiKey | None = None, e
     """The month's row of the member (or of ``key``), with ``eur`` already spent."""
     tz = zone(world.demo.time_zone)
     month = month_of(timezone.now(), tz)
-    row = spend.spend_row(
+    row = spend_months.spend_row(
         world.demo.pk, None if key else (user_id or world.member.pk), key.pk if key else None, month, tz
     )
     SpendMonth.objects.filter(pk=row.pk).update(used_eur=eur)
@@ -127,7 +127,7 @@ def test_a_month_s_row_starts_from_what_the_month_s_finished_runs_cost(world: Wo
         status="ok",
     )
     member_limit(world, "1")
-    place = spend.place_for(world.demo, world.member.pk, None)
+    place = spend_months.place_for(world.demo, world.member.pk, None)
     assert place is not None
     assert SpendMonth.objects.get(pk=place.row_id).used_eur == pytest.approx(0.25)
 
@@ -296,7 +296,7 @@ def check_threads(world: World) -> None:
     tokens = 10_000
     one = spend.call_eur("demo-small", tokens)  # 0.0036 EUR: five fit in 0.02
     member_limit(world, "0.02")
-    place = spend.place_for(world.demo, world.member.pk, None)
+    place = spend_months.place_for(world.demo, world.member.pk, None)
     assert place is not None
     limit = place.limit.eur
     barrier = Barrier(20)
@@ -327,7 +327,7 @@ def check_threads(world: World) -> None:
 
 def test_alerts_at_80_and_100_percent_are_emailed_once_to_the_admins_and_the_member(world: World) -> None:
     member_limit(world, "10", "alert")
-    place = spend.place_for(world.demo, world.member.pk, None)
+    place = spend_months.place_for(world.demo, world.member.pk, None)
     assert place is not None
     spend.settle(place, None, 7.0, timezone.now())
     assert not mail.outbox
@@ -527,11 +527,11 @@ def test_the_banner_says_whether_requests_are_refused_or_still_go_through(world:
     member_limit(world, "10", "alert")
     spent(world, eur=10.5)
     with translation.override("en"):
-        alert = spend.banner_text(spend.state_for(world.demo, world.member.pk))
+        alert = spend_state.banner_text(spend_state.state_for(world.demo, world.member.pk))
     assert alert.startswith("You have spent 10.50 EUR of your monthly spend limit of 10.00 EUR (105 %). It is an alert")
     member_limit(world, "10", "hard")
     with translation.override("fr"):
-        hard = spend.banner_text(spend.state_for(world.demo, world.member.pk))
+        hard = spend_state.banner_text(spend_state.state_for(world.demo, world.member.pk))
     assert "vos demandes sont refusées jusqu’à sa remise à zéro le 1" in hard and "10,50 EUR" in hard
 
 

@@ -30,10 +30,12 @@ from assistant.knowledge.tools import available_resources
 from assistant.orgs.models import Organisation
 from assistant.runs import execution
 from assistant.runs.models import Run
+from tests.demo_web_models import MODELS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PAGE_FR = "https://actu-entreprises.demo.example/fr/2024/bimbamjob-reporte-sa-levee-de-fonds"
+PAGE_EN = "https://actu-entreprises.demo.example/en/2024/bimbamjob-postpones-fundraising"
 TITLE_FR = "Bimbamjob reporte sa levée de fonds et gèle ses recrutements"
 
 
@@ -168,6 +170,35 @@ async def test_an_agent_s_demo_web_actions_show_in_its_line_and_panel_and_its_pa
     panel = unescape((await client.get(f"/c/{run.conversation_id}/runs/{run.pk}/agents/agent-1/")).content.decode())
     assert "Search of the demo web “Bimbamjob levée de fonds”: 2 results" in panel
     assert f"Fetch from the demo web: {PAGE_FR}" in panel
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+async def test_the_browser_test_s_run_reads_its_search_under_the_budget_note_and_ends_ok(
+    demo_web: None, monkeypatch: pytest.MonkeyPatch, language: str
+) -> None:
+    """The demo-web browser test's run without a browser (its scripted models, ``tests/demo_web_models.py``): the
+    main model's second request carries its search's result with the budget note after it, as sent; the models read
+    the result's JSON without it, so the run delegates, answers and cites the page (it failed with "JSONDecodeError:
+    Extra data" when a model parsed the result and its note as one JSON document)."""
+    await sync_to_async(call_command)("load_demo", verbosity=0)
+    functions = {model_id: FunctionModel(f, snapshot.catalogue()[model_id]) for model_id, f in MODELS.items()}
+    monkeypatch.setattr(snapshot, "resolve", lambda model_id: functions[model_id])
+    client = AsyncClient()
+    assert await client.alogin(username="demo", password="demo-password")
+    question = "Que dit le web sur Bimbamjob ?" if language == "fr" else "What does the demo web say about Bimbamjob?"
+    ask = {"text": question, "model": "demo-large", "level": "approfondi", "resources": ["web", "agents"]}
+    assert (await client.post("/c/new", ask)).status_code == 302
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
+    await execution.wait_for(run.pk)
+    await run.arefresh_from_db()
+
+    assert run.status == "ok", run.error
+    second = functions["demo-large"].requests[1].messages[-1]
+    assert (second.role, second.name) == ("tool", "web_search")
+    assert "\n\nBudget left: " in second.content  # the note stays for the model, after the result's JSON
+    assert [s["id"] for s in run.sources] == [PAGE_FR if language == "fr" else PAGE_EN]
+    assert run.answer.startswith("Selon le web de démo" if language == "fr" else "According to the demo web")
 
 
 def test_a_demo_web_source_opens_its_page_s_text_labelled_as_the_demo_web(db: None) -> None:

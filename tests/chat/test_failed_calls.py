@@ -7,7 +7,7 @@ import uuid
 from django.template.loader import render_to_string
 from django.utils import translation
 
-from assistant.chat.presenters import agents_of
+from assistant.chat.agent_views import agents_of
 from assistant.engine.events import AgentFinished, AgentStarted, ModelCallFailed, UsageEvent, usage_from
 from assistant.runs.models import Run
 

@@ -19,7 +19,8 @@ from django.utils.html import escape
 
 from assistant.catalogue import snapshot
 from assistant.chat import live
-from assistant.chat.presenters import REPORT_PREVIEW_CHARS, run_view
+from assistant.chat.agent_views import REPORT_PREVIEW_CHARS
+from assistant.chat.presenters import run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable

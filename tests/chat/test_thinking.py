@@ -14,7 +14,8 @@ from django.template.loader import render_to_string
 from django.utils import translation
 
 from assistant.chat.live import LiveRun
-from assistant.chat.presenters import TextPiece, WorkBlock, agent_of, run_view
+from assistant.chat.presenters import agent_of, run_view
+from assistant.chat.timeline import TextPiece, WorkBlock
 from assistant.demo.model import DemoModel, say
 from assistant.demo.model.info import DEMO_MODELS
 from assistant.engine.events import (

@@ -26,7 +26,8 @@ from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.chat import consumers, live
-from assistant.chat.presenters import TextPiece, WorkBlock, run_view
+from assistant.chat.presenters import run_view
+from assistant.chat.timeline import TextPiece, WorkBlock
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.events import Action, AgentAction, AgentStarted, TextDeltaEvent, ToolResultEvent, UsageEvent

@@ -14,8 +14,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from assistant.api.schemas import ToolStep
 from assistant.api.trace import TraceBuilder
+from assistant.api.trace_schemas import ToolStep
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ToolError

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from assistant.api.schemas import AgentStep
 from assistant.api.trace import trace_of
+from assistant.api.trace_schemas import AgentStep
 from assistant.engine.agent import run_agent
 from assistant.engine.catalogue import Catalogue, ModelInfo
 from assistant.engine.errors import BadModelRequest, MalformedResponse, ModelError, ModelUnavailable, RateLimited

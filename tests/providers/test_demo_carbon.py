@@ -13,7 +13,8 @@ from django.utils import translation
 from assistant.budgets.report import Totals
 from assistant.catalogue import snapshot
 from assistant.catalogue.loading import DATA_FILE, infos_from_file
-from assistant.chat.presenters import carbon_amount, carbon_line
+from assistant.chat.agent_views import carbon_amount
+from assistant.chat.presenters import carbon_line
 from assistant.demo.model import CARBON_AS, DEMO_MODELS
 from assistant.engine.carbon import CARBON_KEYS, call_impact
 from assistant.engine.types import UsagePart

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from assistant.api.schemas import EndedStatusOut, RunStatusOut
+from assistant.api.response_schemas import EndedStatusOut, RunStatusOut
 from assistant.engine.events import RunStatus
 from assistant.runs.models import Run
 

@@ -24,12 +24,11 @@ event is a server error.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import openai
 
-from ..catalogue import ModelInfo
 from ..errors import MalformedResponse, ModelError, ModelUnavailable
 from ..providers.openai import OpenAIProvider
 from ..types import (
@@ -48,9 +47,8 @@ from ..types import (
     ToolCallPart,
     UsagePart,
 )
-from .base import Model
 from .openai import REASONING_REFUSES, translated
-from .streaming import RetryPolicy, prompt_cache_key, retrying
+from .streaming import ServedModel, prompt_cache_key
 
 NOT_IN_RESPONSES = ("stop", "seed", "presence_penalty", "frequency_penalty")
 """Sampling parameters of Chat Completions that the Responses API does not take."""
@@ -59,24 +57,8 @@ _no_summary: set[str] = set()
 """The keys (a digest of the key and the server) whose organisation OpenAI refused reasoning summaries."""
 
 
-class ResponsesModel(Model):
+class ResponsesModel(ServedModel[OpenAIProvider]):
     """One model served through an ``OpenAIProvider``'s Responses API; ``api_model`` is its name on the server."""
-
-    def __init__(
-        self,
-        info: ModelInfo,
-        provider: OpenAIProvider,
-        *,
-        api_model: str | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(info)
-        self.provider = provider
-        self.api_model = api_model or info.id
-        self.retry = retry or RetryPolicy()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        return retrying(lambda: self._attempt(request), self.retry)
 
     def dropped(self, sampling: Sampling) -> tuple[str, ...]:
         """What the Responses API does not take (``stop``, ``seed``, the penalties), and what a reasoning model refuses
