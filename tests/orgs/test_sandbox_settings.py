@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from pytest_django import Settings
 
 from assistant.engine import sandbox_probe
 from assistant.knowledge.tools import available_resources
@@ -15,17 +16,17 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This host as it would be without bubblewrap: detect() really runs, only ``which bwrap`` fails."""
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This host as it would be without bubblewrap: the probe (``detect``) really runs, only ``which bwrap`` fails;
+    what it found before and after is forgotten (it probes once per process)."""
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw))
-    found = sandbox_probe.detect.__wrapped__()
-    assert found is not None
-    monkeypatch.setattr("assistant.knowledge.tools.detect", lambda: found)  # what the tools offer
-    monkeypatch.setattr("assistant.orgs.code.detect", lambda: found)  # what the settings page says
+    sandbox_probe.detect.cache_clear()
+    yield
+    sandbox_probe.detect.cache_clear()
 
 
-def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Settings) -> None:
+def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Any) -> None:
     settings.RUN_CODE_ENABLED = True
     found = sandbox_probe.detect()
     if found is None or not found.complete:
@@ -36,7 +37,7 @@ def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settin
 
 
 def test_without_bubblewrap_run_code_is_withheld_and_the_page_says_why(
-    world: World, settings: Settings, no_bwrap: None
+    world: World, settings: Any, no_bwrap: None
 ) -> None:
     settings.RUN_CODE_ENABLED = True
     assert available_resources()["code"] is False
@@ -45,7 +46,7 @@ def test_without_bubblewrap_run_code_is_withheld_and_the_page_says_why(
     assert "Missing: bubblewrap (bwrap) is not installed" in html
 
 
-def test_the_page_says_when_run_code_is_disabled(world: World, settings: Settings) -> None:
+def test_the_page_says_when_run_code_is_disabled(world: World, settings: Any) -> None:
     settings.RUN_CODE_ENABLED = False
     html = signed_in("demo").get("/settings/").content.decode()
     assert "run_code is disabled on this server" in html
