@@ -34,7 +34,17 @@ def cell(text: str, language: Language) -> str:
         return text
     sign, digits = ("-", stripped[1:]) if stripped.startswith("-") else ("", stripped)
     whole, point, decimals = digits.partition(".")
+    if not decimals.strip("0"):  # 18400.0, a whole amount as a table's DOUBLE column prints it
+        point = decimals = ""
     return text.replace(stripped, sign + _in(f"{int(whole):,}{point}{decimals}", language))
+
+
+def row(text: str, language: Language) -> str:
+    """A table's row quoted from its document (``a | b | c``, as the product writes a table's rows) with its numbers
+    in ``language``'s format; any other text as it is."""
+    if " | " not in text:
+        return text
+    return " | ".join(cell(c, language) for c in text.split(" | "))
 
 
 def _in(text: str, language: Language) -> str:
@@ -56,4 +66,4 @@ def table(markdown: str, language: Language) -> str:
     return "\n".join(out)
 
 
-__all__ = ["cell", "number", "table"]
+__all__ = ["cell", "number", "row", "table"]

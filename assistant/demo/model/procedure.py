@@ -114,7 +114,7 @@ def agent(step: Step) -> ModelResponse:
         if sql and not queried:
             calls.append(step.call("data_query", {"sql": sql}, len(calls)))
         return ModelResponse(tool_calls=calls)
-    findings = [f"{s} [{d['id']}]" for d in reads for s in extract(d, words)]
+    findings = [f"{numbers.row(s, step.language)} [{d['id']}]" for d in reads for s in extract(d, words)]
     findings += [f"{line} [{reading.connector_source(tool)}]" for tool, line in connector_lines]
     findings += [step.say("query_gave", sql=sql, result=_query_result(step, q)) for q in reading.queries(messages)]
     if not findings and searches:
@@ -284,7 +284,7 @@ def answer(step: Step, words: list[str]) -> str:
         if delegation.get("status") != "ok":
             parts.append(step.say("agent_unfinished", reason=_why(step, delegation)))
     if reads:
-        lines = [f"- {s} [{d['id']}]" for d in reads for s in extract(d, words, 1)]
+        lines = [f"- {numbers.row(s, step.language)} [{d['id']}]" for d in reads for s in extract(d, words, 1)]
         parts.append("\n".join(lines))
     for rows, table in queried:
         count = step.say("query_rows", count=numbers.number(rows, step.language))
