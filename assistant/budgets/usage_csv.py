@@ -2,8 +2,9 @@
 formulas by a spreadsheet (``csv_text``).
 
 A month may hold tens of thousands of runs: it is read and written a few thousand lines at a time, each line's
-figures summed from the run's saved usage as it stands (``line_figures``), and it leaves the interpreter to the
-server's other requests as it goes (``CSV_SHARE_*``).
+figures summed from the run's saved usage as it stands (``line_figures``). Its download is built by a worker process
+(``csv_export``), off the server's interpreter; built in the server's process (a test's transaction, the worker
+failed), it leaves the interpreter to the other requests as it goes (``CSV_SHARE_*``).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ CSV_CHUNK = 2000
 """Lines the CSV reads from the database, and writes, at a time."""
 CSV_SHARE_EVERY = 200
 CSV_SHARE_SECONDS = 0.004
-"""After so many lines, the CSV leaves the interpreter to the server's other requests for so long: its lines are
+"""After so many lines, the CSV built in the server's process leaves the interpreter to the other requests for so long
+(not in the worker, ``csv_export``, which has nobody to leave it to): its lines are
 Python work that holds the interpreter (the GIL) the others' pages need, and a month's CSV takes about half a second of
 it; so paced, their pages wait about half as much and the CSV takes about twice its time, still under a few seconds
 for tens of thousands of runs."""
@@ -116,9 +118,10 @@ def _uuid_text(text: str) -> str:
     return text
 
 
-def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
+def usage_csv_parts(org: Organisation, month: date, *, share: bool = True) -> Iterator[str]:
     """The usage CSV of the month (``usage_csv``), a few thousand lines at a time (``CSV_CHUNK``), its runs read
-    from the database as they are written."""
+    from the database as they are written; ``share``: leaving the interpreter to the server's other requests as it
+    goes (``CSV_SHARE_*``; not in a process of its own, ``csv_child``)."""
     tz = zone(org.time_zone)
     start, end = month_bounds(month, tz)
     # Each run's id as the text the CSV writes, cast by the database (a UUID object made for each line and written
@@ -176,7 +179,7 @@ def usage_csv_parts(org: Organisation, month: date) -> Iterator[str]:
                 f"{carbon:.4f}",
             )
         )
-        if n % CSV_SHARE_EVERY == 0:
+        if share and n % CSV_SHARE_EVERY == 0:
             time.sleep(CSV_SHARE_SECONDS)
         if n % CSV_CHUNK == 0:
             yield out.getvalue()

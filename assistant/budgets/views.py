@@ -26,14 +26,13 @@ from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.models import Organisation
 from assistant.orgs.services import administered_organisation, lock_organisation, organisation_of
 
-from . import alerts, services, state
+from . import alerts, csv_export, services, state
 from .forms import CategoryForm, LandingWatchForm, RaiseForm, TimeZoneForm
 from .landings import MIN_AGENTS
 from .models import MAX_CATEGORIES, BudgetAlert, BudgetRaise, Category, LandingAlert
 from .months import month_of, parse_month, zone
 from .report import member_usage, usage_report
 from .spend_lines import spend_csv
-from .usage_csv import usage_csv
 
 
 def _today(org: Organisation) -> Any:
@@ -204,6 +203,7 @@ def _month(request: AuthenticatedHttpRequest, org: Organisation) -> Any:
 def usage_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     report = usage_report(org, _month(request, org), timezone.now())
+    csv_export.prepare()  # the worker that builds the CSV, set up before its link is followed
     return render(request, "budgets/usage.html", {"organisation": org, **report})
 
 
@@ -212,7 +212,9 @@ def usage_page(request: AuthenticatedHttpRequest) -> HttpResponse:
 def usage_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     org = administered_organisation(request.user)
     month = _month(request, org)
-    return attachment_response(usage_csv(org, month), f"usage-{org.slug}-{month:%Y-%m}.csv", "text/csv; charset=utf-8")
+    # Built in a child process: a large month's lines do not hold the interpreter the other requests need.
+    csv = csv_export.usage_csv_download(org, month)
+    return attachment_response(csv, f"usage-{org.slug}-{month:%Y-%m}.csv", "text/csv; charset=utf-8")
 
 
 @login_required

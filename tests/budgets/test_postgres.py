@@ -12,7 +12,8 @@ from urllib.parse import quote
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.utils import translation
+from django.test import Client
+from django.utils import timezone, translation
 
 from assistant.budgets import spend
 from assistant.budgets.models import SpendMonth, SpendReservation
@@ -88,3 +89,27 @@ async def test_twenty_concurrent_requests_against_a_member_s_hard_cap(tworld: Wo
     assert row.used_eur <= limit
     assert row.used_eur == pytest.approx(sum(r.cost_eur for r in done))
     assert {r.status for r in done} == {"ok"}
+
+
+def test_the_usage_csv_is_built_in_a_child_process_as_in_the_server_s(tworld: World) -> None:
+    """On a database another process reads (PostgreSQL, the rows committed), the usage CSV's download is built by its
+    child process (issue 34: off the server's interpreter): the same bytes as built in the process, the organisation's
+    runs only, its text cells kept from formulas."""
+    from assistant.budgets.csv_export import csv_from_child
+    from assistant.budgets.months import month_of, zone
+    from assistant.budgets.usage_csv import usage_csv
+    from tests.budgets.test_pages import _run
+
+    runs = [_run(tworld.demo, "syntheses", 1_000 + n, 0.001 * n) for n in range(5)]
+    tworld.member.username = "=HYPERLINK(1)"
+    tworld.member.save()
+    Run.objects.filter(pk=runs[0].pk).update(user=tworld.member)
+    _run(tworld.other, "obsidian", 4_000, 0.2)
+    month = month_of(timezone.now(), zone(tworld.demo.time_zone))
+    made = csv_from_child(tworld.demo, month)
+    assert made is not None and made == usage_csv(tworld.demo, month).encode()
+    lines = made.decode().splitlines()
+    assert len(lines) == 1 + len(runs) and sum("'=HYPERLINK(1)" in line for line in lines) == 1
+    client = Client()
+    client.force_login(tworld.admin)
+    assert client.get("/settings/usage.csv").content == made  # the worker kept from the first CSV

@@ -179,17 +179,24 @@ def test_a_body_declared_over_the_limit_is_not_read_whole(served: Served, client
     assert served.documents() == before
 
 
-def test_a_body_a_little_over_the_limit_gets_the_forms_refusal(served: Served, clients: list[httpx2.Client]) -> None:
-    client = signed_in(served, clients)
-    before = served.documents()
+@pytest.mark.parametrize(("language", "words"), [("en", "Nothing was added"), ("fr", "Rien n’a été ajouté")])
+def test_a_body_declared_a_little_over_the_limit_gets_the_forms_refusal(
+    served: Served, clients: list[httpx2.Client], language: str, words: str
+) -> None:
+    """Its Content-Length is over the limit: refused from its headers, its bytes dropped as they come (under twice the
+    limit: read to its end, then answered), the form's error in the reader's language, a fragment for htmx at the
+    top of the form; nothing is kept."""
+    client = signed_in(served, clients, language)
+    before, files = served.documents(), served.stored_files()
     body = multipart("xyz", [("a.txt", b"a" * 900_000), ("b.txt", b"b" * 900_000)], client.cookies["csrftoken"])
     body += b"c" * (3 * MB - len(body))  # over the whole body's limit (2 files of 1 MB and the form)
     with socket.create_connection(("127.0.0.1", served.port)) as sock:
-        sock.sendall(raw_headers(served, client, len(body), "xyz") + body)
+        sock.sendall(raw_headers(served, client, len(body), "xyz", language) + body)
         reply = answer(sock)
-    assert reply.startswith(b"HTTP/1.1 413")
-    assert b"Nothing was added" in reply
-    assert served.documents() == before
+    head, _, fragment = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413") and b"hx-retarget: this" in head.lower()
+    assert words in fragment.decode() and b'role="alert"' in fragment and b"<html" not in fragment
+    assert served.documents() == before and served.stored_files() == files
 
 
 def test_an_aborted_upload_leaves_nothing(served: Served, clients: list[httpx2.Client]) -> None:

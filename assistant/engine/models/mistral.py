@@ -23,7 +23,7 @@ import json
 import logging
 import re
 import string
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
@@ -57,13 +57,12 @@ from ..types import (
     ToolSpec,
     UsagePart,
 )
-from .base import Model
-from .streaming import RetryPolicy, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after, retrying
+from .streaming import RetryPolicy, ServedModel, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after
 
 log = logging.getLogger(__name__)
 
 
-class MistralModel(Model):
+class MistralModel(ServedModel[MistralProvider]):
     """One model served by a ``MistralProvider``; ``api_model`` is its name on the server.
 
     ``adjustable_reasoning`` says the model takes ``reasoning_effort`` (mistral-small); a model that
@@ -79,14 +78,8 @@ class MistralModel(Model):
         adjustable_reasoning: bool = True,
         retry: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(info)
-        self.provider = provider
-        self.api_model = api_model or info.id
+        super().__init__(info, provider, api_model=api_model, retry=retry)
         self.adjustable_reasoning = adjustable_reasoning
-        self.retry = retry or RetryPolicy()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        return retrying(lambda: self._attempt(request), self.retry)
 
     def dropped(self, sampling: Sampling) -> tuple[str, ...]:
         """Mistral refuses fields it does not know: ``user`` has no equivalent there (``seed`` is its

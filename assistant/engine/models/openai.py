@@ -11,8 +11,7 @@ usage (cached prompt and reasoning tokens included) and the finish reason. SDK e
 from __future__ import annotations
 
 import json
-from abc import abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
@@ -29,7 +28,6 @@ from openai.types.chat import (
     ChatCompletionUserMessageParam,
 )
 
-from ..catalogue import ModelInfo
 from ..errors import (
     AuthenticationFailed,
     BadModelRequest,
@@ -53,41 +51,14 @@ from ..types import (
     ToolSpec,
     UsagePart,
 )
-from .base import Model
-from .streaming import RetryPolicy, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after, retrying
+from .streaming import ServedModel, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after
 
 REASONING_REFUSES = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
 """What OpenAI's reasoning models refuse of the sampling parameters."""
 
 
-class OpenAIServedModel(Model):
-    """A model served by an ``OpenAIProvider``, through Chat Completions (``OpenAIModel``) or the Responses API
-    (``responses.ResponsesModel``); ``api_model`` is its name on the server. Each call is one attempt after another
-    (``_attempt``) under its retry policy."""
-
-    def __init__(
-        self,
-        info: ModelInfo,
-        provider: OpenAIProvider,
-        *,
-        api_model: str | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(info)
-        self.provider = provider
-        self.api_model = api_model or info.id
-        self.retry = retry or RetryPolicy()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        return retrying(lambda: self._attempt(request), self.retry)
-
-    @abstractmethod
-    def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
-        """One try of the call: its stream, or an engine error (``retrying`` decides whether to try again)."""
-
-
-class OpenAIModel(OpenAIServedModel):
-    """One model served by an ``OpenAIProvider``'s Chat Completions."""
+class OpenAIModel(ServedModel[OpenAIProvider]):
+    """One model served by an ``OpenAIProvider``'s Chat Completions; ``api_model`` is its name on the server."""
 
     def dropped(self, sampling: Sampling) -> tuple[str, ...]:
         """A reasoning model refuses the sampling parameters (OpenAI's reasoning models answer 400): not sent."""

@@ -30,6 +30,7 @@ from typing import Any, cast
 import openai
 
 from ..errors import MalformedResponse, ModelError, ModelUnavailable
+from ..providers.openai import OpenAIProvider
 from ..types import (
     FinishPart,
     FinishReason,
@@ -46,8 +47,8 @@ from ..types import (
     ToolCallPart,
     UsagePart,
 )
-from .openai import REASONING_REFUSES, OpenAIServedModel, translated
-from .streaming import prompt_cache_key
+from .openai import REASONING_REFUSES, translated
+from .streaming import ServedModel, prompt_cache_key
 
 NOT_IN_RESPONSES = ("stop", "seed", "presence_penalty", "frequency_penalty")
 """Sampling parameters of Chat Completions that the Responses API does not take."""
@@ -56,8 +57,8 @@ _no_summary: set[str] = set()
 """The keys (a digest of the key and the server) whose organisation OpenAI refused reasoning summaries."""
 
 
-class ResponsesModel(OpenAIServedModel):
-    """One model served through an ``OpenAIProvider``'s Responses API."""
+class ResponsesModel(ServedModel[OpenAIProvider]):
+    """One model served through an ``OpenAIProvider``'s Responses API; ``api_model`` is its name on the server."""
 
     def dropped(self, sampling: Sampling) -> tuple[str, ...]:
         """What the Responses API does not take (``stop``, ``seed``, the penalties), and what a reasoning model refuses

@@ -1,4 +1,5 @@
-"""What the SDK adapters share: retries, the tool-call buffer, the prompt cache key, finish reasons.
+"""What the SDK adapters share: their base (``ServedModel``), retries, the tool-call buffer, the prompt cache key,
+finish reasons.
 
 A call is retried only while nothing of it has reached the caller: a rate limit waits for the
 provider's ``Retry-After`` (seconds or an HTTP date; else it backs off exponentially), a server error, a
@@ -20,16 +21,22 @@ import json
 import random
 import time
 import uuid
+from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from ..catalogue import ModelInfo
 from ..causes import error_kind
 from ..errors import MalformedResponse, ModelError, ModelTimeout, ModelUnavailable, RateLimited
 from ..events import Attempt
-from ..types import AttemptCut, FinishReason, Message, StreamPart, ToolCall
+from ..types import AttemptCut, FinishReason, Message, ModelRequest, StreamPart, ToolCall
+from .base import Model
+
+P = TypeVar("P")
+"""A provider: its client, key and base URL (``providers/``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +160,31 @@ async def retrying(
             if state is not None:
                 state.waiting = False
                 state.sent_at = time.time()
+
+
+class ServedModel(Model, Generic[P]):
+    """A model an SDK adapter serves through its ``provider``; ``api_model`` is its name on the server. A call is one
+    attempt after another (``_attempt``) under its retry policy (``retrying``)."""
+
+    def __init__(
+        self,
+        info: ModelInfo,
+        provider: P,
+        *,
+        api_model: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(info)
+        self.provider = provider
+        self.api_model = api_model or info.id
+        self.retry = retry or RetryPolicy()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        return retrying(lambda: self._attempt(request), self.retry)
+
+    @abstractmethod
+    def _attempt(self, request: ModelRequest) -> AsyncGenerator[StreamPart, None]:
+        """One try of the call: its stream, or an engine error (``retrying`` decides whether to try again)."""
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
