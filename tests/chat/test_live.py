@@ -31,6 +31,7 @@ from assistant.orgs.models import Organisation
 from assistant.runs import follow
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import save_event
+from tests.refusing import refused_inserts
 
 ASK = {"text": "Bimbamjob?", "model": "demo-large", "level": "approfondi", "resources": ["kb:factures", "agents"]}
 INSTRUCTION = "Find the invoices of Bimbamjob"
@@ -127,19 +128,15 @@ def test_a_message_of_nul_characters_is_no_message(client: Client) -> None:
     assert not Run.objects.exists()
 
 
-def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(
-    client: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*args: Any) -> Any:
-        raise RuntimeError("database on fire")
-
-    monkeypatch.setattr("assistant.runs.intake.create_run", broken)
-    response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
+def test_an_unexpected_failure_is_said_in_plain_words_and_keeps_the_message(client: Client) -> None:
+    with refused_inserts(Run, "database on fire"):  # the database fails the run's insert, as a full disk would
+        response = client.post("/c/new", ASK, headers={"HX-Request": "true"})
     body = response.content.decode()
     assert response.status_code == 503
     assert "could not start this request; your message is kept" in body
     assert "Bimbamjob?</textarea>" in body
     assert "Traceback" not in body and "database on fire" not in body
+    assert not Run.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)

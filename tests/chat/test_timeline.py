@@ -24,7 +24,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
 from assistant.asgi import application
-from assistant.chat import consumers, live
+from assistant.chat import consumers
 from assistant.chat.presenters import run_view
 from assistant.chat.timeline import TextPiece, WorkBlock
 from assistant.engine.cancel import CancelToken
@@ -37,6 +37,8 @@ from assistant.runs.groups import publish
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
 from tests.database_thread import statements_of_the_database_thread
+from tests.query_log import held_queries
+from tests.shared_layer import use_shared_layer
 from tests.waiting import until
 
 INSTRUCTION = "Find the invoices of Bimbamjob"
@@ -344,7 +346,7 @@ async def _socket(path: str) -> WebsocketCommunicator:
     return communicator
 
 
-async def _frames_until(communicator: WebsocketCommunicator, pattern: str, timeout: float = 5) -> str:
+async def _frames_until(communicator: WebsocketCommunicator, pattern: str, timeout: float = 60) -> str:
     frames = ""
     async with asyncio.timeout(timeout):
         while not re.search(pattern, frames, re.S):
@@ -422,36 +424,39 @@ async def test_an_agents_progress_right_after_another_reaches_the_page_with_the_
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
 @pytest.mark.parametrize("in_process", [True, False], ids=["in-memory layer", "shared layer"])
 async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_once(
-    monkeypatch: pytest.MonkeyPatch, in_process: bool
+    settings: Any, in_process: bool
 ) -> None:
     """The page listens, then reads the run: text published between the two is held and applied after the read. With
     a shared layer (runs executed elsewhere too) it also comes through the run's group, and is not shown twice."""
-    monkeypatch.setattr(local, "in_process", lambda: in_process)
+    if not in_process:
+        use_shared_layer(settings)
+    assert local.in_process() is in_process
     await sync_to_async(call_command)("load_demo", verbosity=0)
     run = await sync_to_async(_run)(answer=FIRST)
     await sync_to_async(_steps)(run)
     await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
-    loop = asyncio.get_running_loop()
-    load = live.LiveRun.load
     message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": len(FIRST)}
-
-    def load_then_publish(run_id: str, conversation_id: int, language: str | None = None) -> live.LiveRun | None:
-        loaded = load(run_id, conversation_id, language)
-        text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
-        asyncio.run_coroutine_threadsafe(publish(run.pk, text), loop).result(5)  # before the page has what it read
-        return loaded
-
-    monkeypatch.setattr(live.LiveRun, "load", staticmethod(load_then_publish))
-    communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
-    try:
-        await _frames_until(communicator, "Meanwhile.")
-        after = {**message, "offset": len(FIRST + " Meanwhile."), "event": {"kind": "text_delta", "text": " After."}}
-        await publish(run.pk, after)
-        frames = await _frames_until(communicator, "After.")
-        answers = re.findall(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>', frames, re.S)
-        assert answers and all(a.count("Meanwhile.") == 1 for a in answers)
-    finally:
-        await communicator.disconnect()
+    # The database is slow to answer the page's read of the run's question: the run publishes meanwhile.
+    reads_the_question = ('FROM "chat_message"', run.pk.hex)
+    with held_queries(lambda sql: all(part in sql for part in reads_the_question)) as reading:
+        communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
+        try:
+            await until(reading.reached.is_set, "the page to read the run")
+            text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
+            await publish(run.pk, text)  # before the page has what it read
+            reading.release()
+            await _frames_until(communicator, "Meanwhile.")
+            after = {
+                **message,
+                "offset": len(FIRST + " Meanwhile."),
+                "event": {"kind": "text_delta", "text": " After."},
+            }
+            await publish(run.pk, after)
+            frames = await _frames_until(communicator, "After.")
+            answers = re.findall(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>', frames, re.S)
+            assert answers and all(a.count("Meanwhile.") == 1 for a in answers)
+        finally:
+            await communicator.disconnect()
     assert run.pk.hex not in local._listeners
 
 

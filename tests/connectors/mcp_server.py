@@ -13,7 +13,6 @@ import contextlib
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
+
+from tests.waiting import wait_until
 
 CUSTOMERS = {"c-1": "Acme SA, Lyon", "c-2": "Bolt SARL, Nantes"}
 
@@ -98,11 +99,13 @@ def crm_server() -> Iterator[CrmServer]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the MCP test server did not start")
-        time.sleep(0.02)
+
+    def started() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError("the MCP test server stopped before it started")
+        return bool(server.started)
+
+    wait_until(started, "the MCP test server to start")
     try:
         yield state
     finally:

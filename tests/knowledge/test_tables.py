@@ -23,7 +23,6 @@ from django.urls import reverse
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
 from assistant.engine.tools import Tool
-from assistant.knowledge import processing
 from assistant.knowledge.fulltext import search
 from assistant.knowledge.models import Document, KnowledgeBase, Table
 from assistant.knowledge.processing import table_name
@@ -32,13 +31,6 @@ from assistant.runs.execution import run_toolbox
 from tests.knowledge.knowledge_support import Org, make_org, two_orgs, wait_processed
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def inline_extraction(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Uploads are extracted once committed, by the real child process, but in the request's thread rather than
-    the pool's: each upload's outcome is there when its response comes back."""
-    monkeypatch.setattr(processing, "enqueue", lambda ids: [processing.process(pk) for pk in ids] and [])
 
 
 ENGLISH = (

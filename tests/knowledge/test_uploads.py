@@ -33,6 +33,7 @@ from tests.knowledge.knowledge_support import (
     two_orgs,
     wait_processed,
 )
+from tests.refusing import refused_inserts
 
 pytestmark = pytest.mark.django_db
 
@@ -280,25 +281,17 @@ def test_of_several_files_the_good_ones_are_added_and_each_refused_one_is_named_
     assert Document.objects.count() == before + 2 and len(files_under(media)) == 2
 
 
-def test_a_database_failure_removes_the_files_already_written(media: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_database_failure_removes_the_files_already_written(media: Path) -> None:
     a, _ = two_orgs()
     before = Document.objects.count()
-    real_save = Document.save
-    calls = {"n": 0}
-
-    def failing_save(self: Document, *args: object, **kwargs: object) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("disk full")
-        real_save(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Document, "save", failing_save)
     client = a.client()
     client.raise_request_exception = False
-    response = client.post(
-        reverse("kb_base", args=["factures"]),
-        {"files": [SimpleUploadedFile("one.txt", b"first"), SimpleUploadedFile("two.txt", b"second")]},
-    )
+    # The second file's row is refused by the database itself (as a full disk would), after both files are written.
+    with refused_inserts(Document, "disk full", when="NEW.filename = 'two.txt'"):
+        response = client.post(
+            reverse("kb_base", args=["factures"]),
+            {"files": [SimpleUploadedFile("one.txt", b"first"), SimpleUploadedFile("two.txt", b"second")]},
+        )
     assert response.status_code == 500
     assert Document.objects.count() == before and files_under(media) == []
 

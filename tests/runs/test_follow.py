@@ -18,6 +18,7 @@ from assistant.runs.follow import RunFollower
 from assistant.runs.groups import run_group
 from assistant.runs.models import Conversation, Run, Step
 from tests.database_thread import statements_of_the_database_thread
+from tests.shared_layer import use_shared_layer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,9 +141,10 @@ async def test_in_this_process_a_message_is_handed_over_in_the_publishers_call()
     assert run.pk.hex not in local._listeners  # every listener gone
 
 
-async def test_with_a_shared_layer_a_follower_hears_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_with_a_shared_layer_a_follower_hears_the_group(settings: Any) -> None:
     """Where runs may execute in another process (a shared layer), a follower joins the run's group."""
-    monkeypatch.setattr(local, "in_process", lambda: False)
+    use_shared_layer(settings)
+    assert not local.in_process()
     layer = get_channel_layer()
     assert layer is not None
     run = await sync_to_async(_run)()
