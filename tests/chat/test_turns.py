@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from html import unescape
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from pytest_django import Settings
 
 from assistant.chat import search
 from assistant.chat.models import ConversationText
+from assistant.demo.management.commands.load_demo import TABLE_TITLE, TABLE_WORDS
 from assistant.demo.model import say
 from assistant.demo.model.texts import Language
 from assistant.knowledge.models import Document, KnowledgeBase
@@ -530,3 +532,22 @@ def test_the_composer_finds_ready_documents_of_its_own_organisation_by_title(dem
     assert "No ready document" in _client().get("/c/documents", {"q": "zzzz"}).content.decode()
     assert _client().get("/c/documents").content.decode().strip() == ""
     assert Client().get("/c/documents", {"q": "bimbamjob"}).status_code == 302  # signed in only
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+def test_the_composer_finds_a_document_by_the_title_its_reader_is_shown(demo_data: None, language: str) -> None:
+    """The demo's table document is titled in French, with its English words (``Translated``): each reader finds it
+    by the title they are shown, in their language, and not by the other language's."""
+    table = Document.objects.get(knowledge_base__organisation__slug="demo", tables__isnull=False)
+    value = f'value="doc:factures/doc-{table.pk}"'
+    english, french = "CSV export of the billing", "export CSV du logiciel"
+    shown, other = (english, french) if language == "en" else (french, english)
+    client = _client()
+    client.cookies["django_language"] = language
+
+    found = unescape(client.get("/c/documents", {"q": shown.upper()}).content.decode())
+    assert value in found
+    title = TABLE_WORDS["en"]["title"] if language == "en" else TABLE_TITLE
+    label = f"“{title}” (Invoices)" if language == "en" else f"« {title} » (Factures)"
+    assert label in found  # its label, in the reader's language too
+    assert value not in client.get("/c/documents", {"q": other}).content.decode()

@@ -199,6 +199,13 @@ AGENTS_OFF = {
 }
 
 
+TABLE_SEARCH = {
+    "en": ("CSV export of the billing", "“Invoices 2024 (CSV export of the billing software)” (Invoices)"),
+    "fr": ("export CSV du logiciel", "« Factures 2024 (export CSV du logiciel de facturation) » (Factures)"),
+}
+"""What a reader types in the composer's document search, and the one document found, as its label reads."""
+
+
 @pytest.mark.parametrize(("lang", "width"), [("en", 1400), ("fr", 390)])
 def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_message_is_refused_next_to_the_form(
     page: Page, shot: Shot, lang: str, width: int
@@ -265,6 +272,9 @@ def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_messag
     page.fill("#composer .find-documents", "zzzz")
     expect(page.locator("#composer .documents-found .hint")).to_be_visible()
     expect(chosen).to_be_checked()
+    # The demo's table document is found by the title its reader is shown, in their language.
+    page.fill("#composer .find-documents", TABLE_SEARCH[lang][0])
+    expect(page.locator("#composer .documents-found label")).to_have_text([TABLE_SEARCH[lang][1]])
     page.keyboard.press("Escape")
     doc_chip = page.locator(f"#composer .chip[data-value='{value}']")
     expect(doc_chip).to_be_visible()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
+from assistant.demo.management.commands.load_demo import TABLE_TITLE, TABLE_WORDS
 from assistant.demo.model.feature_texts import FEATURE_TEXTS
 from assistant.demo.model.texts import Language
 from assistant.engine.sandbox_probe import detect
@@ -137,8 +138,11 @@ def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: Language) ->
     total = "39\u00a0350,00" if lang == "fr" else "39,350.00"
     expect(run.locator(".text table")).to_contain_text("Bimbamjob")
     expect(run.locator(".text table tr").filter(has_text="Bimbamjob")).to_contain_text(total)
-    # The table by its document's title, in the reader's language.
+    # The table by its document's title, in the reader's language: its source, and the answer that quotes it.
     expect(run.locator(".sources li")).to_contain_text(["Factures 2024" if lang == "fr" else "Invoices 2024"])
+    titles = {"fr": TABLE_TITLE, "en": TABLE_WORDS["en"]["title"]}
+    expect(run.locator(".text").last).to_contain_text(titles[lang])
+    assert titles["en" if lang == "fr" else "fr"] not in run.locator(".text").last.inner_text()
     check_language(fpage, lang, "run_code's totals")
 
 

@@ -111,6 +111,17 @@ print(first["title"], "|", open(first["path"]).read())
     assert [s.id for s in result.sources] == [a.docs[0].public_id]
 
 
+async def test_the_index_gives_a_document_s_title_in_its_other_languages(orgs: tuple[Org, Org]) -> None:
+    a, _ = orgs
+    translated = a.docs[1]
+    translated.translations = {"fr": {"title": "Facture traduite"}, "de": {}}
+    await sync_to_async(translated.save)()
+    script = "import json; print(json.dumps({d['id']: d.get('titles') for d in json.load(open('index.json'))}))"
+    titles = json.loads((await output(run_code(a), script))["stdout"])
+    assert titles[translated.public_id] == {"fr": "Facture traduite"}  # a language without a title left out
+    assert titles[a.docs[0].public_id] is None  # no other language: no titles
+
+
 async def test_only_the_scopes_bases_are_exported(orgs: tuple[Org, Org]) -> None:
     a, _ = orgs
     dump = "import os\nfor d, _, fs in os.walk('.'):\n    for f in fs: print(open(os.path.join(d, f)).read())"
