@@ -9,7 +9,13 @@ from collections.abc import MutableMapping
 from typing import Any, ClassVar
 
 from django.db import models
+from django.db.models import Q
 from django.utils.translation import get_language
+
+
+def reader_language() -> str:
+    """The reader's language (the active one), as ``translations`` keys it: ``fr``, ``en``."""
+    return (get_language() or "en").split("-")[0]
 
 
 class Translated(models.Model):
@@ -26,10 +32,18 @@ class Translated(models.Model):
 
     def shown(self, field: str) -> str:
         """``field`` in the reader's language (the active one), else as written."""
-        language = (get_language() or "en").split("-")[0]
+        language = reader_language()
         words = self.translations.get(language) if isinstance(self.translations, dict) else None
         value = words.get(field) if isinstance(words, dict) else None
         return str(value) if value else str(getattr(self, field))
+
+    @classmethod
+    def shown_contains(cls, field: str, text: str) -> Q:
+        """The rows whose ``field``, as the reader is shown it (``shown``), contains ``text`` (case-insensitive): its
+        words in the reader's language, or as written when it has none in that language."""
+        words = f"translations__{reader_language()}__{field}"
+        translated = Q(**{f"{words}__isnull": False}) & ~Q(**{words: ""})
+        return Q(**{f"{words}__icontains": text}) | (~translated & Q(**{f"{field}__icontains": text}))
 
     @property
     def shown_name(self) -> str:

@@ -17,7 +17,7 @@ from tests.live_server import ROOT
 
 pytestmark = pytest.mark.slow
 
-WORDS = {
+WORDS: dict[str, dict[str, str | re.Pattern[str]]] = {
     "en": {
         "question": "Bimbamjob: invoices, payments and relationship",
         "stop": "Stop this agent",
