@@ -11,14 +11,23 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class DemoSpeed(TypedDict):
+    """``start_server``'s demo model speed, as a test passes it whole (``**SLOW``)."""
+
+    pace: str
+    latency: str
+
 
 DEMO_SERVER = """
 import sys
@@ -55,15 +64,18 @@ class LiveServer:
         """The server's address, once it accepts connections; its log if it died or never answered. Its migrations
         and demo data took over 60 s on a loaded machine (2 cores, load 10): it is given 100 s, within the test's
         120 s (pytest-timeout), so that a server that never starts still says why."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def up() -> bool:
+            if self.process.poll() is not None:
+                raise RuntimeError("the server died:\n" + self.log_path.read_text())
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self.url
             except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the server did not start:\n" + self.log_path.read_text()) from None
-                time.sleep(0.1)
+                return False
+            return True
+
+        wait_until(up, lambda: "the server to start:\n" + self.log_path.read_text(), seconds=timeout)
+        return self.url
 
 
 def free_port() -> int:

@@ -15,9 +15,14 @@ PAUSE = 0.02
 """Seconds between two looks at the condition."""
 
 
-async def until(condition: Callable[[], object], what: str, seconds: float = 60.0) -> None:
+def _failure(what: str | Callable[[], str], seconds: float, value: object) -> str:
+    said = what if isinstance(what, str) else what()
+    return f"waited {seconds:g} s for {said}; the condition last gave {value!r}"
+
+
+async def until(condition: Callable[[], object], what: str | Callable[[], str], seconds: float = 60.0) -> None:
     """Wait until ``condition()`` (a function, or a coroutine function such as a read of the database) is truthy;
-    after ``seconds``, fail naming ``what``."""
+    after ``seconds``, fail naming ``what`` (or what ``what()`` says then: a log's end, say)."""
     deadline = time.monotonic() + seconds
     while True:
         value = condition()
@@ -26,11 +31,11 @@ async def until(condition: Callable[[], object], what: str, seconds: float = 60.
         if value:
             return
         if time.monotonic() >= deadline:
-            raise AssertionError(f"waited {seconds:g} s for {what}; the condition last gave {value!r}")
+            raise AssertionError(_failure(what, seconds, value))
         await asyncio.sleep(PAUSE)
 
 
-def wait_until(condition: Callable[[], object], what: str, seconds: float = 60.0) -> None:
+def wait_until(condition: Callable[[], object], what: str | Callable[[], str], seconds: float = 60.0) -> None:
     """``until`` for a test that runs no event loop."""
     deadline = time.monotonic() + seconds
     while True:
@@ -38,5 +43,5 @@ def wait_until(condition: Callable[[], object], what: str, seconds: float = 60.0
         if value:
             return
         if time.monotonic() >= deadline:
-            raise AssertionError(f"waited {seconds:g} s for {what}; the condition last gave {value!r}")
+            raise AssertionError(_failure(what, seconds, value))
         time.sleep(PAUSE)

@@ -5,13 +5,13 @@ really closes."""
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any
 
 import openai
 import pytest
 
 from tests.api.api_support import Live
+from tests.waiting import wait_until
 
 # Agents at Approfondi: about a second of work, time for the client to leave mid-way.
 EXTENSIONS = {"tools_enabled": ["kb:factures", "kb:comptes-rendus", "agents"], "reasoning_level": "approfondi"}
@@ -21,15 +21,17 @@ ASK: Any = [{"role": "user", "content": "Bimbamjob: invoicing 2024, payment foll
 def ended(live: Live, run_id: str) -> dict[str, Any]:
     """The run once it has ended (it ends on its own or by a stop), as ``GET /v1/runs/{id}`` gives it; waited for in
     the server's database, not through the API, whose key has a rate limit the other tests share."""
-    assert live.database is not None
-    for _ in range(600):
-        with sqlite3.connect(live.database, timeout=10) as db:
-            (status,) = db.execute("SELECT status FROM chat_run WHERE id = ?", [run_id.replace("-", "")]).fetchone()
-        if status != "running":
-            run: dict[str, Any] = live.http().get(f"/v1/runs/{run_id}").json()
-            return run
-        time.sleep(0.05)
-    raise AssertionError(f"run {run_id} still running")
+    database = live.database
+    assert database is not None
+
+    def status() -> str:
+        with sqlite3.connect(database, timeout=10) as db:
+            (found,) = db.execute("SELECT status FROM chat_run WHERE id = ?", [run_id.replace("-", "")]).fetchone()
+        return str(found)
+
+    wait_until(lambda: status() != "running", f"run {run_id} to end")
+    run: dict[str, Any] = live.http().get(f"/v1/runs/{run_id}").json()
+    return run
 
 
 def started(live: Live, **extra: Any) -> tuple[openai.Stream[Any], str]:

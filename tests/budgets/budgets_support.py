@@ -5,7 +5,7 @@ another organisation (admin ``mallory``) with a category of its own, so that a s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,6 +20,11 @@ from assistant.budgets.models import Category, CategoryMonth
 from assistant.budgets.months import month_of, zone
 from assistant.engine.errors import BudgetExceeded
 from assistant.orgs.models import Membership, Organisation
+from assistant.runs import intake
+from assistant.runs.start import RunStart
+
+Admissions = Callable[[intake.Ask, type[Exception]], Awaitable[tuple[list[RunStart], list[Exception]]]]
+"""``twenty_admissions`` (conftest): twenty runs of an ask, one after the other; those created, those refused."""
 
 
 @dataclass

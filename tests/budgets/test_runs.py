@@ -10,7 +10,8 @@ import html
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
-from django.utils import formats, timezone, translation
+from django.utils import formats, timezone
+from pytest_django import Settings
 
 from assistant.api.completions import _completion as api_completion
 from assistant.budgets import reservations, services, state
@@ -19,17 +20,23 @@ from assistant.budgets.months import month_of, next_month, zone
 from assistant.engine.errors import BudgetExceeded
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
-from assistant.runs.start import RunStart
-from tests.budgets.budgets_support import World, signed_in, this_month
+from tests.budgets.budgets_support import Admissions, World, signed_in, this_month
+from tests.chat.chat_support import ComposerPost
+from tests.waiting import until
 
-SYNTHESIS = {
+SYNTHESIS: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
     "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
     "category": "syntheses",
 }
-QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
+QUESTION: ComposerPost = {
+    "text": "What does contract C-2024-002 cover?",
+    "model": "demo-large",
+    "level": "rapide",
+    "resources": [],
+}
 
 
 def exhaust(category: Category) -> None:
@@ -82,10 +89,9 @@ def test_an_organisation_without_categories_runs_unbudgeted(world: World) -> Non
 
 @pytest.mark.django_db(transaction=True)
 async def test_every_token_of_a_run_agents_included_is_charged_once_to_its_category(
-    tworld: World, fast_demo: None
+    tworld: World, fast_demo: None, member_client: AsyncClient
 ) -> None:
-    client = AsyncClient()
-    await client.aforce_login(tworld.member)
+    client = member_client
     assert (await client.post("/c/new", SYNTHESIS)).status_code == 302
     run = await Run.objects.aget()
     await execution.wait_for(run.pk)
@@ -160,18 +166,15 @@ def test_no_transfer_between_categories(tworld: World, fast_demo: None) -> None:
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agents_findings(
-    tworld: World, settings: object
+    tworld: World, settings: Settings, member_client: AsyncClient
 ) -> None:
-    settings.DEMO_PACE = 0.0  # type: ignore[attr-defined]
-    settings.DEMO_LATENCY = 0.3  # type: ignore[attr-defined]
-    client = AsyncClient()
-    await client.aforce_login(tworld.member)
+    settings.DEMO_PACE = 0.0
+    settings.DEMO_LATENCY = 0.3
+    client = member_client
     assert (await client.post("/c/new", SYNTHESIS)).status_code == 302
     run = await Run.objects.aget()
-    for _ in range(100):  # the agents have searched: the delegation is under way
-        if await Step.objects.filter(run=run, kind="agent_action", data__action__kind="search").aexists():
-            break
-        await asyncio.sleep(0.05)
+    searched = Step.objects.filter(run=run, kind="agent_action", data__action__kind="search")
+    await until(searched.aexists, "the agents to search: the delegation under way")
     await sync_to_async(exhaust)(tworld.syntheses)
     await execution.wait_for(run.pk)
     await run.arefresh_from_db()
@@ -196,28 +199,20 @@ async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agen
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_twenty_concurrent_runs_against_room_for_about_five(tworld: World, fast_demo: None) -> None:
+async def test_twenty_concurrent_runs_against_room_for_about_five(
+    tworld: World, fast_demo: None, twenty_admissions: Admissions
+) -> None:
     category = tworld.administration
     # A plain question is one call of demo-large, reserving its prompt and 8,192 tokens of output.
     category.monthly_tokens = 5 * 9_000
     await category.asave()
     ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=(), category="administration")
-
-    def attempt() -> RunStart | state.CategoryExhausted:
-        try:
-            with translation.override("en"):
-                return intake.create_run(tworld.member, tworld.demo, None, ask)
-        except state.CategoryExhausted as e:
-            return e
-
-    # One after the other here (SQLite); tests/api sends twenty at once to the live server.
-    attempts = [await sync_to_async(attempt)() for _ in range(20)]
-    created = [a for a in attempts if isinstance(a, RunStart)]
-    refused = [a for a in attempts if isinstance(a, state.CategoryExhausted)]
+    created, refused = await twenty_admissions(ask, state.CategoryExhausted)
     # Each admitted run holds its first call from intake: the others are refused there, before anything is saved.
     assert 5 <= len(created) < 20 and len(created) + len(refused) == 20
     assert await Run.objects.acount() == len(created)
     for e in refused:  # the month is not spent: running requests hold the rest, so retry in a few seconds
+        assert isinstance(e, state.CategoryExhausted)
         assert not e.spent and e.retry_after == state.RESERVED_RETRY_SECONDS
         assert "the rest is reserved by running requests" in str(e)
     await asyncio.gather(*(execution.execute_run(r) for r in created))

@@ -23,8 +23,8 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient
 from django.utils import timezone, translation
+from pytest_django import Settings
 
-from assistant.asgi import application
 from assistant.budgets import spend, spend_months, spend_state
 from assistant.budgets.models import SpendAlert, SpendMonth, SpendReservation
 from assistant.budgets.months import month_of, zone
@@ -36,11 +36,17 @@ from assistant.orgs.models import ApiKey, Membership, Organisation
 from assistant.orgs.spending import limit_for
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run, Step
-from assistant.runs.start import RunStart
-from tests.budgets.budgets_support import World, signed_in
+from tests.asgi_app import asgi_transport
+from tests.budgets.budgets_support import Admissions, World, signed_in
+from tests.chat.chat_support import ComposerPost
 
-QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
-SYNTHESIS = {
+QUESTION: ComposerPost = {
+    "text": "What does contract C-2024-002 cover?",
+    "model": "demo-large",
+    "level": "rapide",
+    "resources": [],
+}
+SYNTHESIS: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
@@ -153,9 +159,7 @@ def test_an_alert_limit_refuses_nothing(tworld: World, fast_demo: None) -> None:
 
 @pytest.fixture
 async def api(tworld: World, fast_demo: None) -> AsyncIterator[httpx2.AsyncClient]:
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30
-    ) as http:
+    async with httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30) as http:
         yield http
 
 
@@ -213,7 +217,9 @@ async def test_an_api_run_counts_against_its_key_only(tworld: World, api: httpx2
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(tworld: World, settings: Any) -> None:
+async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(
+    tworld: World, settings: Settings, member_client: AsyncClient
+) -> None:
     settings.DEMO_PACE = 0.0
     settings.DEMO_LATENCY = 0.05
     ask = intake.Ask(
@@ -229,8 +235,7 @@ async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(tworld
     # request is longer, and the first call's cost is then spent).
     await sync_to_async(member_limit)(tworld, "1")
     await sync_to_async(spent)(tworld, eur=1.0 - first - 0.003)
-    client = AsyncClient()
-    await client.aforce_login(tworld.member)
+    client = member_client
     assert (await client.post("/c/new", SYNTHESIS)).status_code == 302
     run = await Run.objects.aget()
     await execution.wait_for(run.pk)
@@ -251,24 +256,17 @@ async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(tworld
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_twenty_concurrent_runs_against_a_member_s_room_for_about_five(tworld: World, fast_demo: None) -> None:
+async def test_twenty_concurrent_runs_against_a_member_s_room_for_about_five(
+    tworld: World, fast_demo: None, twenty_admissions: Admissions
+) -> None:
     limit = round(5.5 * first_call_eur(), 2)
     await sync_to_async(member_limit)(tworld, str(limit))
     ask = intake.Ask(text=QUESTION["text"], model="demo-large", level="rapide", resources=())
-
-    def attempt() -> RunStart | spend.SpendExhausted:
-        try:
-            with translation.override("en"):
-                return intake.create_run(tworld.member, tworld.demo, None, ask)
-        except spend.SpendExhausted as e:
-            return e
-
-    attempts = [await sync_to_async(attempt)() for _ in range(20)]
-    created = [a for a in attempts if isinstance(a, RunStart)]
-    refused = [a for a in attempts if isinstance(a, spend.SpendExhausted)]
+    created, refused = await twenty_admissions(ask, spend.SpendExhausted)
     assert 5 <= len(created) < 20 and len(created) + len(refused) == 20
     assert await Run.objects.acount() == len(created)
     for e in refused:  # running requests hold the rest: retry in a few seconds
+        assert isinstance(e, spend.SpendExhausted)
         assert not e.spent and "reserved by your running requests" in str(e)
     await asyncio.gather(*(execution.execute_run(r) for r in created))
     done = [r async for r in Run.objects.all()]

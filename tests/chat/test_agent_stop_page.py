@@ -8,87 +8,47 @@ call is in flight.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from django.test import AsyncClient, Client
+from django.db.models import QuerySet
+from django.test import Client
 
-from assistant.asgi import application
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Run, Step
-from tests.chat.chat_support import ASK
+from tests.chat.chat_support import ASK, Page
+from tests.waiting import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
 HANGING = {**ASK, "text": ASK["text"] + " #demo-hang=1"}
 
 
-async def _signed_in(username: str = "demo", password: str = "demo-password") -> tuple[AsyncClient, str]:
-    client = AsyncClient()
-    assert await client.alogin(username=username, password=password)
-    return client, client.cookies["sessionid"].value
-
-
-async def _socket(path: str, session: str) -> WebsocketCommunicator:
-    headers = [
-        (b"origin", b"http://testserver"),
-        (b"host", b"testserver"),
-        (b"cookie", f"sessionid={session}".encode()),
-    ]
-    communicator = WebsocketCommunicator(application, path, headers=headers)
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
-
-
-async def _until_finished(communicator: WebsocketCommunicator, run: Run) -> list[str]:
-    frames: list[str] = []
-    finished = re.compile(rf'<article class="answer" id="run-{run.pk}" data-status="(ok|stopped|error)"')
-    async with asyncio.timeout(30):
-        while True:
-            frames.append(await communicator.receive_from(timeout=30))
-            if finished.search(frames[-1]):
-                return frames
-
-
-def _conversation() -> Conversation:
-    call_command("load_demo", verbosity=0)
-    user = get_user_model().objects.get(username="demo")
-    org = Organisation.objects.get(memberships__user=user)
-    return Conversation.objects.create(organisation=org, user=user, title="A conversation")
-
-
 async def _until_both_agents_wait_on_their_second_call(run: Run) -> None:
     second = Step.objects.filter(run=run, kind="round_started", data__round=2, data__agent_id__isnull=False)
-    async with asyncio.timeout(30):
-        while await second.acount() < 2:
-            await asyncio.sleep(0.02)
+    await until(lambda: _at_least(second, 2), "both agents to wait on their second call")
 
 
-async def test_stop_this_agent_stops_it_alone_and_its_line_says_so(settings: Any) -> None:
+async def _at_least(steps: QuerySet[Step], n: int) -> bool:
+    return await steps.acount() >= n
+
+
+async def test_stop_this_agent_stops_it_alone_and_its_line_says_so(settings: Any, demo_page: Page) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.0, 0.0
-    conversation = await sync_to_async(_conversation)()
-    client, session = await _signed_in()
-    communicator = await _socket(f"/ws/c/{conversation.pk}/", session)
-    try:
-        await client.post(f"/c/{conversation.pk}/send", HANGING)
-        run = await Run.objects.aget(conversation=conversation)
-        await _until_both_agents_wait_on_their_second_call(run)
-        page = (await client.get(f"/c/{conversation.pk}/")).content.decode()
-        stop_url = f"/runs/{run.pk}/agents/agent-1/stop"
-        assert page.count('class="link stop-agent"') == 2 and f'hx-post="{stop_url}"' in page
-        response = await client.post(stop_url, headers={"HX-Request": "true"})
-        assert response.status_code == 200 and "Stopping this agent…" in response.content.decode()
-        frames = await _until_finished(communicator, run)
-    finally:
-        await communicator.disconnect()
+    client, conversation = demo_page.client, demo_page.conversation
+    await client.post(f"/c/{conversation.pk}/send", HANGING)
+    run = await Run.objects.aget(conversation=conversation)
+    await _until_both_agents_wait_on_their_second_call(run)
+    page = (await client.get(f"/c/{conversation.pk}/")).content.decode()
+    stop_url = f"/runs/{run.pk}/agents/agent-1/stop"
+    assert page.count('class="link stop-agent"') == 2 and f'hx-post="{stop_url}"' in page
+    response = await client.post(stop_url, headers={"HX-Request": "true"})
+    assert response.status_code == 200 and "Stopping this agent…" in response.content.decode()
+    frames = await demo_page.until_finished(run)
+    await demo_page.close()
     await execution.wait_for(run.pk)
 
     await run.arefresh_from_db()

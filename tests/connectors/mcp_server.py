@@ -13,7 +13,6 @@ import contextlib
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
+
+from tests.waiting import wait_until
 
 CUSTOMERS = {"c-1": "Acme SA, Lyon", "c-2": "Bolt SARL, Nantes"}
 
@@ -47,7 +48,7 @@ def _free_port() -> int:
 def _app(state: CrmServer) -> Any:
     server = MCPServer("crm")
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def search_customers(query: str) -> str:
         """Find customers whose name or city contains one of the query's words."""
         state.calls.append(("search_customers", {"query": query}))
@@ -59,7 +60,7 @@ def _app(state: CrmServer) -> Any:
         found = [f"{cid}: {name}" for cid, name in CUSTOMERS.items() if any(w in name.lower() for w in words)]
         return "\n".join(found) or "no customer matches"
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
     def delete_customer(customer_id: str) -> str:
         """Delete a customer."""
         state.calls.append(("delete_customer", {"customer_id": customer_id}))
@@ -98,11 +99,13 @@ def crm_server() -> Iterator[CrmServer]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the MCP test server did not start")
-        time.sleep(0.02)
+
+    def started() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError("the MCP test server stopped before it started")
+        return bool(server.started)
+
+    wait_until(started, "the MCP test server to start")
     try:
         yield state
     finally:

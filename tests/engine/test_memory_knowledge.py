@@ -3,28 +3,41 @@ document added after a search is ranked by the next one as if it had been there 
 
 from __future__ import annotations
 
-import pytest
+from typing import ClassVar
 
-from assistant.engine import knowledge as module
 from assistant.engine.knowledge import MemoryKnowledge, bm25
 from assistant.engine.tools import Document
 from tests.engine.engine_support import FACTURES, knowledge
 
 
-async def test_a_search_tokenises_the_query_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    kb = knowledge()
-    tokenised: list[str] = []
-    real = module.terms
+class WatchedDocument(Document):
+    """A document that notes each read of its text (what indexing it takes)."""
 
-    def counting(text: str) -> list[str]:
-        tokenised.append(text)
-        return real(text)
+    reads: ClassVar[list[str]] = []
 
-    monkeypatch.setattr(module, "terms", counting)
+    @property  # a read-write property over the dataclass's field, to note its reads
+    def text(self) -> str:
+        WatchedDocument.reads.append(self.id)
+        return str(self.__dict__["_text"])
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self.__dict__["_text"] = value
+
+
+async def test_a_search_reads_no_document_again() -> None:
+    """Each document is tokenised once, when it is added: a search tokenises only its query."""
+    WatchedDocument.reads.clear()
+    watched = [WatchedDocument(d.id, d.kb, d.title, d.text) for d in FACTURES]
+    kb = MemoryKnowledge({"factures": watched})
+    indexed = sorted(WatchedDocument.reads)
+    assert indexed and set(indexed) == {d.id for d in FACTURES}
+    WatchedDocument.reads.clear()
     for _ in range(3):
         hits, total = await kb.search("factures", "Zorglub retard", 10)
         assert hits and total == len(hits)
-    assert tokenised == ["Zorglub retard"] * 3
+        assert hits == bm25(FACTURES, "Zorglub retard")  # the same ranking as the documents read afresh
+    assert WatchedDocument.reads == []
 
 
 async def test_a_document_added_after_a_search_is_found_by_the_next_one() -> None:

@@ -12,6 +12,7 @@ from django.test import Client
 
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
+from tests.waiting import wait_until
 
 # A small corpus whose ranking is known: for "turbine maintenance", both words in the title and
 # repeated in the text first, then one word in the title and both in the text, then one word once.
@@ -190,12 +191,8 @@ def extract_pending() -> None:
 
 def wait_processed(*pks: int, timeout: float = 90) -> list[Document]:
     """Wait until the pool has finished with these documents (transactional tests); them, reloaded."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while Document.objects.filter(pk__in=pks, status=Document.PROCESSING).exists():
-        assert time.monotonic() < deadline, "the documents are still processing"
-        time.sleep(0.05)
+    processing = Document.objects.filter(pk__in=pks, status=Document.PROCESSING)
+    wait_until(lambda: not processing.exists(), f"documents {pks} to be processed", seconds=timeout)
     return list(Document.objects.filter(pk__in=pks).order_by("pk"))
 
 

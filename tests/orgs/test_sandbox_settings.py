@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,16 +16,14 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This host as it would be without bubblewrap: detect() really runs, only ``which bwrap`` fails."""
-    real_which = sandbox_probe.shutil.which
-    monkeypatch.setattr(
-        sandbox_probe.shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw)
-    )
-    found = sandbox_probe.detect.__wrapped__()
-    assert found is not None
-    monkeypatch.setattr("assistant.knowledge.tools.detect", lambda: found)  # what the tools offer
-    monkeypatch.setattr("assistant.orgs.code.detect", lambda: found)  # what the settings page says
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This host as it would be without bubblewrap: the probe (``detect``) really runs, only ``which bwrap`` fails;
+    what it found before and after is forgotten (it probes once per process)."""
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, **kw: None if name == "bwrap" else real_which(name, **kw))
+    sandbox_probe.detect.cache_clear()
+    yield
+    sandbox_probe.detect.cache_clear()
 
 
 def test_the_page_lists_the_layers_when_run_code_is_offered(world: World, settings: Any) -> None:

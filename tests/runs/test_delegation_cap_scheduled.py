@@ -45,12 +45,12 @@ def _start(*, api_key: Any = None, cost_cap_eur: float | None = None, request_ca
 def test_over_the_organisation_s_cap_the_chat_s_user_is_asked_and_nobody_else(demo_data: None) -> None:
     watch = Watch()
     assert execution._delegation_cap(_start(), watch) is None  # type: ignore[arg-type]  # no cap: nothing to check
-    chat = execution._delegation_cap(_start(organisation_cap=0.5), watch)  # type: ignore[arg-type]
+    chat = execution._delegation_cap(_start(organisation_cap=0.5), watch)  # type: ignore[arg-type]  # a fake watch: only asked
     assert chat is not None and chat.cap_eur == 0.5 and chat.confirm == watch.ask and chat.confirm_seconds == 120
     key, _ = keys.create_key(Organisation.objects.get(slug="demo"), "k")
-    api = execution._delegation_cap(_start(api_key=key, organisation_cap=0.5, request_cap=0.2), watch)  # type: ignore[arg-type]
+    api = execution._delegation_cap(_start(api_key=key, organisation_cap=0.5, request_cap=0.2), watch)  # type: ignore[arg-type]  # a fake watch: only asked
     assert api is not None and api.cap_eur == 0.2 and api.confirm is None  # the lowest; nobody to ask
-    task = execution._delegation_cap(_start(cost_cap_eur=1.0, organisation_cap=0.5), watch)  # type: ignore[arg-type]
+    task = execution._delegation_cap(_start(cost_cap_eur=1.0, organisation_cap=0.5), watch)  # type: ignore[arg-type]  # a fake watch: only asked
     assert task is not None and task.cap_eur == 0.5 and task.confirm is None  # a scheduled task: nobody to ask
 
 
@@ -97,3 +97,22 @@ def test_the_growth_per_round_is_read_from_the_organisation_s_recent_agents_on_t
     assert found.agents == 2 and found.rounds == 2.0  # (3 + 1) / 2
     assert found.growth_tokens == 800.0  # agent-1: (2,600 - 1,000) / 2; agent-2 made one call
     assert found.output_tokens == pytest.approx((100 + 60 + 200 + 50) / 4)
+
+
+@pytest.mark.django_db
+def test_a_run_s_delegations_read_the_growth_once_in_a_while_not_for_each_one(
+    demo_data: None, django_assert_num_queries: Any
+) -> None:
+    """The figures of hundreds of runs move little from one run to the next: a delegation reads them from the cache
+    (no query), and "none ran" is remembered as well as a figure."""
+    user = get_user_model().objects.get(username="demo")
+    org = Organisation.objects.get(slug="demo")
+    assert growth.cached_growth(org.pk, "demo-small") is None
+    conversation = Conversation.objects.create(organisation=org, user=user, title="t")
+    run = Run.objects.create(conversation=conversation, organisation=org, user=user, model="demo-large")
+    _agent_steps(run, "agent-1", "demo-small", [(1_000, 100), (1_800, 60)], 1)
+    with django_assert_num_queries(0):
+        assert growth.cached_growth(org.pk, "demo-small") is None  # remembered: read again later
+    assert growth.agent_growth(org.pk, "demo-small") is not None  # what the next read will find
+    with django_assert_num_queries(1):
+        assert growth.cached_growth(org.pk, "demo-large") is None  # another model: its own figures

@@ -17,11 +17,13 @@ from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import CategoryMonth, Reservation
 from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
+from assistant.engine.events import RunStatus
 from assistant.engine.policy import plan_request
 from assistant.engine.types import ClientTools, NamedTool, ToolCall, ToolSpec
 from assistant.engine.types import Message as EngineMessage
 from assistant.engine.usage import RunUsage
-from assistant.orgs.models import Organisation
+from assistant.knowledge.models import KnowledgeBase
+from assistant.orgs.models import AgentProfile, Organisation, ReasoningLevel
 from assistant.orgs.services import policy_for
 from assistant.runs import execution, intake, leases, queue
 from assistant.runs.models import Conversation, Lease, Message, Run
@@ -44,8 +46,8 @@ def org(demo_data: None) -> Organisation:
     return Organisation.objects.get(slug="demo")
 
 
-def _start(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> RunStart:
-    return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)  # type: ignore[arg-type]
+def _start(org: Organisation, ask: intake.Ask = ASK, **kwargs: Any) -> RunStart:
+    return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)
 
 
 def _create(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> Run:
@@ -102,36 +104,36 @@ def test_intake_reads_the_category_once_and_its_start_carries_what_it_read_to_th
     assert not read_again, read_again
 
 
-def test_a_page_s_message_is_checked_once_with_the_policy_read_once(
-    org: Organisation, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``intake.submit``, a run or a queued message: one check, one read of the policy (the real ones, counted)."""
-    calls: list[str] = []
-    real_check, real_policy = intake.check, intake.policy_for
+def _reads(sent: CaptureQueriesContext, *tables: str) -> dict[str, int]:
+    """How many times each of ``tables`` was read."""
+    selects = [q for q in _work(sent) if q.startswith("SELECT")]
+    return {t: sum(1 for q in selects if f'FROM "{t}"' in q.split(" WHERE ")[0]) for t in tables}
 
-    def check(*args: Any, **kwargs: Any) -> Any:
-        calls.append("check")
-        return real_check(*args, **kwargs)
 
-    def policy(*args: Any, **kwargs: Any) -> Any:
-        calls.append("policy")
-        return real_policy(*args, **kwargs)
+# What the organisation's policy reads (its levels, its agents' profiles) and what the check of a chosen base reads.
+POLICY = (ReasoningLevel._meta.db_table, AgentProfile._meta.db_table)
+POLICY_AND_CHECK = (*POLICY, KnowledgeBase._meta.db_table)
 
-    monkeypatch.setattr(intake, "check", check)
-    monkeypatch.setattr(intake, "policy_for", policy)
+
+def test_a_page_s_message_is_checked_once_with_the_policy_read_once(org: Organisation) -> None:
+    """``intake.submit``, a run or a queued message: one read of the policy, one check of the chosen base (counted
+    at the database)."""
     user = get_user_model().objects.get(username="demo")
-    start = intake.submit(user, org, None, ASK)  # type: ignore[arg-type]
-    assert isinstance(start, RunStart) and calls == ["policy", "check"]
+    ask = replace(ASK, resources=("kb:factures",))
+    with CaptureQueriesContext(connection) as sent:
+        start = intake.submit(user, org, None, ask)
+    assert isinstance(start, RunStart)
+    assert _reads(sent, *POLICY_AND_CHECK) == dict.fromkeys(POLICY_AND_CHECK, 1)
     run = start.run
-    calls.clear()
-    queued = intake.submit(user, org, run.conversation, ASK)  # type: ignore[arg-type]  # the run still running
-    assert isinstance(queued, Message) and queued.queued and calls == ["policy", "check"]
-    calls.clear()
-    with pytest.raises(RequestRefused):
-        intake.submit(
-            user, org, run.conversation, intake.Ask(text=" ", model="demo-small", level="rapide", resources=())
-        )  # type: ignore[arg-type]
-    assert calls == ["policy", "check"]
+    with CaptureQueriesContext(connection) as sent:
+        queued = intake.submit(user, org, run.conversation, ask)  # the run still running
+    assert isinstance(queued, Message) and queued.queued
+    assert _reads(sent, *POLICY_AND_CHECK) == dict.fromkeys(POLICY_AND_CHECK, 1)
+    empty = intake.Ask(text=" ", model="demo-small", level="rapide", resources=("kb:factures",))
+    with CaptureQueriesContext(connection) as sent, pytest.raises(RequestRefused):
+        intake.submit(user, org, run.conversation, empty)
+    # Refused by the check before it reads the base: the policy read once, nothing else of the check.
+    assert _reads(sent, *POLICY_AND_CHECK) == {**dict.fromkeys(POLICY, 1), KnowledgeBase._meta.db_table: 0}
 
 
 def test_a_worker_reads_a_run_s_start_from_the_database(org: Organisation) -> None:
@@ -229,7 +231,7 @@ def test_intake_s_request_is_the_history_the_run_would_read(org: Organisation) -
     assert [m.content for m in later.request.messages][1:] == ["Hi", "Bimbamjob?", "Hello.", "Bimbamjob?"]
 
 
-def _ending(status: str, answer: str) -> execution.Ending:
+def _ending(status: RunStatus, answer: str) -> execution.Ending:
     """A run's end with nothing read and nothing spent."""
     return execution.Ending(status, "", 1, answer, {}, RunUsage())
 

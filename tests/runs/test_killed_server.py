@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ import httpx2
 import openai
 import pytest
 
-from tests.live_server import start_server
+from tests.live_server import DemoSpeed, start_server
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ call_command("runserver", sys.argv[1], use_reloader=False)
 """
 QUESTION = "Bimbamjob: invoicing 2024, payment follow-up, commercial relationship. Conclude on the risk."
 DELEGATING = {"tools_enabled": ["kb:factures", "kb:comptes-rendus", "agents"]}
-SLOW = {"pace": "0.02", "latency": "1.5"}
+SLOW: DemoSpeed = {"pace": "0.02", "latency": "1.5"}
 
 
 def held(database: Path, run_id: str) -> tuple[int, int]:
@@ -86,10 +86,11 @@ def test_a_server_killed_mid_run_leaves_no_run_running_and_no_reservation_held(t
                 event = (chunk.model_extra or {}).get("event") or {}
                 if event.get("type") == "agent_action" and (event["step"].get("action") or {}).get("kind") == "read":
                     break  # an agent has read: its step is saved within a moment, its next model call holds tokens
-            deadline = time.monotonic() + 60
-            while not (read := saved_reads(database, run_id)) or held(database, run_id)[0] == 0:
-                assert time.monotonic() < deadline, "no saved read, or no model call holding tokens, within 60 s"
-                time.sleep(0.05)
+            wait_until(
+                lambda: saved_reads(database, run_id) and held(database, run_id)[0] > 0,
+                "a saved read and a model call holding tokens",
+            )
+            read = saved_reads(database, run_id)
             first.process.kill()  # kill -9, mid-call
             first.process.wait(timeout=10)
         finally:

@@ -5,7 +5,6 @@ scheduled task's execution, sent as beat sends it (no caller), is a trace of its
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -29,12 +28,14 @@ from assistant.schedules.models import Execution, ScheduledTask
 from assistant.telemetry import setup
 from assistant.telemetry.instruments import Instruments
 from assistant.workers.celery import app
+from tests.chat.chat_support import ComposerPost
 from tests.otlp_receiver import Receiver, attributes, metric_names, receiving, spans_of
 from tests.scale.conftest import Processes
+from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
-ASK = {
+ASK: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
@@ -98,10 +99,11 @@ async def test_a_run_on_a_worker_is_one_trace_under_its_callers_span_flushed_on_
             response = await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
         assert response.status_code == 200
         run = await Run.objects.aget(conversation=conversation)
-        deadline = time.monotonic() + 120
-        while (await Run.objects.aget(pk=run.pk)).status == "running":
-            assert time.monotonic() < deadline, worker.output()[-3000:]
-            await asyncio.sleep(0.2)
+
+        def log() -> str:
+            return "the worker's run to end; its log:\n" + worker.output()[-3000:]
+
+        await until(lambda: Run.objects.exclude(status="running").filter(pk=run.pk).aexists(), log, seconds=120)
         run = await Run.objects.aget(pk=run.pk)
         assert run.status == "ok", run.error
         # A scheduled task's execution, sent as beat sends it: no caller's context comes with it.
@@ -111,9 +113,8 @@ async def test_a_run_on_a_worker_is_one_trace_under_its_callers_span_flushed_on_
         )  # fmt: skip
         await sync_to_async(schedules.save_task)(task)
         await sync_to_async(app.send_task)("schedules.execute", args=[task.pk])
-        while not await Execution.objects.filter(task=task, run__isnull=False).exclude(run__status="running").aexists():
-            assert time.monotonic() < deadline + 60, worker.output()[-3000:]
-            await asyncio.sleep(0.2)
+        executed = Execution.objects.filter(task=task, run__isnull=False).exclude(run__status="running")
+        await until(executed.aexists, log, seconds=120)
         scheduled = (await Execution.objects.select_related("run").aget(task=task)).run
         assert scheduled is not None and scheduled.status == "ok", scheduled and scheduled.error
         assert receiver.received.get("/v1/traces") is None  # batched: nothing left before the shutdown

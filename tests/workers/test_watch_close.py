@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import cast
 
 import pytest
+from channels.layers import BaseChannelLayer
 
 from assistant.engine.cancel import CancelToken
 from assistant.runs import groups, leases
@@ -53,7 +55,7 @@ async def test_a_watch_whose_listener_drops_a_cancellation_still_closes() -> Non
     layer = DroppingLayer()
     run_id = uuid.uuid4()
     watch = leases.Watch(run_id, CancelToken())
-    watch._layer = layer
+    watch._layer = cast(BaseChannelLayer, layer)  # a fake with the four methods a watch calls
     await watch.start(flag_read=True)
     await layer.receiving.wait()
     closing = asyncio.ensure_future(watch.close())
