@@ -33,7 +33,7 @@ run: install
 
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy assistant
+	$(BIN)/mypy assistant tests
 	# The apps' layers, no cycle between siblings, the engine free of Django (pyproject.toml), then no module cycle.
 	$(BIN)/lint-imports
 	$(BIN)/python tools/check_cycles.py
@@ -53,7 +53,7 @@ lint: install
 	$(BIN)/python tools/check_cycles.py
 
 typecheck: install
-	$(BIN)/mypy assistant
+	$(BIN)/mypy assistant tests
 
 # The peer of the whole-server benchmark (bench/peer.py) in a virtualenv of its own: openai-agents 0.24 needs
 # websockets<17, the project pins 17.4.

@@ -23,6 +23,7 @@ from django.db import connections
 from django.test import RequestFactory, override_settings
 from django.test.client import ClientMixin
 from django.utils import translation
+from pytest_django import Settings
 
 _deselected: list[pytest.Item] = []
 
@@ -41,8 +42,8 @@ async def _alogin_with_a_request(self: ClientMixin, **credentials: Any) -> bool:
     return bool(await _alogin(self, **credentials))
 
 
-ClientMixin.login = _login_with_a_request  # type: ignore[method-assign]
-ClientMixin.alogin = _alogin_with_a_request  # type: ignore[method-assign]
+ClientMixin.login = _login_with_a_request  # type: ignore[method-assign]  # every test client signs in with a request
+ClientMixin.alogin = _alogin_with_a_request  # type: ignore[method-assign]  # every test client signs in with a request
 
 
 def on_postgresql() -> bool:
@@ -174,7 +175,7 @@ def demo_data(db: None) -> None:
 
 
 @pytest.fixture
-def fast_demo(settings: object) -> None:
+def fast_demo(settings: Settings) -> None:
     """The demo model at full speed."""
-    settings.DEMO_PACE = 0.0  # type: ignore[attr-defined]
-    settings.DEMO_LATENCY = 0.0  # type: ignore[attr-defined]
+    settings.DEMO_PACE = 0.0
+    settings.DEMO_LATENCY = 0.0

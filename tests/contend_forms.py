@@ -66,7 +66,7 @@ def run_on_sqlite_file(tmp_path: Path, username: str, path: str, posts: list[dic
     db = tmp_path / "contend.sqlite3"
     connection.ensure_connection()
     target = sqlite3.connect(db)
-    connection.connection.backup(target)  # type: ignore[union-attr]
+    connection.connection.backup(target)
     target.execute("PRAGMA journal_mode=WAL")
     target.close()
     posts_file = tmp_path / "posts.json"

@@ -15,11 +15,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class DemoSpeed(TypedDict):
+    """``start_server``'s demo model speed, as a test passes it whole (``**SLOW``)."""
+
+    pace: str
+    latency: str
+
 
 DEMO_SERVER = """
 import sys

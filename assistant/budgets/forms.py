@@ -12,6 +12,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
+from assistant.orgs.translated import ReaderWords
 
 from .models import MAX_BUDGET_TOKENS, Category
 
@@ -63,7 +64,7 @@ class TokensField(forms.IntegerField):
         return super().to_python(text)
 
 
-class CategoryForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
+class CategoryForm(ReaderWords, forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     """A category of one organisation; its slug is fixed once created (runs keep it)."""
 
     alert_thresholds = ThresholdsField(label=_("Alerts at (%)"), initial="80, 100")

@@ -275,7 +275,7 @@ def _cost_chart(lines: list[CategoryLine], runs: list[Run], days: list[date], to
         x_labels=[d.strftime("%d/%m") for d in days],
         x_ticks=[i for i, d in enumerate(days) if d.day in (1, 15)],
         series=series,
-        value_format=lambda v: f"{v:.4f}" if v < 0.1 else f"{v:.2f}",
+        value_format=lambda v: formats.number_format(v, 4 if v < 0.1 else 2),
     )
 
 

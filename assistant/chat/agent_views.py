@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 
 from assistant.catalogue.naming import model_label
 from assistant.engine.causes import Cause
@@ -281,7 +282,8 @@ def report_markdown(report: str) -> str:
     if parts.sources:
         text += "\n\n" + _("Sources: %(sources)s") % {"sources": ", ".join(parts.sources)}
     if parts.gaps:
-        text += "\n\n" + _("Gaps: %(gaps)s") % {"gaps": "; ".join(parts.gaps)}
+        separator = pgettext("between the gaps of a report", "; ")  # French puts a space before it
+        text += "\n\n" + _("Gaps: %(gaps)s") % {"gaps": separator.join(parts.gaps)}
     return text
 
 

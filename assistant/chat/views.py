@@ -142,11 +142,13 @@ def find_documents(request: AuthenticatedHttpRequest) -> HttpResponse:
     found = []
     if query:
         rows = (
-            Document.objects.filter(knowledge_base__organisation=org, status=Document.READY, title__icontains=query)
+            Document.objects.filter(knowledge_base__organisation=org, status=Document.READY)
+            .filter(Document.shown_contains("title", query))  # the title the reader is shown: in their language
             .select_related("knowledge_base")
             .order_by("title", "pk")[:DOCUMENTS_FOUND]
         )
-        found = [{"value": _document_value(d), "label": _document_label(d)} for d in rows]
+        shown = sorted(rows, key=lambda d: (d.shown_title.casefold(), d.pk))
+        found = [{"value": _document_value(d), "label": _document_label(d)} for d in shown]
     return render(request, "chat/_documents_found.html", {"documents": found, "query": query})
 
 

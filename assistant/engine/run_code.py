@@ -62,7 +62,8 @@ class RunCode(Tool):
         kbs = ", ".join(self.scope.knowledge_bases)
         files = (
             f"The working directory holds the documents of your knowledge bases ({kbs}) as read-only text files "
-            "<kb>/<document id>.txt, listed in index.json (id, kb, title, path). "
+            "<kb>/<document id>.txt, listed in index.json (id, kb, title, path; titles: its title in other "
+            "languages, by language code, when it has some). "
             if kbs
             else "No knowledge base is available to the script. "
         )
@@ -88,7 +89,7 @@ class RunCode(Tool):
     async def _export(self, root: Path) -> _Export:
         export = _Export()
         budget = self.sandbox.limits.max_export_mb * 1024 * 1024
-        index: list[dict[str, str]] = []
+        index: list[dict[str, object]] = []
         for kb in self.scope.knowledge_bases:
             docs = await self.knowledge.documents(kb) if self.knowledge is not None else []
             kb_dir = root / _safe_name(kb)
@@ -104,7 +105,10 @@ class RunCode(Tool):
                 rel = f"{kb_dir.name}/{_safe_name(doc.id)}.txt"
                 (root / rel).write_bytes(data)
                 export.files[rel] = doc
-                index.append({"id": doc.id, "kb": kb, "title": doc.title, "path": rel})
+                entry: dict[str, object] = {"id": doc.id, "kb": kb, "title": doc.title, "path": rel}
+                if doc.titles:
+                    entry["titles"] = dict(doc.titles)
+                index.append(entry)
         (root / "index.json").write_text(json.dumps(index, ensure_ascii=False, indent=1), encoding="utf-8")
         return export
 

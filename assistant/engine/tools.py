@@ -77,6 +77,10 @@ class Document:
     kb: str
     title: str
     text: str
+    titles: dict[str, str] = field(default_factory=dict, compare=False)
+    """Its title in other languages, by language (``{"en": "Invoices 2024"}``), where the base holds them (a title
+    that exists in both, as the demo's table's): ``run_code``'s index gives them, so a script can quote the title
+    in the language it writes in."""
 
 
 @dataclass(frozen=True, slots=True)

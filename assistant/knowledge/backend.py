@@ -53,8 +53,11 @@ class OrgKnowledge:
         """Every document of the base ``kb`` of this organisation (``run_code``'s read-only export)."""
         rows = DocumentRow.objects.filter(
             knowledge_base__organisation_id=self.organisation_id, knowledge_base__slug=kb, status=DocumentRow.READY
-        ).values_list("pk", "title", "text")
-        return [Document(id=f"doc-{pk}", kb=kb, title=title, text=text) async for pk, title, text in rows]
+        ).values_list("pk", "title", "text", "translations")
+        return [
+            Document(id=f"doc-{pk}", kb=kb, title=title, text=text, titles=_titles(translations))
+            async for pk, title, text, translations in rows
+        ]
 
     def _tables(self) -> QuerySet[Table]:
         return Table.objects.filter(
@@ -110,6 +113,14 @@ def _parquet_of(row: Table) -> str | bytes:
     except NotImplementedError:
         with storage.open(row.file.name, "rb") as f:
             return bytes(f.read())
+
+
+def _titles(translations: object) -> dict[str, str]:
+    """A document's title in its other languages, from its ``translations`` (``Translated``)."""
+    if not isinstance(translations, dict):
+        return {}
+    words = {language: w.get("title") for language, w in translations.items() if isinstance(w, dict)}
+    return {language: str(title) for language, title in words.items() if title}
 
 
 def _pks(ids: Sequence[str]) -> list[int]:

@@ -9,13 +9,14 @@ from django.utils.text import slugify
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
+from assistant.orgs.translated import ReaderWords
 
 from .models import KnowledgeBase
 
 SLUG_MAX = KnowledgeBase._meta.get_field("slug").max_length or 50
 
 
-class KnowledgeBaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
+class KnowledgeBaseForm(ReaderWords, forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime
     """A new base gets a slug (suggested from its name when left empty); an existing base keeps its slug.
 
     The slug names the base in requests (``kb:<slug>``), scheduled tasks and saved conversations, so

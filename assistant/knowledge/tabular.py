@@ -330,7 +330,7 @@ def _names(header: Sequence[Any]) -> list[str]:
 
 def read_xlsx(data: bytes, limits: Limits) -> tuple[str, list[TableData]]:
     """The workbook's title and one table per sheet that holds something (its first row names the columns)."""
-    import openpyxl  # type: ignore[import-untyped]  # openpyxl ships no types and types-openpyxl is not installed
+    import openpyxl
 
     from .decoding import ExtractionError, expanded_budget, read_zip, text_budget
 

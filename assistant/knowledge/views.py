@@ -57,6 +57,7 @@ def _base_context(request: AuthenticatedHttpRequest, kb: KnowledgeBase, error: s
         "any_processing": any(doc.processing for doc in documents),
         "error": error,
         "accept": ",".join(SUPPORTED),
+        "accepted": ", ".join(SUPPORTED),  # as the hint reads them
         "max_mb": settings.KB_MAX_UPLOAD_MB,
         "max_files": settings.KB_MAX_UPLOAD_FILES,
     }

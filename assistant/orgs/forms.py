@@ -37,7 +37,8 @@ def _model_choices() -> list[tuple[str, str]]:
     catalogue = snapshot.catalogue()
     out = []
     for m in catalogue.values():
-        label = f"{model_label(m.label)} — {m.input_price:g} / {m.output_price:g} EUR"
+        prices = " / ".join(formats.number_format(Decimal(f"{price:g}")) for price in (m.input_price, m.output_price))
+        label = f"{model_label(m.label)} — {prices} EUR"
         if m.price_date is not None:
             label += " " + gettext("(prices of %(date)s)") % {"date": formats.date_format(m.price_date, "j F Y")}
         out.append((m.id, label))

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from assistant.catalogue import snapshot
+from assistant.catalogue.naming import model_label
 
 from . import audit, keys
 from .code import code_status
@@ -33,7 +34,7 @@ from .forms import (
     ParallelForm,
 )
 from .http import AuthenticatedHttpRequest
-from .models import AgentProfile, ApiKey, AuditEntry, Membership, Organisation
+from .models import KIND_CHOICES, AgentProfile, ApiKey, AuditEntry, Membership, Organisation
 from .services import administered_organisation, levels_of, lock_organisation, policy_for
 from .web import web_status
 
@@ -61,6 +62,9 @@ def _page(
             "profile": p,
             "model_unavailable": bool(p.default_model)
             and not (p.default_model in catalogue and policy.allows(p.default_model)),
+            # The model by its name and the kinds of resources in words: the page names no code.
+            "model": model_label(catalogue[p.default_model].label) if p.default_model in catalogue else p.default_model,
+            "kinds": ", ".join(str(words) for kind, words in KIND_CHOICES if kind in p.tools),
         }
         for p in org.agent_profiles.all()
     ]
@@ -70,7 +74,7 @@ def _page(
         "levels": [(LEVEL_LABELS[f.instance.level], f) for f in (level_forms or _level_forms(org))],
         "parallel_form": parallel_form or ParallelForm(instance=org, prefix="parallel"),
         "profiles": profiles,
-        "allowed_now": [catalogue[m] for m in policy.allowed_ids(catalogue)],
+        "allowed_now": [model_label(catalogue[m].label) for m in policy.allowed_ids(catalogue)],
         "code": code_status(),
         "web": web_status(),
     }

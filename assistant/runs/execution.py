@@ -38,7 +38,7 @@ from assistant.engine.catalogue import Catalogue
 from assistant.engine.causes import Cause
 from assistant.engine.errors import RequestRefused
 from assistant.engine.estimate import DelegationCap, cap_of
-from assistant.engine.events import ErrorEvent, Event, Source
+from assistant.engine.events import ErrorEvent, Event, RunStatus, Source
 from assistant.engine.loop import run_chat
 from assistant.engine.runtime import RunContext
 from assistant.engine.tables import TableCatalogue
@@ -243,7 +243,8 @@ async def execute_run(start: RunStart, heard: Heard | None = None) -> None:
         delegation_cap=_delegation_cap(start, watch),
         agent_growth=growth.growth_source(run.organisation_id),
     )
-    status, error, rounds = "error", "", 0
+    status: RunStatus = "error"
+    error, rounds = "", 0
     try:
         outcome = await run_chat(start.request, ctx, start.plan)
         status, rounds, error = outcome.status, outcome.rounds, outcome.error or ""
@@ -330,7 +331,7 @@ FINISHED_FIELDS = ["status", "error", "rounds", "answer", "sources", "usage", "c
 class Ending:
     """How a run ended, as its execution saw it: what ``end_run`` saves."""
 
-    status: str
+    status: RunStatus
     error: str
     rounds: int
     answer: str

@@ -19,6 +19,8 @@ import uuid
 
 from channels.layers import get_channel_layer
 
+from assistant.engine.events import RunStatus
+
 from . import local
 from .messages import ConversationDeleted, ConversationRun, RunFinished, RunMessage, group_send
 from .models import Run
@@ -59,7 +61,7 @@ async def announce_started(run: Run) -> None:
 
 
 async def announce_finished(
-    run_id: uuid.UUID, status: str, *, seq: int | None = None, answer_length: int | None = None
+    run_id: uuid.UUID, status: RunStatus, *, seq: int | None = None, answer_length: int | None = None
 ) -> None:
     """Tell whoever follows the run that it ended (its outcome is saved: they read it from the database); ``seq`` and
     ``answer_length``: its last step and the length of its answer, when the one announcing it knows them (its

@@ -11,6 +11,8 @@ from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from channels.layers import BaseChannelLayer
 
+from assistant.engine.events import RunStatus
+
 
 class RunEvent(TypedDict):
     """One event of the run, as its recorder published it: a step (``text_offset``: the answer's length then) or a
@@ -33,7 +35,8 @@ class RunFinished(TypedDict):
 
     type: Literal["run.finished"]
     run: str
-    status: str
+    status: RunStatus
+    """How it ended: the engine's ``RunStatus``, as ``Run.Status`` saves it."""
     seq: NotRequired[int]
     answer_length: NotRequired[int]
 

@@ -90,7 +90,7 @@ def read_start(run_id: uuid.UUID, cost_cap_eur: float | None = None) -> RunStart
     ``RequestRefused`` when its request no longer passes the policy, as ``start_of`` does."""
     run = (
         Run.objects.select_related("organisation", "api_key", "conversation__user")
-        .filter(pk=run_id, status="running")
+        .filter(pk=run_id, status=Run.Status.RUNNING)
         .first()
     )
     if run is None:

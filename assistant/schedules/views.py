@@ -22,6 +22,7 @@ from assistant.runs import execution, groups
 from . import services
 from .forms import ScheduledTaskForm
 from .models import ScheduledTask
+from .wording import schedule_words
 
 EXECUTIONS_SHOWN = 20
 
@@ -63,7 +64,7 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         request,
         "schedules/list.html",
         {
-            "tasks": [(t, next(iter(t.executions.all()), None)) for t in tasks],
+            "tasks": [(t, next(iter(t.executions.all()), None), schedule_words(t.schedule)) for t in tasks],
             "scheduled": settings.RUNS_EXECUTOR == "celery",
         },
     )

@@ -8,6 +8,8 @@ from pathlib import Path
 import httpx2
 import openai
 
+from tests.asgi_app import asgi_transport
+
 
 @dataclass
 class Live:
@@ -37,10 +39,9 @@ class Live:
 
 def asgi_client(secret: str) -> httpx2.AsyncClient:
     """A plain HTTP client on the application itself (no server), with the key ``secret``."""
-    from assistant.asgi import application
 
     return httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=application),
+        transport=asgi_transport(),
         base_url="http://testserver",
         headers={"Authorization": f"Bearer {secret}"},
         timeout=30,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from pytest_django import Settings
 
 from assistant.api.errors import CODES
 from assistant.budgets.models import Category, CategoryMonth
@@ -37,7 +38,7 @@ def said(text: str) -> dict[str, Any]:
 MANY = [{"role": "user", "content": "hi"}] * 501
 
 # (id, method, path, body: bytes, a JSON value or None, key: "demo", "none", "bad" or "revoked", status, code, param)
-CASES: list[tuple[str, str, str, Any, str, int, str, str | None]] = [
+CASES: list[tuple[str, str, str, Any, str, int, str | None, str | None]] = [
     ("not json", "POST", COMPLETIONS, b"{not json", "demo", 400, "invalid_json", None),
     (
         "truncated json",
@@ -348,7 +349,7 @@ def test_a_bad_request_is_refused_in_openai_shape_and_nothing_is_saved(
         assert error["resets_at"]
 
 
-def test_a_body_over_the_limit_is_413(made: dict[str, str], settings: Any) -> None:
+def test_a_body_over_the_limit_is_413(made: dict[str, str], settings: Settings) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100_000
     before = _nothing_saved()
     huge = said("word " * 40_000)
@@ -365,7 +366,7 @@ def test_the_default_limit_takes_a_long_question_and_refuses_a_huge_one(made: di
     check_shape(response, 413, "body_too_large", None)
 
 
-def test_the_message_cap_is_configurable(made: dict[str, str], settings: Any) -> None:
+def test_the_message_cap_is_configurable(made: dict[str, str], settings: Settings) -> None:
     settings.API_MAX_MESSAGES = 3
     many = body(messages=[*ASK, {"role": "assistant", "content": "ok"}, *ASK, {"role": "assistant", "content": "ok"}])
     error = check_shape(send(Client(), "POST", COMPLETIONS, many, made["demo"]), 400, "invalid_body", "messages")

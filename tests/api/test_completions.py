@@ -11,6 +11,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from assistant.demo.model import say
+from assistant.demo.model.texts import Language
 from tests.api.api_support import Live
 
 pytestmark = pytest.mark.slow
@@ -209,7 +210,7 @@ def test_a_conversation_and_a_system_prompt_are_read(live: Live) -> None:
 
 @pytest.mark.parametrize(("accept", "language"), [("fr-FR,fr;q=0.9", "fr"), ("en-GB,en;q=0.8", "en"), (None, "en")])
 def test_the_demo_answers_in_the_accept_language_when_the_question_does_not_tell(
-    live: Live, accept: str | None, language: str
+    live: Live, accept: str | None, language: Language
 ) -> None:
     headers = {"Accept-Language": accept} if accept else {}
     # A bare name: neither French nor English, so the demo writes in the reader's language.

@@ -85,7 +85,8 @@ def test_an_exhausted_category_gets_429_with_when_it_resets(live: Live) -> None:
     e = refused(live, openai.RateLimitError, extra_body={"category": "tiny"})
     assert e.status_code == 429 and e.code == "category_budget_exhausted"
     assert "Tiny" in e.message and "resets" in e.message
-    resets_at = datetime.fromisoformat(e.body["resets_at"])  # type: ignore[index]
+    assert isinstance(e.body, dict)  # OpenAI's error object (the SDK types a body as object)
+    resets_at = datetime.fromisoformat(e.body["resets_at"])
     assert resets_at > datetime.now(resets_at.tzinfo)
     assert int(e.response.headers["retry-after"]) > 0
     assert e.response.headers["x-should-retry"] == "false"

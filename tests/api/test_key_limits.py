@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
+from pytest_django import Settings
 
 from assistant.orgs import keys
 from assistant.orgs.models import ApiKey, Membership, Organisation
@@ -71,7 +72,7 @@ def test_an_admin_chooses_the_expiry_and_rate_limit_at_creation(org: Organisatio
 
 
 def test_rotation_shows_a_new_key_once_and_the_old_one_works_for_the_grace_period(
-    org: Organisation, settings: Any
+    org: Organisation, settings: Settings
 ) -> None:
     settings.API_KEY_ROTATION_GRACE_HOURS = 24
     old, old_secret = keys.create_key(org, "Zapier", ["demo-small"], rate_limit=30)
@@ -98,7 +99,7 @@ def test_rotation_shows_a_new_key_once_and_the_old_one_works_for_the_grace_perio
     assert get(new_secret)[0] == 200
 
 
-def test_over_its_rate_limit_a_key_gets_429_with_retry_after(org: Organisation, settings: Any) -> None:
+def test_over_its_rate_limit_a_key_gets_429_with_retry_after(org: Organisation, settings: Settings) -> None:
     settings.API_KEY_RATE_LIMIT = 5
     _key, secret = keys.create_key(org, "default limit")
     _fast, fast_secret = keys.create_key(org, "own limit", rate_limit=8)
@@ -113,7 +114,7 @@ def test_over_its_rate_limit_a_key_gets_429_with_retry_after(org: Organisation, 
     assert [get(fast_secret)[0] for _ in range(9)] == [200] * 8 + [429]
 
 
-def test_many_bad_keys_from_one_address_get_429_even_with_the_right_key(org: Organisation, settings: Any) -> None:
+def test_many_bad_keys_from_one_address_get_429_even_with_the_right_key(org: Organisation, settings: Settings) -> None:
     settings.API_FAILED_KEY_LIMIT = 5
     settings.API_FAILED_KEY_LOCKOUT_SECONDS = 900
     _key, secret = keys.create_key(org, "real")
@@ -129,7 +130,7 @@ def test_many_bad_keys_from_one_address_get_429_even_with_the_right_key(org: Org
     assert get(secret, address="198.51.100.67")[0] == 200
 
 
-def test_behind_a_proxy_the_forwarded_address_is_counted(org: Organisation, settings: Any) -> None:
+def test_behind_a_proxy_the_forwarded_address_is_counted(org: Organisation, settings: Settings) -> None:
     settings.API_FAILED_KEY_LIMIT = 2
     settings.TRUSTED_PROXY_COUNT = 1
     _key, secret = keys.create_key(org, "real")

@@ -13,9 +13,8 @@ import httpx2
 import openai
 import pytest
 from asgiref.sync import sync_to_async
-from openai.types.chat import ChatCompletionChunk
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
-from assistant.asgi import application
 from assistant.catalogue import snapshot
 from assistant.engine.errors import AuthenticationFailed
 from assistant.engine.models.base import Model
@@ -24,12 +23,13 @@ from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run
+from tests.asgi_app import asgi_transport
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REFUSED = "the provider refused the key"
 REASON = f"The model could not answer: {REFUSED}"
-QUESTION = [{"role": "user", "content": "Bimbamjob: which invoices are unpaid?"}]
+QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Bimbamjob: which invoices are unpaid?"}]
 
 
 def refusing(request: ModelRequest, info: CallInfo) -> ModelResponse:
@@ -52,7 +52,7 @@ def failing_main_model(demo_data: None, fast_demo: None, monkeypatch: pytest.Mon
 async def client(failing_main_model: None) -> AsyncIterator[openai.AsyncOpenAI]:
     org = await Organisation.objects.aget(slug="demo")
     _, secret = await sync_to_async(keys.create_key)(org, "outcomes")
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    http = httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30)
     async with openai.AsyncOpenAI(
         base_url="http://testserver/v1", api_key=secret, http_client=http, max_retries=0
     ) as client:
@@ -67,7 +67,7 @@ async def _run_says(client: openai.AsyncOpenAI, run_id: str) -> dict[str, Any]:
 
 async def test_a_failed_run_is_an_error_that_says_why_with_the_run(client: openai.AsyncOpenAI) -> None:
     with pytest.raises(openai.APIStatusError) as raised:
-        await client.chat.completions.create(model="demo-large", messages=QUESTION)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="demo-large", messages=QUESTION)
     e = raised.value
     assert e.status_code == 502 and e.code == "upstream_auth" and e.message.endswith(REASON)
     body = e.body
@@ -80,10 +80,10 @@ async def test_a_failed_run_is_an_error_that_says_why_with_the_run(client: opena
 
 
 async def test_a_failed_run_streamed_ends_with_an_error_event(client: openai.AsyncOpenAI) -> None:
-    stream = await client.chat.completions.create(model="demo-large", messages=QUESTION, stream=True)  # type: ignore[arg-type]
+    stream = await client.chat.completions.create(model="demo-large", messages=QUESTION, stream=True)
     chunks: list[dict[str, Any]] = []
     with pytest.raises(openai.APIError) as raised:
-        async for chunk in stream:
+        async for chunk in stream:  # a stream: stream=True
             ChatCompletionChunk.model_validate(chunk.model_dump())
             chunks.append(chunk.model_extra or {})
     assert raised.value.code == "upstream_auth" and raised.value.message == REASON

@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core import mail
 from django.utils import translation
+from pytest_django import Settings
 
 from assistant.budgets import alerts, reservations, services, state
 from assistant.budgets.ledger import CategoryLedger
@@ -91,9 +92,9 @@ def test_two_processes_crossing_the_same_threshold_record_it_once(world: World) 
     assert len(first) == 1 and second == []
 
 
-def test_a_mail_server_down_does_not_fail_the_call(world: World, settings: object) -> None:
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"  # type: ignore[attr-defined]
-    settings.EMAIL_PORT = 1  # type: ignore[attr-defined]  # nothing listens there
+def test_a_mail_server_down_does_not_fail_the_call(world: World, settings: Settings) -> None:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_PORT = 1  # nothing listens there
     _small(world)
     use(world.administration, 900)
     alert = BudgetAlert.objects.get()

@@ -21,7 +21,8 @@ from django.utils import timezone
 from assistant.budgets.landings import MIN_AGENTS, _month_rows, landing_lines
 from assistant.budgets.models import LandingAlert
 from assistant.budgets.months import month_bounds, month_of, previous_month, zone
-from assistant.engine.events import AgentFinished, AgentStarted
+from assistant.engine.events import AgentFinished, AgentStarted, AgentStatus
+from assistant.engine.usage import UsageData
 from assistant.orgs.models import Organisation
 from assistant.runs import ends
 from assistant.runs.ends import RunEnded
@@ -30,7 +31,7 @@ from assistant.runs.recorder import Recorder
 from assistant.runs.steps import AgentEnd, agent_ends, count_month_agent_ends
 from tests.budgets.budgets_support import World, signed_in
 
-Agent = tuple[str, str, str, bool]
+Agent = tuple[str, str, AgentStatus, bool]
 """(model, profile, status, forced_landing)"""
 
 OK: Agent = ("demo-small", "", "ok", False)
@@ -43,6 +44,7 @@ def saved_run(
 ) -> Run:
     """A run whose agents' steps go through the recorder, then that ends as an executed run does."""
     user = get_user_model().objects.filter(memberships__organisation=org).first()
+    assert user is not None
     conversation = Conversation.objects.create(organisation=org, user=user, title="t")
     run = Run.objects.create(conversation=conversation, organisation=org, user=user, model="demo-large")
     if created is not None:
@@ -67,12 +69,12 @@ def saved_run(
                 AgentFinished(
                     agent_id=agent_id,
                     model=model,
-                    status=status,  # type: ignore[arg-type]
+                    status=status,
                     reason="round budget reached" if status == "interrupted" else "",
                     rounds=5,
                     seconds=1.0,
                     cost_eur=0.001,
-                    usage={},
+                    usage=UsageData(),
                     report="Found.",
                     forced_landing=forced,
                 )
@@ -109,9 +111,9 @@ def test_the_usage_page_shows_each_model_and_profiles_share_and_its_trend(world:
     saved_run(world.demo, [OK] * 9 + [BUDGET], created=before)  # last month: 10 %
     saved_run(world.demo, [OK] * 4 + [BUDGET, BUDGET])
     saved_run(world.demo, [OK] * 3 + [FORCED_ERROR])  # this month: 3 of 10, 30 %
-    saved_run(
-        world.demo, [("demo-small", "verifier", "ok", False)] * 3 + [("demo-small", "verifier", "interrupted", True)]
-    )
+    verified: Agent = ("demo-small", "verifier", "ok", False)
+    forced: Agent = ("demo-small", "verifier", "interrupted", True)
+    saved_run(world.demo, [verified] * 3 + [forced])
     saved_run(world.demo, [("demo-large", "", "ok", False)] * 2)
     saved_run(world.other, [BUDGET] * 5)  # another organisation's agents are not counted
 
@@ -242,7 +244,7 @@ def test_the_csv_counts_each_runs_agents_that_landed(world: World) -> None:
 
 
 @pytest.mark.parametrize("status", ["stopped", "error"])
-def test_a_stopped_or_failed_agent_did_not_land(world: World, status: str) -> None:
+def test_a_stopped_or_failed_agent_did_not_land(world: World, status: AgentStatus) -> None:
     saved_run(world.demo, [OK, ("demo-small", "", status, False)])
     assert "0 % (no agent last month)" in landings_section(usage_page())
 
@@ -250,8 +252,8 @@ def test_a_stopped_or_failed_agent_did_not_land(world: World, status: str) -> No
 def test_the_end_of_a_run_counts_its_lines_as_the_usage_page_does(world: World) -> None:
     """The check at a run's end reads only a few fields of the month's agent steps: its lines' figures are the
     usage page's, profile by profile, a forced landing that failed included; last month's agents are not counted."""
-    verifier = ("demo-small", "verifier", "interrupted", False)
-    other_model = ("demo-large", "", "interrupted", True)
+    verifier: Agent = ("demo-small", "verifier", "interrupted", False)
+    other_model: Agent = ("demo-large", "", "interrupted", True)
     saved_run(world.demo, [OK, BUDGET, FORCED_ERROR, verifier])
     saved_run(world.demo, [OK, verifier, other_model, ("demo-small", "verifier", "ok", False)])
     saved_run(world.demo, [BUDGET, verifier], created=last_month(world.demo))

@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from assistant.budgets import services, state
+from assistant.budgets import months, services, state
 from assistant.budgets.models import BudgetRaise, Category
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Run
@@ -34,6 +34,7 @@ def _categories_post(world: World, **changes: object) -> dict[str, object]:
 
 def _run(org: Organisation, category: str, tokens: int, cost: float) -> Run:
     user = get_user_model().objects.filter(memberships__organisation=org).first()
+    assert user is not None
     conv = Conversation.objects.create(organisation=org, user=user, title="t")
     usage = {
         "cost_eur": cost,
@@ -90,7 +91,8 @@ def test_an_admin_edits_budgets_and_the_default(world: World) -> None:
     assert client.post("/settings/budgets/categories", data).status_code == 302
     world.administration.refresh_from_db()
     assert world.administration.monthly_tokens == 2_000_000
-    assert services.classify(world.demo).slug == "syntheses"
+    classified = services.classify(world.demo)
+    assert classified is not None and classified.slug == "syntheses"
     # Thresholds must be percentages; a refused form keeps the page, with status 422.
     bad = _categories_post(world, **{f"c{world.catalogue.pk}-alert_thresholds": "80, 150"})
     assert client.post("/settings/budgets/categories", bad).status_code == 422
@@ -124,7 +126,7 @@ def test_a_raise_by_an_admin_is_recorded_and_unblocks_the_category_until_its_end
     )
     assert refused.status_code == 422
 
-    today = timezone.now().astimezone(services.zone("Europe/Paris")).date()
+    today = timezone.now().astimezone(months.zone("Europe/Paris")).date()
     raise_form = {
         "raise-category": category.pk,
         "raise-tokens": 100_000,

@@ -55,7 +55,8 @@ def contend(mode: str, category: Category, env: dict[str, str], *, varied: bool 
         [*command, *(["--varied"] if varied else [])], env=env, capture_output=True, text=True, timeout=180
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def check_no_overshoot(result: dict[str, Any], *, varied: bool) -> None:
@@ -77,7 +78,7 @@ def sqlite_file_env(tmp_path: Path) -> dict[str, str]:
     path = tmp_path / "contend.sqlite3"
     connection.ensure_connection()
     target = sqlite3.connect(path)
-    connection.connection.backup(target)  # type: ignore[union-attr]
+    connection.connection.backup(target)
     target.execute("PRAGMA journal_mode=WAL")
     target.close()
     env = {**os.environ, "SQLITE_PATH": str(path), "DATABASE_URL": ""}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.utils import timezone, translation
+from pytest_django import Settings
 
 from assistant.budgets import reservations, state
 from assistant.budgets.ledger import CategoryLedger
@@ -125,7 +125,7 @@ def test_recover_runs_releases_what_the_runs_of_a_stopped_server_held(tworld: Wo
 
 
 def test_a_question_too_long_for_the_main_model_s_window_is_refused_on_the_page_with_the_numbers(
-    world: World, settings: Any
+    world: World, settings: Settings
 ) -> None:
     settings.CHAT_MAX_MESSAGE_CHARS = 1_000_000  # the window's check, not the message limit (32,000 characters)
     question = "Bimbamjob invoices and payments. " * 20_000  # about 165,000 tokens; demo-large's window is 128,000

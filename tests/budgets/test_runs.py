@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import html
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from django.utils import formats, timezone
+from pytest_django import Settings
 
 from assistant.api.completions import _completion as api_completion
 from assistant.budgets import reservations, services, state
@@ -21,16 +21,22 @@ from assistant.engine.errors import BudgetExceeded
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
 from tests.budgets.budgets_support import Admissions, World, signed_in, this_month
+from tests.chat.chat_support import ComposerPost
 from tests.waiting import until
 
-SYNTHESIS = {
+SYNTHESIS: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
     "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
     "category": "syntheses",
 }
-QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
+QUESTION: ComposerPost = {
+    "text": "What does contract C-2024-002 cover?",
+    "model": "demo-large",
+    "level": "rapide",
+    "resources": [],
+}
 
 
 def exhaust(category: Category) -> None:
@@ -160,7 +166,7 @@ def test_no_transfer_between_categories(tworld: World, fast_demo: None) -> None:
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_crossing_its_budget_during_a_delegation_stops_with_the_agents_findings(
-    tworld: World, settings: Any, member_client: AsyncClient
+    tworld: World, settings: Settings, member_client: AsyncClient
 ) -> None:
     settings.DEMO_PACE = 0.0
     settings.DEMO_LATENCY = 0.3

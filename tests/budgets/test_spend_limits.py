@@ -23,8 +23,8 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient
 from django.utils import timezone, translation
+from pytest_django import Settings
 
-from assistant.asgi import application
 from assistant.budgets import spend, spend_months, spend_state
 from assistant.budgets.models import SpendAlert, SpendMonth, SpendReservation
 from assistant.budgets.months import month_of, zone
@@ -36,10 +36,17 @@ from assistant.orgs.models import ApiKey, Membership, Organisation
 from assistant.orgs.spending import limit_for
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run, Step
+from tests.asgi_app import asgi_transport
 from tests.budgets.budgets_support import Admissions, World, signed_in
+from tests.chat.chat_support import ComposerPost
 
-QUESTION = {"text": "What does contract C-2024-002 cover?", "model": "demo-large", "level": "rapide", "resources": []}
-SYNTHESIS = {
+QUESTION: ComposerPost = {
+    "text": "What does contract C-2024-002 cover?",
+    "model": "demo-large",
+    "level": "rapide",
+    "resources": [],
+}
+SYNTHESIS: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
@@ -152,9 +159,7 @@ def test_an_alert_limit_refuses_nothing(tworld: World, fast_demo: None) -> None:
 
 @pytest.fixture
 async def api(tworld: World, fast_demo: None) -> AsyncIterator[httpx2.AsyncClient]:
-    async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30
-    ) as http:
+    async with httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30) as http:
         yield http
 
 
@@ -213,7 +218,7 @@ async def test_an_api_run_counts_against_its_key_only(tworld: World, api: httpx2
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_crossing_a_hard_cap_stops_with_the_cause_spend_limit(
-    tworld: World, settings: Any, member_client: AsyncClient
+    tworld: World, settings: Settings, member_client: AsyncClient
 ) -> None:
     settings.DEMO_PACE = 0.0
     settings.DEMO_LATENCY = 0.05

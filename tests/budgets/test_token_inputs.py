@@ -67,4 +67,4 @@ def test_a_wrong_number_of_tokens_says_why_in_english_and_french(
                 prefix="raise",
             )
             assert not form.is_valid()
-            assert expected in " ".join(form.errors["tokens"]), (language, form.errors)
+            assert expected in " ".join(map(str, form.errors["tokens"])), (language, form.errors)

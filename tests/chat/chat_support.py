@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
@@ -22,6 +22,7 @@ class ComposerPost(TypedDict):
     model: str
     level: str
     resources: list[str]
+    category: NotRequired[str]
 
 
 QUESTION = "Bimbamjob: invoices 2024, payments and relationship"

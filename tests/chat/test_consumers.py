@@ -14,14 +14,17 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.chat.consumers import CLOSE_NOT_FOUND, CLOSE_SIGN_IN
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution, groups, local
+from assistant.runs.messages import RunEvent
 from assistant.runs.models import Conversation, Run
 from tests.chat.chat_support import ASK, PAGE_SECONDS, frames_until_finished, open_socket, signed_in
 from tests.query_log import held_queries
+from tests.sockets import text_from
 from tests.waiting import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
@@ -104,16 +107,17 @@ async def test_another_origin_is_refused() -> None:
         await communicator.disconnect()
 
 
-async def _handshake(path: str, session: str, origin: str, host: str = "testserver", **scope: Any) -> bool:
+async def _handshake(path: str, session: str, origin: str, host: str = "testserver", scheme: str | None = None) -> bool:
     headers = [(b"origin", origin.encode()), (b"host", host.encode()), (b"cookie", f"sessionid={session}".encode())]
     communicator = WebsocketCommunicator(application, path, headers=headers)
-    communicator.scope.update(scope)
+    if scheme is not None:
+        communicator.scope["scheme"] = scheme
     connected, _ = await communicator.connect()
     await communicator.disconnect()
     return bool(connected)
 
 
-async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: Any) -> None:
+async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: Settings) -> None:
     settings.ALLOWED_HOSTS = ["127.0.0.1", "testserver"]
     await _demo()
     path = f"/ws/c/{(await sync_to_async(_conversation_of)('demo')).pk}/"
@@ -135,7 +139,9 @@ async def test_the_origin_must_be_the_pages_own_scheme_host_and_port(settings: A
         assert not await _handshake(path, session, origin), origin
 
 
-async def test_behind_a_tls_proxy_the_forwarded_scheme_counts_and_trusted_origins_are_accepted(settings: Any) -> None:
+async def test_behind_a_tls_proxy_the_forwarded_scheme_counts_and_trusted_origins_are_accepted(
+    settings: Settings,
+) -> None:
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.org", "https://*.example.net"]
     await _demo()
@@ -184,8 +190,14 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id() -> 
         conversation=theirs, organisation_id=theirs.organisation_id, user=mallory, model="demo-large"
     )
     _, session = await signed_in()
-    said = {"type": "run.event", "run": secret.pk.hex, "seq": 0, "t": 1.0, "offset": 0}
-    said["event"] = {"kind": "text_delta", "agent_id": None, "text": "Mallory's secret"}
+    said: RunEvent = {
+        "type": "run.event",
+        "run": secret.pk.hex,
+        "seq": 0,
+        "t": 1.0,
+        "offset": 0,
+        "event": {"kind": "text_delta", "agent_id": None, "text": "Mallory's secret"},
+    }
     # What that run publishes while the page reads it (the page listens first, so as to miss nothing) is dropped: the
     # database is slow to answer the page's read of the run's question, and the run publishes meanwhile.
     reads_the_question = _mentions(secret.pk)
@@ -197,13 +209,13 @@ async def test_another_organisations_run_cannot_be_followed_through_its_id() -> 
             reading.release()
             await until(lambda: secret.pk.hex not in local._listeners, "the page to stop listening to the run")
             assert await communicator.receive_nothing(timeout=0.3)
-            await groups.publish(secret.pk, {**said, "offset": 16})  # and what it publishes after
+            await groups.publish(secret.pk, said | {"offset": 16})  # and what it publishes after
             assert await communicator.receive_nothing(timeout=0.3)
         finally:
             await communicator.disconnect()
 
 
-async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
+async def test_events_arrive_live_then_the_finished_run(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.002, 0.05
     await _demo()
     client, session = await signed_in()
@@ -244,7 +256,7 @@ async def test_events_arrive_live_then_the_finished_run(settings: Any) -> None:
 
 
 async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_database(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The last text of a run comes with its end, within one push interval (made long here): it goes out at once,
     not after the run's outcome is read from the database (slow to answer here, until the text has arrived)."""
@@ -260,7 +272,7 @@ async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_
     async def until_received(what: str, done: Callable[[], bool]) -> None:
         async def received() -> bool:
             if not await communicator.receive_nothing(timeout=0.05):
-                frames.append(await communicator.receive_from())
+                frames.append(await text_from(communicator))
             return done()
 
         await until(received, what)
@@ -299,7 +311,7 @@ async def test_a_runs_last_words_reach_the_page_before_its_end_is_read_from_the_
     assert run.status == "ok" and _letters(run.answer).endswith(_letters(answer)[-80:])
 
 
-async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) -> None:
+async def test_joining_mid_run_shows_what_happened_and_continues(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.004, 0.05
     await _demo()
     client, session = await signed_in()
@@ -330,7 +342,7 @@ async def test_joining_mid_run_shows_what_happened_and_continues(settings: Any) 
         assert _letters(run.answer[offset:]).startswith(_letters(pushed))
 
 
-async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any) -> None:
+async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.001, 0.05
     await _demo()
     client, session = await signed_in()
@@ -356,7 +368,7 @@ async def test_two_tabs_both_update_and_a_run_goes_on_without_any(settings: Any)
     assert second.status == "ok"
 
 
-async def test_stop_reaches_the_page(settings: Any) -> None:
+async def test_stop_reaches_the_page(settings: Settings) -> None:
     settings.DEMO_PACE, settings.DEMO_LATENCY = 0.0, 0.3
     await _demo()
     client, session = await signed_in()
@@ -367,7 +379,7 @@ async def test_stop_reaches_the_page(settings: Any) -> None:
         run = await Run.objects.aget(conversation=conversation)
         frame = ""
         while "(working…)" not in frame:
-            frame = await communicator.receive_from(timeout=PAGE_SECONDS)
+            frame = await text_from(communicator, timeout=PAGE_SECONDS)
         response = await client.post(f"/runs/{run.pk}/stop", headers={"HX-Request": "true"})
         assert "Stopping…" in response.content.decode()
         frames = await frames_until_finished(communicator, run)

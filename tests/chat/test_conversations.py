@@ -20,6 +20,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.chat import deletion
@@ -31,6 +32,7 @@ from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
+from tests.asgi_app import asgi_transport
 from tests.chat.chat_support import ASK, PAGE_SECONDS, QUESTION
 
 OLD_STEPS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())[
@@ -64,7 +66,8 @@ def _conversation(title: str = "Invoices of March") -> Conversation:
 async def _finished_demo_run(client: AsyncClient) -> Run:
     response = await client.post("/c/new", ASK)
     assert response.status_code == 302
-    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
     await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.status == "ok"
@@ -283,14 +286,15 @@ async def test_deleting_erases_the_text_and_keeps_every_usage_figure(fast_demo: 
     assert (await client.get("/settings/usage.csv")).content.decode() == usage_csv
 
 
-async def test_deleting_a_conversation_stops_its_running_run_first(settings: Any) -> None:
+async def test_deleting_a_conversation_stops_its_running_run_first(settings: Settings) -> None:
     settings.DEMO_PACE = 0.0
     settings.DEMO_LATENCY = 1.0  # each call takes a second: the run is still running when the user deletes
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = AsyncClient()
     assert await client.alogin(username="demo", password="demo-password")
     await client.post("/c/new", ASK)
-    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
     for _ in range(200):
         if await Step.objects.filter(run=run, kind="agent_started").acount() == 2:
             break
@@ -465,7 +469,7 @@ async def test_the_api_still_answers_a_run_of_a_deleted_conversation_with_its_us
     await sync_to_async(call_command)("load_demo", verbosity=0)
     org = await Organisation.objects.aget(slug="demo")
     _, secret = await sync_to_async(keys.create_key)(org, "deletion")
-    transport = httpx2.ASGITransport(app=application)
+    transport = asgi_transport()
     async with httpx2.AsyncClient(
         transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {secret}"}, timeout=30
     ) as api:

@@ -10,6 +10,7 @@ from django.test import AsyncClient
 
 from assistant.demo.management.commands.load_demo import BASES, FRENCH_DOCUMENTS, TABLE_TITLE
 from assistant.demo.model import say
+from assistant.demo.model.texts import Language
 from assistant.knowledge import fulltext
 from assistant.knowledge.models import Document
 from assistant.orgs.models import Organisation
@@ -51,7 +52,7 @@ def test_the_search_ranks_a_language_s_words_to_its_documents(query: str, titles
 @pytest.mark.parametrize("language", ["fr", "en"])
 @pytest.mark.parametrize("agents", [True, False])
 async def test_a_question_reads_and_cites_the_documents_of_its_language(
-    fast_demo: None, language: str, agents: bool
+    fast_demo: None, language: Language, agents: bool
 ) -> None:
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = AsyncClient()
@@ -60,11 +61,12 @@ async def test_a_question_reads_and_cites_the_documents_of_its_language(
     resources = ["kb:factures", "kb:comptes-rendus", *(["agents"] if agents else [])]
     ask = {"text": QUESTIONS[language], "model": "demo-large", "level": "approfondi", "resources": resources}
     await client.post("/c/new", ask)
-    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
     await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     assert run.status == "ok"
     read = {s["title"] for s in run.sources} - {TABLE_TITLE}  # the invoices' table, queried too (one title)
     assert read and read <= (FRENCH_TITLES if language == "fr" else ENGLISH_TITLES), read
     assert any("Bimbamjob" in title for title in read)
-    assert run.answer.endswith(say("footer", language))  # type: ignore[arg-type]
+    assert run.answer.endswith(say("footer", language))

@@ -4,6 +4,8 @@ Vérificateur profile; loading twice changes nothing, and what an admin changed 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.management import call_command
 
@@ -69,7 +71,12 @@ def test_the_profile_and_the_table_s_title_are_shown_in_the_reader_s_language(
         sources=[source],
     )
     Message.objects.create(conversation=conversation, role="user", content="Check it", run=run)
-    started = {"kind": "agent_started", "agent_id": "a1", "instruction": "Check.", "model": "demo-small"}
+    started: dict[str, Any] = {
+        "kind": "agent_started",
+        "agent_id": "a1",
+        "instruction": "Check.",
+        "model": "demo-small",
+    }
     started |= {"model_label": "Demo Small", "resources": ["kb:factures"], "max_rounds": 5}
     Step.objects.create(
         run=run, seq=1, kind="agent_started", agent_id="a1", data={**started, "profile": "Vérificateur"}

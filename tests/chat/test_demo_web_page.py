@@ -14,6 +14,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient, Client
+from pytest_django import Settings
 
 from assistant.api.trace import trace_of
 from assistant.catalogue import snapshot
@@ -39,7 +40,7 @@ TITLE_FR = "Bimbamjob reporte sa levée de fonds et gèle ses recrutements"
 
 
 @pytest.fixture
-def demo_web(settings: Any, fast_demo: None) -> None:
+def demo_web(settings: Settings, fast_demo: None) -> None:
     settings.DEMO_WEB = True
     settings.WEB_SEARCH_URL = ""
     settings.WEB_FETCH_ENABLED = False
@@ -240,7 +241,7 @@ def _composer_web(client: Client) -> str:
     return page.split('name="resources" value="web"')[1].split("</label>")[0]
 
 
-def test_the_composer_offers_the_demo_web_when_it_is_on(db: None, settings: Any) -> None:
+def test_the_composer_offers_the_demo_web_when_it_is_on(db: None, settings: Settings) -> None:
     call_command("load_demo", verbosity=0)
     client = Client()
     assert client.login(username="demo", password="demo-password")
@@ -257,7 +258,7 @@ def _web_tools(org: Organisation) -> dict[str, Any]:
     return {t.spec.name: t for t in execution.toolbox_for(org.pk).tools_for(Scope(web=True))}
 
 
-def test_demo_web_wires_the_demo_backends_and_only_it_does(db: None, settings: Any) -> None:
+def test_demo_web_wires_the_demo_backends_and_only_it_does(db: None, settings: Settings) -> None:
     call_command("load_demo", verbosity=0)
     org = Organisation.objects.get(slug="demo")
     settings.DEMO_WEB, settings.WEB_SEARCH_URL, settings.WEB_FETCH_ENABLED = False, "", False

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from pytest_django import Settings
 
 from assistant.runs.models import Conversation
 from tests.chat.chat_support import ASK
@@ -18,7 +19,7 @@ HTMX = {"HX-Request": "true", "HX-Current-URL": "http://testserver/c/7/?x=1", "H
 
 
 @pytest.fixture(autouse=True)
-def production(settings: Any) -> None:
+def production(settings: Settings) -> None:
     settings.DEBUG = False
 
 

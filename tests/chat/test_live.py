@@ -24,11 +24,20 @@ from assistant.chat.presenters import run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable
-from assistant.engine.events import Action, AgentAction, AgentFinished, AgentStarted, AgentStatus, ToolResultEvent
+from assistant.engine.events import (
+    Action,
+    AgentAction,
+    AgentFinished,
+    AgentStarted,
+    AgentStatus,
+    Event,
+    ToolResultEvent,
+)
 from assistant.engine.models.function import FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import Organisation
 from assistant.runs import follow
+from assistant.runs.messages import RunEvent
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import save_event
 from tests.refusing import refused_inserts
@@ -302,7 +311,7 @@ def test_a_page_following_a_run_whose_process_died_shows_the_reapers_reason(demo
     following = live.LiveRun.load(run.pk.hex, run.conversation_id, "en")
     assert following is not None and following.seq == saved
     lost = AgentAction(agent_id="agent-1", action=Action(tool="kb_search", kind="search", label="never saved", ok=True))
-    message = {"type": "run.event", "run": run.pk.hex, "seq": saved + 1, "event": save_event(lost), "t": 0.0}
+    message: RunEvent = {"type": "run.event", "run": run.pk.hex, "seq": saved + 1, "event": save_event(lost), "t": 0.0}
     assert following.apply(message)  # heard live, then the process was killed before its write
     leases.abandon(Run.objects.get(pk=run.pk), leases.DIED, timezone.now())
     assert list(run.steps.order_by("-seq").values_list("seq", "kind")[:1]) == [(saved + 1, "error")]
@@ -360,15 +369,18 @@ def test_streaming_markdown_renders_each_finished_block_once() -> None:
 # Catching up without gaps or repeats ----------------------------------------------------------
 
 
-def _message(seq: int, kind: str = "agent_action", **extra: Any) -> dict[str, Any]:
-    event = {
+def _message(seq: int, kind: str = "agent_action", text: str = "", offset: int | None = None) -> RunEvent:
+    event: dict[str, Any] = {
         "kind": kind,
         "agent_id": "agent-1",
         "action": {"tool": "kb_search", "kind": "search", "label": "q", "count": 1, "ok": True},
     }
     if kind == "text_delta":
-        event = {"kind": "text_delta", "agent_id": None, "text": extra.pop("text")}
-    return {"type": "run.event", "run": "x", "seq": seq, "event": event, "t": 1.0, **extra}
+        event = {"kind": "text_delta", "agent_id": None, "text": text}
+    message: RunEvent = {"type": "run.event", "run": "x", "seq": seq, "event": event, "t": 1.0}
+    if offset is not None:
+        message["offset"] = offset
+    return message
 
 
 @pytest.mark.django_db
@@ -406,7 +418,7 @@ def test_a_follower_skips_what_it_read_and_fills_gaps_from_the_database(demo_dat
     assert "-timeline" not in html and "-work" not in html
 
 
-def _published(seq: int, event: Any) -> dict[str, Any]:
+def _published(seq: int, event: Event) -> RunEvent:
     return {"type": "run.event", "run": "x", "seq": seq, "event": save_event(event), "t": 1.0, "text_offset": 0}
 
 
@@ -478,7 +490,7 @@ def test_more_text_alone_is_pushed_as_the_whole_view_renders_it(demo_data: None)
     started = AgentStarted(
         agent_id="agent-2", instruction="Read", model="demo-small", model_label="Demo Small", resources=(), max_rounds=5
     )
-    assert follower.apply({**_published(5, started), "text_offset": len(follower.run.answer)})
+    assert follower.apply(_published(5, started) | {"text_offset": len(follower.run.answer)})
     assert f'id="run-{run.pk}-timeline"' in follower.render_changes()
     assert follower.apply(_message(5, "text_delta", text=" Done.", offset=len(follower.run.answer)))
     whole = render_to_string("chat/_answer.html", {"view": follower.view()})
@@ -507,7 +519,14 @@ def test_an_agents_line_is_rendered_once_per_state_and_reused_by_its_block_and_t
 
     template_rendered.connect(count)
     try:
-        ended = {"model": "demo-small", "status": "ok", "rounds": 2, "seconds": 1.5, "cost_eur": 0.001, "report": "Ok."}
+        ended: dict[str, Any] = {
+            "model": "demo-small",
+            "status": "ok",
+            "rounds": 2,
+            "seconds": 1.5,
+            "cost_eur": 0.001,
+            "report": "Ok.",
+        }
         assert follower.apply(_published(5, AgentFinished(agent_id="agent-1", **ended)))
         html = follower.render_changes()
         assert f'id="run-{run.pk}-work-0"' in html and rendered.count("chat/_agent.html") == 1  # for the block

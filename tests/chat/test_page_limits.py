@@ -3,17 +3,16 @@ marks the levels whose agent turn budget is 0, so that it says agents are off th
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.test import Client
+from pytest_django import Settings
 
 from assistant.orgs.models import Organisation, ReasoningLevel
 from assistant.runs.models import Message, Run
 
 
 @pytest.fixture
-def client(demo_data: None, settings: Any) -> Client:
+def client(demo_data: None, settings: Settings) -> Client:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 50_000
     client = Client()

@@ -4,7 +4,9 @@ tables that scroll, and everything a model or a document writes still sanitised.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 
 from assistant.chat.management.commands import pygments_css
@@ -81,10 +83,8 @@ def test_the_stylesheet_is_the_one_pygments_generates() -> None:
     assert "@media (prefers-color-scheme: dark)" in css
 
 
-def test_the_command_writes_the_stylesheet(tmp_path: object, monkeypatch: object) -> None:
-    from pathlib import Path
-
+def test_the_command_writes_the_stylesheet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = Path(str(tmp_path)) / "pygments.css"
-    monkeypatch.setattr(pygments_css, "PATH", target)  # type: ignore[attr-defined]
+    monkeypatch.setattr(pygments_css, "PATH", target)
     call_command("pygments_css", verbosity=0)
     assert target.read_text() == pygments_css.stylesheet()

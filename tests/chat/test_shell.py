@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient, Client
+from pytest_django import Settings
 
 from assistant.knowledge.models import KnowledgeBase
 from assistant.orgs.models import Membership, Organisation
@@ -27,7 +28,9 @@ async def _signed_in() -> AsyncClient:
 
 
 async def _last_run() -> Run:
-    return await Run.objects.order_by("-created").afirst()  # type: ignore[return-value]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
+    return run
 
 
 async def test_demo_delegates_to_two_agents_and_saves_every_step(fast_demo: None) -> None:
@@ -78,9 +81,9 @@ async def test_a_second_message_continues_the_conversation(fast_demo: None) -> N
     assert await Message.objects.filter(conversation_id=first.conversation_id).acount() == 4
 
 
-async def test_stop_keeps_partial_answer_and_agent_findings(settings: object) -> None:
-    settings.DEMO_PACE = 0.0  # type: ignore[attr-defined]
-    settings.DEMO_LATENCY = 1.0  # type: ignore[attr-defined]
+async def test_stop_keeps_partial_answer_and_agent_findings(settings: Settings) -> None:
+    settings.DEMO_PACE = 0.0
+    settings.DEMO_LATENCY = 1.0
     client = await _signed_in()
     await client.post("/c/new", ASK)
     run = await _last_run()

@@ -4,7 +4,6 @@ marked for erasure, and only the steps module reads a step's raw JSON."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from pydantic import BaseModel
 
-from assistant.asgi import application
 from assistant.engine.causes import Cause
 from assistant.engine.events import (
-    ERASE,
     AgentAction,
     AgentFinished,
     AgentStarted,
@@ -37,6 +34,7 @@ from assistant.engine.events import (
     unmarked_fields,
     usage_from,
 )
+from assistant.engine.marks import ERASE
 from assistant.engine.types import Message as EngineMessage
 from assistant.engine.types import Reasoning, ToolCall
 from assistant.engine.usage import RunUsage, UsageData
@@ -44,10 +42,10 @@ from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.steps import UnreadableStep, events_of, load_event, save_event
+from tests.asgi_app import asgi_transport
+from tools import check_step_data
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-import check_step_data  # noqa: E402
 
 OLD = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())
 OLD_STEPS: list[dict[str, Any]] = OLD["steps"] + OLD["other_steps"]
@@ -342,7 +340,7 @@ async def test_the_api_answers_a_run_saved_before_typing() -> None:
             for i, s in enumerate(OLD["steps"], 1)
         ]
     )
-    transport = httpx2.ASGITransport(app=application)
+    transport = asgi_transport()
     async with httpx2.AsyncClient(
         transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {secret}"}
     ) as api:

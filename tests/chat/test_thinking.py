@@ -136,7 +136,9 @@ def test_a_pushed_summary_redraws_the_timeline_an_agents_its_panel(demo_data: No
          ReasoningEvent(agent_id="agent-1", round=1, model="demo-small", summary="Read.")],
         start=1,
     ):  # fmt: skip
-        live.apply({"type": "run.event", "run": run.pk.hex, "seq": n, "event": save_event(event), "text_offset": 0})
+        live.apply(
+            {"type": "run.event", "run": run.pk.hex, "seq": n, "event": save_event(event), "t": 0.0, "text_offset": 0}
+        )
     assert live.dirty == {"work", "agent:agent-1"}
 
 

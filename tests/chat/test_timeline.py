@@ -22,6 +22,7 @@ from django.template.loader import render_to_string
 from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.chat import consumers
@@ -34,17 +35,19 @@ from assistant.orgs.models import Membership, Organisation
 from assistant.runs import leases, local
 from assistant.runs.follow import Follower
 from assistant.runs.groups import publish
+from assistant.runs.messages import RunEvent, RunMessage
 from assistant.runs.models import Conversation, Lease, Message, Run, Step
 from assistant.runs.recorder import Recorder
 from tests.database_thread import statements_of_the_database_thread
 from tests.query_log import held_queries
 from tests.shared_layer import use_shared_layer
+from tests.sockets import text_from
 from tests.waiting import until
 
 INSTRUCTION = "Find the invoices of Bimbamjob"
 FIRST = "I am handing the search to an agent."
 ANSWER = " Here is the answer."
-STARTED = {
+STARTED: dict[str, Any] = {
     "kind": "agent_started", "agent_id": "agent-1", "instruction": INSTRUCTION, "model": "demo-small",
     "model_label": "Demo Small (offline demo)", "resources": ["kb:factures"], "max_rounds": 5,
 }  # fmt: skip
@@ -56,8 +59,14 @@ def _usage(cost: float) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
-SEARCH = {"tool": "kb_search", "kind": "search", "label": "factures: Bimbamjob", "count": 4, "ok": True}
-READ = {"tool": "kb_read", "kind": "read", "label": "Invoice F-2024-031", "count": 1, "ok": True}
+SEARCH: dict[str, Any] = {"tool": "kb_search", "kind": "search", "label": "factures: Bimbamjob", "count": 4, "ok": True}
+READ: dict[str, Any] = {"tool": "kb_read", "kind": "read", "label": "Invoice F-2024-031", "count": 1, "ok": True}
+
+
+def _event(message: RunMessage) -> RunEvent:
+    """A message the run published, which the test expects to be one of its events."""
+    assert message["type"] == "run.event", message
+    return message
 
 
 def _run(status: str = "running", answer: str = "", user: str = "demo") -> Run:
@@ -111,8 +120,12 @@ async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_cal
     """The recorder hands the first delta of a burst to this process's listeners at once, the burst whole on the next
     turn of the loop; a follower takes each word once."""
     run = await sync_to_async(_run)()
-    heard: list[dict[str, Any]] = []
-    local.listen(run.pk.hex, heard.append)
+    heard: list[RunEvent] = []
+
+    def hear(message: RunMessage) -> None:
+        heard.append(_event(message))
+
+    local.listen(run.pk.hex, hear)
     recorder = Recorder(run.pk)
     try:
         await recorder.emit(TextDeltaEvent(text="Hello "))
@@ -121,7 +134,7 @@ async def test_the_first_words_reach_this_processs_listeners_in_the_emitters_cal
         assert len(heard) == 1
         await recorder.close()
     finally:
-        local.unlisten(run.pk.hex, heard.append)
+        local.unlisten(run.pk.hex, hear)
     assert [(m["offset"], m["event"]["text"]) for m in heard] == [(0, "Hello "), (0, "Hello world")]
     follower = Follower(run.pk)
     assert [item for m in heard for item in follower.apply(m) or []] == ["Hello ", "world"]
@@ -158,7 +171,7 @@ async def test_what_the_engine_asks_of_the_database_right_after_an_event_goes_be
 @pytest.mark.django_db(transaction=True)
 async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_answer(demo_data: None) -> None:
     run = await sync_to_async(_run)()
-    heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    heard: asyncio.Queue[RunMessage] = asyncio.Queue()
     local.listen(run.pk.hex, heard.put_nowait)
     recorder = Recorder(run.pk)
     await recorder.emit(TextDeltaEvent(text="I am handing "))
@@ -170,9 +183,9 @@ async def test_the_recorder_saves_and_publishes_where_each_step_falls_in_the_ans
     await recorder.close()
     steps = [(s.kind, s.text_offset) async for s in Step.objects.filter(run=run).order_by("seq")]
     assert steps == [("agent_started", 24), ("agent_action", 24), ("tool_result", 29)]
-    published = []
+    published: list[RunEvent] = []
     while len([m for m in published if m["event"]["kind"] != "text_delta"]) < 3:
-        published.append(await asyncio.wait_for(heard.get(), 2))
+        published.append(_event(await asyncio.wait_for(heard.get(), 2)))
     local.unlisten(run.pk.hex, heard.put_nowait)
     assert [m["text_offset"] for m in published if m["event"]["kind"] != "text_delta"] == [24, 24, 29]
     await run.arefresh_from_db()
@@ -277,8 +290,8 @@ def test_the_agent_panel_is_its_owners_only(demo_data: None) -> None:
     page = owner.get(path).content.decode()
     assert "<html" in page and '<aside id="agent-panel"' not in page and "Round 2" in page
     assert f'href="/c/{run.conversation_id}/#run-{run.pk}">Back to the conversation</a>' in page
-    french = owner.get(path, headers={"accept-language": "fr"}).content.decode()
-    assert "Retour à la conversation" in french and "Tour 2" in french
+    french_page = owner.get(path, headers={"accept-language": "fr"}).content.decode()
+    assert "Retour à la conversation" in french_page and "Tour 2" in french_page
     assert owner.get(path.replace("agent-1", "agent-9")).status_code == 404
     assert owner.get(path.replace(str(run.pk), str(uuid.uuid4()))).status_code == 404
     assert owner.get(path.replace(f"/c/{run.conversation_id}/", f"/c/{run.conversation_id + 1}/")).status_code == 404
@@ -294,7 +307,7 @@ def test_the_agent_panel_is_its_owners_only(demo_data: None) -> None:
 
 
 @pytest.mark.django_db
-def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: Any) -> None:
+def test_a_runs_lease_says_whether_its_process_lives(demo_data: None, settings: Settings) -> None:
     settings.RUNS_LEASE_SECONDS = 30
     now = timezone.now()
     alive = _run()
@@ -350,12 +363,12 @@ async def _frames_until(communicator: WebsocketCommunicator, pattern: str, timeo
     frames = ""
     async with asyncio.timeout(timeout):
         while not re.search(pattern, frames, re.S):
-            frames += await communicator.receive_from(timeout=timeout)
+            frames += await text_from(communicator, timeout=timeout)
     return frames
 
 
 @pytest.fixture
-def fast(settings: Any) -> None:
+def fast(settings: Settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.RUNS_HEARTBEAT_SECONDS = 0.5
 
@@ -376,7 +389,14 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         frames = await _frames_until(communicator, body)
         assert "Searched “Bimbamjob” in Invoices: 4 results" in frames
         event = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
-        message = {"type": "run.event", "run": run.pk.hex, "seq": 9, "event": event, "t": 1.0, "text_offset": 36}
+        message: RunEvent = {
+            "type": "run.event",
+            "run": run.pk.hex,
+            "seq": 9,
+            "event": event,
+            "t": 1.0,
+            "text_offset": 36,
+        }
         await publish(run.pk, message)
         frames = await _frames_until(communicator, "Read: Invoice F-2024-031.*" + body + "|" + body + ".*Read: Invoice")
         assert frames.count(body) == 1  # the line and the panel, pushed together
@@ -384,7 +404,7 @@ async def test_the_followed_agents_panel_is_pushed_with_each_of_its_steps() -> N
         await communicator.send_to(json.dumps({"follow_agent": None}))
         await communicator.send_to("not json")  # ignored
         event = _usage(0.001)
-        await publish(run.pk, {**message, "seq": 10, "event": event})
+        await publish(run.pk, message | {"seq": 10, "event": event})
         frames = await _frames_until(communicator, r"0\.0022 €")
         assert body not in frames
     finally:
@@ -406,13 +426,23 @@ async def test_an_agents_progress_right_after_another_reaches_the_page_with_the_
     communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
     try:
         await _frames_until(communicator, f'id="run-{run.pk}-timeline"')
-        message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "text_offset": len(FIRST)}
+
+        def message(seq: int, event: dict[str, Any]) -> RunEvent:
+            return {
+                "type": "run.event",
+                "run": run.pk.hex,
+                "seq": seq,
+                "event": event,
+                "t": 1.0,
+                "text_offset": len(FIRST),
+            }
+
         action = {"kind": "agent_action", "agent_id": "agent-1", "action": READ}
-        await publish(run.pk, {**message, "seq": 9, "event": action})
+        await publish(run.pk, message(9, action))
         await _frames_until(communicator, "Read: Invoice F-2024-031")
-        await publish(run.pk, {**message, "seq": 10, "event": _usage(0.001)})  # within the interval
+        await publish(run.pk, message(10, _usage(0.001)))  # within the interval
         text = {"kind": "text_delta", "agent_id": None, "text": " Reading."}
-        await publish(run.pk, {**message, "seq": 10, "event": text, "offset": len(FIRST)})
+        await publish(run.pk, message(10, text) | {"offset": len(FIRST)})
         first = await _frames_until(communicator, "Reading.")
         assert "0.0022 €" not in first  # the answer first, the progress with the next progress push
         await _frames_until(communicator, r"0\.0022 €", timeout=4)
@@ -435,22 +465,21 @@ async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_onc
     run = await sync_to_async(_run)(answer=FIRST)
     await sync_to_async(_steps)(run)
     await Lease.objects.acreate(run=run, executor=leases.executor_name(), heartbeat=timezone.now())
-    message = {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": len(FIRST)}
+
+    def message(event: dict[str, Any], offset: int) -> RunEvent:
+        return {"type": "run.event", "run": run.pk.hex, "t": 1.0, "seq": 8, "offset": offset, "event": event}
+
     # The database is slow to answer the page's read of the run's question: the run publishes meanwhile.
     reads_the_question = ('FROM "chat_message"', run.pk.hex)
     with held_queries(lambda sql: all(part in sql for part in reads_the_question)) as reading:
         communicator = await _socket(f"/ws/c/{run.conversation_id}/?lang=en")
         try:
             await until(reading.reached.is_set, "the page to read the run")
-            text = {**message, "event": {"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}}
+            text = message({"kind": "text_delta", "agent_id": None, "text": " Meanwhile."}, len(FIRST))
             await publish(run.pk, text)  # before the page has what it read
             reading.release()
             await _frames_until(communicator, "Meanwhile.")
-            after = {
-                **message,
-                "offset": len(FIRST + " Meanwhile."),
-                "event": {"kind": "text_delta", "text": " After."},
-            }
+            after = message({"kind": "text_delta", "text": " After."}, len(FIRST + " Meanwhile."))
             await publish(run.pk, after)
             frames = await _frames_until(communicator, "After.")
             answers = re.findall(rf'id="run-{run.pk}-answer"[^>]*>(.*?)</div>', frames, re.S)
@@ -462,7 +491,7 @@ async def test_what_a_run_publishes_while_the_page_reads_it_reaches_the_page_onc
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
-async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings: Any) -> None:
+async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings: Settings) -> None:
     settings.RUNS_LEASE_SECONDS = 30
     await sync_to_async(call_command)("load_demo", verbosity=0)
     run = await sync_to_async(_run)(answer=FIRST)
@@ -489,7 +518,7 @@ async def test_on_reconnect_a_run_whose_process_died_comes_back_failed(settings:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
-async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: Any) -> None:
+async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: Settings) -> None:
     settings.RUNS_LEASE_SECONDS = 1
     await sync_to_async(call_command)("load_demo", verbosity=0)
     run = await sync_to_async(_run)(answer=FIRST)
@@ -503,7 +532,7 @@ async def test_while_followed_a_runs_lease_is_checked_every_heartbeat(settings: 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_channel_layer", "fast")
-async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(settings: Any) -> None:
+async def test_a_run_this_process_executes_is_not_looked_up_at_each_heartbeat(settings: Settings) -> None:
     """Its watch is open in this event loop: the process lives. A run of another process is still looked up."""
     settings.RUNS_HEARTBEAT_SECONDS = 0.5
     await sync_to_async(call_command)("load_demo", verbosity=0)
@@ -580,4 +609,4 @@ def test_the_panel_words_each_kind_of_action_in_both_languages(demo_data: None) 
     with translation.override("fr"):
         html = unescape(render_to_string("chat/_agent_panel_body.html", {"view": view, "agent": agent}))
     assert "Lecture de la page : https://example.org/a" in html and "Code : print(sum(totals))" in html
-    assert "Tour 1" in html and "0,0012 € jusqu'ici" in html
+    assert "Tour 1" in html and "0,0012 € jusqu’ici" in html

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from html import unescape
 from typing import Any
 
 import pytest
@@ -13,9 +14,13 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import IntegrityError, transaction
 from django.test import AsyncClient, Client
+from pytest_django import Settings
 
 from assistant.chat import search
+from assistant.chat.models import ConversationText
+from assistant.demo.management.commands.load_demo import TABLE_TITLE, TABLE_WORDS
 from assistant.demo.model import say
+from assistant.demo.model.texts import Language
 from assistant.knowledge.models import Document, KnowledgeBase
 from assistant.orgs import keys
 from assistant.orgs.models import Membership, Organisation
@@ -59,6 +64,7 @@ def _turn(conv: Conversation, text: str, answer: str, status: str = "ok", **run:
 def _conv(title: str = "Invoices of March", user: Any = None) -> Conversation:
     user = user or get_user_model().objects.get(username="demo")
     org = Organisation.objects.filter(memberships__user=user).first()
+    assert org is not None
     return Conversation.objects.create(organisation=org, user=user, title=title)
 
 
@@ -81,7 +87,7 @@ def test_the_composer_keeps_the_last_messages_choices(demo_data: None) -> None:
     assert 'value="kb:comptes-rendus" checked' not in html and 'value="agents" checked' not in html
 
 
-def test_a_message_over_the_limit_is_refused_with_422_and_kept(demo_data: None, settings: Any) -> None:
+def test_a_message_over_the_limit_is_refused_with_422_and_kept(demo_data: None, settings: Settings) -> None:
     settings.CHAT_MAX_MESSAGE_CHARS = 50
     text = "x" * 51
     response = _client().post("/c/new", {**ASK, "text": text}, headers={"HX-Request": "true"})
@@ -92,7 +98,7 @@ def test_a_message_over_the_limit_is_refused_with_422_and_kept(demo_data: None, 
     assert _client().post("/c/new", {**ASK, "text": "x" * 50}).status_code == 302
 
 
-def test_the_limit_is_said_in_french(demo_data: None, settings: Any) -> None:
+def test_the_limit_is_said_in_french(demo_data: None, settings: Settings) -> None:
     settings.CHAT_MAX_MESSAGE_CHARS = 10
     client = _client()
     client.cookies["django_language"] = "fr"
@@ -100,13 +106,14 @@ def test_the_limit_is_said_in_french(demo_data: None, settings: Any) -> None:
     assert "au plus 10 caractères" in html
 
 
-async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(settings: Any) -> None:
+async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(settings: Settings) -> None:
     settings.DEMO_PACE = 0.0
     settings.DEMO_LATENCY = 0.3
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     await client.post("/c/new", ASK)
-    first: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    first = await Run.objects.order_by("-created").afirst()
+    assert first is not None
     assert first.is_running
     response = await client.post(
         f"/c/{first.conversation_id}/send", {**ASK, "text": "And the late ones?"}, headers={"HX-Request": "true"}
@@ -134,18 +141,19 @@ async def test_a_message_sent_during_a_run_is_queued_then_sent_when_it_ends(sett
 
 @pytest.mark.parametrize("language", ["fr", "en"])
 async def test_a_run_carries_the_page_s_language_to_the_demo_and_a_queued_message_keeps_it(
-    fast_demo: None, language: str
+    fast_demo: None, language: Language
 ) -> None:
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     client.cookies["django_language"] = language
     # A bare name: the demo cannot tell its language, so it writes in the page's.
     await client.post("/c/new", {**ASK, "text": "Bimbamjob", "resources": []})
-    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
     assert run.language == language
     await execution.wait_for(run.pk)
     await run.arefresh_from_db()
-    assert run.answer.endswith(say("footer", language))  # type: ignore[arg-type]
+    assert run.answer.endswith(say("footer", language))
     conversation = await Conversation.objects.aget(pk=run.conversation_id)
     queued = await sync_to_async(intake.enqueue)(
         conversation, intake.Ask(text="Acme", model="demo-large", level=None, resources=(), language=language)
@@ -187,14 +195,16 @@ async def test_regenerate_supersedes_the_last_turn_and_keeps_its_cost(fast_demo:
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     await client.post("/c/new", ASK)
-    old: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    old = await Run.objects.order_by("-created").afirst()
+    assert old is not None
     await execution.wait_for(old.pk)
     await old.arefresh_from_db()
     cost, usage = old.cost_eur, old.usage
     assert cost > 0
     response = await client.post(f"/c/{old.conversation_id}/turns/{old.pk}/regenerate", headers={"HX-Request": "true"})
     assert response.status_code == 200 and response["HX-Redirect"] == f"/c/{old.conversation_id}/"
-    new: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    new = await Run.objects.order_by("-created").afirst()
+    assert new is not None
     assert new.pk != old.pk and (new.model, new.level, new.resources) == (old.model, old.level, old.resources)
     await execution.wait_for(new.pk)
     await old.arefresh_from_db()
@@ -269,7 +279,7 @@ def test_search_finds_titles_and_messages_of_the_owners_conversations_only(demo_
     # Deleted: its text leaves the index.
     client.post(f"/c/{mine.pk}/delete")
     assert f"/c/{mine.pk}/" not in client.get("/c/search", {"q": "bimbamjob"}).content.decode()
-    assert not search.ConversationText.objects.filter(conversation=mine).exists()
+    assert not ConversationText.objects.filter(conversation=mine).exists()
     assert search.search(mine.organisation_id, mine.user_id, "paid") == []
 
 
@@ -278,15 +288,15 @@ def test_an_inactive_users_conversations_are_not_indexed_until_it_is_active_agai
     org = Organisation.objects.get(slug="demo")
     api_conv = Conversation.objects.create(organisation=org, user=keys.api_user(org), title="Bimbamjob, the API")
     _turn(api_conv, "What did Bimbamjob pay?", "Bimbamjob paid the invoice in full.")
-    assert not search.ConversationText.objects.filter(conversation=api_conv).exists()
+    assert not ConversationText.objects.filter(conversation=api_conv).exists()
     member = _user("paused", Organisation.objects.get(slug="demo"))
     conv = _conv("Zanzibar", user=member)
     get_user_model().objects.filter(pk=member.pk).update(is_active=False)
     _turn(conv, "Quarterly figures?", "Up 4%.")
-    assert search.ConversationText.objects.get(conversation=conv).body == ""  # indexed with its title, at creation
+    assert ConversationText.objects.get(conversation=conv).body == ""  # indexed with its title, at creation
     get_user_model().objects.filter(pk=member.pk).update(is_active=True)
     _turn(conv, "And the year?", "Up 9%.")
-    body = search.ConversationText.objects.get(conversation=conv).body
+    body = ConversationText.objects.get(conversation=conv).body
     assert "Quarterly figures?" in body and "Up 9%." in body
     assert search.search(conv.organisation_id, member.pk, "quarterly")[0].conversation_id == conv.pk
 
@@ -304,7 +314,8 @@ async def test_export_has_answers_delegations_with_whole_reports_sources_and_cos
     await sync_to_async(call_command)("load_demo", verbosity=0)
     client = await _client_async()
     await client.post("/c/new", ASK)
-    run: Run = await Run.objects.order_by("-created").afirst()  # type: ignore[assignment]
+    run = await Run.objects.order_by("-created").afirst()
+    assert run is not None
     await execution.wait_for(run.pk)
     await run.arefresh_from_db()
     reports = [s.data["report"] async for s in Step.objects.filter(run=run, kind="agent_finished")]
@@ -422,7 +433,8 @@ def test_a_long_document_is_shown_a_part_at_a_time_and_whole_as_the_reader_scrol
     _user("stranger", elsewhere)
     assert _client("stranger").get(f"/documents/{doc.pk}/part", {"from": PART_CHARS}).status_code == 404
     _user("colleague", conv.organisation)
-    theirs = _client("colleague").get(f"/documents/{doc.pk}/part", {"from": PART_CHARS, "run": str(run.pk)})
+    query: dict[str, str | int] = {"from": PART_CHARS, "run": str(run.pk)}
+    theirs = _client("colleague").get(f"/documents/{doc.pk}/part", query)
     assert theirs.status_code == 200 and "<mark" not in theirs.content.decode()
 
 
@@ -441,7 +453,7 @@ def test_a_document_is_visible_within_its_organisation_only(demo_data: None) -> 
     assert "alpha beta" in html and '<mark class="read">' not in html
 
 
-def test_a_download_is_an_attachment_that_cannot_run(demo_data: None, settings: Any, tmp_path: Any) -> None:
+def test_a_download_is_an_attachment_that_cannot_run(demo_data: None, settings: Settings, tmp_path: Any) -> None:
     from django.core.files.base import ContentFile
 
     settings.MEDIA_ROOT = str(tmp_path)
@@ -520,3 +532,22 @@ def test_the_composer_finds_ready_documents_of_its_own_organisation_by_title(dem
     assert "No ready document" in _client().get("/c/documents", {"q": "zzzz"}).content.decode()
     assert _client().get("/c/documents").content.decode().strip() == ""
     assert Client().get("/c/documents", {"q": "bimbamjob"}).status_code == 302  # signed in only
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+def test_the_composer_finds_a_document_by_the_title_its_reader_is_shown(demo_data: None, language: str) -> None:
+    """The demo's table document is titled in French, with its English words (``Translated``): each reader finds it
+    by the title they are shown, in their language, and not by the other language's."""
+    table = Document.objects.get(knowledge_base__organisation__slug="demo", tables__isnull=False)
+    value = f'value="doc:factures/doc-{table.pk}"'
+    english, french = "CSV export of the billing", "export CSV du logiciel"
+    shown, other = (english, french) if language == "en" else (french, english)
+    client = _client()
+    client.cookies["django_language"] = language
+
+    found = unescape(client.get("/c/documents", {"q": shown.upper()}).content.decode())
+    assert value in found
+    title = TABLE_WORDS["en"]["title"] if language == "en" else TABLE_TITLE
+    label = f"“{title}” (Invoices)" if language == "en" else f"« {title} » (Factures)"
+    assert label in found  # its label, in the reader's language too
+    assert value not in client.get("/c/documents", {"q": other}).content.decode()

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from pytest_django import Settings
 
 from tests.connectors.connectors_support import TOKEN
 from tests.connectors.mcp_server import CrmServer, crm_server
 
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
+def fast_passwords(settings: Settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
@@ -35,7 +35,7 @@ def crm(crm_session: CrmServer) -> Iterator[CrmServer]:
 
 
 @pytest.fixture
-def crm_allowed(crm: CrmServer, settings: Any, monkeypatch: pytest.MonkeyPatch) -> CrmServer:
+def crm_allowed(crm: CrmServer, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> CrmServer:
     """The test server's host and port listed in CONNECTOR_ALLOWED_HOSTS, and its token in CONNECTOR_CRM_TOKEN."""
     settings.CONNECTOR_ALLOWED_HOSTS = [urlsplit(crm.url).netloc]
     monkeypatch.setenv("CONNECTOR_CRM_TOKEN", TOKEN)

@@ -48,7 +48,7 @@ def _free_port() -> int:
 def _app(state: CrmServer) -> Any:
     server = MCPServer("crm")
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def search_customers(query: str) -> str:
         """Find customers whose name or city contains one of the query's words."""
         state.calls.append(("search_customers", {"query": query}))
@@ -60,7 +60,7 @@ def _app(state: CrmServer) -> Any:
         found = [f"{cid}: {name}" for cid, name in CUSTOMERS.items() if any(w in name.lower() for w in words)]
         return "\n".join(found) or "no customer matches"
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
     def delete_customer(customer_id: str) -> str:
         """Delete a customer."""
         state.calls.append(("delete_customer", {"customer_id": customer_id}))

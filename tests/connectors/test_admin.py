@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from assistant.connectors.models import Connector
 from assistant.orgs.models import AuditEntry
@@ -100,7 +101,7 @@ def test_a_header_can_only_come_from_a_connector_variable(
     assert not Connector.objects.exists() and not crm_allowed.calls
 
 
-def test_a_private_address_is_refused_unless_allowed(world: World, crm: CrmServer, settings: Any) -> None:
+def test_a_private_address_is_refused_unless_allowed(world: World, crm: CrmServer, settings: Settings) -> None:
     admin = signed_in("demo")
     settings.CONNECTOR_ALLOWED_HOSTS = []
     response = register(admin, crm, headers_text="")
@@ -120,7 +121,7 @@ def test_a_private_address_is_refused_unless_allowed(world: World, crm: CrmServe
     assert register(admin, crm, headers_text="").status_code == 302
 
 
-def test_an_unreachable_server_is_said_and_nothing_is_saved(world: World, settings: Any) -> None:
+def test_an_unreachable_server_is_said_and_nothing_is_saved(world: World, settings: Settings) -> None:
     settings.CONNECTOR_ALLOWED_HOSTS = ["127.0.0.1:9"]
     settings.CONNECTOR_TIMEOUT_SECONDS = 3
     response = register(signed_in("demo"), CrmServer(url="http://127.0.0.1:9/mcp"), headers_text="")

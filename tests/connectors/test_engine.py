@@ -4,6 +4,7 @@ call time, and what a tool not picked or gone becomes."""
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -43,14 +44,14 @@ class Directory:
         return self.configs.get(name)
 
 
-def _limits(crm: CrmServer, **kwargs: object) -> ConnectorLimits:
+def _limits(crm: CrmServer, **kwargs: Any) -> ConnectorLimits:
     env = {"CONNECTOR_CRM_TOKEN": "Bearer t", "DJANGO_SECRET_KEY": "secret"}
-    defaults: dict[str, object] = {
+    defaults: dict[str, Any] = {
         "allowed_hosts": frozenset({urlsplit(crm.url).netloc}),
         "timeout": 5,
         "environ": env.get,
     }
-    return ConnectorLimits(**{**defaults, **kwargs})  # type: ignore[arg-type]
+    return ConnectorLimits(**{**defaults, **kwargs})
 
 
 def test_names_and_variables() -> None:

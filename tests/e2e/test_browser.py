@@ -189,13 +189,21 @@ def test_rename_in_place_then_delete_after_confirming(page: Page, shot: Shot) ->
     page.locator("#conversation-head a.delete").click()
     page.wait_for_url(re.compile(r"/$"))
     expect(page.locator(f".sidebar a[href='{path}']")).to_have_count(0)
-    assert page.goto(path).status == 404  # type: ignore[union-attr]
+    response = page.goto(path)
+    assert response is not None and response.status == 404
 
 
 AGENTS_OFF = {
     "en": ("Agents are off at this level", "no model allowed here is at least 2 times cheaper"),
     "fr": ("Les agents sont désactivés à ce niveau", "aucun modèle autorisé ici n’est au moins 2 fois moins cher"),
 }
+
+
+TABLE_SEARCH = {
+    "en": ("CSV export of the billing", "“Invoices 2024 (CSV export of the billing software)” (Invoices)"),
+    "fr": ("export CSV du logiciel", "« Factures 2024 (export CSV du logiciel de facturation) » (Factures)"),
+}
+"""What a reader types in the composer's document search, and the one document found, as its label reads."""
 
 
 @pytest.mark.parametrize(("lang", "width"), [("en", 1400), ("fr", 390)])
@@ -211,9 +219,13 @@ def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_messag
     dock = page.locator(".dock").bounding_box()
     assert dock is not None and abs(dock["y"] + dock["height"] - height) <= 1 and dock["height"] <= height / 4, dock
     text = page.locator("#composer textarea[name=text]")
-    empty = text.bounding_box()["height"]  # type: ignore[index]
+    box = text.bounding_box()
+    assert box is not None
+    empty = box["height"]
     text.fill("A line\n" * 40)
-    grown = text.bounding_box()["height"]  # type: ignore[index]
+    box = text.bounding_box()
+    assert box is not None
+    grown = box["height"]
     assert empty < grown <= height * 0.41, (empty, grown)
     text.fill("")
     # The "+" menu: Escape closes it and gives the focus back to its button.
@@ -260,6 +272,9 @@ def test_agents_that_will_not_run_are_said_before_sending_and_an_overlong_messag
     page.fill("#composer .find-documents", "zzzz")
     expect(page.locator("#composer .documents-found .hint")).to_be_visible()
     expect(chosen).to_be_checked()
+    # The demo's table document is found by the title its reader is shown, in their language.
+    page.fill("#composer .find-documents", TABLE_SEARCH[lang][0])
+    expect(page.locator("#composer .documents-found label")).to_have_text([TABLE_SEARCH[lang][1]])
     page.keyboard.press("Escape")
     doc_chip = page.locator(f"#composer .chip[data-value='{value}']")
     expect(doc_chip).to_be_visible()

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
+from assistant.demo.management.commands.load_demo import TABLE_TITLE, TABLE_WORDS
 from assistant.demo.model.feature_texts import FEATURE_TEXTS
+from assistant.demo.model.texts import Language
 from assistant.engine.sandbox_probe import detect
 from tests.e2e.test_browser import choose
 from tests.e2e.test_french import assert_all_french
@@ -99,9 +101,9 @@ def ask(page: Page, text: str, resources: tuple[str, ...], level: str) -> Locato
     return run
 
 
-def said(code: str, language: str) -> list[str]:
+def said(code: str, language: Language) -> list[str]:
     """The fixed pieces of one of the features' sentences (between its placeholders), long enough to look for."""
-    pieces = PLACEHOLDER.split(FEATURE_TEXTS[code][language])  # type: ignore[index]
+    pieces = PLACEHOLDER.split(FEATURE_TEXTS[code][language])
     return [p.strip(" _*.:,;()") for p in pieces if len(p.strip(" _*.:,;()")) >= 12]
 
 
@@ -118,12 +120,12 @@ def check_language(page: Page, lang: str, where: str) -> None:
         no_english_of_the_features(page)
 
 
-def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: str) -> None:
+def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: Language) -> None:
     if detect() is None:
         pytest.skip("run_code needs Linux and a Python to start a child")
     run = ask(fpage, QUESTIONS["code"][lang], ("kb:factures", "code"), "standard")
 
-    comment = FEATURE_TEXTS["code_comment"][lang]  # type: ignore[index]
+    comment = FEATURE_TEXTS["code_comment"][lang]
     action = "Code : " if lang == "fr" else "Code: "
     # The step says the script's first line, and unfolds the whole script, highlighted.
     step = run.locator("details.main-action.script")
@@ -136,8 +138,11 @@ def test_run_code_totals_the_invoices_per_client(fpage: Page, lang: str) -> None
     total = "39\u00a0350,00" if lang == "fr" else "39,350.00"
     expect(run.locator(".text table")).to_contain_text("Bimbamjob")
     expect(run.locator(".text table tr").filter(has_text="Bimbamjob")).to_contain_text(total)
-    # The table by its document's title, in the reader's language.
+    # The table by its document's title, in the reader's language: its source, and the answer that quotes it.
     expect(run.locator(".sources li")).to_contain_text(["Factures 2024" if lang == "fr" else "Invoices 2024"])
+    titles = {"fr": TABLE_TITLE, "en": TABLE_WORDS["en"]["title"]}
+    expect(run.locator(".text").last).to_contain_text(titles[lang])
+    assert titles["en" if lang == "fr" else "fr"] not in run.locator(".text").last.inner_text()
     check_language(fpage, lang, "run_code's totals")
 
 

@@ -47,7 +47,8 @@ def demo_sentences(language: Language) -> list[str]:
 
 
 def visible_text(page: Page) -> str:
-    return page.evaluate("() => document.body.innerText")
+    text: str = page.evaluate("() => document.body.innerText")
+    return text
 
 
 def open_everything(page: Page) -> None:
@@ -61,7 +62,7 @@ def open_everything(page: Page) -> None:
 def test_the_demo_s_texts_give_sentences_to_look_for() -> None:
     # The check below means something only if it knows the demo's sentences and documents in each language.
     for language in ("fr", "en"):
-        sentences = demo_sentences(language)  # type: ignore[arg-type]
+        sentences = demo_sentences(language)
         assert len(sentences) > 60, language
     assert "Voici ce que disent les documents sur" in demo_sentences("fr")
     assert "I am handing the search of" in demo_sentences("en")
@@ -92,6 +93,11 @@ def test_a_question_in_the_interface_s_language_gives_a_page_in_that_language_on
     bases = {"fr": ("Factures", "Comptes rendus de réunion"), "en": ("Invoices", "Meeting reports")}[language]
     for base in bases:
         assert base in shown, base
+    # The invoices agent's query totals, in its report and the answer: in the reader's number format (the tool's
+    # result, the model's data, holds 39350).
+    total = {"fr": "39\u00a0350", "en": "39,350"}[language]
+    expect(run.locator(".text table tr").filter(has_text="Bimbamjob").first).to_contain_text(total)
+    assert "39350" not in shown
     footer = TEXTS["footer"][language].strip("_")
     assert footer in shown
     other = [s for s in demo_sentences(OTHER[language]) if s in shown]

@@ -128,13 +128,24 @@ EVERY_PAGE = [
     "/settings/",
     "/settings/budgets/",
     "/settings/usage/",
+    "/settings/usage/mine/",
+    "/settings/members/",
     "/settings/api-keys/",
+    "/settings/audit/",
     "/settings/connectors/",
+    "/settings/connectors/new",
+    "/settings/profiles/new",
     "/kb/",
+    "/kb/new",
     "/kb/factures/",
+    "/kb/factures/edit",
     "/tasks/",
     "/tasks/new",
+    "/c/search?q=Bimbamjob",
 ]
+# The banner when the server itself is down promises nothing about the run; the way back from a document.
+SERVER_DOWN = {"en": "The server cannot be reached", "fr": "Le serveur est injoignable"}
+BACK = {"en": "Back to the conversation", "fr": "Retour à la conversation"}
 SEARCHED = {
     "en": re.compile(r"^Searched “[^“”:]+” in Invoices: \d+ results?$"),
     "fr": re.compile(r"^Recherche de « [^«»:]+ » dans Factures : \d+ résultats?$"),
@@ -168,6 +179,16 @@ def test_every_page_has_its_h1_skip_links_lead_to_the_conversation_and_composer_
     expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
     expect(run.locator(".main-action").first).to_have_text(SEARCHED[language])
     expect(page.locator("h1")).to_have_count(1)
+    down = page.locator("#connection").get_attribute("data-down") or ""
+    assert down.startswith(SERVER_DOWN[language]) and not re.search(r"goes on|continue", down), down
+    # A source opens its document's page, which leads back to the conversation that opened it.
+    conversation = page.url
+    run.locator(".sources a[href^='/documents/']").first.click()
+    expect(page.locator("h1")).to_have_count(1)
+    assert overflowing(page) == []
+    page.get_by_role("link", name=BACK[language]).click()
+    page.wait_for_url(re.compile(re.escape(conversation.split("#")[0]) + "#turn-"))  # at the turn that opened it
+    expect(page.locator("article.answer").last).to_have_attribute("data-status", "ok")
 
 
 @pytest.mark.parametrize(("width", "language"), [("1400", "fr"), ("390", "en")])

@@ -17,7 +17,7 @@ from tests.live_server import ROOT
 
 pytestmark = pytest.mark.slow
 
-WORDS = {
+WORDS: dict[str, dict[str, str | re.Pattern[str]]] = {
     "en": {
         "question": "Bimbamjob: invoices, payments and relationship",
         "stop": "Stop this agent",
@@ -30,7 +30,7 @@ WORDS = {
         "stop": "Arrêter cet agent",
         "stopped": "cet agent a été arrêté à la demande",
         "left": re.compile(r"\d+ tours?, [\d\s\u202f\u00a0]+ jetons, \d+ s \(au début du tour \d+\)"),
-        "tokens": re.compile(r"[\d\s\u202f\u00a0]+ jusqu'ici"),
+        "tokens": re.compile(r"[\d\s\u202f\u00a0]+ jusqu’ici"),
     },
 }
 

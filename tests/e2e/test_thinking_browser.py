@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from assistant.demo.model import say
+from assistant.demo.model.texts import Language
 from tests.e2e.test_browser import ask, last_run
 
 pytestmark = pytest.mark.slow
@@ -27,7 +28,7 @@ ORDER = f"""run => Array.from(run.querySelectorAll('{SELECTOR}')).map(el => el.m
 @pytest.mark.parametrize("width", [1400, 390])
 @pytest.mark.parametrize("language", ["en", "fr"])
 def test_the_main_models_summary_is_folded_in_its_place_and_opens(
-    page: Page, shot: Callable[[str], None], language: str, width: int
+    page: Page, shot: Callable[[str], None], language: Language, width: int
 ) -> None:
     words = WORDS[language]
     page.set_viewport_size({"width": width, "height": 900})
@@ -42,7 +43,7 @@ def test_the_main_models_summary_is_folded_in_its_place_and_opens(
     expect(thinking.first.locator("summary")).to_have_text(words["label"])
     expect(thinking.first.locator(".thinking-text")).to_be_hidden()
     thinking.first.locator("summary").click()
-    expect(thinking.first.locator(".thinking-text")).to_have_text(say("thinking_agents", language))  # type: ignore[arg-type]
+    expect(thinking.first.locator(".thinking-text")).to_have_text(say("thinking_agents", language))
     # It stays open while the run goes on (the lines, the answer and the next round's summary come in).
     expect(run).to_have_attribute("data-status", "ok", timeout=30_000)
     expect(thinking.first).to_have_attribute("open", "")

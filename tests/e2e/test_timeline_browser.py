@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.test_browser import ask, last_run
-from tests.live_server import DEMO_SERVER, ROOT, sign_in, start_server
+from tests.live_server import DEMO_SERVER, ROOT, DemoSpeed, sign_in, start_server
 
 pytestmark = pytest.mark.slow
 Shot = Callable[[str], None]
@@ -27,7 +27,7 @@ TIMELINE = """run => Array.from(run.querySelectorAll('.timeline > .segment, .tim
   el.classList.contains('delegation') ? ['line', el.querySelector('summary').textContent.trim().replace(/ \\((working|returned|en cours|revenu)[\\s\\S]*$/, '')]
                                       : ['text', el.textContent.trim()])"""
 
-WORDS = {
+WORDS: dict[str, dict[str, str | re.Pattern[str]]] = {
     "en": {
         "question": "Bimbamjob: invoices, payments and relationship",
         "first": "I am handing the search of 2 knowledge bases to agents",
@@ -179,7 +179,7 @@ def test_a_run_whose_server_died_shows_failed_after_the_page_reconnects(browser:
     """The server is killed mid-run, then started again on the same database (without ``recover_runs``): the page
     reconnects, asks for its run's state, and the run's lease says its process is gone."""
     env = {"DJANGO_DEBUG": "1", "MEDIA_ROOT": str(tmp_path / "media"), "RUNS_HEARTBEAT_SECONDS": "0.5"}
-    slow = {"pace": "0.05", "latency": "1.5"}
+    slow: DemoSpeed = {"pace": "0.05", "latency": "1.5"}
     with start_server(DEMO_SERVER, tmp_path, env=env, **slow) as first:
         url = first.wait_until_up()
         context = browser.new_context(base_url=url, viewport={"width": 1280, "height": 800}, locale="en-GB")

@@ -16,7 +16,7 @@ from tests.e2e.test_browser import ask, choose, last_run
 pytestmark = pytest.mark.slow
 Shot = Callable[[str], None]
 
-TEXTS = {
+TEXTS: dict[str, dict[str, str | re.Pattern[str]]] = {
     "en": {
         "send": "Send",
         "stop": "Stop",

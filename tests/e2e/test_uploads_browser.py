@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import FilePayload, Page, expect
 
 from tests.knowledge.knowledge_support import pdf_bomb
 from tests.waiting import wait_until
@@ -20,8 +20,8 @@ def test_an_upload_shows_ready_or_its_failure_without_reloading(page: Page, shot
     page.set_input_files(
         "form.upload input[name=files]",
         [
-            {"name": "quokka.txt", "mimeType": "text/plain", "buffer": b"the quokka report"},
-            {"name": "bomb.pdf", "mimeType": "application/pdf", "buffer": pdf_bomb()},
+            FilePayload(name="quokka.txt", mimeType="text/plain", buffer=b"the quokka report"),
+            FilePayload(name="bomb.pdf", mimeType="application/pdf", buffer=pdf_bomb()),
         ],
     )
     page.click("form.upload button[type=submit]")
@@ -64,9 +64,9 @@ def test_a_batch_keeps_its_good_files_and_names_the_one_refused_and_why(
     page.set_input_files(
         "form.upload input[name=files]",
         [
-            {"name": names[0], "mimeType": "text/plain", "buffer": b"the first memo"},
-            {"name": "virus.exe", "mimeType": "application/octet-stream", "buffer": b"MZ\x90\x00"},
-            {"name": names[1], "mimeType": "text/plain", "buffer": b"the second memo"},
+            FilePayload(name=names[0], mimeType="text/plain", buffer=b"the first memo"),
+            FilePayload(name="virus.exe", mimeType="application/octet-stream", buffer=b"MZ\x90\x00"),
+            FilePayload(name=names[1], mimeType="text/plain", buffer=b"the second memo"),
         ],
     )
     page.click("form.upload button[type=submit]")
@@ -93,7 +93,7 @@ def test_a_long_document_s_page_shows_its_next_part_as_the_reader_scrolls(
     text = "".join(f"line {i} of the long memo\n" for i in range(2 * PART_CHARS // 20 + 500))
     assert 2 * PART_CHARS < len(text) < 3 * PART_CHARS
     page.set_input_files(
-        "form.upload input[name=files]", [{"name": name, "mimeType": "text/plain", "buffer": text.encode()}]
+        "form.upload input[name=files]", [FilePayload(name=name, mimeType="text/plain", buffer=text.encode())]
     )
     page.click("form.upload button[type=submit]")
     row = page.locator("#documents tr", has_text=name)
@@ -105,13 +105,12 @@ def test_a_long_document_s_page_shows_its_next_part_as_the_reader_scrolls(
     assert len(first) < PART_CHARS + 100  # the first part, and the link to the rest
     for parts in (2, 3):  # scrolled to the end of what is there, the next part comes
         page.locator(".document-more").scroll_into_view_if_needed()
-        wait_until(
-            lambda parts=parts: (
-                page.evaluate("document.querySelector('.document-text').textContent.length")
-                > (parts - 1) * PART_CHARS + 1_000
-            ),
-            f"part {parts} of the text",
-        )
+
+        def longer(parts: int = parts) -> bool:
+            length: int = page.evaluate("document.querySelector('.document-text').textContent.length")
+            return length > (parts - 1) * PART_CHARS + 1_000
+
+        wait_until(longer, f"part {parts} of the text")
     expect(page.locator(".document-more")).to_have_count(0, timeout=30_000)
     whole = page.evaluate("document.querySelector('.document-text').textContent")
     assert whole.count(" of the long memo") == text.count(" of the long memo")  # every line, once

@@ -133,7 +133,8 @@ def task(
     return {"instruction": instruction, "model": model, "resources": list(resources), **extra}
 
 
-def delegate(*tasks: dict[str, Any]) -> ToolCall:
+def delegate(*tasks: object) -> ToolCall:
+    """The main model's call of the agents tool with ``tasks`` (dicts, or anything a test of bad input sends)."""
     return call("agents", tasks=list(tasks))
 
 

@@ -147,7 +147,8 @@ async def test_an_agent_near_its_small_window_keeps_its_instruction_and_findings
     first = model.requests[0].messages[:2]
     for request in model.requests:
         assert request.messages[:2] == first  # the instruction and the scope, byte for byte
-        assert request_tokens(request.messages) + request.max_output_tokens <= small.context_window  # type: ignore[operator]
+        assert request.max_output_tokens is not None
+        assert request_tokens(request.messages) + request.max_output_tokens <= small.context_window
     assert any("compacted" in m.content for m in model.requests[-1].messages)
 
 
@@ -185,7 +186,8 @@ async def test_a_long_conversation_leaves_out_its_oldest_messages_and_says_so() 
 
     assert outcome.status == "ok" and outcome.text == "Here it is."
     [request] = model.requests
-    assert request_tokens(request.messages) + request.max_output_tokens <= small.context_window  # type: ignore[operator]
+    assert request.max_output_tokens is not None
+    assert request_tokens(request.messages) + request.max_output_tokens <= small.context_window
     system, *kept = request.messages
     assert kept[-1] == question  # the request's own message is whole
     assert kept[0].role == "user" and kept[0].content.startswith("Question ")  # whole turns, from a question

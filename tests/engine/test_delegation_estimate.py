@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -26,14 +27,25 @@ from assistant.engine.estimate import (
     cap_of,
 )
 from assistant.engine.events import AgentFinished, AgentStarted, DelegationEstimated, ToolResultEvent
-from assistant.engine.models.function import CallInfo
+from assistant.engine.models.function import CallInfo, ModelFunction
 from assistant.engine.outcomes import AgentTask
 from assistant.engine.tokens import prompt_tokens
 from assistant.engine.types import ModelRequest, ModelResponse, UsagePart
-from tests.engine.engine_support import AGENT_A, AGENT_B, MAIN, delegate, harness, reply, researcher, scripted, task
+from tests.engine.engine_support import (
+    AGENT_A,
+    AGENT_B,
+    MAIN,
+    Harness,
+    delegate,
+    harness,
+    reply,
+    researcher,
+    scripted,
+    task,
+)
 
 
-def delegating_main(*tasks: dict[str, object]) -> object:
+def delegating_main(*tasks: dict[str, object]) -> ModelFunction:
     """A main model that delegates ``tasks`` once, then answers from what it read back."""
     return scripted(reply(delegate(*tasks)), reply(text="Voici la synthèse."))
 
@@ -44,9 +56,9 @@ TWO_TASKS = (
 )
 
 
-def result_of(h: object, name: str = "agents") -> dict[str, object]:
-    (result,) = [e for e in h.of(ToolResultEvent) if e.name == name]  # type: ignore[attr-defined]
-    request = h.main.requests[-1]  # type: ignore[attr-defined]
+def result_of(h: Harness, name: str = "agents") -> dict[str, Any]:
+    (result,) = [e for e in h.of(ToolResultEvent) if e.name == name]
+    request = h.main.requests[-1]
     (message,) = [m for m in request.messages if m.role == "tool" and m.name == name]
     content, _end = json.JSONDecoder().raw_decode(message.content)  # what follows it (the budget line) aside
     return {"event": result, "content": content}
@@ -162,10 +174,10 @@ async def test_over_its_cap_with_no_one_to_ask_a_delegation_is_not_launched_and_
     assert estimated.estimate_max_eur > 0.001
     cause = estimated.cause
     assert cause is not None and cause.code == "delegation_cap"
-    assert (cause.used, cause.limit) == (pytest.approx(estimated.estimate_max_eur), 0.001)
+    assert cause.used == pytest.approx(estimated.estimate_max_eur) and cause.limit == 0.001
     read = result_of(h)
-    assert read["event"].ok is False  # type: ignore[attr-defined]
-    delegation = read["content"]["delegation"]  # type: ignore[index]
+    assert read["event"].ok is False
+    delegation = read["content"]["delegation"]
     assert delegation["launched"] is False and delegation["cap_eur"] == 0.001
     assert delegation["estimate_eur"] == pytest.approx(estimated.estimate_eur)
     assert delegation["estimate_max_eur"] == pytest.approx(estimated.estimate_max_eur)
@@ -232,7 +244,7 @@ async def test_asked_and_told_no_or_nothing_in_time_the_run_answers_without_them
     asking, answered = h.of(DelegationEstimated)
     assert asking.decision == "asking" and answered.decision == decision
     assert answered.cause is not None and answered.cause.kind == decision
-    message = result_of(h)["content"]["delegation"]["message"]  # type: ignore[index]
+    message = result_of(h)["content"]["delegation"]["message"]
     assert ("chose to have you answer without" if decision == "declined" else "did not answer") in message
 
 

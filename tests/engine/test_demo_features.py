@@ -59,6 +59,10 @@ def report(language: str) -> Document:
     return Document(f"doc-{language}", "rapports", text.splitlines()[0], text)
 
 
+TABLE_TITLES = {"fr": "Factures 2024 (export CSV)", "en": "Invoices 2024 (CSV export)"}
+"""The table's title as written (French) and in English: a script's answer quotes the one of its language."""
+
+
 def knowledge() -> MemoryKnowledge:
     return MemoryKnowledge(
         {
@@ -78,7 +82,7 @@ def knowledge() -> MemoryKnowledge:
                     "Facture F-2024-077 émise à Bimbamjob le 3 juin 2024 pour 6 250 EUR. Impayée au 31 décembre 2024 ; "
                     "une mise en demeure a été envoyée le 15 octobre 2024.",
                 ),
-                Document("doc-table", "factures", "factures", TABLE),
+                Document("doc-table", "factures", TABLE_TITLES["fr"], TABLE, titles={"en": TABLE_TITLES["en"]}),
             ],
         }
     )
@@ -136,7 +140,7 @@ def arguments(response: ModelResponse, name: str) -> dict[str, Any]:
     return parsed
 
 
-QUESTIONS: dict[str, dict[str, str]] = {
+QUESTIONS: dict[triggers.Trigger, dict[str, str]] = {
     "code": {"en": "Totals per client of the invoices", "fr": "Total des factures par client"},
     "web": {
         "en": "What does the web say about route optimisation?",
@@ -160,7 +164,7 @@ RUN_LANGS: list[Language] = ["en", "fr"]
 def test_each_question_asks_its_own_feature_only(trigger: triggers.Trigger, language: str) -> None:
     question = QUESTIONS[trigger][language]
     assert triggers.asks(question, trigger)
-    others = [t for t in QUESTIONS if t != trigger and triggers.asks(question, t)]  # type: ignore[arg-type]
+    others = [t for t in QUESTIONS if t != trigger and triggers.asks(question, t)]
     assert others == []
 
 
@@ -173,7 +177,7 @@ def test_each_question_asks_its_own_feature_only(trigger: triggers.Trigger, lang
     ],
 )
 def test_an_ordinary_question_triggers_nothing(question: str) -> None:
-    assert [t for t in QUESTIONS if triggers.asks(question, t)] == []  # type: ignore[arg-type]
+    assert [t for t in QUESTIONS if triggers.asks(question, t)] == []
 
 
 @pytest.mark.parametrize(
@@ -293,8 +297,10 @@ async def test_run_code_totals_the_invoices_table_per_client(language: Language)
     amount = "24,650.00" if language == "en" else "24\u00a0650,00"
     assert f"| Bimbamjob | {amount} | 2 |" in outcome.text
     assert outcome.text.index("Bimbamjob") < outcome.text.index("Tamaris Conseil") < outcome.text.index("Orchidée")
-    totals = say("code_totals", language, title="factures", id="doc-table", summed="montant", group="client", rows=5)
+    title = TABLE_TITLES[language]
+    totals = say("code_totals", language, title=title, id="doc-table", summed="montant", group="client", rows=5)
     assert totals in outcome.text
+    assert TABLE_TITLES["en" if language == "fr" else "fr"] not in outcome.text  # the reader's title only
     assert outcome.text.endswith(say("footer", language))
 
 

@@ -11,6 +11,7 @@ import pytest
 from assistant.demo.model import LANGUAGES, TEXTS, DemoModel, say
 from assistant.demo.model.info import DEMO_MODELS
 from assistant.demo.model.language import detect, interface_language, language_of, scores
+from assistant.demo.model.texts import Language
 from assistant.engine.outcomes import AgentReport
 from assistant.engine.types import Message, ModelRequest, NamedTool, ToolSpec
 
@@ -92,7 +93,7 @@ def test_the_demo_writes_in_the_question_s_language_else_the_interface_s(
     assert model.language(request) == expected
     answer = model.respond(request).text  # no tool: it says what it is, in that language
     assert answer.endswith(say("footer", expected))
-    other = "en" if expected == "fr" else "fr"
+    other: Language = "en" if expected == "fr" else "fr"
     assert say("footer", other) not in answer
 
 

@@ -12,6 +12,7 @@ from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox
 from assistant.engine.types import Message, UsagePart
+from assistant.engine.usage import UsageLedger
 
 
 class TokenLedger:
@@ -51,7 +52,7 @@ REQUEST = RunRequest(
 )
 
 
-def _context(ledger: TokenLedger, events: list[Event]) -> RunContext:
+def _context(ledger: UsageLedger, events: list[Event]) -> RunContext:
     models = {m.id: DemoModel(m) for m in DEMO_MODELS}
 
     async def emit(event: Event) -> None:

@@ -54,7 +54,7 @@ async def test_each_agents_output_cap_leaves_room_for_its_own_models_reasoning()
     assert outcome.status == "ok" and [a.status for a in outcome.agents] == ["ok", "ok", "ok"]
 
     def sent(model_id: str) -> tuple[object, object]:
-        (only,) = models[model_id].requests  # type: ignore[attr-defined]
+        (only,) = models[model_id].requests
         return only.reasoning_effort, only.max_output_tokens
 
     # An agent's answer is capped at 4,000 tokens; a reasoning model's cap counts its reasoning too: four times that,
@@ -63,7 +63,7 @@ async def test_each_agents_output_cap_leaves_room_for_its_own_models_reasoning()
     assert sent(PLAIN.id) == (None, 4_000)
     assert sent(SHORT.id) == ("high", 6_000)
     # The main model's calls: its own cap, at the level's effort.
-    assert {(r.reasoning_effort, r.max_output_tokens) for r in models[MAIN.id].requests} == {("high", 32_000)}  # type: ignore[attr-defined]
+    assert {(r.reasoning_effort, r.max_output_tokens) for r in models[MAIN.id].requests} == {("high", 32_000)}
 
 
 async def test_an_agents_history_with_its_reasoning_stays_inside_its_own_window() -> None:

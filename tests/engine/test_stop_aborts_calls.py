@@ -19,6 +19,7 @@ from assistant.engine.causes import Cause
 from assistant.engine.errors import BudgetExceeded
 from assistant.engine.events import AgentFinished, FinalEvent, ModelCallFailed, StoppedEvent, UsageEvent
 from assistant.engine.models.base import Model
+from assistant.engine.models.function import ModelFunction
 from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolCallPart, UsagePart
 from assistant.engine.usage import CostCap
 from tests.engine.engine_support import (
@@ -98,7 +99,7 @@ def read_then_hang(usage: UsagePart | None = None) -> Callable[[ModelRequest, in
     return answer
 
 
-def two_agents() -> object:
+def two_agents() -> ModelFunction:
     return scripted(
         reply(
             delegate(
@@ -118,7 +119,7 @@ async def _when_all_hung(*models: HangingModel) -> None:
 
 async def test_stop_aborts_the_agents_hanging_calls_bills_them_as_cut_and_keeps_what_they_found() -> None:
     a, b = HangingModel(AGENT_A, read_then_hang()), HangingModel(AGENT_B, read_then_hang())
-    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})  # type: ignore[dict-item]
+    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})
 
     async def press_stop() -> None:
         await _when_all_hung(a, b)
@@ -159,7 +160,7 @@ async def test_an_aborted_call_that_reported_its_usage_is_billed_what_was_report
     reported = UsagePart(prompt_tokens=1_234, completion_tokens=56)
     a = HangingModel(AGENT_A, read_then_hang(reported))
     main = scripted(reply(delegate(task("Lis la facture de Zorglub.", AGENT_A.id, ["kb:factures"])), text="Un agent."))
-    h = harness({MAIN.id: main, AGENT_A.id: a})  # type: ignore[dict-item]
+    h = harness({MAIN.id: main, AGENT_A.id: a})
 
     async def press_stop() -> None:
         await a.hung.wait()
@@ -206,7 +207,7 @@ class GatedLedger:
 async def test_stop_while_a_reservation_is_being_made_releases_it_and_makes_no_call() -> None:
     a = HangingModel(AGENT_A, read_then_hang())
     main = scripted(reply(delegate(task("Lis la facture de Zorglub.", AGENT_A.id, ["kb:factures"])), text="Un agent."))
-    h = harness({MAIN.id: main, AGENT_A.id: a})  # type: ignore[dict-item]
+    h = harness({MAIN.id: main, AGENT_A.id: a})
 
     async def stop_then_grant() -> None:
         h.ctx.cancel.cancel()  # Stop comes while the agent's second call is being reserved
@@ -233,7 +234,7 @@ async def test_a_category_budget_refusing_one_agent_aborts_the_other_agents_hang
         return reply(call("kb_read", ids=["con-1"]))
 
     b = HangingModel(AGENT_B, b_answer)
-    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})  # type: ignore[dict-item]
+    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})
     # Reservations: the main model's, each agent's first, then A's second (which hangs), then B's second:
     # refused once A hangs.
     ledger = GatedLedger(n=4, gate=a.hung.wait, refuse=True)
@@ -263,7 +264,7 @@ async def test_the_call_that_crosses_the_cost_cap_aborts_the_other_agents_hangin
 
     # B's second call answers once A hangs, and crosses the cap.
     b = HangingModel(AGENT_B, b_answer, before=lambda index: a.hung.wait() if index == 1 else None)
-    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})  # type: ignore[dict-item]
+    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})
     cap = CostCap(0.05)
     h.ctx.ledger = cap
     outcome = await h.run()

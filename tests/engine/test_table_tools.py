@@ -9,6 +9,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -166,9 +167,9 @@ async def test_a_query_opens_its_connection_off_the_event_loop(
     opened_on: list[int] = []
     connect = duckdb.connect
 
-    def watched_connect(*args: object, **kwargs: object) -> duckdb.DuckDBPyConnection:
+    def watched_connect(*args: Any, **kwargs: Any) -> duckdb.DuckDBPyConnection:
         opened_on.append(threading.get_ident())
-        return connect(*args, **kwargs)  # type: ignore[arg-type]
+        return connect(*args, **kwargs)
 
     monkeypatch.setattr(duckdb, "connect", watched_connect)
     result = await run_query("SELECT count(*) AS n FROM factures", {"factures": data}, QueryLimits())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,11 @@ def demo() -> tuple[WebConfig, SearchBackend, Fetcher]:
     return WebConfig(), DemoSearch(), DemoFetcher()
 
 
-BACKENDS = {"real": real, "demo": lambda server: demo()}
+def demo_for(server: str) -> tuple[WebConfig, SearchBackend, Fetcher]:
+    return demo()  # the demo's web needs no server
+
+
+BACKENDS: dict[str, Callable[[str], tuple[WebConfig, SearchBackend, Fetcher]]] = {"real": real, "demo": demo_for}
 
 
 # The same tools over either pair of backends ----------------------------------------------------------

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 
 @pytest.fixture
-def media(settings: Any, tmp_path: Path) -> Path:
+def media(settings: Settings, tmp_path: Path) -> Path:
     """Uploaded files go to a fresh directory, so a test can check that nothing was left behind."""
     root = tmp_path / "media"
     root.mkdir()

@@ -21,6 +21,7 @@ from assistant.runs import intake
 from assistant.runs.models import Conversation, Run
 from assistant.schedules import services
 from assistant.schedules.models import Execution, ScheduledTask
+from tests.chat.chat_support import ComposerPost
 from tests.knowledge.knowledge_support import (
     CORPUS,
     RANKING_QUERY,
@@ -251,7 +252,7 @@ def test_requests_naming_a_deleted_base_are_refused_with_the_clear_message(demo_
     org = Organisation.objects.get(slug="demo")
     client = Client()
     assert client.login(username="demo", password="demo-password")  # an admin of the demo organisation
-    ask = {
+    ask: ComposerPost = {
         "text": "Bimbamjob: invoices 2024",
         "model": "demo-large",
         "level": "approfondi",
@@ -313,9 +314,7 @@ def test_staff_deleting_in_the_django_admin_remove_the_stored_files_too(media: P
     wait_processed(*Document.objects.filter(knowledge_base=a.kb).values_list("pk", flat=True))
     assert len(files_under(media)) == 2
     staff = Client()
-    staff.force_login(
-        type(a.admin).objects.create_superuser(username="staff", password=None)  # type: ignore[attr-defined]
-    )
+    staff.force_login(type(a.admin).objects.create_superuser(username="staff", password=None))
     doc = Document.objects.filter(knowledge_base=a.kb).exclude(file="").first()
     assert doc is not None
     page = staff.post(reverse("admin:knowledge_document_delete", args=[doc.pk]), {"post": "yes"})

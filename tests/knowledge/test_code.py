@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
+from pytest_django import Settings
 
 from assistant.engine.errors import ToolError
 from assistant.engine.run_code import RunCode
@@ -34,7 +35,7 @@ RETURN = "return what you found"
 
 
 @pytest.fixture
-def code_on(settings: Any) -> None:
+def code_on(settings: Settings) -> None:
     settings.RUN_CODE_ENABLED = True
     settings.RUN_CODE_CPU_SECONDS = 2
     settings.RUN_CODE_WALL_SECONDS = 8  # the CPU limit (2 s) comes first even on a loaded machine
@@ -62,7 +63,8 @@ def run_code(org: Org, scope: Scope | None = None) -> RunCode:
 
 
 async def output(tool: RunCode, code: str) -> dict[str, Any]:
-    return json.loads((await tool.run({"code": code})).content)  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads((await tool.run({"code": code})).content)
+    return result
 
 
 @pytest.fixture
@@ -107,6 +109,17 @@ print(first["title"], "|", open(first["path"]).read())
     assert data["exit_code"] == 0
     # What the script read counts as read.
     assert [s.id for s in result.sources] == [a.docs[0].public_id]
+
+
+async def test_the_index_gives_a_document_s_title_in_its_other_languages(orgs: tuple[Org, Org]) -> None:
+    a, _ = orgs
+    translated = a.docs[1]
+    translated.translations = {"fr": {"title": "Facture traduite"}, "de": {}}
+    await sync_to_async(translated.save)()
+    script = "import json; print(json.dumps({d['id']: d.get('titles') for d in json.load(open('index.json'))}))"
+    titles = json.loads((await output(run_code(a), script))["stdout"])
+    assert titles[translated.public_id] == {"fr": "Facture traduite"}  # a language without a title left out
+    assert titles[a.docs[0].public_id] is None  # no other language: no titles
 
 
 async def test_only_the_scopes_bases_are_exported(orgs: tuple[Org, Org]) -> None:

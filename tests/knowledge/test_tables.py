@@ -19,6 +19,7 @@ from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
+from pytest_django import Settings
 
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
@@ -121,7 +122,8 @@ async def tools(org: Org, scope: Scope) -> dict[str, Tool]:
 
 async def query(org: Org, sql: str, scope: Scope | None = None) -> dict[str, Any]:
     tool = (await tools(org, scope or Scope(("factures",))))["data_query"]
-    return json.loads((await tool.run({"sql": sql})).content)  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads((await tool.run({"sql": sql})).content)
+    return result
 
 
 # Extraction -----------------------------------------------------------------------------------
@@ -187,10 +189,12 @@ def test_an_xlsx_gives_one_table_per_sheet_that_holds_something(media: Path) -> 
     assert columns(tables[1]) == [("article", "VARCHAR"), ("quantité", "BIGINT")]
     assert "Table ventes_2024__stock (sheet Stock): 2 rows" in doc.text
     page = a.client().get(reverse("kb_base", args=["factures"])).content.decode()
-    assert "table ventes_2024__feuil1, 2 rows" in page and "table ventes_2024__stock, 2 rows" in page
+    # Each table in words; its name in queries is for the admins (a member's page has none).
+    assert page.count("a table of 2 rows") == 2
+    assert "ventes_2024__feuil1" not in page
     french = a.client()
     french.cookies[django_settings.LANGUAGE_COOKIE_NAME] = "fr"
-    assert "table ventes_2024__stock, 2 lignes" in french.get(reverse("kb_base", args=["factures"])).content.decode()
+    assert "une table de 2 lignes" in french.get(reverse("kb_base", args=["factures"])).content.decode()
     assert search(a.org.pk, "factures", "écrou", 8)[1] == 1
 
 
@@ -335,7 +339,7 @@ async def test_data_query_answers_a_small_table_with_its_row_count_action_and_so
     assert data["table"].splitlines()[2] == "| 100 |"
 
 
-async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], settings: Any) -> None:
+async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], settings: Settings) -> None:
     a, _ = bases
     settings.DATA_QUERY_MAX_ROWS = 5
     data = await query(a, "SELECT * FROM factures ORDER BY montant DESC")
@@ -344,7 +348,7 @@ async def test_rows_past_the_limit_are_cut_with_a_note(bases: tuple[Org, Org], s
     assert "first 5 of 20 rows" in data["note"]
 
 
-async def test_a_query_that_runs_too_long_is_interrupted(bases: tuple[Org, Org], settings: Any) -> None:
+async def test_a_query_that_runs_too_long_is_interrupted(bases: tuple[Org, Org], settings: Settings) -> None:
     a, _ = bases
     settings.DATA_QUERY_SECONDS = 0.5
     # 20⁷ rows, each hashed: no statistic lets DuckDB skip the work.
@@ -416,10 +420,16 @@ async def test_a_table_of_another_base_or_organisation_is_out_of_scope(bases: tu
 # Through the page, with the offline demo model and the demo data -------------------------------
 
 
-@pytest.mark.parametrize(("level", "agents"), [("standard", False), ("approfondi", True)])
-async def test_the_demo_queries_the_invoices_table_through_the_page(fast_demo: None, level: str, agents: bool) -> None:
+@pytest.mark.parametrize(
+    ("level", "agents", "language"), [("standard", False, "en"), ("approfondi", True, "fr"), ("standard", False, "fr")]
+)
+async def test_the_demo_queries_the_invoices_table_through_the_page(
+    fast_demo: None, level: str, agents: bool, language: str
+) -> None:
     """The demo data's invoices CSV is a table of ``factures``: the demo model (alone, or its agent) runs a
-    data_query totalling it by client, the panel's step keeps the SQL and the row count, the answer shows them."""
+    data_query totalling it by client, the panel's step keeps the SQL and the row count, the answer shows them with
+    its numbers in the reader's format (39,350 in English, 39 350 in French; the tool's result, the model's data,
+    keeps them as numbers: ``test_data_query_answers_a_small_table_with_its_row_count_action_and_source``)."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import AsyncClient
@@ -431,9 +441,11 @@ async def test_the_demo_queries_the_invoices_table_through_the_page(fast_demo: N
     table = await Table.objects.select_related("document").aget(knowledge_base__slug="factures")
     assert (table.name, table.row_count, table.document.filename) == ("factures", 20, "factures.csv")
     client = AsyncClient()
+    client.cookies["django_language"] = language
     await client.aforce_login(await get_user_model().objects.aget(username="demo"))
     resources = ["kb:factures", "agents"] if agents else ["kb:factures"]
-    ask = {"text": "Bimbamjob invoices 2024", "model": "demo-large", "level": level, "resources": resources}
+    question = "Factures de Bimbamjob en 2024" if language == "fr" else "Bimbamjob invoices 2024"
+    ask = {"text": question, "model": "demo-large", "level": level, "resources": resources}
     assert (await client.post("/c/new", ask)).status_code == 302
     run = await Run.objects.order_by("-created").afirst()
     assert run is not None
@@ -444,14 +456,35 @@ async def test_the_demo_queries_the_invoices_table_through_the_page(fast_demo: N
     actions = [s.data["action"] async for s in Step.objects.filter(run=run, kind=kind) if s.data.get("action")]
     (queried,) = [a for a in actions if a["tool"] == "data_query"]
     assert queried["kind"] == "query" and queried["count"] == 5
-    assert queried["label"] == (  # its count column named in the demo's language (here the page's: English)
-        "SELECT client, SUM(montant) AS total, COUNT(*) AS rows FROM factures GROUP BY client ORDER BY total DESC"
+    rows = "lignes" if language == "fr" else "rows"  # its count column named in the demo's language
+    assert queried["label"] == (
+        f"SELECT client, SUM(montant) AS total, COUNT(*) AS {rows} FROM factures GROUP BY client ORDER BY total DESC"
     )
     assert [a["tool"] for a in actions][-1] == "data_query"  # after the searches and the read
-    assert "| Bimbamjob | 39350 | 5 |" in run.answer and "| Verdant Foods | 4600 | 2 |" in run.answer
+    if language == "fr":
+        assert "| Bimbamjob | 39\u00a0350 | 5 |" in run.answer and "| Verdant Foods | 4\u00a0600 | 2 |" in run.answer
+    else:
+        assert "| Bimbamjob | 39,350 | 5 |" in run.answer and "| Verdant Foods | 4,600 | 2 |" in run.answer
+    assert "39350" not in run.answer and ".0 |" not in run.answer  # nor a row quoted from the table's text (18400.0)
     assert table.document.public_id in {s["id"] for s in run.sources}
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
-    assert "Query “SELECT client, SUM(montant)" in page and "”: 5 rows" in page
+    if language == "fr":
+        assert "Requête « SELECT client, SUM(montant)" in page and " » : 5 lignes" in page
+    else:
+        assert "Query “SELECT client, SUM(montant)" in page and "”: 5 rows" in page
+
+
+def test_a_query_s_row_count_is_worded_in_the_reader_s_number_format() -> None:
+    from django.utils import translation
+
+    from assistant.chat.templatetags.chat import action_text
+    from assistant.engine.events import Action
+
+    action = Action(tool="data_query", kind="query", label="SELECT * FROM factures", count=12345)
+    with translation.override("en"):
+        assert action_text(action) == "Query “SELECT * FROM factures”: 12,345 rows"
+    with translation.override("fr"):
+        assert action_text(action) == "Requête « SELECT * FROM factures » : 12\u00a0345 lignes"
 
 
 # A scripted run over the organisation's own tables ---------------------------------------------

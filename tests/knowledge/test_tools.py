@@ -7,10 +7,10 @@ the main model and each agent get for their scope.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from pytest_django import Settings
 
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
@@ -139,7 +139,7 @@ async def test_the_other_organisation_cannot_reach_alphas_documents_either(orgs:
         await box["kb_read"].run({"ids": [d.public_id for d in a.docs]})
 
 
-async def test_web_and_code_tools_exist_only_when_configured(orgs: tuple[Org, Org], settings: Any) -> None:
+async def test_web_and_code_tools_exist_only_when_configured(orgs: tuple[Org, Org], settings: Settings) -> None:
     a, _ = orgs
     everything = Scope(("factures",), web=True, code=True)
     settings.WEB_SEARCH_URL = ""

@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from pytest_django import Settings
 
 from assistant.knowledge.backend import OrgKnowledge
 from assistant.knowledge.fulltext import search
@@ -190,7 +191,13 @@ def test_a_corrupt_upload_ends_failed_with_its_reason(
     ],
 )
 def test_each_limit_is_a_setting(
-    media: Path, settings: Any, overrides: dict[str, Any], name: str, data: Any, failure: str, params: dict[str, Any]
+    media: Path,
+    settings: Settings,
+    overrides: dict[str, Any],
+    name: str,
+    data: Any,
+    failure: str,
+    params: dict[str, Any],
 ) -> None:
     for key, value in overrides.items():
         setattr(settings, key, value)
@@ -202,7 +209,7 @@ def test_each_limit_is_a_setting(
 
 
 def test_the_celery_task_reads_the_file_through_the_storage(
-    media: Path, settings: Any, django_capture_on_commit_callbacks: Any
+    media: Path, settings: Settings, django_capture_on_commit_callbacks: Any
 ) -> None:
     """Scaled out, the worker has no local path: an in-memory storage stands for an object store."""
     from assistant.workers.celery import app
@@ -221,7 +228,7 @@ def test_the_celery_task_reads_the_file_through_the_storage(
     assert search(a.org.pk, "factures", "numbat", 8)[0][0].id == doc.public_id
 
 
-def test_a_document_left_processing_by_a_stopped_server_is_failed(media: Path, settings: Any) -> None:
+def test_a_document_left_processing_by_a_stopped_server_is_failed(media: Path, settings: Settings) -> None:
     a, _ = two_orgs()
     left = Document.objects.create(knowledge_base=a.kb, title="left", text="", status=Document.PROCESSING)
     call_command("recover_runs")  # `make run` calls it before serving: the embedded pool died with the server
@@ -243,14 +250,14 @@ def test_a_document_left_processing_by_a_stopped_server_is_failed(media: Path, s
     assert (old.status, old.failure, fresh.status) == (Document.FAILED, "interrupted", Document.PROCESSING)
 
 
-def test_an_oversized_upload_is_refused_and_leaves_nothing(media: Path, settings: object) -> None:
-    settings.KB_MAX_UPLOAD_MB = 0.01  # type: ignore[attr-defined]
+def test_an_oversized_upload_is_refused_and_leaves_nothing(media: Path, settings: Settings) -> None:
+    settings.KB_MAX_UPLOAD_MB = 0.01
     a, _ = two_orgs()
     before = Document.objects.count()
     response = upload(a.client(), "factures", ("big.txt", b"turbine " * 4000))
-    assert response.status_code == 422  # type: ignore[attr-defined]
-    assert "big.txt is too large" in response.content.decode()  # type: ignore[attr-defined]
-    assert "0.01 MB" in response.content.decode()  # type: ignore[attr-defined]
+    assert response.status_code == 422
+    assert "big.txt is too large" in response.content.decode()
+    assert "0.01 MB" in response.content.decode()
     assert Document.objects.count() == before and files_under(media) == []
 
 
@@ -268,15 +275,15 @@ def test_of_several_files_the_good_ones_are_added_and_each_refused_one_is_named_
     before = Document.objects.count()
     client = a.client()
     response = upload(client, "factures", ("good.txt", b"platypus"), ("bad.exe", b"MZ"), ("also.md", b"echidna"))
-    assert response.status_code == 302  # type: ignore[attr-defined]
+    assert response.status_code == 302
     assert Document.objects.count() == before + 2 and len(files_under(media)) == 2
-    page = client.get(response["Location"]).content.decode()  # type: ignore[index]
+    page = client.get(response["Location"]).content.decode()
     assert "2 documents added" in page and "Not added: bad.exe: this type of file is not supported" in page
     extract_pending()
     assert search(a.org.pk, "factures", "platypus", 8)[1] == 1
     # None good: refused in place, each named, nothing saved.
     response = upload(client, "factures", ("bad.exe", b"MZ"), ("worse.bin", b"\x00"))
-    assert response.status_code == 422  # type: ignore[attr-defined]
+    assert response.status_code == 422
     assert "bad.exe: this type" in response.content.decode() and "worse.bin: this type" in response.content.decode()
     assert Document.objects.count() == before + 2 and len(files_under(media)) == 2
 
@@ -354,7 +361,7 @@ def test_another_organisations_base_is_404_for_list_and_upload(media: Path) -> N
     client = a.client()
     assert client.get(reverse("kb_base", args=["secrets"])).status_code == 404
     assert client.get(reverse("kb_documents", args=["secrets"])).status_code == 404
-    assert upload(client, "secrets", ("x.txt", b"intrusion")).status_code == 404  # type: ignore[attr-defined]
+    assert upload(client, "secrets", ("x.txt", b"intrusion")).status_code == 404
     assert not Document.objects.filter(text="intrusion").exists() and files_under(media) == []
 
 
@@ -402,11 +409,11 @@ def test_login_csrf_and_membership_are_required(media: Path) -> None:
     assert Document.objects.filter(pk=a.docs[0].pk).exists()
 
 
-def test_pages_and_errors_speak_french(media: Path, settings: object) -> None:
-    settings.KB_MAX_UPLOAD_MB = 0.01  # type: ignore[attr-defined]
+def test_pages_and_errors_speak_french(media: Path, settings: Settings) -> None:
+    settings.KB_MAX_UPLOAD_MB = 0.01
     a, _ = two_orgs()
     client = a.client()
-    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "fr"  # type: ignore[attr-defined]
+    client.cookies[settings.LANGUAGE_COOKIE_NAME] = "fr"
     page = client.get(reverse("kb_bases")).content.decode()
     assert "Bases de connaissances" in page and "4 documents" in page
     response = upload(client, "factures", ("big.txt", b"x" * 20_000), ("b.pdf", b"%PDF-1.4 broken"))

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -108,9 +109,9 @@ def server() -> Iterator[str]:
 def fetcher(server: str = "", **kwargs: object) -> WebFetch:
     """A web_fetch whose allow-list names the test server's host and port (an allowed host is on 80 and 443 only)."""
     allowed = frozenset({urlsplit(server).netloc}) if server else frozenset()
-    options: dict[str, object] = {"allowed_hosts": allowed, "timeout": 5.0}
+    options: dict[str, Any] = {"allowed_hosts": allowed, "timeout": 5.0}
     options.update(kwargs)
-    return WebFetch(WebConfig(**options))  # type: ignore[arg-type]
+    return WebFetch(WebConfig(**options))
 
 
 # web_fetch: what it reads ---------------------------------------------------------------------
@@ -378,7 +379,9 @@ async def test_web_search_errors_go_back_to_the_model(
 
 
 def test_web_search_is_absent_without_an_endpoint() -> None:
-    names = lambda config, scope: [t.spec.name for t in web_tools(config)(scope)]  # noqa: E731
+    def names(config: WebConfig, scope: Scope) -> list[str]:
+        return [t.spec.name for t in web_tools(config)(scope)]
+
     assert names(WebConfig(search_url="", fetch=True), Scope(web=True)) == ["web_fetch"]
     assert names(WebConfig(search_url="http://s/search", fetch=True), Scope(web=True)) == ["web_search", "web_fetch"]
     assert names(WebConfig(search_url="http://s/search", fetch=False), Scope(web=True)) == ["web_search"]

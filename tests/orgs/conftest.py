@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 import pytest
+from pytest_django import Settings
 
 from tests.orgs.orgs_support import World, build_world
 
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings: object) -> None:
+def fast_passwords(settings: Settings) -> None:
     """These tests sign many users in: a fast hasher keeps them quick (never in production)."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # type: ignore[attr-defined]
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -78,7 +78,7 @@ def build_world() -> World:
     return World(demo, other, get_user_model().objects.get(username="demo"), member, mallory, docs, profile)
 
 
-def signed_in(username: str, **kwargs: object) -> Client:
+def signed_in(username: str, **kwargs: Any) -> Client:
     client = Client(**kwargs)
     assert client.login(username=username, password="demo-password" if username == "demo" else f"{username}-password")
     return client

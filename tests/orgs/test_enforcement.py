@@ -17,6 +17,7 @@ from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import AgentProfile, Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
+from tests.chat.chat_support import ComposerPost
 from tests.orgs.orgs_support import (
     World,
     call,
@@ -28,7 +29,7 @@ from tests.orgs.orgs_support import (
     tool_payloads,
 )
 
-ASK = {
+ASK: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",

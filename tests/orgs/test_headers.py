@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from pytest_django import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = {
@@ -76,7 +77,9 @@ def test_no_template_has_an_inline_script_style_or_handler() -> None:
 
 def test_the_htmx_configuration_keeps_to_the_policy() -> None:
     base = (ROOT / "templates" / "base.html").read_text()
-    config = json.loads(re.search(r"<meta name=\"htmx-config\" content='([^']*)'>", base).group(1))  # type: ignore[union-attr]
+    meta = re.search(r"<meta name=\"htmx-config\" content='([^']*)'>", base)
+    assert meta is not None
+    config = json.loads(meta.group(1))
     assert config["includeIndicatorStyles"] is False  # htmx would add an inline <style>
     assert config["allowEval"] is False and config["allowScriptTags"] is False
     assert "{% htmx_script" not in base  # its debug helper evaluates the scripts of error pages
@@ -106,8 +109,8 @@ def test_tls_settings_come_from_the_environment() -> None:
 
 
 @pytest.mark.django_db
-def test_hsts_is_sent_over_https_when_configured(settings: object) -> None:
+def test_hsts_is_sent_over_https_when_configured(settings: Settings) -> None:
     call_command("load_demo", verbosity=0)
-    settings.SECURE_HSTS_SECONDS = 3600  # type: ignore[attr-defined]
+    settings.SECURE_HSTS_SECONDS = 3600
     response = Client().get("/login/", secure=True)
     assert response["Strict-Transport-Security"] == "max-age=3600"

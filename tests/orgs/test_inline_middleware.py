@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.module_loading import import_string
 
-from assistant.asgi import application
+from tests.asgi_app import asgi_transport
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +30,7 @@ def test_no_middleware_sends_its_hooks_to_a_thread() -> None:
 
 
 def _client() -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://localhost")
+    return httpx2.AsyncClient(transport=asgi_transport(), base_url="http://localhost")
 
 
 def _token(page: str) -> str:

@@ -9,14 +9,15 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
 from django.test import Client
+from pytest_django import Settings
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def users(db: None, settings: object) -> None:
-    settings.AXES_FAILURE_LIMIT = 10  # type: ignore[attr-defined]
-    settings.SIGNIN_LOCKOUT_MINUTES = 15  # type: ignore[attr-defined]
+def users(db: None, settings: Settings) -> None:
+    settings.AXES_FAILURE_LIMIT = 10
+    settings.SIGNIN_LOCKOUT_MINUTES = 15
     model = get_user_model()
     model.objects.create_user("alice", email="alice@example.com", password="alice-password")
     model.objects.create_user("bob", email="bob@example.com", password="bob-password")
@@ -47,7 +48,7 @@ def test_twenty_wrong_passwords_lock_the_account_and_the_address_out() -> None:
     assert signed_in and status == 302
 
 
-def test_below_the_limit_the_right_password_signs_in(settings: object) -> None:
+def test_below_the_limit_the_right_password_signs_in(settings: Settings) -> None:
     client = Client()
     for _ in range(9):
         status, html, _ = sign_in(client, "alice", "guess")
@@ -55,8 +56,8 @@ def test_below_the_limit_the_right_password_signs_in(settings: object) -> None:
     assert sign_in(client, "alice", "alice-password")[2]
 
 
-def test_the_lock_out_ends_after_its_time(settings: object) -> None:
-    settings.AXES_COOLOFF_TIME = 0.0001  # type: ignore[attr-defined]  # hours: a third of a second
+def test_the_lock_out_ends_after_its_time(settings: Settings) -> None:
+    settings.AXES_COOLOFF_TIME = 0.0001  # hours: a third of a second
     client = Client()
     for _ in range(10):
         sign_in(client, "alice", "guess")
@@ -86,7 +87,7 @@ def test_a_password_reset_by_e_mail_sets_a_new_password() -> None:
     assert len(mail.outbox) == 1
     message = mail.outbox[0]
     assert message.to == ["alice@example.com"] and message.subject == "Reset your password"
-    found = re.search(r"http://testserver(/password-reset/\S+/\S+/)", message.body)
+    found = re.search(r"http://testserver(/password-reset/\S+/\S+/)", str(message.body))
     assert found is not None and "alice" in message.body
     # The link redirects to a page without the token in its address, which sets the password.
     page = client.get(found.group(1), follow=True)
@@ -113,7 +114,7 @@ def test_a_password_reset_ends_the_accounts_lock_out() -> None:
     assert sign_in(Client(), "alice", "alice-password", address="198.51.100.9")[0] == 429
     client = Client()
     client.post("/password-reset/", {"email": "alice@example.com"})
-    found = re.search(r"http://testserver(/password-reset/\S+/\S+/)", mail.outbox[0].body)
+    found = re.search(r"http://testserver(/password-reset/\S+/\S+/)", str(mail.outbox[0].body))
     assert found is not None
     page = client.get(found.group(1), follow=True)
     client.post(page.redirect_chain[-1][0], {"new_password1": "a-new-secret-9", "new_password2": "a-new-secret-9"})
@@ -135,8 +136,8 @@ def test_an_async_sign_in_is_refused_for_a_locked_out_account_too() -> None:
     assert attempt("alice-password") is None
 
 
-def test_reset_requests_are_limited_per_address(settings: object) -> None:
-    settings.PASSWORD_RESET_LIMIT = 3  # type: ignore[attr-defined]
+def test_reset_requests_are_limited_per_address(settings: Settings) -> None:
+    settings.PASSWORD_RESET_LIMIT = 3
     client = Client()
     for _ in range(3):
         assert (

@@ -4,9 +4,9 @@ real ones (SearxNG's host, web_fetch's address guard and allow-list), or none; i
 from __future__ import annotations
 
 from html import unescape
-from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from assistant.demo.web import demo_web
 from tests.orgs.orgs_support import World, signed_in
@@ -22,13 +22,13 @@ def _web_section(language: str = "en") -> str:
 
 
 def _configure(
-    settings: Any, demo: bool, search_url: str = "", fetch: bool = False, hosts: tuple[str, ...] = ()
+    settings: Settings, demo: bool, search_url: str = "", fetch: bool = False, hosts: tuple[str, ...] = ()
 ) -> None:
     settings.DEMO_WEB, settings.WEB_SEARCH_URL, settings.WEB_FETCH_ENABLED = demo, search_url, fetch
     settings.WEB_FETCH_ALLOWED_HOSTS = list(hosts)
 
 
-def test_the_page_says_the_web_tools_read_the_demo_web(world: World, settings: Any) -> None:
+def test_the_page_says_the_web_tools_read_the_demo_web(world: World, settings: Settings) -> None:
     _configure(settings, demo=True, search_url="https://searx.example.org/search", fetch=True)
     n = len(demo_web())
     english = _web_section()
@@ -40,7 +40,7 @@ def test_the_page_says_the_web_tools_read_the_demo_web(world: World, settings: A
     assert "Aucune page d’internet n’est cherchée ni lue." in french
 
 
-def test_the_page_says_which_real_web_tools_are_on(world: World, settings: Any) -> None:
+def test_the_page_says_which_real_web_tools_are_on(world: World, settings: Settings) -> None:
     _configure(
         settings, demo=False, search_url="https://searx.example.org/search", fetch=True, hosts=("wiki.internal",)
     )
@@ -58,7 +58,7 @@ def test_the_page_says_which_real_web_tools_are_on(world: World, settings: Any) 
     assert "public addresses only" not in english
 
 
-def test_the_page_says_when_no_web_tool_is_on(world: World, settings: Any) -> None:
+def test_the_page_says_when_no_web_tool_is_on(world: World, settings: Settings) -> None:
     _configure(settings, demo=False)
     assert "No web tool on this server (WEB_SEARCH_URL, WEB_FETCH_ENABLED, DEMO_WEB)." in _web_section()
     assert "Aucun outil web sur ce serveur" in _web_section("fr")

@@ -74,7 +74,7 @@ def make_provider(
 class Brain:
     """Plays the models on the server side, from what each request contains; reports made-up usage."""
 
-    def __init__(self, dialect: str, names: dict[str, str]) -> None:
+    def __init__(self, dialect: Dialect, names: dict[str, str]) -> None:
         self.dialect = dialect
         self.ids = {api: our for our, api in names.items()}
         self.reported: dict[str, list[Usage]] = defaultdict(list)
@@ -100,7 +100,7 @@ class Brain:
         with self.lock:
             self.reported[self.ids[body["model"]]].append(usage)
         dialect = "responses" if responses else self.dialect
-        return sse_reply(dialect, body["model"], Turn(turn.text, turn.calls, usage, thinking=thinking))  # type: ignore[arg-type]
+        return sse_reply(dialect, body["model"], Turn(turn.text, turn.calls, usage, thinking=thinking))
 
     def main(self, body: dict[str, Any]) -> Turn:
         if not any(m["role"] == "tool" for m in body["messages"]):

@@ -17,6 +17,7 @@ from assistant.engine.errors import (
 )
 from assistant.engine.models.base import Model
 from assistant.engine.models.openai import OpenAIModel
+from assistant.engine.providers.openai import OpenAIProvider
 from assistant.engine.types import (
     FinishPart,
     Message,
@@ -137,7 +138,7 @@ async def test_tool_choice_reaches_the_wire(
 ) -> None:
     model = wire.model(PLAIN)
     wire.server.script(sse_reply(wire.dialect, "plain", Turn("ok")))
-    await collect(model, ModelRequest(messages=HELLO, tools=(SEARCH, READ), tool_choice=choice))  # type: ignore[arg-type]
+    await collect(model, ModelRequest(messages=HELLO, tools=(SEARCH, READ), tool_choice=choice))  # type: ignore[arg-type]  # each form a tool choice takes, parametrized as object
     assert wire.server.requests[0].body["tool_choice"] == (openai_wire if wire.dialect == "openai" else mistral_wire)
 
 
@@ -302,7 +303,8 @@ async def test_official_openai_gets_max_completion_tokens_and_a_prompt_cache_key
     if wire.dialect != "openai":
         pytest.skip("OpenAI only")
     provider = make_provider("openai", wire.server, official=True)
-    model = OpenAIModel(REASONER, provider)  # type: ignore[arg-type]
+    assert isinstance(provider, OpenAIProvider)
+    model = OpenAIModel(REASONER, provider)
     wire.server.script(sse_reply("openai", "reasoner", Turn("a")), sse_reply("openai", "reasoner", Turn("b")))
     await collect(model, ModelRequest(messages=HELLO, max_output_tokens=2_000, reasoning_effort="low"))
     await collect(

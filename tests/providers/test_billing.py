@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from assistant.api.trace import trace_of
+from assistant.api.trace_schemas import AgentStep
 from assistant.engine.agent import run_agent
 from assistant.engine.catalogue import Catalogue, ModelInfo
 from assistant.engine.errors import BadModelRequest, MalformedResponse, ModelError, ModelUnavailable, RateLimited
@@ -148,13 +149,13 @@ async def test_a_stream_cut_after_it_started_bills_an_estimate_of_everything_sen
     assert settled is not None and settled.prompt_tokens == billed.prompt_tokens and cost == usage.cost_eur
     (failed,) = failures(h.events)
     assert failed.billed is True and failed.error_kind == "broken_stream" and failed.status is None
-    assert usage.as_dict()["by_model"]["plain"]["tokens_estimated"] == 1  # type: ignore[index]
+    assert usage.as_dict()["by_model"]["plain"]["tokens_estimated"] == 1
     # Its whole cost is an estimate, and says so: the call, the run's usage as saved and as the API shows it.
     assert billed.cost_source == "estimated" and billed.cost_eur > 0
     assert billed.estimated_eur == pytest.approx(billed.cost_eur)
     assert usage.estimated_eur == pytest.approx(usage.cost_eur)
     assert usage.as_dict()["estimated_eur"] == pytest.approx(usage.cost_eur)
-    assert usage.as_dict()["by_model"]["plain"]["estimated_eur"] == pytest.approx(usage.cost_eur)  # type: ignore[index]
+    assert usage.as_dict()["by_model"]["plain"]["estimated_eur"] == pytest.approx(usage.cost_eur)
     steps = [Step.published(None, i, save_event(e)) for i, e in enumerate(h.events, 1)]
     trace = trace_of(steps, usage.as_dict())
     assert trace.usage.estimated_eur == pytest.approx(usage.cost_eur)
@@ -176,7 +177,7 @@ async def test_a_stream_cut_after_the_provider_reported_its_usage_bills_that_usa
     assert h.ctx.usage.tokens_estimated == 0 and h.ctx.usage.failed_calls == 1
     # Cut, but priced on what the provider reported: nothing of it is estimated.
     assert billed.cost_source == "reported" and billed.estimated_eur == 0 and billed.cost_eur > 0
-    assert h.ctx.usage.estimated_eur == 0 and "estimated_eur" not in h.ctx.usage.as_dict()["by_model"]["plain"]  # type: ignore[operator]
+    assert h.ctx.usage.estimated_eur == 0 and "estimated_eur" not in h.ctx.usage.as_dict()["by_model"]["plain"]
 
 
 async def test_an_attempt_cut_before_anything_was_shown_and_tried_again_is_billed_too(wire: Wire) -> None:
@@ -241,7 +242,9 @@ async def test_an_agent_whose_calls_fail_with_500_bills_nothing_and_shows_the_fa
     steps = [Step.published(None, i, save_event(e)) for i, e in enumerate(h.events, 1)]
     trace = trace_of(steps, h.ctx.usage.as_dict())
     (agent_step,) = trace.steps
-    agent = agent_step.agent  # type: ignore[union-attr]
+    assert isinstance(agent_step, AgentStep)
+    agent = agent_step.agent
+    assert agent is not None
     assert [(s.type, getattr(s, "billed", None), getattr(s, "status", None)) for s in agent.steps] == [
         ("model_call_failed", False, 500)
     ]

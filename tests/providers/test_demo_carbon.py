@@ -58,7 +58,7 @@ def _usage(*models: str) -> dict[str, Any]:
     for model in models:
         info = next(m for m in (*DEMO_MODELS, *INFOS.values()) if m.id == model)
         usage.add(model, UsagePart(1_000, 200), 0.001, call_impact(info, 200, 1.0, "FRA"))
-    return usage.as_dict()  # type: ignore[return-value]
+    return usage.as_dict()
 
 
 def test_the_footer_panel_and_usage_page_mark_the_demo_s_estimate_in_both_languages() -> None:

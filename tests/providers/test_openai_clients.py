@@ -18,16 +18,18 @@ import openai
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageFunctionToolCall
+from pydantic import SecretStr
 from pytest_django.fixtures import Settings
 
 from assistant.api.errors import run_failure
-from assistant.asgi import application
 from assistant.catalogue import snapshot
 from assistant.catalogue.models import CatalogueEntry
 from assistant.engine.causes import Cause
 from assistant.orgs import keys
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Run
+from tests.asgi_app import asgi_transport
 from tests.providers.wire import Reply, Turn, Usage, WireServer, error_reply, sse_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,7 +61,7 @@ async def secret(provider: WireServer) -> str:
 
 @pytest.fixture
 async def client(secret: str) -> AsyncIterator[openai.AsyncOpenAI]:
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    http = httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30)
     async with openai.AsyncOpenAI(
         base_url="http://testserver/v1", api_key=secret, http_client=http, max_retries=0
     ) as client:
@@ -310,9 +312,9 @@ async def test_langchain_structured_output_gets_its_object(secret: str, provider
         unpaid: list[str]
 
     provider.script(answer('{"unpaid": ["F-2024-077", "F-2024-091"]}'))
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    http = httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30)
     chat = ChatOpenAI(
-        model=MODEL, base_url="http://testserver/v1", api_key=secret, http_async_client=http, max_retries=0
+        model=MODEL, base_url="http://testserver/v1", api_key=SecretStr(secret), http_async_client=http, max_retries=0
     )
     found = await chat.with_structured_output(Invoices).ainvoke("Which invoices of Bimbamjob are unpaid?")
     assert found == Invoices(unpaid=["F-2024-077", "F-2024-091"])
@@ -324,7 +326,7 @@ async def test_langchain_structured_output_gets_its_object(secret: str, provider
 
 # Client tools --------------------------------------------------------------------------------------------------------
 
-REMINDER: Any = {
+REMINDER: ChatCompletionFunctionToolParam = {
     "type": "function",
     "function": {
         "name": "send_reminder",
@@ -376,7 +378,7 @@ async def test_a_client_tool_loop_runs_to_completion_with_the_sdk(
     assert call.id == f"call_{uuid.UUID(run_id).hex}00" and call.type == "function"
     assert (call.function.name, call.function.arguments) == REMIND
     # Billed as any round: the usage the provider reported.
-    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (300, 12)  # type: ignore[union-attr]
+    assert first.usage is not None and (first.usage.prompt_tokens, first.usage.completion_tokens) == (300, 12)
     assert (first.model_extra or {})["status"] == "ok" and (await Run.objects.aget(pk=run_id)).cost_eur > 0
     kept = (await client.get(f"/runs/{run_id}", cast_to=httpx2.Response)).json()  # a background run's client reads them
     assert kept["tool_calls"] == [call.model_dump(mode="json")]
@@ -390,7 +392,7 @@ async def test_a_client_tool_loop_runs_to_completion_with_the_sdk(
     )
     assert done.choices[0].message.content == "The reminder for F-2024-077 is sent."
     assert done.choices[0].finish_reason == "stop" and done.choices[0].message.tool_calls is None
-    assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (340, 9)  # type: ignore[union-attr]
+    assert done.usage is not None and (done.usage.prompt_tokens, done.usage.completion_tokens) == (340, 9)
     again = provider.requests[1].body
     # The run's own messages go on, prefix unchanged: the model's call under its own id, then the client's result.
     before = sent["messages"]
@@ -431,7 +433,10 @@ async def test_a_loop_of_several_client_rounds_keeps_one_growing_prompt(
 
 async def test_a_tools_strict_is_said_not_sent(client: openai.AsyncOpenAI, provider: WireServer) -> None:
     provider.script(answer("Nothing to remind."))
-    strict = {**REMINDER, "function": {**REMINDER["function"], "name": "send_final_notice", "strict": True}}
+    strict: ChatCompletionFunctionToolParam = {
+        **REMINDER,
+        "function": {**REMINDER["function"], "name": "send_final_notice", "strict": True},
+    }
     completion = await client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[REMINDER, strict])
     warnings = (completion.model_extra or {})["warnings"]
     assert [(w["code"], w["param"]) for w in warnings] == [("parameter_not_sent", "tools[1].function.strict")]
@@ -482,7 +487,7 @@ async def test_a_streamed_turn_ends_with_tool_call_deltas(client: openai.AsyncOp
     assert text == "I send it." and finishes == ["tool_calls"]
     [call] = calls
     assert call.index == 0 and call.id and call.id.startswith("call_") and call.type == "function"
-    assert (call.function.name, call.function.arguments) == REMIND  # type: ignore[union-attr]
+    assert call.function is not None and (call.function.name, call.function.arguments) == REMIND
     message: Any = {
         "role": "assistant",
         "content": text,
@@ -504,7 +509,11 @@ async def test_the_servers_tools_of_the_same_round_run_and_only_the_clients_go_b
         model=MODEL, messages=QUESTION, tools=[REMINDER], extra_body=extensions
     )
     message = first.choices[0].message
-    assert [c.function.name for c in message.tool_calls or []] == ["send_reminder"]
+    names = [
+        c.function.name if isinstance(c, ChatCompletionMessageFunctionToolCall) else c.type
+        for c in message.tool_calls or []
+    ]
+    assert names == ["send_reminder"]
     steps = (first.model_extra or {})["steps"]
     assert [(s["type"], s["tool"], s["ok"]) for s in steps] == [("tool_call", "kb_search", True)]
     await client.chat.completions.create(
@@ -528,13 +537,13 @@ async def test_a_follow_up_with_another_organisations_ids_is_taken_as_sent(
     message = first.choices[0].message
     other = await Organisation.objects.acreate(name="Other Company", slug="other")
     secret = (await sync_to_async(keys.create_key)(other, "theirs"))[1]
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    http = httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30)
     async with openai.AsyncOpenAI(base_url="http://testserver/v1", api_key=secret, http_client=http) as theirs:
         await theirs.chat.completions.create(
             model=MODEL, messages=[*QUESTION, *answered(message, "sent")], tools=[REMINDER]
         )
     sent = provider.requests[1].body["messages"]
-    ours = message.tool_calls[0].id  # type: ignore[index]
+    ours = (message.tool_calls or [])[0].id
     # What the client sent, nothing of the demo organisation's run (its search and what it found).
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
     assert sent[2]["tool_calls"][0]["id"] == ours and sent[3] == {
@@ -572,10 +581,10 @@ async def test_a_mistral_model_is_sent_mistral_ids_whatever_ids_the_client_has(m
         sse_reply("mistral", model, Turn("Sent.")),
         sse_reply("mistral", model, Turn("Sent again.")),
     )
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    http = httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30)
     async with openai.AsyncOpenAI(base_url="http://testserver/v1", api_key=secret, http_client=http) as client:
         first = await client.chat.completions.create(model=model, messages=QUESTION, tools=[REMINDER])
-        ours = first.choices[0].message.tool_calls[0].id  # type: ignore[index]
+        ours = (first.choices[0].message.tool_calls or [])[0].id
         assert not MISTRAL_ID.match(ours)  # OpenAI's shape, for the client
         follow_up = [*QUESTION, *answered(first.choices[0].message, "sent")]
         done = await client.chat.completions.create(model=model, messages=follow_up, tools=[REMINDER])
@@ -674,12 +683,12 @@ async def test_langchain_bind_tools_and_structured_output_through_a_tool(secret:
         return "sent"
 
     provider.script(calling(REMIND), calling(("Invoices", '{"unpaid": ["F-2024-077", "F-2024-091"]}')), calling(REMIND))
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=application), base_url="http://testserver", timeout=30)
+    http = httpx2.AsyncClient(transport=asgi_transport(), base_url="http://testserver", timeout=30)
     chat = ChatOpenAI(
-        model=MODEL, base_url="http://testserver/v1", api_key=secret, http_async_client=http, max_retries=0
+        model=MODEL, base_url="http://testserver/v1", api_key=SecretStr(secret), http_async_client=http, max_retries=0
     )
     message = await chat.bind_tools([send_reminder]).ainvoke("Remind Bimbamjob of F-2024-077.")
-    [call] = message.tool_calls  # type: ignore[attr-defined]
+    [call] = message.tool_calls
     assert call["name"] == "send_reminder" and call["args"] == {"invoice": "F-2024-077"}
     assert call["id"] and call["id"].startswith("call_")
     found = await chat.with_structured_output(Invoices, method="function_calling").ainvoke(
@@ -693,7 +702,7 @@ async def test_langchain_bind_tools_and_structured_output_through_a_tool(secret:
     streamed = chunks[0]
     for chunk in chunks[1:]:
         streamed += chunk  # type: ignore[assignment]  # AIMessageChunk's sum: how langchain gathers a stream
-    [call] = streamed.tool_calls  # type: ignore[attr-defined]
+    [call] = streamed.tool_calls
     assert call["name"] == "send_reminder" and call["args"] == {"invoice": "F-2024-077"}
     await http.aclose()
     await snapshot.aclose_providers()
@@ -734,7 +743,7 @@ async def test_a_running_agents_cost_and_tokens_show_live_in_the_run_and_the_str
     run = await Run.objects.filter(status="running").aget()
     for _ in range(100):  # its steps are written a little after they happen (the recorder's batches)
         live = (await client.get(f"/runs/{run.pk}", cast_to=httpx2.Response)).json()
-        agent = next((s["agent"] for s in live["steps"] if s["type"] == "run_agent"), {"cost_eur": 0})
+        agent: dict[str, Any] = next((s["agent"] for s in live["steps"] if s["type"] == "run_agent"), {"cost_eur": 0})
         if agent["cost_eur"] > 0:
             break
         await asyncio.sleep(0.05)

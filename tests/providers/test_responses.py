@@ -65,7 +65,8 @@ def _loop(body: dict[str, Any]) -> str:
     """Which loop a request is of: the main model's, or an agent's (by its instruction)."""
     if body["model"] == "gpt-5":
         return "main"
-    return next(i["content"] for i in body["input"] if i.get("role") == "user")
+    instruction: str = next(i["content"] for i in body["input"] if i.get("role") == "user")
+    return instruction
 
 
 async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_bills_exactly(wire: Wire) -> None:
@@ -205,7 +206,7 @@ async def test_request_shapes_tool_calls_and_results_with_call_ids(wire: Wire) -
     # A reasoning model takes neither temperature nor a seed (the Responses API has no seed): not sent.
     assert "temperature" not in body and "seed" not in body
     assert body["user"] == "u-1" and body["text"] == {"format": {"type": "json_object"}}
-    assert model.dropped(request.sampling) == ("temperature", "seed")  # type: ignore[arg-type]
+    assert request.sampling is not None and model.dropped(request.sampling) == ("temperature", "seed")
 
     (reasoning,) = response.reasoning
     assert (reasoning.format, reasoning.model, reasoning.summary, reasoning.before) == (
@@ -265,13 +266,13 @@ async def test_an_answer_cut_at_the_output_cap_finishes_with_length(wire: Wire) 
 
 
 async def test_the_server_refuses_a_reasoning_item_without_its_encrypted_content(wire: Wire) -> None:
-    client = wire.provider.client  # type: ignore[union-attr]
+    client = wire.provider.client
     item = {"type": "reasoning", "id": "rs_00001", "summary": []}
     with pytest.raises(openai.NotFoundError, match="Items are not persisted when `store` is set to false"):
-        await client.responses.create(model="gpt-5", input=[item, {"role": "user", "content": "Hi"}], store=False)  # type: ignore[list-item]
+        await client.responses.create(model="gpt-5", input=[item, {"role": "user", "content": "Hi"}], store=False)  # type: ignore[call-overload, list-item]  # a reasoning item without its encrypted content, which the SDK's types rightly refuse
     forged = {**item, "encrypted_content": "gAAAforged"}
     with pytest.raises(openai.BadRequestError, match="could not be verified"):
-        await client.responses.create(model="gpt-5", input=[forged, {"role": "user", "content": "Hi"}], store=False)  # type: ignore[list-item]
+        await client.responses.create(model="gpt-5", input=[forged, {"role": "user", "content": "Hi"}], store=False)  # type: ignore[call-overload, list-item]  # a forged reasoning item, sent raw as a client could
 
 
 async def test_stop_closes_every_responses_stream_of_a_delegated_run_and_nothing_is_asked_after(wire: Wire) -> None:
@@ -288,7 +289,7 @@ async def test_stop_closes_every_responses_stream_of_a_delegated_run_and_nothing
     def agent_turn(body: dict[str, Any]) -> Any:
         return Turn("Looking at the invoices now.", (("kb_search", '{"query": "Bimbamjob"}'),))
 
-    brain.agent = agent_turn  # type: ignore[method-assign]
+    brain.agent = agent_turn  # type: ignore[method-assign]  # this brain's agents answer with a search, always
     wire.server.brain = hanging_agents
     catalogue = Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]])
     for model_id in NAMES:

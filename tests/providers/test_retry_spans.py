@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -48,6 +48,12 @@ def _traced(wire: Wire) -> tuple[RunTrace, InMemorySpanExporter, list[Event], An
     return trace, spans, h.events, h
 
 
+def _times(span: ReadableSpan) -> tuple[int, int]:
+    """A finished span's start and end (the SDK types them optional: a span not started or not ended has none)."""
+    assert span.start_time is not None and span.end_time is not None
+    return span.start_time, span.end_time
+
+
 @wire_servers
 async def test_each_try_is_a_chat_span_of_its_own(wire: Wire) -> None:
     trace, spans, events, h = _traced(wire)
@@ -59,9 +65,9 @@ async def test_each_try_is_a_chat_span_of_its_own(wire: Wire) -> None:
     await h.ctx.call_model("plain", REQUEST)
     trace.close()
     assert len(wire.server.requests) == 3
-    chats = sorted((s for s in spans.get_finished_spans() if s.name == "chat plain"), key=lambda s: s.start_time)
+    chats = sorted((s for s in spans.get_finished_spans() if s.name == "chat plain"), key=lambda s: _times(s)[0])
     assert [(s.attributes or {}).get("error.type") for s in chats] == ["rate_limited", "server_error", None]
-    assert all(a.end_time <= b.start_time for a, b in itertools.pairwise(chats))  # one after the other
+    assert all(_times(a)[1] <= _times(b)[0] for a, b in itertools.pairwise(chats))  # one after the other
     [usage] = usages(events)
     last = chats[-1].attributes or {}
     assert (last["gen_ai.usage.input_tokens"], last["gen_ai.usage.cost.amount"]) == (

@@ -107,7 +107,7 @@ async def test_an_agent_whose_call_hangs_is_stopped_at_once_with_what_it_had_rea
                 texts.append(part.text)
             yield part
 
-    model.stream = noting  # type: ignore[method-assign]
+    model.stream = noting  # type: ignore[method-assign]  # this model's stream, watched: what it yields is noted
 
     async def press_stop() -> None:
         await _when_hanging(wire.server)

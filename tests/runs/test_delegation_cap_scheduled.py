@@ -45,12 +45,12 @@ def _start(*, api_key: Any = None, cost_cap_eur: float | None = None, request_ca
 def test_over_the_organisation_s_cap_the_chat_s_user_is_asked_and_nobody_else(demo_data: None) -> None:
     watch = Watch()
     assert execution._delegation_cap(_start(), watch) is None  # type: ignore[arg-type]  # no cap: nothing to check
-    chat = execution._delegation_cap(_start(organisation_cap=0.5), watch)  # type: ignore[arg-type]
+    chat = execution._delegation_cap(_start(organisation_cap=0.5), watch)  # type: ignore[arg-type]  # a fake watch: only asked
     assert chat is not None and chat.cap_eur == 0.5 and chat.confirm == watch.ask and chat.confirm_seconds == 120
     key, _ = keys.create_key(Organisation.objects.get(slug="demo"), "k")
-    api = execution._delegation_cap(_start(api_key=key, organisation_cap=0.5, request_cap=0.2), watch)  # type: ignore[arg-type]
+    api = execution._delegation_cap(_start(api_key=key, organisation_cap=0.5, request_cap=0.2), watch)  # type: ignore[arg-type]  # a fake watch: only asked
     assert api is not None and api.cap_eur == 0.2 and api.confirm is None  # the lowest; nobody to ask
-    task = execution._delegation_cap(_start(cost_cap_eur=1.0, organisation_cap=0.5), watch)  # type: ignore[arg-type]
+    task = execution._delegation_cap(_start(cost_cap_eur=1.0, organisation_cap=0.5), watch)  # type: ignore[arg-type]  # a fake watch: only asked
     assert task is not None and task.cap_eur == 0.5 and task.confirm is None  # a scheduled task: nobody to ask
 
 

@@ -11,10 +11,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from pytest_django import Settings
 
 from assistant.budgets.ledger import CategoryAccounting
 from assistant.orgs.models import Organisation
 from assistant.runs import accounting, execution, intake, leases
+from assistant.runs.messages import RunMessage
 from assistant.runs.models import Run
 
 ASK = intake.Ask(text="Bimbamjob?", model="demo-small", level="rapide", resources=(), category="administration")
@@ -38,7 +40,7 @@ def test_no_run_starts_without_an_accounting(demo_data: None) -> None:
 
 
 @pytest.fixture
-def unreachable_queue(settings: Any) -> Iterator[None]:
+def unreachable_queue(settings: Settings) -> Iterator[None]:
     from assistant.workers import celery
 
     executor, broker = settings.RUNS_EXECUTOR, settings.CELERY_BROKER_URL
@@ -79,10 +81,10 @@ async def test_a_runs_end_names_its_last_step_and_answer_only_when_its_own_end_w
     org = await Organisation.objects.aget(slug="demo")
     start = await sync_to_async(intake.create_run)(user, org, None, ASK)
     run = start.run
-    heard: list[dict[str, Any]] = []
+    heard: list[RunMessage] = []
     failing: list[asyncio.Future[int]] = []
 
-    def hear(message: dict[str, Any]) -> None:
+    def hear(message: RunMessage) -> None:
         heard.append(message)
         if reaped and not failing:  # a reaper that took this process for dead fails the run as it goes on
             failing.append(asyncio.ensure_future(Run.objects.filter(pk=run.pk).aupdate(status="error")))

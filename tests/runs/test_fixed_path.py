@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -16,6 +17,7 @@ from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import CategoryMonth, Reservation
 from assistant.catalogue import snapshot
 from assistant.engine.errors import RequestRefused
+from assistant.engine.events import RunStatus
 from assistant.engine.policy import plan_request
 from assistant.engine.types import ClientTools, NamedTool, ToolCall, ToolSpec
 from assistant.engine.types import Message as EngineMessage
@@ -44,8 +46,8 @@ def org(demo_data: None) -> Organisation:
     return Organisation.objects.get(slug="demo")
 
 
-def _start(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> RunStart:
-    return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)  # type: ignore[arg-type]
+def _start(org: Organisation, ask: intake.Ask = ASK, **kwargs: Any) -> RunStart:
+    return intake.create_run(get_user_model().objects.get(username="demo"), org, None, ask, **kwargs)
 
 
 def _create(org: Organisation, ask: intake.Ask = ASK, **kwargs: object) -> Run:
@@ -229,7 +231,7 @@ def test_intake_s_request_is_the_history_the_run_would_read(org: Organisation) -
     assert [m.content for m in later.request.messages][1:] == ["Hi", "Bimbamjob?", "Hello.", "Bimbamjob?"]
 
 
-def _ending(status: str, answer: str) -> execution.Ending:
+def _ending(status: RunStatus, answer: str) -> execution.Ending:
     """A run's end with nothing read and nothing spent."""
     return execution.Ending(status, "", 1, answer, {}, RunUsage())
 

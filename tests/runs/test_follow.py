@@ -16,15 +16,16 @@ from assistant.orgs.models import Organisation
 from assistant.runs import follow, groups, local
 from assistant.runs.follow import RunFollower
 from assistant.runs.groups import run_group
+from assistant.runs.messages import RunEvent
 from assistant.runs.models import Conversation, Run, Step
 from tests.database_thread import statements_of_the_database_thread
 from tests.shared_layer import use_shared_layer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROUND = {"kind": "round_started", "agent_id": None, "round": 1, "model": "demo-large", "forced": False}
-RESULT = {"kind": "tool_result", "agent_id": None, "call_id": "c1", "name": "kb_search", "ok": True}
-STARTED = {"kind": "agent_started", "agent_id": "agent-1", "instruction": "Look", "model": "demo-small"}
+ROUND: dict[str, Any] = {"kind": "round_started", "agent_id": None, "round": 1, "model": "demo-large", "forced": False}
+RESULT: dict[str, Any] = {"kind": "tool_result", "agent_id": None, "call_id": "c1", "name": "kb_search", "ok": True}
+STARTED: dict[str, Any] = {"kind": "agent_started", "agent_id": "agent-1", "instruction": "Look", "model": "demo-small"}
 
 
 def _run() -> Run:
@@ -47,8 +48,11 @@ async def test_a_gap_is_filled_from_the_database_and_nothing_comes_twice() -> No
     items: list[Any] = []
     task = asyncio.ensure_future(_collect(follower, items))
 
-    async def publish(message: dict[str, Any]) -> None:
-        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, **message})
+    async def publish(seq: int, event: dict[str, Any], offset: int | None = None) -> None:
+        message: RunEvent = {"type": "run.event", "run": run.pk.hex, "seq": seq, "event": event, "t": 0.0}
+        if offset is not None:
+            message["offset"] = offset
+        await groups.publish(run.pk, message)
         await asyncio.sleep(0.02)  # the follower's turn, as between a run's events
 
     # Steps 1 and 2 and the first words reached the database, but their messages were lost.
@@ -56,10 +60,10 @@ async def test_a_gap_is_filled_from_the_database_and_nothing_comes_twice() -> No
         [Step(run=run, seq=1, kind="round_started", data=ROUND), Step(run=run, seq=2, kind="tool_result", data=RESULT)]
     )
     await Run.objects.filter(pk=run.pk).aupdate(answer="Hello ")
-    await publish({"seq": 2, "event": {"kind": "text_delta", "agent_id": None, "text": "Hello "}, "offset": 0})
-    await publish({"seq": 2, "event": RESULT})  # a repeat
-    await publish({"seq": 3, "event": STARTED})
-    await publish({"seq": 3, "event": {"kind": "text_delta", "agent_id": None, "text": "lo world"}, "offset": 3})
+    await publish(2, {"kind": "text_delta", "agent_id": None, "text": "Hello "}, offset=0)
+    await publish(2, RESULT)  # a repeat
+    await publish(3, STARTED)
+    await publish(3, {"kind": "text_delta", "agent_id": None, "text": "lo world"}, offset=3)
     await Run.objects.filter(pk=run.pk).aupdate(status="ok", answer="Hello world")
     await groups.publish(run.pk, {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
     await asyncio.wait_for(task, 60)  # a guard against hanging, not a measure
@@ -91,7 +95,7 @@ async def test_waiting_for_the_end_only_ends_with_the_run_and_reads_none_of_its_
     run = await sync_to_async(_run)()
     follower = await RunFollower(run.pk).open()
     waiting = asyncio.ensure_future(follower.finished())
-    await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
+    await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND, "t": 0.0})
     await asyncio.sleep(0.2)  # several silences while the run goes on: still waiting
     assert not waiting.done() and follower.seq == 0
     await groups.publish(run.pk, {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
@@ -109,7 +113,7 @@ async def test_a_follower_of_the_end_only_is_not_sent_the_events_and_hears_the_e
     run = await sync_to_async(_run)()
     follower = await RunFollower(run.pk).open(events=False)
     for seq in range(1, 4):
-        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": seq, "event": ROUND})
+        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": seq, "event": ROUND, "t": 0.0})
     assert follower._heard is not None and follower._heard.empty()  # nothing was handed over
     waiting = asyncio.ensure_future(follower.finished())
     await asyncio.sleep(0.05)
@@ -127,7 +131,7 @@ async def test_in_this_process_a_message_is_handed_over_in_the_publishers_call()
     follower = await RunFollower(run.pk).open()
     other = await RunFollower(run.pk).open()
     await other.close()
-    message = {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND}
+    message: RunEvent = {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND, "t": 0.0}
     await groups.publish(run.pk, message)
     assert follower._heard is not None and follower._heard.qsize() == 1
     assert follower._channel == ""  # no channel of the layer
@@ -152,7 +156,9 @@ async def test_with_a_shared_layer_a_follower_hears_the_group(settings: Any) -> 
     assert follower._heard is None and follower._channel
     items: list[Any] = []
     task = asyncio.ensure_future(_collect(follower, items))
-    await layer.group_send(run_group(run.pk), {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
+    await layer.group_send(
+        run_group(run.pk), {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND, "t": 0.0}
+    )
     await Run.objects.filter(pk=run.pk).aupdate(status="ok")
     await layer.group_send(run_group(run.pk), {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
     await asyncio.wait_for(task, 60)  # a guard against hanging, not a measure
@@ -184,11 +190,13 @@ async def _follow_to_the_end(follower: RunFollower, run: Run, heard_all: bool) -
         [Step(run=run, seq=1, kind="round_started", data=ROUND), Step(run=run, seq=2, kind="tool_result", data=RESULT)]
     )
     await Run.objects.filter(pk=run.pk).aupdate(answer="Hi", status="ok")
-    await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND})
+    await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 1, "event": ROUND, "t": 0.0})
     if heard_all:  # else the last step's message and the text's were lost
-        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 2, "event": RESULT})
+        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 2, "event": RESULT, "t": 0.0})
         text = {"kind": "text_delta", "agent_id": None, "text": "Hi"}
-        await groups.publish(run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 2, "event": text, "offset": 0})
+        await groups.publish(
+            run.pk, {"type": "run.event", "run": run.pk.hex, "seq": 2, "event": text, "t": 0.0, "offset": 0}
+        )
     await groups.announce_finished(run.pk, "ok", seq=2, answer_length=2)
     await asyncio.wait_for(task, 60)  # a guard against hanging, not a measure
     await follower.close()

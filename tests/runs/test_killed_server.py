@@ -18,7 +18,7 @@ import httpx2
 import openai
 import pytest
 
-from tests.live_server import start_server
+from tests.live_server import DemoSpeed, start_server
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ call_command("runserver", sys.argv[1], use_reloader=False)
 """
 QUESTION = "Bimbamjob: invoicing 2024, payment follow-up, commercial relationship. Conclude on the risk."
 DELEGATING = {"tools_enabled": ["kb:factures", "kb:comptes-rendus", "agents"]}
-SLOW = {"pace": "0.02", "latency": "1.5"}
+SLOW: DemoSpeed = {"pace": "0.02", "latency": "1.5"}
 
 
 def held(database: Path, run_id: str) -> tuple[int, int]:

@@ -25,7 +25,7 @@ MOVED = {"conversation": ("chat", Conversation), "run": ("chat", Run), "message"
 MOVED |= {"step": ("chat", Step), "lease": ("workers", Lease)}
 
 
-def _migrate(targets: list[tuple[str, str]]) -> MigrationExecutor:
+def _migrate(targets: list[tuple[str, str | None]]) -> MigrationExecutor:
     MigrationExecutor(connection).migrate(targets)
     return MigrationExecutor(connection)  # its loader reads what is applied now
 

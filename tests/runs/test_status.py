@@ -12,4 +12,4 @@ from assistant.runs.models import Run
 def test_a_run_s_statuses_are_the_engine_s_ends_and_running_as_the_api_names_them() -> None:
     assert set(Run.Status.values) == {"running", *get_args(RunStatus)} == set(get_args(RunStatusOut))
     assert set(get_args(EndedStatusOut)) == set(get_args(RunStatus))
-    assert Run().status == Run.Status.RUNNING == "running"
+    assert Run().status == Run.Status.RUNNING and Run.Status.RUNNING.value == "running"

@@ -4,13 +4,13 @@ query each ``STOP_POLL_SECONDS`` however many runs, and Stop from the flag still
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from pytest_django import Settings
 
 from assistant.engine.cancel import CancelToken
 from assistant.engine.causes import Cause
@@ -28,7 +28,7 @@ ASK = intake.Ask(text="Bimbamjob?", model="demo-small", level="rapide", resource
 def _claimed_runs(count: int) -> list[Run]:
     user = get_user_model().objects.get(username="demo")
     org = Organisation.objects.get(slug="demo")
-    runs = [intake.create_run(user, org, None, ASK).run for _ in range(count)]  # type: ignore[arg-type]
+    runs = [intake.create_run(user, org, None, ASK).run for _ in range(count)]
     for run in runs:
         assert leases.claim_read(run.pk) is False
     return runs
@@ -78,7 +78,7 @@ async def test_the_flag_of_every_watched_run_is_read_in_one_query_and_stops_only
 
 
 async def test_the_leases_of_the_watched_runs_are_renewed_together(
-    demo_data: None, monkeypatch: pytest.MonkeyPatch, settings: Any
+    demo_data: None, monkeypatch: pytest.MonkeyPatch, settings: Settings
 ) -> None:
     monkeypatch.setattr(leases, "STOP_POLL_SECONDS", 0.05)
     settings.RUNS_HEARTBEAT_SECONDS = 0.1

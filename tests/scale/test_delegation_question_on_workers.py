@@ -8,7 +8,6 @@ import asyncio
 import html
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -17,17 +16,20 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
+from pytest_django import Settings
 
 from assistant.asgi import application
 from assistant.engine.events import AgentStarted, DelegationEstimated
 from assistant.orgs.models import Organisation
 from assistant.runs.models import Conversation, Lease, Run
 from assistant.runs.steps import events_of
+from tests.chat.chat_support import ComposerPost
 from tests.scale.conftest import Process
+from tests.sockets import text_from
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-ASK = {
+ASK: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",
@@ -69,7 +71,7 @@ async def _asked() -> tuple[AsyncClient, WebsocketCommunicator, Run, str]:
     frames = ""
     async with asyncio.timeout(60):
         while "Launch the agents" not in frames:
-            frames += await communicator.receive_from(timeout=60)
+            frames += await text_from(communicator, timeout=60)
     assert "The assistant wants to launch 2 agents." in html.unescape(frames)
     return client, communicator, run, QUESTION_KEY.findall(frames)[-1]
 
@@ -79,7 +81,7 @@ async def _ended(communicator: WebsocketCommunicator, run: Run, text: str) -> Ru
     try:
         async with asyncio.timeout(60):
             while text not in frames or f'id="run-{run.pk}" data-status="ok"' not in frames:
-                frames += await communicator.receive_from(timeout=60)
+                frames += await text_from(communicator, timeout=60)
     finally:
         await communicator.disconnect()
     await run.arefresh_from_db()
@@ -88,7 +90,7 @@ async def _ended(communicator: WebsocketCommunicator, run: Run, text: str) -> Ru
 
 def _facts(run: Run) -> tuple[list[str], int, int]:
     events = events_of(run.steps.all())
-    decisions = [e.decision for e in events if isinstance(e, DelegationEstimated)]
+    decisions: list[str] = [e.decision for e in events if isinstance(e, DelegationEstimated)]
     agents = sum(isinstance(e, AgentStarted) for e in events)
     executor = int(Lease.objects.get(run=run).executor.rsplit(":", 1)[1])
     return decisions, agents, executor
@@ -108,7 +110,9 @@ async def test_the_page_s_answer_reaches_the_worker_and_the_agents_launch(worker
     assert executor in {w.pid for w in workers}  # a worker ran it, and heard the page
 
 
-async def test_the_shared_field_alone_reaches_the_worker(workers: list[Process], capped: None, settings: Any) -> None:
+async def test_the_shared_field_alone_reaches_the_worker(
+    workers: list[Process], capped: None, settings: Settings
+) -> None:
     _client, communicator, run, key = await _asked()
     # No broadcast: only what the worker reads with the Stop flag.
     await Run.objects.filter(pk=run.pk).aupdate(delegation_answer={"question": key, "launch": False})

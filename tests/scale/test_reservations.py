@@ -23,12 +23,13 @@ from assistant.budgets.models import Category, CategoryMonth, Reservation
 from assistant.orgs.models import Organisation
 from assistant.runs import leases
 from assistant.runs.models import Lease, Run
+from tests.chat.chat_support import ComposerPost
 from tests.scale.conftest import Process
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
-ASK = {
+ASK: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",

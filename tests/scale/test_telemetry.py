@@ -28,13 +28,14 @@ from assistant.schedules.models import Execution, ScheduledTask
 from assistant.telemetry import setup
 from assistant.telemetry.instruments import Instruments
 from assistant.workers.celery import app
+from tests.chat.chat_support import ComposerPost
 from tests.otlp_receiver import Receiver, attributes, metric_names, receiving, spans_of
 from tests.scale.conftest import Processes
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
-ASK = {
+ASK: ComposerPost = {
     "text": "Bimbamjob: invoices 2024, payments and relationship",
     "model": "demo-large",
     "level": "approfondi",

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import formats, timezone
+from pytest_django import Settings
 
 from assistant.runs.models import Run
 from assistant.schedules import services
@@ -35,7 +35,9 @@ def test_a_resource_the_server_does_not_offer_is_refused_when_saved(client: Clie
     assert not ScheduledTask.objects.exists()
 
 
-def test_web_is_taken_when_offered_and_the_execution_is_refused_once_it_is_not(client: Client, settings: Any) -> None:
+def test_web_is_taken_when_offered_and_the_execution_is_refused_once_it_is_not(
+    client: Client, settings: Settings
+) -> None:
     settings.WEB_SEARCH_URL = "http://searx.invalid/search"
     settings.WEB_FETCH_ENABLED = True
     assert client.post("/tasks/new", {**FORM, "resources": ["kb:factures", "web", "agents"]}).status_code == 302

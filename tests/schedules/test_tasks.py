@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient, Client
 from django_celery_beat.models import PeriodicTask
+from pytest_django import Settings
 
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
@@ -34,7 +35,7 @@ FORM = {
 
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
+def fast_passwords(settings: Settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 

@@ -22,6 +22,7 @@ from assistant.orgs.models import Organisation
 from assistant.telemetry import setup
 from assistant.telemetry.content import ContentMode
 from assistant.telemetry.instruments import Instruments
+from tests.asgi_app import asgi_transport
 
 QUESTION = "Bimbamjob: invoicing 2024, payment follow-up, commercial relationship. Conclude on the risk."
 DELEGATING = ["kb:factures", "kb:comptes-rendus", "agents"]
@@ -48,7 +49,7 @@ class Exported:
 
 
 def exported_with(mode: ContentMode) -> Exported:
-    spans, metrics, logs = InMemorySpanExporter(), InMemoryMetricReader(), InMemoryLogRecordExporter()
+    spans, metrics, logs = InMemorySpanExporter(), InMemoryMetricReader(), InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]  # OpenTelemetry's SDK leaves this constructor unannotated
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     meter_provider = MeterProvider(metric_readers=[metrics])
@@ -65,13 +66,12 @@ def exported_with(mode: ContentMode) -> Exported:
 
 async def ask(body: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> httpx2.Response:
     """The question to the API on the application itself, delegating, with a new key of the demo organisation."""
-    from assistant.asgi import application
 
     await sync_to_async(call_command)("load_demo", verbosity=0)
     org = await Organisation.objects.aget(slug="demo")
     _, secret = await sync_to_async(keys.create_key)(org, "telemetry")
     async with httpx2.AsyncClient(
-        transport=httpx2.ASGITransport(app=application),
+        transport=asgi_transport(),
         base_url="http://testserver",
         headers={"Authorization": f"Bearer {secret}", **(headers or {})},
         timeout=60,

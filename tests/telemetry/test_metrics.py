@@ -11,6 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import AsyncClient
+from pytest_django import Settings
 
 from assistant.engine.errors import RequestRefused
 from assistant.orgs.models import Organisation
@@ -69,8 +70,8 @@ async def _connections(exported: Exported, expected: int) -> int:
     return int(value or 0)
 
 
-async def test_a_stopped_run_is_counted_with_its_stop_to_end_latency(exported: Exported, settings: object) -> None:
-    settings.DEMO_PACE = 0.05  # type: ignore[attr-defined]  # a run slow enough to be stopped in its course
+async def test_a_stopped_run_is_counted_with_its_stop_to_end_latency(exported: Exported, settings: Settings) -> None:
+    settings.DEMO_PACE = 0.05  # a run slow enough to be stopped in its course
     await sync_to_async(call_command)("load_demo", verbosity=0)
     org = await Organisation.objects.aget(slug="demo")
     user = await get_user_model().objects.aget(username="demo")

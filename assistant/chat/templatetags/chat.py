@@ -51,17 +51,17 @@ def action_text(action: Action) -> str:
         n = action.count or 0
         return ngettext(
             "Search of the demo web “%(query)s”: %(n)s result", "Search of the demo web “%(query)s”: %(n)s results", n
-        ) % {"query": action.label, "n": n}
+        ) % {"query": action.label, "n": grouped(n)}
     if action.kind == "search" and action.where:
         n = action.count or 0
         return ngettext(
             "Searched “%(query)s” in %(base)s: %(n)s result", "Searched “%(query)s” in %(base)s: %(n)s results", n
-        ) % {"query": action.label, "base": action.where, "n": n}
+        ) % {"query": action.label, "base": action.where, "n": grouped(n)}
     if action.kind == "search":
         n = action.count or 0
         return ngettext("Search “%(query)s”: %(n)s result", "Search “%(query)s”: %(n)s results", n) % {
             "query": action.label,
-            "n": n,
+            "n": grouped(n),
         }
     if action.kind == "read":
         return gettext("Read: %(title)s") % {"title": action.label}
@@ -73,7 +73,10 @@ def action_text(action: Action) -> str:
         return gettext("Code: %(line)s") % {"line": action.label}
     if action.kind == "query":
         n = int(action.count or 0)
-        return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {"sql": action.label, "n": n}
+        return ngettext("Query “%(sql)s”: %(n)s row", "Query “%(sql)s”: %(n)s rows", n) % {
+            "sql": action.label,
+            "n": grouped(n),
+        }
     if action.kind == "result":
         if action.ok:
             return gettext("Corrected result accepted")

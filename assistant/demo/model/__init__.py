@@ -16,6 +16,7 @@ The package:
 - :mod:`.markers` — ``#demo-rounds=N`` and ``#demo-fail``, to show an agent's other outcomes offline;
 - :mod:`.words` — a question's content words, a document's sentences that mention them;
 - :mod:`.reading` — what a request offers (tools, enums) and what the tools called returned;
+- :mod:`.numbers` — numbers as the demo writes them for a person, in its language's format;
 - :mod:`.procedure` — the main model's and the agents' procedure, one :class:`~.procedure.Step` per call;
   new behaviours are modules of their own, called from the places it marks;
 - :mod:`.model` — :class:`DemoModel`, which streams the procedure's response with its usage.

@@ -6,7 +6,8 @@ namespaces); its description names the knowledge bases whose documents the scrip
 ``<kb>/<id>.txt``, listed in ``index.json``. A table document's text is its rows as ``a | b | c`` lines under
 a header line (after a line that names the table, in a base's documents). The script reads only the
 documents named after a table ``data_query`` lists (the tables' documents), or every document when none is,
-and prints one JSON line per table it totalled.
+and prints one JSON line per table it totalled. The answer quotes each table's title in the language it is written
+in (``titles`` in ``index.json``, else as written) and its numbers in that language's format (``numbers``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import re
 from typing import Any
 
+import assistant.demo.model.numbers as numbers
 import assistant.demo.model.reading as reading
 from assistant.engine.types import ModelResponse, ToolSpec
 
@@ -63,7 +65,8 @@ for entry in chosen:
             totals[r[group]] = (total + number(r[summed]), count + 1)
         ranked = sorted(totals.items(), key=lambda item: -item[1][0])
         print(json.dumps({{
-            "id": entry["id"], "title": entry["title"], "group": header[group], "summed": header[summed],
+            "id": entry["id"], "title": entry["title"], "titles": entry.get("titles", {{}}),
+            "group": header[group], "summed": header[summed],
             "rows": len(rows), "totals": [[k, round(t, 2), n] for k, (t, n) in ranked],
         }}, ensure_ascii=False))
 """
@@ -104,8 +107,14 @@ def printed(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def amount(value: float, language: Language) -> str:
     """``39,350.00`` in English, ``39 350,00`` (a no-break space) in French."""
-    text = f"{value:,.2f}"
-    return text.replace(",", "\u00a0").replace(".", ",") if language == "fr" else text
+    return numbers.number(value, language, 2)
+
+
+def title_in(table: dict[str, Any], language: Language) -> str:
+    """The title of the script's table in ``language`` when its document has one there (``titles``), else as written."""
+    titles = table.get("titles")
+    title = titles.get(language) if isinstance(titles, dict) else None
+    return str(title or table["title"])
 
 
 def answer(language: Language, kbs: list[str], result: dict[str, Any]) -> list[str]:
@@ -125,15 +134,15 @@ def answer(language: Language, kbs: list[str], result: dict[str, Any]) -> list[s
             say(
                 "code_totals",
                 language,
-                title=table["title"],
+                title=title_in(table, language),
                 id=table["id"],
                 summed=table["summed"],
                 group=table["group"],
-                rows=table["rows"],
+                rows=numbers.number(table["rows"], language),
             )
         )
         lines = [say("code_header", language, group=table["group"]), "|---|---:|---:|"]
-        lines += [f"| {k} | {amount(t, language)} | {n} |" for k, t, n in table["totals"]]
+        lines += [f"| {k} | {amount(t, language)} | {numbers.number(n, language)} |" for k, t, n in table["totals"]]
         parts.append("\n".join(lines))
     return parts
 

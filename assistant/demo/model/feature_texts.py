@@ -21,9 +21,8 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "fr": "# Totaux par client : les montants de chaque table, par sa 1re colonne de texte",
     },
     "code_totals": {
-        "en": "Totals computed by a script (run_code) over {title} [{id}]: {summed} summed by {group}, "
-        "{rows} rows in all.",
-        "fr": "Totaux calculés par un script (run_code) sur {title} [{id}] : {summed} additionné par {group}, "
+        "en": "Totals computed by a script over {title} [{id}]: {summed} summed by {group}, {rows} rows in all.",
+        "fr": "Totaux calculés par un script sur {title} [{id}] : {summed} additionné par {group}, "
         "{rows} lignes en tout.",
     },
     "code_header": {"en": "| {group} | total | rows |", "fr": "| {group} | total | lignes |"},
@@ -143,9 +142,9 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
     },
     # An agent relaunched with a more precise instruction after an interrupted one.
     "relaunch_handing": {
-        "en": "{agent} came back interrupted after {rounds} rounds, before the end of {title}. I am relaunching an "
+        "en": "{Agent} came back interrupted after {rounds} rounds, before the end of {title}. I am relaunching an "
         "agent with a more precise instruction: read it from character {start}.",
-        "fr": "{agent} est revenu interrompu après {rounds} tours, avant la fin de {title}. Je relance un agent avec "
+        "fr": "{Agent} est revenu interrompu après {rounds} tours, avant la fin de {title}. Je relance un agent avec "
         "une consigne plus précise : le lire à partir du caractère {start}.",
     },
     "relaunch_instruction": {
@@ -156,9 +155,9 @@ FEATURE_TEXTS: Mapping[str, Mapping[Literal["en", "fr"], str]] = {
         "du document.",
     },
     "relaunch_note": {
-        "en": "_{agent} stopped at character {start} of {title}; {relaunched}, relaunched with a more precise "
+        "en": "_{Agent} stopped at character {start} of {title}; {relaunched}, relaunched with a more precise "
         "instruction, read the rest._",
-        "fr": "_{agent} s’est arrêté au caractère {start} de {title} ; {relaunched}, relancé avec une consigne plus "
+        "fr": "_{Agent} s’est arrêté au caractère {start} de {title} ; {relaunched}, relancé avec une consigne plus "
         "précise, a lu la suite._",
     },
 }

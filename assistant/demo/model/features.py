@@ -33,6 +33,7 @@ import assistant.demo.model.triggers as triggers
 from assistant.engine.types import Message, ModelResponse, NamedTool
 
 from .markers import DEMO_ROUNDS, without_markers
+from .texts import agent_words
 from .words import keywords
 
 Mode = Literal["code", "web", "check", "whole"]
@@ -307,7 +308,7 @@ def _relaunch(step: Any, question: str) -> ModelResponse | None:
         texts.append(
             step.say(
                 "relaunch_handing",
-                agent=delegation.get("agent", ""),
+                Agent=agent_words(delegation.get("agent", "")).capitalize(),
                 rounds=delegation.get("rounds", 0),
                 title=title,
                 start=parts.number(start, step.language),
@@ -335,10 +336,10 @@ def answer_notes(step: Any) -> list[str]:
             notes.append(
                 step.say(
                     "relaunch_note",
-                    agent=delegation.get("agent", ""),
+                    Agent=agent_words(delegation.get("agent", "")).capitalize(),
                     start=parts.number(where[1], step.language),
                     title=_title(delegation, where[0]),
-                    relaunched=after.get("agent", ""),
+                    relaunched=agent_words(after.get("agent", "")),
                 )
             )
     return notes

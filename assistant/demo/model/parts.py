@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import assistant.demo.model.numbers as numbers
 import assistant.demo.model.reading as reading
 from assistant.engine.types import Message
 
@@ -100,7 +101,7 @@ def read_next(doc: Reading) -> dict[str, Any] | None:
 
 def number(n: int, language: Language) -> str:
     """``18,000`` in English, ``18 000`` (a no-break space) in French."""
-    return f"{n:,}".replace(",", "\u00a0") if language == "fr" else f"{n:,}"
+    return numbers.number(n, language)
 
 
 def ranges(doc: Reading, language: Language) -> str:

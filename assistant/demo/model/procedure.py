@@ -27,13 +27,14 @@ from typing import Any
 
 import assistant.demo.model.client_tools as client_tools
 import assistant.demo.model.features as features
+import assistant.demo.model.numbers as numbers
 import assistant.demo.model.reading as reading
 from assistant.engine.outcomes import AgentReport
 from assistant.engine.types import Message, ModelRequest, ModelResponse, NamedTool, ToolCall
 
 from .language import detect, language_of
 from .markers import DEMO_FAIL, DEMO_HANG, DEMO_ROUNDS, DEMO_SLOW, without_markers
-from .texts import Language, say
+from .texts import Language, agent_words, say
 from .triggers import topic
 from .words import extract, keywords
 
@@ -113,7 +114,7 @@ def agent(step: Step) -> ModelResponse:
         if sql and not queried:
             calls.append(step.call("data_query", {"sql": sql}, len(calls)))
         return ModelResponse(tool_calls=calls)
-    findings = [f"{s} [{d['id']}]" for d in reads for s in extract(d, words)]
+    findings = [f"{numbers.row(s, step.language)} [{d['id']}]" for d in reads for s in extract(d, words)]
     findings += [f"{line} [{reading.connector_source(tool)}]" for tool, line in connector_lines]
     findings += [step.say("query_gave", sql=sql, result=_query_result(step, q)) for q in reading.queries(messages)]
     if not findings and searches:
@@ -221,7 +222,9 @@ def hits_to_read(step: Step, searches: list[dict[str, Any]], per_search: int = 3
 
 
 def _query_result(step: Step, query: tuple[int, str]) -> str:
-    return step.say("query_result", rows=step.say("query_rows", count=query[0]), table=query[1])
+    """A query's result as the demo writes it for a person: its row count and table in the reader's number format."""
+    rows = step.say("query_rows", count=numbers.number(query[0], step.language))
+    return step.say("query_result", rows=rows, table=numbers.table(query[1], step.language))
 
 
 def _report(step: Step, delegation: dict[str, Any]) -> str:
@@ -231,7 +234,11 @@ def _report(step: Step, delegation: dict[str, Any]) -> str:
         read = [str(d) for d in delegation.get("documents_read", [])]
         return step.say("agent_partial_read", documents=", ".join(read)) if read else step.say("agent_partial_nothing")
     report = AgentReport.from_text(str(delegation.get("report", "")))
-    gaps = f"\n\n{step.say('agent_gaps', gaps='; '.join(report.gaps))}" if report.gaps else ""
+    gaps = (
+        f"\n\n{step.say('agent_gaps', gaps=(' ; ' if step.language == 'fr' else '; ').join(report.gaps))}"
+        if report.gaps
+        else ""
+    )
     return report.findings + gaps
 
 
@@ -276,14 +283,15 @@ def answer(step: Step, words: list[str]) -> str:
         if "error" in delegation:
             parts.append(step.say("task_refused", error=delegation["error"]))
             continue
-        header = step.say("from_agent", agent=delegation["agent"], model=delegation["model"])
+        header = step.say("from_agent", agent=agent_words(delegation["agent"]))
         parts.append(f"{header}\n\n{_report(step, delegation)}")
         if delegation.get("status") != "ok":
             parts.append(step.say("agent_unfinished", reason=_why(step, delegation)))
     if reads:
-        lines = [f"- {s} [{d['id']}]" for d in reads for s in extract(d, words, 1)]
+        lines = [f"- {numbers.row(s, step.language)} [{d['id']}]" for d in reads for s in extract(d, words, 1)]
         parts.append("\n".join(lines))
     for rows, table in queried:
-        parts.append(step.say("from_tables", rows=step.say("query_rows", count=rows), table=table))
+        count = step.say("query_rows", count=numbers.number(rows, step.language))
+        parts.append(step.say("from_tables", rows=count, table=numbers.table(table, step.language)))
     parts.append(footer)
     return "\n\n".join(parts)

@@ -102,7 +102,7 @@ TEXTS: Mapping[str, Mapping[Language, str]] = {
     },
     "topic_your_question": {"en": "your question", "fr": "votre question"},
     "task_refused": {"en": "**A task was refused:** {error}", "fr": "**Une tâche a été refusée :** {error}"},
-    "from_agent": {"en": "**From {agent} ({model})**", "fr": "**Selon {agent} ({model})**"},
+    "from_agent": {"en": "**From {agent}**", "fr": "**Selon l’{agent}**"},
     "agent_unfinished": {
         "en": "_This agent did not finish ({reason}): its findings are partial, and I am not filling the gaps._",
         "fr": "_Cet agent n’a pas terminé ({reason}) : ses constats sont partiels, et je ne comble pas les lacunes._",
@@ -170,3 +170,8 @@ def say(code: str, language: Language, **values: object) -> str:
     if isinstance(count, int) and (count == 1 if language == "en" else count <= 1) and f"{code}.one" in TEXTS:
         code = f"{code}.one"
     return TEXTS[code][language].format(**values)
+
+
+def agent_words(agent_id: str) -> str:
+    """An agent's id as a reader says it: ``agent-1`` → "agent 1"."""
+    return agent_id.replace("-", " ")
