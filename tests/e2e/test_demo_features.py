@@ -70,12 +70,13 @@ def lang(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def fpage(lang: str, browser: Any, features_server: str, features_signed_in: Any) -> Iterator[Page]:
-    """A signed-in tab on a new chat, in the interface language ``lang``."""
+    """A signed-in tab on a new chat, in the interface language ``lang``: English on a laptop (1400 px), French on a
+    phone (390 px), so that each feature (the run_code step's script among them) is seen at both widths."""
     language = lang
     context = browser.new_context(
         base_url=features_server,
         storage_state=features_signed_in,
-        viewport={"width": 1280, "height": 900},
+        viewport={"width": 390, "height": 844} if language == "fr" else {"width": 1400, "height": 900},
         locale="fr-FR" if language == "fr" else "en-GB",
     )
     context.set_default_timeout(20_000)
