@@ -6,10 +6,10 @@ other requests need: another user's pages waited on it, a p95 about twice their 
 Built by ``csv_child`` (a process of its own, ``nice`` ``CSV_NICE``), it costs the server's process only the
 reading of its bytes, and the cores go to the pages first.
 
-The worker is started by the first CSV and kept for the next ones: setting Django up costs seconds of CPU (the apps
-and their libraries), a month's CSV a second at most. It leaves after ``CSV_WORKER_IDLE_SECONDS`` without a CSV
-(its memory is the server's again), with the server, or when it fails (the next CSV starts another). One CSV at a
-time: a second waits for the first. It reads the database the request reads; it cannot where another connection
+The worker is started by the first CSV (or ahead, by the usage page: ``prepare``) and kept for the next ones: setting
+Django up costs seconds of CPU (the apps and their libraries; about 160 MB while it is kept), a month's CSV a second
+at most. It leaves after ``CSV_WORKER_IDLE_SECONDS`` without a CSV (its memory freed), with the server, or when it
+fails (the next CSV starts another). One CSV at a time: a second waits for the first. It reads the database the request reads; it cannot where another connection
 would not see the same rows (an in-memory SQLite database, a request inside a transaction, as in a test): the CSV is
 then built in the server's process, as it is when the worker fails.
 """

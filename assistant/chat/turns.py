@@ -29,7 +29,7 @@ from assistant.engine.policy import LEVELS
 from assistant.orgs.http import AuthenticatedHttpRequest, attachment_response
 from assistant.orgs.services import organisation_of
 from assistant.runs import execution, groups, intake, wording
-from assistant.runs.models import Conversation, Message, Run
+from assistant.runs.models import Conversation, Message, Run, Step
 from assistant.runs.start import RunStart
 from assistant.runs.steps import events_of
 
@@ -141,7 +141,12 @@ def search(request: AuthenticatedHttpRequest) -> HttpResponse:
 def export_data(conv: Conversation) -> dict[str, Any]:
     """A conversation as its export says it: each turn (latest versions) with its answer, delegations and their
     whole reports, sources, status and cost; previous versions listed under their turn."""
-    runs = {r.pk: r for r in conv.runs.prefetch_related("steps")}
+    # The runs without what an export never shows (an API run's prompt, its sampling and tools), their steps in one
+    # query (a long conversation has hundreds of runs).
+    runs = {r.pk: r for r in conv.runs.defer("prompt", "sampling", "client_tools", "delegation_answer")}
+    steps: dict[Any, list[Step]] = defaultdict(list)
+    for step in Step.objects.filter(run__conversation=conv).order_by("run_id", "seq"):
+        steps[step.run_id].append(step)
     names = base_names(conv.organisation_id)
     questions = {m.run_id: m for m in conv.messages.filter(role="user", queued=False) if m.run_id}
 
@@ -177,7 +182,7 @@ def export_data(conv: Conversation) -> dict[str, Any]:
                     "actions": [action_text(x) for x in a.actions],
                     "report": a.report,
                 }
-                for a in agents_of(events_of(run.steps.all()), base_names=names)
+                for a in agents_of(events_of(steps[run.pk]), base_names=names)
             ],
         }
 

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 from django.utils import formats
 from django.utils.translation import gettext as _
-from django.utils.translation import pgettext
+from django.utils.translation import pgettext_lazy
 
 from assistant.catalogue.providers import carbon_as
 from assistant.engine.causes import Cause
@@ -22,17 +22,20 @@ from assistant.engine.refusals import Refusal
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
 from assistant.orgs.dates import long_date
 
+STATUS_WORDS = {
+    "ok": pgettext_lazy("status", "ok"),
+    "interrupted": pgettext_lazy("status", "interrupted"),
+    "stopped": pgettext_lazy("status", "stopped"),
+    "error": pgettext_lazy("status", "error"),
+    "running": pgettext_lazy("status", "running"),
+}
+
 
 def status_text(status: str) -> str:
-    """A run's or an agent's status: ok, interrupted, stopped, error, running."""
-    words = {
-        "ok": pgettext("status", "ok"),
-        "interrupted": pgettext("status", "interrupted"),
-        "stopped": pgettext("status", "stopped"),
-        "error": pgettext("status", "error"),
-        "running": pgettext("status", "running"),
-    }
-    return words.get(status, status)
+    """A run's or an agent's status: ok, interrupted, stopped, error, running (only its own word translated: a
+    conversation's export asks for hundreds)."""
+    word = STATUS_WORDS.get(status)
+    return status if word is None else str(word)
 
 
 def _number(value: float | None) -> str:

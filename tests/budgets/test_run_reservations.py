@@ -7,7 +7,7 @@ reservations of its calls in flight. tests/scale kills a real worker with SIGKIL
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable
 from datetime import timedelta
 
 import pytest
@@ -16,7 +16,6 @@ from django.core.management import call_command
 from django.utils import timezone, translation
 from pytest_django import Settings
 
-from assistant.budgets import ledger as ledger_module
 from assistant.budgets import reservations, state
 from assistant.budgets.ledger import CategoryLedger
 from assistant.budgets.models import CategoryMonth, Reservation
@@ -25,6 +24,7 @@ from assistant.runs import execution, intake, leases
 from assistant.runs.models import Lease, Run
 from assistant.runs.start import read_start
 from tests.budgets.budgets_support import World, signed_in, this_month
+from tests.waiting import until
 
 QUESTION = intake.Ask(
     text="What does contract C-2024-002 cover?", model="demo-large", level="rapide", resources=(), category="syntheses"
@@ -152,9 +152,13 @@ async def test_a_call_s_settlement_is_written_with_the_run_s_next_reservation(tw
     row = await sync_to_async(this_month)(tworld.syntheses)
     assert (row.reserved, row.used, row.calls) == (1_000, 340, 1)  # written with the next reservation
     await ledger.settle(second, "demo-small", UsagePart(100, 10), 0.001)
-    await asyncio.sleep(ledger_module.SETTLE_SECONDS + 0.3)  # no reservation comes: written on its own
-    row = await sync_to_async(this_month)(tworld.syntheses)
-    assert (row.reserved, row.used, row.calls) == (0, 450, 2)
+
+    async def figures() -> tuple[int, int, int]:
+        row = await sync_to_async(this_month)(tworld.syntheses)
+        return row.reserved, row.used, row.calls
+
+    # No reservation comes: written on its own (after ``ledger.SETTLE_SECONDS``), not left for ``drain``.
+    await until(lambda: _equal(figures(), (0, 450, 2)), "the last settlement to be written on its own")
     await ledger.drain()
 
 
@@ -190,3 +194,7 @@ def test_a_settlement_stands_when_the_next_reservation_does_not_fit(tworld: Worl
     row = this_month(tworld.syntheses)
     assert (row.reserved, row.used, row.calls) == (0, 340, 1)  # what the call used is charged, nothing held
     assert not Reservation.objects.filter(run=run).exists()
+
+
+async def _equal(value: Awaitable[object], expected: object) -> bool:
+    return await value == expected

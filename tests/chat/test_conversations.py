@@ -33,7 +33,7 @@ from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
 from tests.asgi_app import asgi_transport
-from tests.chat.chat_support import ASK, QUESTION
+from tests.chat.chat_support import ASK, PAGE_SECONDS, QUESTION
 
 OLD_STEPS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())[
     "steps"
@@ -437,9 +437,9 @@ async def _socket(conv_id: int, session: str) -> WebsocketCommunicator:
 
 
 async def _close_code(communicator: WebsocketCommunicator) -> int | None:
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(PAGE_SECONDS):  # a guard against hanging, not a measure
         while True:
-            message: dict[str, Any] = await communicator.receive_output(timeout=5)
+            message: dict[str, Any] = await communicator.receive_output(timeout=PAGE_SECONDS)
             if message["type"] == "websocket.close":
                 code: int | None = message.get("code")
                 return code
