@@ -63,7 +63,8 @@ class RunCode(Tool):
         files = (
             f"The working directory holds the documents of your knowledge bases ({kbs}) as read-only text files "
             "<kb>/<document id>.txt, listed in index.json (id, kb, title, path; titles: its title in other "
-            "languages, by language code, when it has some). "
+            "languages, by language code, when it has some; tables: the data_query tables it holds, when it holds "
+            "some). "
             if kbs
             else "No knowledge base is available to the script. "
         )
@@ -108,6 +109,8 @@ class RunCode(Tool):
                 entry: dict[str, object] = {"id": doc.id, "kb": kb, "title": doc.title, "path": rel}
                 if doc.titles:
                     entry["titles"] = dict(doc.titles)
+                if doc.tables:
+                    entry["tables"] = list(doc.tables)
                 index.append(entry)
         (root / "index.json").write_text(json.dumps(index, ensure_ascii=False, indent=1), encoding="utf-8")
         return export

@@ -81,6 +81,9 @@ class Document:
     """Its title in other languages, by language (``{"en": "Invoices 2024"}``), where the base holds them (a title
     that exists in both, as the demo's table's): ``run_code``'s index gives them, so a script can quote the title
     in the language it writes in."""
+    tables: tuple[str, ...] = field(default=(), compare=False)
+    """The names ``data_query`` gives the tables it holds (a CSV, Parquet or spreadsheet document), which need not
+    be its title: ``run_code``'s index gives them, so a script finds the documents of the tables it was told of."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,8 +54,21 @@ class OrgKnowledge:
         rows = DocumentRow.objects.filter(
             knowledge_base__organisation_id=self.organisation_id, knowledge_base__slug=kb, status=DocumentRow.READY
         ).values_list("pk", "title", "text", "translations")
+        names = Table.objects.filter(
+            knowledge_base__organisation_id=self.organisation_id, knowledge_base__slug=kb
+        ).values_list("document_id", "name")
+        tables: dict[int, list[str]] = {}
+        async for document, name in names.order_by("name"):
+            tables.setdefault(document, []).append(name)
         return [
-            Document(id=f"doc-{pk}", kb=kb, title=title, text=text, titles=_titles(translations))
+            Document(
+                id=f"doc-{pk}",
+                kb=kb,
+                title=title,
+                text=text,
+                titles=_titles(translations),
+                tables=tuple(tables.get(pk, ())),
+            )
             async for pk, title, text, translations in rows
         ]
 

@@ -296,6 +296,23 @@ async def test_the_table_tools_come_only_with_bases_that_hold_tables(bases: tupl
     assert "contrats" not in spec.description and "read-only" in spec.description
 
 
+async def test_a_base_s_documents_name_the_tables_they_hold_for_run_code_s_index(bases: tuple[Org, Org]) -> None:
+    """A table's name comes from its file, its document's title is what people named it: the index of ``run_code``
+    says which documents hold which of ``data_query``'s tables (the demo's script reads only those)."""
+    from assistant.knowledge.backend import OrgKnowledge
+
+    a, _ = bases
+    table = await Document.objects.aget(
+        knowledge_base__organisation=a.org, knowledge_base__slug="factures", tables__isnull=False
+    )
+    table.title = "Factures 2024 (export)"
+    await table.asave(update_fields=["title"])
+    documents = {d.title: d.tables for d in await OrgKnowledge(a.org.pk).documents("factures")}
+    assert documents.pop("Factures 2024 (export)") == ("factures",)
+    assert set(documents.values()) == {()}, "a document that holds no table names none"
+    assert [d.tables for d in await OrgKnowledge(a.org.pk).documents("contrats")] == [("contrats",)]
+
+
 async def test_data_tables_lists_the_scopes_tables_with_columns_and_row_counts(bases: tuple[Org, Org]) -> None:
     a, _ = bases
     outcome = await (await tools(a, Scope(("factures", "contrats"))))["data_tables"].run({})

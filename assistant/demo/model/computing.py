@@ -5,7 +5,8 @@ first text column (totals per client of the invoices), and answers with what the
 namespaces); its description names the knowledge bases whose documents the script finds as text files
 ``<kb>/<id>.txt``, listed in ``index.json``. A table document's text is its rows as ``a | b | c`` lines under
 a header line (after a line that names the table, in a base's documents). The script reads only the
-documents named after a table ``data_query`` lists (the tables' documents), or every document when none is,
+documents that hold a table ``data_query`` lists (``tables`` in ``index.json``, or a title that names it), or every
+document when none does,
 and prints one JSON line per table it totalled. The answer quotes each table's title in the language it is written
 in (``titles`` in ``index.json``, else as written) and its numbers in that language's format (``numbers``).
 """
@@ -27,7 +28,7 @@ _BASES = re.compile(r"documents of your knowledge bases \(([^)]*)\)")
 _SCRIPT = """{comment}
 import json
 
-TABLES = {tables!r}  # the tables data_query lists: their documents are named after them
+TABLES = {tables!r}  # the tables data_query lists: the index names the documents that hold them
 
 
 def name(title):
@@ -43,7 +44,7 @@ def number(value):
 
 with open("index.json", encoding="utf-8") as f:
     index = json.load(f)
-chosen = [entry for entry in index if name(entry["title"]) in TABLES] or index
+chosen = [e for e in index if set(e.get("tables", [])) & set(TABLES) or name(e["title"]) in TABLES] or index
 for entry in chosen:
     with open(entry["path"], encoding="utf-8") as f:
         blocks = f.read().split("\\n\\n")  # a spreadsheet's sheets come one after the other
