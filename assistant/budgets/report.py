@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from assistant.catalogue import snapshot
 from assistant.engine.events import AgentFinished, AgentStarted
 from assistant.engine.usage import RunUsage, UsageData
+from assistant.orgs.dates import long_date
 from assistant.orgs.models import AgentProfile, Organisation
 from assistant.runs.models import Run, Step
 from assistant.runs.steps import with_events
@@ -215,7 +216,7 @@ def _price_dates(by_model: dict[str, Totals]) -> str:
     dates, latest first); "" when none is known."""
     catalogue = snapshot.catalogue()
     dates = sorted({m.price_date for name in by_model if (m := catalogue.get(name)) and m.price_date}, reverse=True)
-    return ", ".join(formats.date_format(d, "j F Y") for d in dates)
+    return ", ".join(long_date(d) for d in dates)
 
 
 def landing_watch(org: Organisation, month: date) -> dict[str, Any]:

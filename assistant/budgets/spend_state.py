@@ -10,6 +10,7 @@ from datetime import date, datetime
 from django.utils import formats, timezone
 from django.utils.translation import gettext as _
 
+from assistant.orgs.dates import long_date
 from assistant.orgs.models import ApiKey, Organisation
 from assistant.orgs.spending import SpendLimit, limit_for
 
@@ -70,7 +71,7 @@ def banner_text(state: SpendState) -> str:
         "used": formats.number_format(state.used_eur, 2),
         "limit": formats.number_format(state.limit.eur, 2),
         "percent": state.percent,
-        "date": formats.date_format(next_month(state.month), "j F Y"),
+        "date": long_date(next_month(state.month)),
     }
     if not state.limit.hard:
         return (

@@ -3,6 +3,7 @@ events (``agents_of``), for the full page and the live pushes alike."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,11 +48,17 @@ class ThinkingView:
 
     @property
     def html(self) -> SafeString:
-        return render_markdown(self.summary)
+        return summary_html(self.summary)
 
     @classmethod
     def of(cls, event: ReasoningEvent, key: str) -> ThinkingView:
         return cls(key=key, summary=event.summary, unavailable=event.summary_unavailable and not event.summary)
+
+
+@functools.lru_cache(maxsize=1024)
+def summary_html(summary: str) -> SafeString:
+    """A reasoning summary as HTML, rendered once: the timeline and the agent panel show it again at each push."""
+    return render_markdown(summary)
 
 
 @dataclass
@@ -250,11 +257,9 @@ def agents_of(
             elif isinstance(e, ReasoningEvent):
                 agent.log_thinking(e)
             elif isinstance(e, UsageEvent) and agent.running:
-                # What it has cost and used so far, shown while it works: the figures the API gives.
+                # What it has cost and used so far, shown while it works: the figures the API gives (below).
                 live = so_far.setdefault(e.agent_id, RunUsage())
                 live.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated, estimated_eur=e.estimated_eur)
-                agent.cost_eur, agent.usage = live.cost_eur, live.as_data()
-                agent.estimated_eur = live.estimated_eur
             elif isinstance(e, AgentFinished):
                 agent.status = e.status
                 agent.cause = e.cause
@@ -266,6 +271,10 @@ def agents_of(
                 agent.report = e.report
                 agent.partial_report = e.partial_report
                 agent.forced_landing = e.forced_landing
+    for agent_id, live in so_far.items():
+        agent = agents[agent_id]
+        if agent.running:  # once it has ended, its end says what it cost in all
+            agent.cost_eur, agent.usage, agent.estimated_eur = live.cost_eur, live.as_data(), live.estimated_eur
     for agent in agents.values():
         if agent.report and not agent.partial_report:
             cache = reports if reports is not None else {}

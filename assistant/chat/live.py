@@ -83,8 +83,10 @@ class LiveRun:
     emitted: float | None = None  # when the oldest text not pushed yet left the engine (monotonic)
     names: dict[str, str] | None = None  # the organisation's bases' names, read once (pushes read no database)
     viewed: bool = False  # whether ``view`` ran since the page read the run (``markdown_start`` is the answer's)
-    # Each agent's line as last rendered, with the state it shows (``_line_state``).
-    lines: dict[str, tuple[tuple[int, str], SafeString]] = field(default_factory=dict)
+    # Each agent's line as last rendered (and pushed), with what it shows (``line_key``).
+    lines: dict[str, tuple[tuple[Any, ...], SafeString]] = field(default_factory=dict)
+    # The parts of the agents' lines that never change (their instruction, model, links: ``{% once %}``), rendered once.
+    fixed: dict[tuple[Any, ...], SafeString] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run_id: str, conversation_id: int, language: str | None = None) -> LiveRun | None:
@@ -200,7 +202,7 @@ class LiveRun:
             # More text only: nothing the timeline shows changed, so where the answer starts has not either.
             return self._render_answer()
         view = self.view()
-        self.reuse_lines(view, render=bool(self.dirty & {"turn", "work"}))
+        unchanged = self.reuse_lines(view, render=bool(self.dirty & {"turn", "work"}))
         parts: list[str] = []
         if "turn" in self.dirty:
             parts.append(
@@ -209,7 +211,7 @@ class LiveRun:
         if "work" in self.dirty:
             parts.append(render_to_string("chat/_timeline.html", {"view": view}))  # the answer so far with it
         else:
-            lines = changed | ended
+            lines = (changed | ended) - unchanged  # a line pushed as it shows now is not pushed again
             for block in view["timeline"]:
                 if isinstance(block, WorkBlock) and not block.working and ended & {a.agent_id for a in block.agents}:
                     for agent in block.agents:
@@ -241,26 +243,47 @@ class LiveRun:
         self.emitted = None
         return html
 
-    def _line_state(self, agent: AgentView) -> tuple[int, str]:
-        """What an agent's line shows follows from its own steps (``agent_views.agents_of``), and from its run's end
-        when that came before the agent's (``presenters.run_view`` then changes its status)."""
-        return sum(1 for step in self.steps if step.agent_id == agent.agent_id), agent.status
+    def line_key(self, agent: AgentView) -> tuple[Any, ...]:
+        """What an agent's line (``chat/_agent.html``) shows that can change while its run streams: its rounds, actions,
+        tokens, cost and budget left as it works, then its end (status, report, duration; a run's end before its
+        agent's changes its status too, ``presenters.run_view``, and with it the "Stop this agent" button). The rest
+        (its instruction, model, resources, estimate, links) is set as it starts. A reasoning summary shows in its
+        panel only: it leaves its line as it was."""
+        return (
+            agent.status,
+            agent.cause,
+            agent.rounds,
+            agent.left,
+            len(agent.actions),
+            agent.usage,
+            agent.cost_eur,
+            agent.estimated_eur,
+            agent.seconds,
+            agent.report,
+            agent.partial_report,
+            agent.forced_landing,
+        )
 
-    def reuse_lines(self, view: dict[str, Any], *, render: bool = False) -> None:
+    def reuse_lines(self, view: dict[str, Any], *, render: bool = False) -> set[str]:
         """Give each agent whose line was rendered in its present state that line, for the blocks to reuse; with
-        ``render``, render the others' (a block or the timeline is about to show every line)."""
+        ``render``, render the others' (a block or the timeline is about to show every line). The agents whose line
+        was reused: the page shows it as it is."""
+        reused = set()
         for agent in view["agents"]:
             cached = self.lines.get(agent.agent_id)
-            if cached is not None and cached[0] == self._line_state(agent):
+            if cached is not None and cached[0] == self.line_key(agent):
                 agent.line_html = cached[1]
+                reused.add(agent.agent_id)
             elif render:
                 self.line(view, agent)
+        return reused
 
     def line(self, view: dict[str, Any], agent: AgentView) -> SafeString:
         """An agent's delegation line (``chat/_agent.html``), rendered once per state."""
         if agent.line_html is None:
-            agent.line_html = SafeString(render_to_string("chat/_agent.html", {"view": view, "agent": agent}))
-            self.lines[agent.agent_id] = (self._line_state(agent), agent.line_html)
+            context = {"view": view, "agent": agent, "once": self.fixed}
+            agent.line_html = SafeString(render_to_string("chat/_agent.html", context))
+            self.lines[agent.agent_id] = (self.line_key(agent), agent.line_html)
         return agent.line_html
 
     def render_panel(self, view: dict[str, Any], agent_id: str) -> str:

@@ -210,9 +210,7 @@ class Sandbox:
         return self.command(root, channel, fd), kwargs, fd
 
     def _sweep(self, root: Path) -> None:
-        uid = self._uids.get(root)
-        if uid is not None:
-            _sweep_user(uid)
+        _sweep_processes(self._uids.get(root), str(root).encode())
 
     def probe(self) -> str:
         """Run an empty script with every layer; "" when it ran, else what went wrong."""
@@ -313,6 +311,7 @@ class Sandbox:
         finally:
             if proc.returncode is None:
                 _kill(proc)
+                self._sweep(root)  # before any wait: a second cancellation there must not leave a child behind
                 await proc.wait()
             self._sweep(root)
             if readers is not None and not readers.done():
@@ -345,16 +344,19 @@ class Sandbox:
         )
 
 
-def _sweep_user(uid: int) -> None:
-    """Kill every process of the run's own user: a child whose bubblewrap was killed while it set the sandbox up
-    (before its child was bound to die with it) would otherwise outlive the call."""
+def _sweep_processes(uid: int | None, root: bytes) -> None:
+    """Kill every process of the run's own user, and every process whose command line names its working directory
+    ``root``: a child whose bubblewrap was killed while it set the sandbox up (before its child was bound to die with
+    it, and before that child took the run's user) would otherwise outlive the call."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as f:
                 uids = next((line.split()[1:] for line in f if line.startswith("Uid:")), [])
-            if str(uid) in uids:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                named = root in f.read()
+            if named or (uid is not None and str(uid) in uids):
                 os.kill(int(entry), signal.SIGKILL)
         except (OSError, ValueError):
             continue

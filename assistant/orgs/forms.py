@@ -17,6 +17,7 @@ from assistant.catalogue import snapshot
 from assistant.catalogue.naming import model_label
 
 from . import keys
+from .dates import long_date
 from .models import (
     DELEGATING_LEVELS,
     KIND_CHOICES,
@@ -40,7 +41,7 @@ def _model_choices() -> list[tuple[str, str]]:
         prices = " / ".join(formats.number_format(Decimal(f"{price:g}")) for price in (m.input_price, m.output_price))
         label = f"{model_label(m.label)} — {prices} EUR"
         if m.price_date is not None:
-            label += " " + gettext("(prices of %(date)s)") % {"date": formats.date_format(m.price_date, "j F Y")}
+            label += " " + gettext("(prices of %(date)s)") % {"date": long_date(m.price_date)}
         out.append((m.id, label))
     return out
 

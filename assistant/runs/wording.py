@@ -20,6 +20,7 @@ from assistant.catalogue.providers import carbon_as
 from assistant.engine.causes import Cause
 from assistant.engine.refusals import Refusal
 from assistant.engine.scope import KB_PREFIX, MCP_PREFIX
+from assistant.orgs.dates import long_date
 
 STATUS_WORDS = {
     "ok": pgettext_lazy("status", "ok"),
@@ -296,7 +297,7 @@ def _reset_day(refusal: Refusal) -> str:
     if refusal.resets_at is None:
         return "?"
     when = refusal.resets_at.astimezone(ZoneInfo(refusal.zone or "UTC"))
-    return formats.date_format(when.date(), "j F Y")
+    return long_date(when.date())
 
 
 def with_demo_estimate(carbon: str, model_ids: Iterable[str], *, short: bool = False) -> str:

@@ -234,7 +234,7 @@ def test_the_estimated_part_of_the_costs_is_marked_on_the_page_and_in_the_csv(wo
     assert page.count("of which 0.0125 estimated") >= 2  # its model's line, the total
     assert "Prices of 1 December 2025." in page  # the demo model's prices' date
     french = html.unescape(signed_in("demo").get("/settings/usage/", HTTP_ACCEPT_LANGUAGE="fr").content.decode())
-    assert "dont 0,0125 estimés" in french and "Prix du 1 décembre 2025." in french
+    assert "dont 0,0125 estimés" in french and "Prix du 1er décembre 2025." in french
 
 
 def test_the_csv_figures_are_those_of_the_runs_usage_in_parts_of_any_size(world: World, monkeypatch: Any) -> None:

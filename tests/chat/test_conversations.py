@@ -19,6 +19,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.db.models import QuerySet
 from django.test import AsyncClient, Client
 from pytest_django import Settings
 
@@ -34,6 +35,7 @@ from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
 from tests.asgi_app import asgi_transport
 from tests.chat.chat_support import ASK, PAGE_SECONDS, QUESTION
+from tests.waiting import until
 
 OLD_STEPS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "steps_before_typing.json").read_text())[
     "steps"
@@ -295,10 +297,8 @@ async def test_deleting_a_conversation_stops_its_running_run_first(settings: Set
     await client.post("/c/new", ASK)
     run = await Run.objects.order_by("-created").afirst()
     assert run is not None
-    for _ in range(200):
-        if await Step.objects.filter(run=run, kind="agent_started").acount() == 2:
-            break
-        await asyncio.sleep(0.05)
+    started = Step.objects.filter(run=run, kind="agent_started")
+    await until(lambda: _count_is(started, 2), "both agents to start")
     await run.arefresh_from_db()
     assert run.is_running
 
@@ -500,3 +500,7 @@ async def test_the_api_still_answers_a_run_of_a_deleted_conversation_with_its_us
     }
     assert after["answer"] == "" and after["sources"] == []
     assert all(s["agent"]["instruction"] == "" and s["agent"]["report"] == "" for s in after["steps"] if "agent" in s)
+
+
+async def _count_is(steps: QuerySet[Step], n: int) -> bool:
+    return await steps.acount() == n

@@ -20,7 +20,7 @@ from django.utils.html import escape
 from assistant.catalogue import snapshot
 from assistant.chat import live
 from assistant.chat.agent_views import REPORT_PREVIEW_CHARS
-from assistant.chat.presenters import run_view
+from assistant.chat.presenters import agent_of, run_view
 from assistant.chat.rendering import StreamingMarkdown, render_markdown
 from assistant.engine.causes import Cause
 from assistant.engine.errors import ModelUnavailable
@@ -31,7 +31,9 @@ from assistant.engine.events import (
     AgentStarted,
     AgentStatus,
     Event,
+    ReasoningEvent,
     ToolResultEvent,
+    UsageEvent,
 )
 from assistant.engine.models.function import FunctionModel
 from assistant.engine.types import ModelRequest, ModelResponse
@@ -468,6 +470,46 @@ def test_a_push_renders_what_changed_only_and_agents_progress_can_wait(demo_data
     assert follower.render_changes() == ""
     assert follower.apply(_published(11, ToolResultEvent(call_id="c2", name="kb_search", ok=True, action=search)))
     assert timeline in follower.render_changes()
+
+
+@pytest.mark.django_db
+def test_an_agents_line_is_pushed_again_only_when_what_it_shows_changed(
+    demo_data: None, django_assert_num_queries: Any
+) -> None:
+    """With 50 chats streaming, agents' lines were most of the loop's rendering: a push renders an agent's line only
+    when what it shows changed (a reasoning summary shows in its panel alone), reads no database, and its parts that
+    never change (instruction, model, links) are rendered once, the line coming out as the page renders it."""
+    run = _run()
+    _agent_steps(run, None)
+    follower = live.LiveRun.load(run.pk.hex, run.conversation_id, "en")
+    assert follower is not None
+    line, panel = f'id="agent-{run.pk}-agent-1"', f'id="agent-panel-body-{run.pk}-agent-1"'
+    usage = UsageEvent(
+        agent_id="agent-1", model="demo-small", prompt_tokens=1200, completion_tokens=300, cost_eur=0.002
+    )
+    with translation.override("en"), django_assert_num_queries(0):
+        follower.dirty.add("work")  # as the page's first push: the timeline, with the line
+        assert line in follower.render_changes()
+        assert follower.apply(
+            _published(5, ReasoningEvent(agent_id="agent-1", round=1, model="demo-small", summary="A"))
+        )
+        assert follower.render_changes() == ""  # its line shows no reasoning
+        thought = ReasoningEvent(agent_id="agent-1", round=1, model="demo-small", summary="Checking **the dates**.")
+        assert follower.apply(_published(6, thought))
+        html = follower.render_changes("agent-1")  # the panel the page follows shows it
+        assert panel in html and "<strong>the dates</strong>" in html and line not in html
+        assert follower.apply(_published(7, usage))
+        html = follower.render_changes()
+        assert line in html and "1,500 so far" in html
+        view = follower.view()
+        follower.reuse_lines(view)
+        pushed = agent_of(view, "agent-1")
+    with translation.override("en"):
+        page = render_to_string(
+            "chat/_agent.html", {"view": view, "agent": agent_of(run_view(run, follower.steps), "agent-1")}
+        )
+    assert pushed is not None and pushed.line_html is not None
+    assert pushed.line_html == page and 'href="/c/' in page and "/agents/agent-1/stop" in page
 
 
 @pytest.mark.django_db

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.db.models import QuerySet
 from django.test import AsyncClient, Client
 from pytest_django import Settings
 
@@ -16,6 +15,7 @@ from assistant.orgs.models import Membership, Organisation
 from assistant.runs import execution
 from assistant.runs.models import Conversation, Message, Run, Step
 from tests.chat.chat_support import ASK, QUESTION
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,10 +88,8 @@ async def test_stop_keeps_partial_answer_and_agent_findings(settings: Settings) 
     await client.post("/c/new", ASK)
     run = await _last_run()
     # Wait until both agents have searched (each then spends 1 s in its next call), then press Stop.
-    for _ in range(400):
-        if await Step.objects.filter(run=run, kind="agent_action", data__action__kind="search").acount() == 2:
-            break
-        await asyncio.sleep(0.05)
+    searched = Step.objects.filter(run=run, kind="agent_action", data__action__kind="search")
+    await until(lambda: _count_is(searched, 2), "both agents to search")
     response = await client.post(f"/runs/{run.pk}/stop")
     assert response.status_code == 302
     await execution.wait_for(run.pk)
@@ -159,3 +157,7 @@ def test_runs_left_running_by_a_stopped_server_are_marked_failed_with_their_answ
     call_command("recover_runs", verbosity=0)
     run.refresh_from_db()
     assert run.status == "error" and "server stopped" in run.error and run.answer == "Partial"
+
+
+async def _count_is(steps: QuerySet[Step], n: int) -> bool:
+    return await steps.acount() == n

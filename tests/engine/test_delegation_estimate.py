@@ -43,6 +43,7 @@ from tests.engine.engine_support import (
     scripted,
     task,
 )
+from tests.waiting import until
 
 
 def delegating_main(*tasks: dict[str, object]) -> ModelFunction:
@@ -254,12 +255,11 @@ async def test_stop_while_the_user_is_asked_stops_the_run() -> None:
     h.ctx.delegation_cap = DelegationCap(cap_eur=0.001, confirm=asker, confirm_seconds=60)
 
     async def stop_when_asked() -> None:
-        while not asker.questions:
-            await asyncio.sleep(0.01)
+        await until(lambda: asker.questions, "the user to be asked")
         h.ctx.cancel.cancel()
 
     stopper = asyncio.ensure_future(stop_when_asked())
-    outcome = await asyncio.wait_for(h.run(), 5)
+    outcome = await asyncio.wait_for(h.run(), 60)  # a guard against hanging, not a measure
     await stopper
 
     assert outcome.status == "stopped" and outcome.agents == []

@@ -5,6 +5,7 @@ their names; prices and schedules in the reader's format."""
 from __future__ import annotations
 
 import html
+from datetime import date
 
 import pytest
 from django.test import override_settings
@@ -14,6 +15,7 @@ from assistant.budgets.models import Category
 from assistant.chat.agent_views import report_markdown
 from assistant.engine.outcomes import AgentReport
 from assistant.knowledge.models import KnowledgeBase
+from assistant.orgs.dates import long_date
 from assistant.orgs.models import AgentProfile
 from assistant.schedules.wording import schedule_words
 from tests.orgs.orgs_support import World, signed_in
@@ -92,7 +94,7 @@ def test_settings_name_models_and_resources_by_their_names_and_prices_in_the_rea
         organisation=world.demo, name="Checker", instructions="Check.", default_model="demo-small", tools=["kb", "web"]
     )
     page = _page(signed_in("demo", HTTP_ACCEPT_LANGUAGE="fr").get("/settings/"))
-    assert "Demo Small (démo hors ligne) — 0,2 / 0,6 EUR" in page
+    assert "Demo Small (démo hors ligne) — 0,2 / 0,6 EUR (prix du 1er décembre 2025)" in page
     assert "Bases de connaissances, Web" in page and ">kb<" not in page
     allowed = page.split("Autorisés actuellement :")[1].split("</p>")[0]
     assert "Demo Large (démo hors ligne)" in allowed and "demo-large" not in allowed
@@ -123,3 +125,10 @@ def test_an_agent_s_gaps_follow_the_reader_s_typography() -> None:
         assert report_markdown(report).endswith("Lacunes : rien sur « retards » ; rien sur « comptes »")
     with translation.override("en"):
         assert report_markdown(report).endswith("Gaps: rien sur « retards »; rien sur « comptes »")
+
+
+def test_the_first_of_a_month_is_an_ordinal_in_french() -> None:
+    with translation.override("fr"):
+        assert (long_date(date(2025, 12, 1)), long_date(date(2025, 12, 2))) == ("1er décembre 2025", "2 décembre 2025")
+    with translation.override("en"):
+        assert long_date(date(2025, 12, 1)) == "1 December 2025"

@@ -69,7 +69,7 @@ def test_each_model_s_prices_say_when_the_catalogue_recorded_them(world: World) 
         in client.get("/settings/").content.decode()
     )
     client.cookies["django_language"] = "fr"
-    assert "(prix du 1 décembre 2025)" in client.get("/settings/").content.decode()
+    assert "(prix du 1er décembre 2025)" in client.get("/settings/").content.decode()
 
 
 # Each setting reaches the Policy ---------------------------------------------------------------

@@ -41,6 +41,7 @@ from tests.providers.provider_support import PLAIN, Brain, Wire
 from tests.providers.test_billing import REQUEST, harness
 from tests.providers.test_provider_scenario import KNOWLEDGE, QUESTION
 from tests.providers.wire import Reply, Turn, Usage, sse_reply
+from tests.waiting import until
 
 pytestmark = pytest.mark.parametrize("server", ["responses"], indirect=True)
 
@@ -313,17 +314,15 @@ async def test_stop_closes_every_responses_stream_of_a_delegated_run_and_nothing
     def agents_reasoned() -> int:
         return sum(isinstance(e, ReasoningEvent) and e.agent_id is not None for e in events)
 
-    async with asyncio.timeout(30):  # a hang guard, not a measure: both agents' streams are open and read from
-        while len(wire.server.hung) < 2 or agents_reasoned() < 2:
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: len(wire.server.hung) >= 2 and agents_reasoned() >= 2, "both agents' streams open and read from"
+    )
     ctx.cancel.cancel()
     outcome = await run
 
     assert outcome.status == "stopped"
     assert [a.status for a in outcome.agents] == ["stopped", "stopped"]
-    async with asyncio.timeout(30):
-        while len(wire.server.hung_up) < 2:
-            await asyncio.sleep(0.01)
+    await until(lambda: len(wire.server.hung_up) >= 2, "both hanging streams closed by the adapter")
     assert sorted(wire.server.hung_up) == sorted(wire.server.hung) == [1, 2]  # both streams closed by the adapter
     assert len(wire.server.requests) == 3  # nothing asked after Stop
     # The main model's call billed as reported; each agent's hung call as an estimate of what it was sent.

@@ -23,6 +23,7 @@ from assistant.engine.usage import AgentBudget
 from tests.providers.provider_support import PLAIN, Wire
 from tests.providers.test_billing import REQUEST, harness, usages
 from tests.providers.wire import Turn, WireServer, error_reply, sse_reply, text_lead
+from tests.waiting import until
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral", "responses"], indirect=True)
 
@@ -30,16 +31,13 @@ PARTIAL = "I am still comparing the invoice with the payments"
 
 
 async def _when_hanging(server: WireServer) -> None:
-    while not server.hanging.is_set():
-        await asyncio.sleep(0.01)
+    await until(server.hanging.is_set, "the server to hang")
 
 
 async def _hung_up(server: WireServer, count: int) -> list[int]:
     """The requests whose hanging stream the client closed, once ``count`` were (the server notes it in its thread);
     fails if the connection stays open (a hang guard, not a measure: the stream was closed long before)."""
-    async with asyncio.timeout(30):
-        while len(server.hung_up) < count:
-            await asyncio.sleep(0.01)
+    await until(lambda: len(server.hung_up) >= count, f"{count} hanging streams closed by the client")
     return server.hung_up
 
 
@@ -58,8 +56,7 @@ async def test_stop_closes_a_stream_that_hangs_and_bills_it_as_cut(wire: Wire) -
 
     async def press_stop() -> None:
         await _when_hanging(wire.server)
-        while "".join(shown) != PARTIAL:  # every chunk sent has reached the caller
-            await asyncio.sleep(0.01)
+        await until(lambda: "".join(shown) == PARTIAL, "every chunk sent to reach the caller")
         h.ctx.cancel.cancel()
 
     stopper = asyncio.ensure_future(press_stop())
@@ -111,8 +108,7 @@ async def test_an_agent_whose_call_hangs_is_stopped_at_once_with_what_it_had_rea
 
     async def press_stop() -> None:
         await _when_hanging(wire.server)
-        while not texts:
-            await asyncio.sleep(0.01)
+        await until(lambda: texts, "the model's first text")
         h.ctx.cancel.cancel()
 
     stopper = asyncio.ensure_future(press_stop())
@@ -136,8 +132,7 @@ async def test_stop_while_waiting_to_retry_a_rate_limit_bills_nothing(wire: Wire
     wire.server.script(error_reply(wire.dialect, 429, "Slow down", {"retry-after": "30"}))
 
     async def press_stop() -> None:
-        while wire.server.answered < 1:
-            await asyncio.sleep(0.01)
+        await until(lambda: wire.server.answered >= 1, "the server to answer the 429")
         await asyncio.sleep(0.3)  # the adapter has read the 429 and waits the 30 s it asks
         h.ctx.cancel.cancel()
 

@@ -104,7 +104,7 @@ async def test_waiting_for_the_end_only_ends_with_the_run_and_reads_none_of_its_
 
     lost = await RunFollower(run.pk).open()  # the run has ended, its last message lost: the database says so
     await Run.objects.filter(pk=run.pk).aupdate(status="ok")
-    await asyncio.wait_for(lost.finished(), 5)
+    await asyncio.wait_for(lost.finished(), 60)  # a guard against hanging, not a measure
     await lost.close()
 
 
@@ -139,7 +139,7 @@ async def test_in_this_process_a_message_is_handed_over_in_the_publishers_call()
     await groups.publish(run.pk, {"type": "run.finished", "run": run.pk.hex, "status": "ok"})
     await Run.objects.filter(pk=run.pk).aupdate(status="ok")
     items: list[Any] = []
-    await asyncio.wait_for(_collect(follower, items), 5)
+    await asyncio.wait_for(_collect(follower, items), 60)  # a guard against hanging, not a measure
     await follower.close()
     assert items == [(1, "round_started")]
     assert run.pk.hex not in local._listeners  # every listener gone

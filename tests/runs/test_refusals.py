@@ -130,7 +130,7 @@ def test_every_refusal_is_worded_in_english_and_in_french() -> None:
         assert "%(" not in english + french and code not in french, code
     with translation.override("fr"):
         spent = wording.refusal_text(SAMPLES["category_spent"])
-    assert "1\u00a0000\u00a0000" in spent and "1 janvier 2027 à minuit (America/New_York)" in spent
+    assert "1\u00a0000\u00a0000" in spent and "1er janvier 2027 à minuit (America/New_York)" in spent
 
 
 def test_the_api_gives_each_refusal_its_status_its_stable_code_and_english() -> None:

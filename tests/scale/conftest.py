@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection, connections
 from django.test import override_settings
+
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,11 +158,13 @@ class Processes:
             )
         process = Process(name, popen, log)
         self.started.append(process)
-        deadline = time.monotonic() + WORKER_START_SECONDS
-        while ready not in process.output():
-            if popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not start:\n{process.output()}")
-            time.sleep(0.1)
+
+        def started() -> bool:
+            if popen.poll() is not None:
+                raise RuntimeError(f"{name} stopped before it started:\n{process.output()}")
+            return ready in process.output()
+
+        wait_until(started, lambda: f"{name} to start:\n{process.output()}", seconds=WORKER_START_SECONDS)
         return process
 
     def worker(self, name: str, concurrency: int = 2) -> Process:

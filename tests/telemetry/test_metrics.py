@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -18,6 +17,7 @@ from assistant.orgs.models import Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run
 from tests.telemetry.telemetry_support import DELEGATING, Exported
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,14 +60,13 @@ async def test_open_chat_connections_are_counted(exported: Exported) -> None:
 
 async def _connections(exported: Exported, expected: int) -> int:
     """The open connections, once they are ``expected`` (or what they are after a few seconds)."""
-    value = None
-    for _ in range(100):
+
+    def value() -> int:
         [point] = exported.metric_points("assistant.chat.connections")
-        value = point.value
-        if value == expected:
-            break
-        await asyncio.sleep(0.05)
-    return int(value or 0)
+        return int(point.value or 0)
+
+    await until(lambda: value() == expected, f"{expected} open connections counted")
+    return value()
 
 
 async def test_a_stopped_run_is_counted_with_its_stop_to_end_latency(exported: Exported, settings: Settings) -> None:
@@ -79,10 +78,7 @@ async def test_a_stopped_run_is_counted_with_its_stop_to_end_latency(exported: E
     start = await sync_to_async(intake.create_run)(user, org, None, ask)
     run: Run = start.run
     execution.launch(start)
-    for _ in range(200):  # until its agents work
-        if await run.steps.filter(kind="agent_started").aexists():
-            break
-        await asyncio.sleep(0.05)
+    await until(run.steps.filter(kind="agent_started").aexists, "its agents to work")
     assert await execution.request_stop(run.pk)
     await execution.wait_for(run.pk)
     run = await Run.objects.aget(pk=uuid.UUID(str(run.pk)))

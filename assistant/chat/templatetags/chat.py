@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import functools
+
 from django import template
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.formats import number_format
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, ngettext
@@ -12,6 +15,19 @@ from assistant.runs.wording import cause_text
 from ..rendering import render_markdown
 
 register = template.Library()
+
+
+@register.simple_tag
+def link(name: str, *args: object) -> str:
+    """``{% url name arg … %}`` for the links an agent's line and panel render at each push: each address worked out
+    once (for its script prefix and URLconf), then read back."""
+    return _reversed(name, tuple(str(a) for a in args), get_script_prefix(), get_urlconf())
+
+
+@functools.lru_cache(maxsize=4096)
+def _reversed(name: str, args: tuple[str, ...], prefix: str, urlconf: str | None) -> str:
+    del prefix  # part of the key only: ``reverse`` reads it itself
+    return reverse(name, args=args, urlconf=urlconf)
 
 
 @register.filter
@@ -96,3 +112,34 @@ def document_pk(source_id: str) -> int | None:
     """The database id of a knowledge-base document's source id (``doc-12`` → 12); None for anything else."""
     head, _, tail = str(source_id).partition("-")
     return int(tail) if head == "doc" and tail.isdigit() else None
+
+
+@register.tag
+def once(parser: template.base.Parser, token: template.base.Token) -> OnceNode:
+    """``{% once "name" key… %}…{% endonce %}``: a part of a fragment that never changes for its keys (an agent's
+    instruction, model and links in its line), rendered once when the context carries a ``once`` dict to keep it in
+    (``chat.live.LiveRun``: its pushes render an agent's line at each of its steps), else rendered as it stands."""
+    name, *keys = token.split_contents()[1:]
+    nodelist = parser.parse(("endonce",))
+    parser.delete_first_token()
+    return OnceNode(nodelist, parser.compile_filter(name), [parser.compile_filter(k) for k in keys])
+
+
+class OnceNode(template.Node):
+    def __init__(
+        self,
+        nodelist: template.NodeList,
+        name: template.base.FilterExpression,
+        keys: list[template.base.FilterExpression],
+    ) -> None:
+        self.nodelist, self.name, self.keys = nodelist, name, keys
+
+    def render(self, context: template.Context) -> SafeString:
+        kept = context.get("once")
+        if not isinstance(kept, dict):
+            return self.nodelist.render(context)
+        key = (self.name.resolve(context), *(k.resolve(context) for k in self.keys))
+        html = kept.get(key)
+        if html is None:
+            html = kept[key] = self.nodelist.render(context)
+        return html
