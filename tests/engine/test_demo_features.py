@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from assistant.demo.model import DEMO_MODELS, DemoModel, Language, procedure, say, triggers
+from assistant.demo.model.texts import agent_words
 from assistant.demo.web import demo_web_tools
 from assistant.engine.catalogue import Catalogue
 from assistant.engine.events import AgentFinished, AgentStarted, ToolCallEvent, ToolResultEvent
@@ -348,10 +349,10 @@ async def test_at_approfondi_the_agent_lands_forced_and_is_relaunched_on_the_res
     relaunched = say(
         "relaunch_note",
         language,
-        agent=first.agent_id,
+        Agent=agent_words(first.agent_id).capitalize(),
         start=number(stopped, language),
         title=doc.title,
-        relaunched=second.agent_id,
+        relaunched=agent_words(second.agent_id),
     )
     assert relaunched in outcome.text
 
