@@ -77,6 +77,7 @@ def admin_rows(browser: Any, server: str, signed_in: dict[str, Any]) -> None:
         page.fill("#task-edit input[name=schedule]", "0 7 * * 1")
         with page.expect_response(lambda r: r.request.method == "POST"):
             page.click("#task-edit button[type=submit]")
+        page.wait_for_load_state("networkidle")  # the saved task's page, which htmx follows to, swapped in first
         page.goto("/tasks/")
         expect(page.locator("table.tasks")).to_be_visible()
     context.close()
