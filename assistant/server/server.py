@@ -16,13 +16,18 @@ is no longer stored: the rest is read and dropped (past twice the limit, the con
 the request with an empty body and the ``Body-Refused`` header, which ``assistant.api.middleware`` answers in the
 caller's format and language. A client's own ``Body-Refused`` header is dropped first.
 
-**Shared.** The server's threads hand the GIL over every ``SWITCH_INTERVAL`` (0.5 ms, not Python's 5 ms): a
-request computing for seconds delays the others' pages less.
+**Frozen.** Once Daphne has loaded the application, the objects alive are frozen out of the garbage collector's
+full collections (``heap.freeze_startup``).
+
+Its threads hand the GIL over at Python's default interval (5 ms). Issue 34 had set 0.5 ms, so that a request
+computing for seconds would delay the others' pages less; once those requests had been made cheaper (the usage CSV
+in a worker process of its own), the shorter interval no longer helped them. It still cost the live chat: with 50
+chats streaming, the token-to-browser p95 was 49–62 ms at 0.5 ms and 22–33 ms at 5 ms. Another user's page p95 during
+each long request stayed under 70 ms on a quiet machine, against a 200 ms target (docs/BENCHMARKS.md, issue 31).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from daphne.http_protocol import HTTPFactory as DaphneHTTPFactory
@@ -31,12 +36,7 @@ from daphne.server import Server as DaphneServer
 from django.conf import settings
 from django.utils.http import parse_header_parameters
 
-SWITCH_INTERVAL = 0.0005
-"""Seconds a thread holding the GIL runs before one waiting for it may take it (Python's default: 0.005). Each
-request's synchronous code runs in a thread of its own: while one request computes for a second (a large month's
-usage CSV, a long conversation's export), every other request waits that long each time it takes the GIL back after
-a database call, dozens of times a page. Measured (docs/BENCHMARKS.md, issue 34): another user's page p95 during
-a 400-turn export 467–470 ms at the default, 231–250 ms at 0.5 and 0.2 ms, on a loaded machine."""
+from .heap import freeze_startup
 
 BODY_REFUSED = b"Body-Refused"
 """The header Django finds on a request whose body was over the limit (its value: the limit in bytes)."""
@@ -142,7 +142,7 @@ class HTTPFactory(DaphneHTTPFactory):  # type: ignore[misc]  # Daphne ships no t
 
 
 class Server(DaphneServer):  # type: ignore[misc]  # Daphne ships no types: its class is Any
-    """Daphne's server with our factory, in a process whose threads hand the GIL over sooner (``SWITCH_INTERVAL``).
+    """Daphne's server with our factory; what loading the application made is frozen (``heap.freeze_startup``).
 
     Daphne's ``run()`` makes its factory (``self.http_factory = HTTPFactory(self)``) and listens with it: this
     property gives it ours instead. Everything else is Daphne's.
@@ -150,7 +150,8 @@ class Server(DaphneServer):  # type: ignore[misc]  # Daphne ships no types: its 
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        sys.setswitchinterval(SWITCH_INTERVAL)
+        # Daphne's command line has imported the application: what it loaded lives as long as the process.
+        freeze_startup()
 
     @property
     def http_factory(self) -> HTTPFactory:

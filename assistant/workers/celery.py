@@ -73,8 +73,11 @@ def _flush_telemetry(**kwargs: Any) -> None:
 @worker_ready.connect
 def _start_runner(**kwargs: Any) -> None:
     # The event loop starts with the worker, so that it reaps the runs of dead workers from the start.
+    from assistant.server.heap import freeze_startup
+
     from .runner import runner
 
+    freeze_startup()  # Django, the Celery app and its tasks are loaded: what they made lives as long as the worker
     runner.start()
 
 
