@@ -70,10 +70,8 @@ def _loop(body: dict[str, Any]) -> str:
     return instruction
 
 
-async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_bills_exactly(wire: Wire) -> None:
-    brain = Brain("responses", NAMES)
-    wire.server.brain = brain
-    catalogue = Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]])
+def _delegated_run(wire: Wire) -> tuple[RunContext, RunRequest, list[Event]]:
+    """gpt-5 delegating to gpt-5-mini through the local server: the run's context, its request, the events it emits."""
     for model_id in NAMES:
         wire.model(SHIPPED[model_id], api_model=NAMES[model_id])
     events: list[Event] = []
@@ -82,7 +80,10 @@ async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_b
         events.append(event)
 
     ctx = RunContext(
-        catalogue=catalogue, models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE), emit=emit
+        catalogue=Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]]),
+        models=wire.models.__getitem__,
+        toolbox=Toolbox(knowledge=KNOWLEDGE),
+        emit=emit,
     )
     request = RunRequest(
         messages=(Message.user(QUESTION),),
@@ -90,6 +91,13 @@ async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_b
         level="approfondi",
         resources=("kb:factures", "kb:comptes-rendus", "agents"),
     )
+    return ctx, request, events
+
+
+async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_bills_exactly(wire: Wire) -> None:
+    brain = Brain("responses", NAMES)
+    wire.server.brain = brain
+    ctx, request, events = _delegated_run(wire)
     outcome = await run_chat(request, ctx)
 
     assert outcome.status == "ok", outcome.error
@@ -145,7 +153,7 @@ async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_b
         assert got.reasoning_tokens == sum(u.reasoning_tokens for u in reported) > 0
         assert got.cost_eur == pytest.approx(
             sum(
-                catalogue[model_id].cost_eur(UsagePart(u.prompt_tokens, u.completion_tokens, u.cached_tokens))
+                ctx.catalogue[model_id].cost_eur(UsagePart(u.prompt_tokens, u.completion_tokens, u.cached_tokens))
                 for u in reported
             )
         )
@@ -292,23 +300,7 @@ async def test_stop_closes_every_responses_stream_of_a_delegated_run_and_nothing
 
     brain.agent = agent_turn  # type: ignore[method-assign]  # this brain's agents answer with a search, always
     wire.server.brain = hanging_agents
-    catalogue = Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]])
-    for model_id in NAMES:
-        wire.model(SHIPPED[model_id], api_model=NAMES[model_id])
-    events: list[Event] = []
-
-    async def emit(event: Event) -> None:
-        events.append(event)
-
-    ctx = RunContext(
-        catalogue=catalogue, models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE), emit=emit
-    )
-    request = RunRequest(
-        messages=(Message.user(QUESTION),),
-        model="gpt-5",
-        level="approfondi",
-        resources=("kb:factures", "kb:comptes-rendus", "agents"),
-    )
+    ctx, request, events = _delegated_run(wire)
     run = asyncio.ensure_future(run_chat(request, ctx))
 
     def agents_reasoned() -> int:
