@@ -20,9 +20,9 @@ from assistant.budgets.models import SpendMonth, SpendReservation
 from assistant.runs import execution, intake
 from assistant.runs.models import Run
 from assistant.runs.start import RunStart
-from tests.budgets.budgets_support import World, hammer, this_month
+from tests.budgets.budgets_support import QUESTION, World, hammer, this_month
 from tests.budgets.test_reservation import check_no_overshoot, contend, room_for_five
-from tests.budgets.test_spend_limits import QUESTION, check_threads, first_call_eur, member_limit
+from tests.budgets.test_spend_limits import check_threads, first_call_eur, member_limit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

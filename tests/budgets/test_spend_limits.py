@@ -37,22 +37,8 @@ from assistant.orgs.spending import limit_for
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run, Step
 from tests.asgi_app import asgi_transport
-from tests.budgets.budgets_support import Admissions, World, signed_in
-from tests.chat.chat_support import ComposerPost
+from tests.budgets.budgets_support import QUESTION, SYNTHESIS, Admissions, World, signed_in
 
-QUESTION: ComposerPost = {
-    "text": "What does contract C-2024-002 cover?",
-    "model": "demo-large",
-    "level": "rapide",
-    "resources": [],
-}
-SYNTHESIS: ComposerPost = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-    "category": "syntheses",
-}
 ASK = [{"role": "user", "content": "What does contract C-2024-002 cover?"}]
 
 
