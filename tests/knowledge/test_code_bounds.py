@@ -18,7 +18,6 @@ import pytest
 from assistant.engine.cancel import CancelToken
 from assistant.engine.run_code import RunCode, code_tools
 from assistant.engine.sandbox import CodeLimits, CodeResult, Isolation, Sandbox
-from assistant.engine.sandbox_probe import detect
 from assistant.engine.scope import Scope
 from assistant.engine.tools import ToolRun, run_tool_call
 from assistant.engine.turns import Turn, turn
@@ -27,14 +26,6 @@ from tests.engine.engine_support import STOPPED_WITH_RUN
 from tests.waiting import until
 
 SPAN = "import time\nstart = time.monotonic()\ntime.sleep({seconds})\nprint(start, time.monotonic())"
-
-
-@pytest.fixture(scope="module")
-def isolation() -> Isolation:
-    found = detect()
-    if found is None or not found.complete:
-        pytest.skip(f"run_code is not offered on this machine: {found.missing if found else 'not Linux'}")
-    return found
 
 
 class Watched(Sandbox):
