@@ -37,7 +37,7 @@ from assistant.engine.types import (
     ToolCall,
     UsagePart,
 )
-from tests.providers.provider_support import PLAIN, Brain, Wire
+from tests.providers.provider_support import PLAIN, Brain, Wire, check_billed_as_reported
 from tests.providers.test_billing import REQUEST, harness
 from tests.providers.test_provider_scenario import KNOWLEDGE, QUESTION
 from tests.providers.wire import Reply, Turn, Usage, sse_reply
@@ -144,21 +144,10 @@ async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_b
     assert [(e.round, e.model) for e in shown if e.agent_id is None] == [(1, "gpt-5"), (2, "gpt-5")]
 
     # Billed exactly what the server reported: reasoning tokens counted, and billed at the output price.
-    for model_id, reported in brain.reported.items():
-        got = ctx.usage.by_model[model_id]
-        assert got.calls == len(reported)
-        assert got.prompt_tokens == sum(u.prompt_tokens for u in reported)
-        assert got.completion_tokens == sum(u.completion_tokens for u in reported)
-        assert got.cached_prompt_tokens == sum(u.cached_tokens for u in reported)
-        assert got.reasoning_tokens == sum(u.reasoning_tokens for u in reported) > 0
-        assert got.cost_eur == pytest.approx(
-            sum(
-                ctx.catalogue[model_id].cost_eur(UsagePart(u.prompt_tokens, u.completion_tokens, u.cached_tokens))
-                for u in reported
-            )
-        )
-        assert ctx.usage.as_data().by_model[model_id].reasoning_tokens == got.reasoning_tokens
-        assert got.carbon_g > 0
+    check_billed_as_reported(ctx.usage, ctx.catalogue, brain)
+    for model_id in brain.reported:
+        assert ctx.usage.by_model[model_id].reasoning_tokens > 0
+        assert ctx.usage.as_data().by_model[model_id].reasoning_tokens == ctx.usage.by_model[model_id].reasoning_tokens
     # An agent's token budget counts its reasoning: its output tokens include it.
     for finished in (e for e in events if isinstance(e, AgentFinished)):
         mini = finished.usage.by_model["gpt-5-mini"]
