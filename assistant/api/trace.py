@@ -239,14 +239,12 @@ class TraceBuilder:
     def _count(self, e: UsageEvent) -> StreamEvent | None:
         """A call's usage: in its round (the main model's), in the run's live usage, and in its agent's figures so
         far (said in the stream with an ``agent_usage`` event)."""
-        self._live_usage.add(
-            e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated, estimated_eur=e.estimated_eur
-        )
+        e.add_to(self._live_usage)
         if e.agent_id is not None:
             usage = self._agent_usage.get(e.agent_id)
             if usage is None:
                 return None
-            usage.add(e.model, e.part, e.cost_eur, e.impact, estimated=e.estimated, estimated_eur=e.estimated_eur)
+            e.add_to(usage)
             return self._agent_figures(e.agent_id, usage)
         if self.trace.rounds:
             r = self.trace.rounds[-1]

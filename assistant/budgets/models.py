@@ -12,10 +12,12 @@ profile ended by forced landing or budget more often than the organisation's thr
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from assistant.orgs.models import Organisation
@@ -144,6 +146,12 @@ class Alert(models.Model):
 
     class Meta:
         abstract = True
+
+    def mark_seen(self, user: User) -> None:
+        """Note that ``user`` saw it, now; an alert seen before keeps its first reader."""
+        if self.seen is None:
+            self.seen, self.seen_by = timezone.now(), user
+            self.save(update_fields=["seen", "seen_by"])
 
 
 class BudgetAlert(Alert):

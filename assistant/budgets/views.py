@@ -222,9 +222,7 @@ def usage_export(request: AuthenticatedHttpRequest) -> HttpResponse:
 def alert_seen(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     alert = get_object_or_404(BudgetAlert, pk=pk, category__organisation=org)
-    if alert.seen is None:
-        alert.seen, alert.seen_by = timezone.now(), request.user
-        alert.save(update_fields=["seen", "seen_by"])
+    alert.mark_seen(request.user)
     return redirect(f"{reverse('usage')}?month={alert.month:%Y-%m}")
 
 
@@ -233,9 +231,7 @@ def alert_seen(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
 def landing_alert_seen(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     org = administered_organisation(request.user)
     alert = get_object_or_404(LandingAlert, pk=pk, organisation=org)
-    if alert.seen is None:
-        alert.seen, alert.seen_by = timezone.now(), request.user
-        alert.save(update_fields=["seen", "seen_by"])
+    alert.mark_seen(request.user)
     return redirect(f"{reverse('usage')}?month={alert.month:%Y-%m}#landings")
 
 

@@ -304,6 +304,17 @@ class UsageEvent(_Event):
             return None
         return Impact(energy_kwh=self.energy_wh / 1000, carbon_g=self.carbon_g)
 
+    def add_to(self, usage: RunUsage) -> None:
+        """Count this call in ``usage``: its tokens, its cost (and the part of it estimated), its energy and carbon."""
+        usage.add(
+            self.model,
+            self.part,
+            self.cost_eur,
+            self.impact,
+            estimated=self.estimated,
+            estimated_eur=self.estimated_eur,
+        )
+
 
 class ModelCallFailed(_Event):
     """A model call that failed: refused by the provider (``billed`` false) or cut after it was sent (billed)."""
@@ -386,14 +397,7 @@ def usage_from(events: Iterable[Event]) -> RunUsage:
     usage = RunUsage()
     for event in events:
         if isinstance(event, UsageEvent):
-            usage.add(
-                event.model,
-                event.part,
-                event.cost_eur,
-                event.impact,
-                estimated=event.estimated,
-                estimated_eur=event.estimated_eur,
-            )
+            event.add_to(usage)
         elif isinstance(event, ModelCallFailed):
             usage.failed(event.model)
     return usage

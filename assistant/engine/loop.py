@@ -220,16 +220,7 @@ class _MainLoop:
                 )
                 self.messages.append(response.as_message())
                 if last or not response.tool_calls:
-                    await ctx.emit(
-                        FinalEvent(
-                            text=self.text,
-                            rounds=self.rounds,
-                            sources=tuple(ctx.sources.values()),
-                            usage=ctx.usage.as_data(),
-                            cut=response.finish_reason == "length",
-                        )
-                    )
-                    return RunOutcome("ok", self.text, self.rounds, self.agents)
+                    return await self._ended(cut=response.finish_reason == "length")
                 # Stop ends each of the round's tool calls, stopped (the agents tool stops its agents itself); a
                 # tool's unexpected failure cancels the others and ends the run. The API client's calls are its own
                 # to run: the server's of the same round run, then the turn ends on the client's.
@@ -250,16 +241,26 @@ class _MainLoop:
     async def _client_turn(self, calls: tuple[ToolCall, ...]) -> RunOutcome:
         """The turn ends on the API client's ``calls``: what the model wrote, the calls, and the messages its next call
         would continue (the client's follow-up with their results continues from them)."""
+        self.ctx.cancel.check(
+            self.ctx.usage
+        )  # a Stop during the round's server tools stops the run, as after any round
+        return await self._ended(tool_calls=calls, messages=tuple(self.messages[1:]))
+
+    async def _ended(
+        self, *, cut: bool = False, tool_calls: tuple[ToolCall, ...] = (), messages: tuple[Message, ...] = ()
+    ) -> RunOutcome:
+        """The run ends ok, on an answer (``cut``: at its output cap) or on the API client's ``tool_calls``: its final
+        event, what the model wrote with the sources read and the usage, then its outcome."""
         ctx = self.ctx
-        ctx.cancel.check(ctx.usage)  # a Stop during the round's server tools stops the run, as after any round
         await ctx.emit(
             FinalEvent(
                 text=self.text,
                 rounds=self.rounds,
                 sources=tuple(ctx.sources.values()),
                 usage=ctx.usage.as_data(),
-                tool_calls=calls,
-                messages=tuple(self.messages[1:]),
+                cut=cut,
+                tool_calls=tool_calls,
+                messages=messages,
             )
         )
         return RunOutcome("ok", self.text, self.rounds, self.agents)

@@ -46,8 +46,9 @@ def _model_choices() -> list[tuple[str, str]]:
     return out
 
 
-class AllowedModelsForm(forms.Form):
-    """Every model of the catalogue (including models added later), or only the ones ticked."""
+class ModelRestrictionForm(forms.Form):
+    """Every model of the catalogue (including models added later), or only the ones ticked: what an organisation, or
+    one of its API keys, may use."""
 
     restrict = forms.TypedChoiceField(
         choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
@@ -56,8 +57,30 @@ class AllowedModelsForm(forms.Form):
         empty_value=False,  # type: ignore[arg-type]  # Django takes any empty value; the stubs only a str or None
         required=False,
         widget=forms.RadioSelect,
+        initial="",
     )
     models = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]  # a ChoiceField's choices: Field's stubs do not have the attribute
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("restrict") and not data.get("models"):
+            self.add_error("models", _("Tick at least one model, or allow the whole catalogue."))
+        return data
+
+    def allowed_models(self) -> list[str] | None:
+        """The models ticked in catalogue order, or None for the whole catalogue."""
+        if not self.cleaned_data["restrict"]:
+            return None
+        chosen = set(self.cleaned_data["models"])
+        return [m for m in snapshot.catalogue() if m in chosen]
+
+
+class AllowedModelsForm(ModelRestrictionForm):
+    """The models the organisation's assistant may use."""
 
     def __init__(self, *args: Any, organisation: Organisation, **kwargs: Any) -> None:
         allowed = organisation.allowed_models
@@ -67,21 +90,10 @@ class AllowedModelsForm(forms.Form):
         )
         super().__init__(*args, **kwargs)
         self.organisation = organisation
-        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]  # a ChoiceField's choices: Field's stubs do not have the attribute
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("restrict") and not data.get("models"):
-            self.add_error("models", _("Tick at least one model, or allow the whole catalogue."))
-        return data
 
     def save(self) -> Organisation:
         org = self.organisation
-        if self.cleaned_data["restrict"]:
-            chosen = set(self.cleaned_data["models"])
-            org.allowed_models = [m for m in snapshot.catalogue() if m in chosen]  # catalogue order
-        else:
-            org.allowed_models = None
+        org.allowed_models = self.allowed_models()
         org.save(update_fields=["allowed_models"])
         return org
 
@@ -177,22 +189,12 @@ class AgentProfileForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in
         return name
 
 
-class ApiKeyForm(forms.Form):
-    """A new API key: a name, and the whole catalogue or only the models ticked."""
+class ApiKeyForm(ModelRestrictionForm):
+    """A new API key: a name, the whole catalogue or only the models ticked, and its optional limits."""
 
     name = forms.CharField(
         max_length=100, label=_("Name"), help_text=_("What the key is for, e.g. the tool that uses it.")
     )
-    restrict = forms.TypedChoiceField(
-        choices=[("", _("Every model of the catalogue, including models added later")), ("1", _("Only these models"))],
-        coerce=bool,
-        # Django takes any empty value; the stubs only a str or None.
-        empty_value=False,  # type: ignore[arg-type]  # Django takes any empty value; the stubs only a str or None
-        required=False,
-        widget=forms.RadioSelect,
-        initial="",
-    )
-    models = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
     expires_on = forms.DateField(
         required=False,
         label=_("Expires after"),
@@ -226,7 +228,6 @@ class ApiKeyForm(forms.Form):
 
     def __init__(self, *args: Any, organisation: Organisation | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["models"].choices = _model_choices()  # type: ignore[attr-defined]  # a ChoiceField's choices: Field's stubs do not have the attribute
         self.zone = zoneinfo.ZoneInfo(organisation.time_zone if organisation else "UTC")
         self.fields["rate_limit"].help_text = _("Optional: empty for the server's default (%(n)s).") % {
             "n": settings.API_KEY_RATE_LIMIT
@@ -238,23 +239,10 @@ class ApiKeyForm(forms.Form):
             raise forms.ValidationError(_("Choose today or a later day."))
         return day
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("restrict") and not data.get("models"):
-            self.add_error("models", _("Tick at least one model, or allow the whole catalogue."))
-        return data
-
     def expires(self) -> datetime | None:
         """The moment the key stops working: midnight after the chosen day, in the organisation's time zone."""
         day: date | None = self.cleaned_data.get("expires_on")
         return keys.end_of(day, str(self.zone)) if day is not None else None
-
-    def allowed_models(self) -> list[str] | None:
-        """The models ticked in catalogue order, or None for the whole catalogue."""
-        if not self.cleaned_data["restrict"]:
-            return None
-        chosen = set(self.cleaned_data["models"])
-        return [m for m in snapshot.catalogue() if m in chosen]
 
 
 class MemberDefaultForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: Django's ModelForm is not subscriptable at runtime

@@ -141,14 +141,7 @@ class RunTrace:
             if event.agent_id is None and self.content.captures:
                 self.answer.append(event.text)
         elif isinstance(event, UsageEvent):
-            self.usage.add(
-                event.model,
-                event.part,
-                event.cost_eur,
-                event.impact,
-                estimated=event.estimated,
-                estimated_eur=event.estimated_eur,
-            )
+            event.add_to(self.usage)
             if event.failed:
                 self._failing[event.agent_id] = event
             else:

@@ -36,8 +36,10 @@ def _month(live: Live) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def _ask(live: Live, stream: bool) -> dict[str, Any] | openai.RateLimitError:
-    client = live.client("budgeted")  # max_retries=0: what the server answered, once
+def _ask(live: Live, key: str, stream: bool) -> dict[str, Any] | openai.RateLimitError:
+    """What the server answered, once (``max_retries=0``), to ``ASK`` on demo-small with the API key ``key``: the
+    final status and usage (a stream's last chunk's), or the refusal."""
+    client = live.client(key)
     try:
         if not stream:
             return client.chat.completions.create(model="demo-small", messages=ASK).model_dump()
@@ -54,7 +56,7 @@ def _ask(live: Live, stream: bool) -> dict[str, Any] | openai.RateLimitError:
 def test_twenty_concurrent_requests_on_a_nearly_spent_category_get_429_when_they_cannot_be_served(live: Live) -> None:
     used_before, _ = _month(live)
     with ThreadPoolExecutor(20) as pool:
-        results = list(pool.map(lambda i: _ask(live, stream=i % 2 == 0), range(20)))
+        results = list(pool.map(lambda i: _ask(live, "budgeted", stream=i % 2 == 0), range(20)))
 
     served = [r for r in results if isinstance(r, dict)]
     refused = [r for r in results if isinstance(r, openai.RateLimitError)]
@@ -140,23 +142,9 @@ def test_twenty_concurrent_requests_on_a_key_s_hard_cap_get_429_spend_limit_exha
     """The key ``capped`` may spend 0.01 EUR a month: each request holds its first call's most cost (about 0.0027 EUR
     for demo-small) until it settles, so about three fit at once; the others are refused before anything starts."""
 
-    def ask(i: int) -> dict[str, Any] | openai.RateLimitError:
-        client = live.client("capped")
-        try:
-            if i % 2:
-                return client.chat.completions.create(model="demo-small", messages=ASK).model_dump()
-            final: dict[str, Any] = {}
-            for chunk in client.chat.completions.create(model="demo-small", messages=ASK, stream=True):
-                extra = chunk.model_extra or {}
-                if "status" in extra:
-                    final = {**extra, "usage": chunk.usage.model_dump() if chunk.usage else extra.get("usage")}
-            return final
-        except openai.RateLimitError as e:
-            return e
-
     used_before, _ = _key_month(live)
     with ThreadPoolExecutor(20) as pool:
-        results = list(pool.map(ask, range(20)))
+        results = list(pool.map(lambda i: _ask(live, "capped", stream=i % 2 == 0), range(20)))
     served = [r for r in results if isinstance(r, dict)]
     refused = [r for r in results if isinstance(r, openai.RateLimitError)]
     assert len(served) >= 3 and refused and len(served) + len(refused) == 20, (len(served), len(refused))

@@ -22,6 +22,23 @@ from assistant.engine.errors import BudgetExceeded
 from assistant.orgs.models import Membership, Organisation
 from assistant.runs import intake
 from assistant.runs.start import RunStart
+from tests.chat.chat_support import ComposerPost
+
+# What the budget tests post from the composer: a plain question (no category: the organisation's default) and a
+# synthesis charged to the category ``syntheses``.
+QUESTION: ComposerPost = {
+    "text": "What does contract C-2024-002 cover?",
+    "model": "demo-large",
+    "level": "rapide",
+    "resources": [],
+}
+SYNTHESIS: ComposerPost = {
+    "text": "Bimbamjob: invoices 2024, payments and relationship",
+    "model": "demo-large",
+    "level": "approfondi",
+    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
+    "category": "syntheses",
+}
 
 Admissions = Callable[[intake.Ask, type[Exception]], Awaitable[tuple[list[RunStart], list[Exception]]]]
 """``twenty_admissions`` (conftest): twenty runs of an ask, one after the other; those created, those refused."""

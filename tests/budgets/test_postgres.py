@@ -3,7 +3,6 @@ same conditional UPDATE serialised by the row lock, with threads and with proces
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,13 +15,12 @@ from django.test import Client
 from django.utils import timezone, translation
 
 from assistant.budgets import spend
-from assistant.budgets.models import SpendMonth, SpendReservation
-from assistant.runs import execution, intake
+from assistant.runs import intake
 from assistant.runs.models import Run
 from assistant.runs.start import RunStart
-from tests.budgets.budgets_support import World, hammer, this_month
+from tests.budgets.budgets_support import QUESTION, World, hammer, this_month
 from tests.budgets.test_reservation import check_no_overshoot, contend, room_for_five
-from tests.budgets.test_spend_limits import QUESTION, check_threads, first_call_eur, member_limit
+from tests.budgets.test_spend_limits import check_runs_within, check_threads, first_call_eur, member_limit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -82,13 +80,7 @@ async def test_twenty_concurrent_requests_against_a_member_s_hard_cap(tworld: Wo
     created = [a for a in attempts if isinstance(a, RunStart)]
     assert 5 <= len(created) < 20
     assert await Run.objects.acount() == len(created)
-    await asyncio.gather(*(execution.execute_run(r) for r in created))
-    done = [r async for r in Run.objects.all()]
-    row = await SpendMonth.objects.aget(user=tworld.member)
-    assert row.reserved_eur == pytest.approx(0) and not await SpendReservation.objects.aexists()
-    assert row.used_eur <= limit
-    assert row.used_eur == pytest.approx(sum(r.cost_eur for r in done))
-    assert {r.status for r in done} == {"ok"}
+    await check_runs_within(tworld, created, limit)
 
 
 def test_the_usage_csv_is_built_in_a_child_process_as_in_the_server_s(tworld: World) -> None:

@@ -20,23 +20,8 @@ from assistant.budgets.months import month_of, next_month, zone
 from assistant.engine.errors import BudgetExceeded
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
-from tests.budgets.budgets_support import Admissions, World, signed_in, this_month
-from tests.chat.chat_support import ComposerPost
+from tests.budgets.budgets_support import QUESTION, SYNTHESIS, Admissions, World, signed_in, this_month
 from tests.waiting import until
-
-SYNTHESIS: ComposerPost = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-    "category": "syntheses",
-}
-QUESTION: ComposerPost = {
-    "text": "What does contract C-2024-002 cover?",
-    "model": "demo-large",
-    "level": "rapide",
-    "resources": [],
-}
 
 
 def exhaust(category: Category) -> None:

@@ -36,23 +36,10 @@ from assistant.orgs.models import ApiKey, Membership, Organisation
 from assistant.orgs.spending import limit_for
 from assistant.runs import execution, intake
 from assistant.runs.models import Conversation, Run, Step
+from assistant.runs.start import RunStart
 from tests.asgi_app import asgi_transport
-from tests.budgets.budgets_support import Admissions, World, signed_in
-from tests.chat.chat_support import ComposerPost
+from tests.budgets.budgets_support import QUESTION, SYNTHESIS, Admissions, World, signed_in
 
-QUESTION: ComposerPost = {
-    "text": "What does contract C-2024-002 cover?",
-    "model": "demo-large",
-    "level": "rapide",
-    "resources": [],
-}
-SYNTHESIS: ComposerPost = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-    "category": "syntheses",
-}
 ASK = [{"role": "user", "content": "What does contract C-2024-002 cover?"}]
 
 
@@ -268,9 +255,15 @@ async def test_twenty_concurrent_runs_against_a_member_s_room_for_about_five(
     for e in refused:  # running requests hold the rest: retry in a few seconds
         assert isinstance(e, spend.SpendExhausted)
         assert not e.spent and "reserved by your running requests" in str(e)
+    await check_runs_within(tworld, created, limit)
+
+
+async def check_runs_within(world: World, created: list[RunStart], limit: float) -> None:
+    """The admitted runs run all at once: each ends ok, what they spend never passes the member's ``limit`` and is
+    what they cost, and nothing stays held (run by the PostgreSQL tests too, ``test_postgres``)."""
     await asyncio.gather(*(execution.execute_run(r) for r in created))
     done = [r async for r in Run.objects.all()]
-    row = await SpendMonth.objects.aget(user=tworld.member)
+    row = await SpendMonth.objects.aget(user=world.member)
     assert row.reserved_eur == pytest.approx(0) and not await SpendReservation.objects.aexists()
     assert row.used_eur <= limit
     assert row.used_eur == pytest.approx(sum(r.cost_eur for r in done))

@@ -42,6 +42,15 @@ DELETE = "mcp_crm__delete_customer"
 QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Where is our customer Acme based?"}]
 
 
+async def ask(client: openai.AsyncOpenAI, resources: list[str], level: str | None = None) -> dict[str, Any]:
+    """The API's answer to ``QUESTION`` on demo-large with ``resources`` (and a reasoning level), as data."""
+    extensions: dict[str, Any] = {"tools_enabled": resources}
+    if level is not None:
+        extensions["reasoning_level"] = level
+    completion = await client.chat.completions.create(model="demo-large", messages=QUESTION, extra_body=extensions)
+    return completion.model_dump()
+
+
 def tool_contents(request: ModelRequest, name: str) -> list[str]:
     return [without_note(m.content) for m in request.messages if m.role == "tool" and m.name == name]
 
@@ -116,13 +125,8 @@ async def test_an_agent_reads_a_connector_and_its_write_is_refused(
             "demo-small": scripted(_agent_searches_and_tries_to_delete, _agent_reports),
         }
     )
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm", "agents"], "reasoning_level": "approfondi"},
-    )
-    data = completion.model_dump()
-    assert data["status"] == "ok" and completion.choices[0].message.content == "Acme SA is based in Lyon."
+    data = await ask(client, ["mcp:crm", "agents"], "approfondi")
+    assert data["status"] == "ok" and data["choices"][0]["message"]["content"] == "Acme SA is based in Lyon."
 
     # The agent was offered the picked read tool, with its input schema, and never the write tool.
     first = made["demo-small"].requests[0]
@@ -167,12 +171,7 @@ async def test_the_main_model_reads_a_connector_itself(
         return ModelResponse(text="Bolt SARL is in Nantes.")
 
     made = models({"demo-large": scripted(ModelResponse(tool_calls=[call(SEARCH, query="bolt")]), answer)})
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm"]},
-    )
-    data = completion.model_dump()
+    data = await ask(client, ["mcp:crm"])
     assert data["status"] == "ok"
     assert "Connectors of this request: crm." in made["demo-large"].requests[0].messages[0].content
     [step] = [s for s in data["steps"] if s["type"] == "tool_call"]
@@ -188,12 +187,7 @@ async def test_a_write_tool_is_refused_to_the_main_model_too(
         return ModelResponse(text="I cannot delete anything.")
 
     models({"demo-large": scripted(ModelResponse(tool_calls=[call(DELETE, customer_id="c-1")]), answer)})
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm"]},
-    )
-    assert completion.model_dump()["status"] == "ok"
+    assert (await ask(client, ["mcp:crm"]))["status"] == "ok"
     assert registered.calls == []
 
 
@@ -211,12 +205,7 @@ async def test_a_tool_that_turned_into_a_write_is_refused_before_it_is_called(
         return ModelResponse(text="Refused.")
 
     models({"demo-large": scripted(ModelResponse(tool_calls=[call(DELETE, customer_id="c-1")]), answer)})
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm"]},
-    )
-    assert completion.model_dump()["status"] == "ok"
+    assert (await ask(client, ["mcp:crm"]))["status"] == "ok"
     assert registered.calls == []
 
 
@@ -235,12 +224,7 @@ async def test_untrusted_output_stays_data_and_is_cut_at_the_cap(
         return ModelResponse(text="Done.")
 
     models({"demo-large": scripted(ModelResponse(tool_calls=[call(SEARCH, query="acme")]), answer)})
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm"]},
-    )
-    assert completion.model_dump()["status"] == "ok"
+    assert (await ask(client, ["mcp:crm"]))["status"] == "ok"
 
 
 async def test_a_slow_connector_is_cut_at_its_timeout(
@@ -255,22 +239,13 @@ async def test_a_slow_connector_is_cut_at_its_timeout(
         return ModelResponse(text="The CRM did not answer.")
 
     models({"demo-large": scripted(ModelResponse(tool_calls=[call(SEARCH, query="acme")]), answer)})
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm"]},
-    )
-    assert completion.model_dump()["status"] == "ok"  # the model read the timeout's error (``answer`` above)
+    assert (await ask(client, ["mcp:crm"]))["status"] == "ok"  # the model read the timeout's error (``answer`` above)
     assert registered.calls == [("search_customers", {"query": "acme"})]
 
 
 async def _refused(client: openai.AsyncOpenAI, resources: list[str]) -> dict[str, Any]:
     with pytest.raises(openai.APIStatusError) as caught:
-        await client.chat.completions.create(
-            model="demo-large",
-            messages=QUESTION,
-            extra_body={"tools_enabled": resources},
-        )
+        await ask(client, resources)
     assert caught.value.status_code in (400, 404, 422)
     body: dict[str, Any] = caught.value.response.json()
     return body
@@ -304,14 +279,9 @@ async def test_unknown_disabled_and_other_organisations_connectors_are_refused(
 async def test_the_offline_demo_model_delegates_to_a_connector(
     client: openai.AsyncOpenAI, registered: CrmServer, fast_demo: None
 ) -> None:
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm", "agents"], "reasoning_level": "approfondi"},
-    )
-    data = completion.model_dump()
+    data = await ask(client, ["mcp:crm", "agents"], "approfondi")
     assert data["status"] == "ok"
-    answer = completion.choices[0].message.content or ""
+    answer = data["choices"][0]["message"]["content"] or ""
     assert "I am handing the search of 1 resource to an agent running demo-small" in answer
     assert "c-1: Acme SA, Lyon [mcp:crm/search_customers]" in answer
     [agent] = [s["agent"] for s in data["steps"] if s["type"] == "run_agent"]
@@ -334,12 +304,7 @@ async def test_an_agent_profile_receives_connectors_only_when_its_kinds_say_so(
         return ModelResponse(text="Refused.")
 
     models({"demo-large": scripted(ModelResponse(tool_calls=[call("agents", tasks=[task])]), answer)})
-    completion = await client.chat.completions.create(
-        model="demo-large",
-        messages=QUESTION,
-        extra_body={"tools_enabled": ["mcp:crm", "agents"], "reasoning_level": "approfondi"},
-    )
-    assert completion.model_dump()["status"] == "ok"
+    assert (await ask(client, ["mcp:crm", "agents"], "approfondi"))["status"] == "ok"
     assert registered.calls == []
     page = await sync_to_async(lambda: signed_in("demo").get("/settings/profiles/new").content.decode())()
     assert 'value="mcp"' in page and "Connectors" in page

@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from assistant.engine.causes import Cause
 from assistant.engine.connectors import (
     ConnectorConfig,
     ConnectorError,
@@ -25,11 +24,8 @@ from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.scope import Scope
 from assistant.engine.tools import Toolbox
 from tests.connectors.mcp_server import CrmServer
+from tests.engine.engine_support import STOPPED_WITH_RUN
 from tests.waiting import until
-
-STOPPED_WITH_RUN = Cause(
-    code="run_stopped", because=Cause(code="stopped_by_user")
-)  # a tool call stopped with its run, stopped by the user
 
 SEARCH = PickedTool(
     "search_customers", "Find customers.", {"type": "object", "properties": {"query": {"type": "string"}}}

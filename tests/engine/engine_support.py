@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from assistant.engine.catalogue import Catalogue, ModelInfo
+from assistant.engine.causes import Cause
 from assistant.engine.events import Event
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.loop import RunOutcome, run_chat
@@ -209,6 +210,74 @@ def researcher(query: str = "Zorglub 2024", *, usage: UsagePart | None = None) -
         return reply(submit(findings, [d["id"] for d in reads] or hit_ids), usage=usage)
 
     return function
+
+
+# One delegation ---------------------------------------------------------------------------------
+# The budget, result and landing tests all run the same delegation: the main model hands one search of ``factures``
+# to agent A, then answers with what came back.
+
+FINDINGS = "Zorglub a payé la facture de mars 2024 avec 45 jours de retard [fac-1]."
+
+
+def main_delegating(**task_options: Any) -> ModelFunction:
+    """A main model that delegates one task (``task_options`` added to it) to agent A, then answers "Réponse."."""
+    return scripted(
+        reply(
+            delegate(task("Trouve les retards de paiement de Zorglub.", AGENT_A.id, ["kb:factures"], **task_options))
+        ),
+        reply(text="Réponse."),
+    )
+
+
+def endless_searcher(usage: UsagePart | None = None) -> ModelFunction:
+    """An agent that would search forever, and submits ``FINDINGS`` only when its last call is forced."""
+
+    def function(request: ModelRequest, info: CallInfo) -> ModelResponse:
+        if forced(request):
+            return reply(submit(FINDINGS, ["fac-1"], ["les relances n'ont pas été vérifiées"]), usage=usage)
+        return reply(call("kb_search", query=f"Zorglub retard {info.index}", kb="factures"), usage=usage)
+
+    return function
+
+
+def agents_told(request: ModelRequest) -> list[dict[str, Any]]:
+    """What the ``agents`` tool's result in ``request`` told the main model, one entry per agent."""
+    [payload] = tool_payloads(request, "agents")
+    agents: list[dict[str, Any]] = payload["agents"]
+    return agents
+
+
+# Two agents, then Stop -------------------------------------------------------------------------
+# The Stop tests delegate to two agents at once, each over its own base, and stop the run before the main model
+# answers.
+
+TWO_AGENTS_TEXT = "Je confie la recherche à deux agents."
+OWN_DOCUMENT = {"factures": ("fac-1", "Facture Zorglub mars 2024"), "contrats": ("con-1", "Contrat cadre Zorglub")}
+STOPPED_WITH_RUN = Cause(code="run_stopped", because=Cause(code="stopped_by_user"))
+"""The cause of a tool call stopped with its run, the run stopped by the user."""
+
+
+def main_delegating_to_two() -> ModelFunction:
+    """A main model that says ``TWO_AGENTS_TEXT`` while it hands ``factures`` to agent A and ``contrats`` to agent B.
+
+    Its answer, scripted after that, is never meant to be produced: the tests stop the run before it.
+    """
+    return scripted(
+        reply(
+            delegate(
+                task("Lis la facture de Zorglub.", AGENT_A.id, ["kb:factures"]),
+                task("Lis le contrat de Zorglub.", AGENT_B.id, ["kb:contrats"]),
+            ),
+            text=TWO_AGENTS_TEXT,
+        ),
+        reply(text="Cette réponse ne doit jamais être produite."),
+    )
+
+
+def read_own_document(request: ModelRequest) -> ModelResponse:
+    """An agent's first round: reading the ``OWN_DOCUMENT`` of the one base it may search."""
+    doc_id, _ = OWN_DOCUMENT[searchable_kbs(request)[0]]
+    return reply(call("kb_read", ids=[doc_id]))
 
 
 # The harness ----------------------------------------------------------------------------------

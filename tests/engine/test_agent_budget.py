@@ -6,51 +6,21 @@ import asyncio
 
 from assistant.engine.agent import LANDING_NOTICE
 from assistant.engine.events import AgentFinished
-from assistant.engine.models.function import CallInfo, FunctionModel, ModelFunction
+from assistant.engine.models.function import CallInfo, FunctionModel
 from assistant.engine.policy import Policy
 from assistant.engine.types import ModelRequest, ModelResponse, NamedTool, UsagePart
 from tests.engine.engine_support import (
     AGENT_A,
+    FINDINGS,
     MAIN,
-    call,
-    delegate,
+    agents_told,
+    endless_searcher,
     forced,
     harness,
+    main_delegating,
     reply,
-    scripted,
     submit,
-    task,
-    tool_payloads,
 )
-
-FINDINGS = "La facture de mars 2024 de Zorglub a été payée avec 45 jours de retard [fac-1]."
-
-
-def main_delegating(**task_options: object) -> ModelFunction:
-    return scripted(
-        reply(
-            delegate(task("Trouve les retards de paiement de Zorglub.", AGENT_A.id, ["kb:factures"], **task_options))
-        ),
-        reply(text="Voici ce que l'agent a trouvé."),
-    )
-
-
-def endless_searcher(usage: UsagePart | None = None) -> ModelFunction:
-    """An agent that would search forever, and submits its findings only when its last call is forced."""
-
-    def function(request: ModelRequest, info: CallInfo) -> ModelResponse:
-        if forced(request):
-            return reply(submit(FINDINGS, ["fac-1"], ["les relances n'ont pas été vérifiées"]), usage=usage)
-        return reply(call("kb_search", query=f"Zorglub retard {info.index}", kb="factures"), usage=usage)
-
-    return function
-
-
-def agent_result_for_main(request: ModelRequest) -> dict[str, object]:
-    [payload] = tool_payloads(request, "agents")
-    [result] = payload["agents"]
-    assert isinstance(result, dict)
-    return result
 
 
 async def test_call_budget_forces_a_landing_on_the_last_call() -> None:
@@ -73,12 +43,12 @@ async def test_call_budget_forces_a_landing_on_the_last_call() -> None:
     [finished] = h.of(AgentFinished)
     assert (finished.status, finished.forced_landing) == ("interrupted", True)
 
-    told = agent_result_for_main(h.main.requests[1])
+    [told] = agents_told(h.main.requests[1])
     assert told["status"] == "interrupted"
     assert "round budget" in str(told["reason"])
     assert "Do not fill the gaps" in str(told["note"])
     assert outcome.status == "ok"
-    assert outcome.text == "Voici ce que l'agent a trouvé."
+    assert outcome.text == "Réponse."
 
 
 async def test_token_budget_stops_an_agent_that_reported_large_usage() -> None:
@@ -134,7 +104,7 @@ async def test_seconds_run_out_before_the_calls() -> None:
     assert agent.cause is not None and agent.cause.code == "seconds"
     assert FINDINGS in agent.report
     assert outcome.status == "ok"
-    assert outcome.text == "Voici ce que l'agent a trouvé."
+    assert outcome.text == "Réponse."
 
 
 async def test_a_hanging_call_is_cut_by_the_hard_timeout() -> None:
@@ -161,7 +131,7 @@ async def test_a_hanging_call_is_cut_by_the_hard_timeout() -> None:
     assert "time" in agent.reason
     assert "0.2 s" in agent.reason
     assert outcome.status == "ok"
-    assert outcome.text == "Voici ce que l'agent a trouvé."
-    told = agent_result_for_main(h.main.requests[1])
+    assert outcome.text == "Réponse."
+    [told] = agents_told(h.main.requests[1])
     assert told["status"] == "interrupted"
     assert "0.2 s" in str(told["reason"])

@@ -7,34 +7,21 @@ import json
 import pytest
 
 from assistant.engine.events import AgentAction, AgentFinished
-from assistant.engine.models.function import ModelFunction
 from assistant.engine.notes import without_note
 from assistant.engine.types import ToolCall
 from tests.engine.engine_support import (
     AGENT_A,
+    FINDINGS,
     MAIN,
     call,
-    delegate,
     forced,
     harness,
+    main_delegating,
     reply,
     scripted,
     submit,
-    task,
     tool_messages,
 )
-
-FINDINGS = "Zorglub a payé la facture de mars 2024 avec 45 jours de retard [fac-1]."
-
-
-def main_delegating(**task_options: object) -> ModelFunction:
-    return scripted(
-        reply(
-            delegate(task("Trouve les retards de paiement de Zorglub.", AGENT_A.id, ["kb:factures"], **task_options))
-        ),
-        reply(text="Réponse."),
-    )
-
 
 INVALID_RESULTS = {
     "missing findings": lambda: call("submit_result", sources=["fac-1"]),

@@ -14,7 +14,7 @@ import re
 from assistant.engine.agent import LANDING_NOTICE
 from assistant.engine.events import AgentStarted
 from assistant.engine.loop import ROUND_LIMIT_NOTICE
-from assistant.engine.models.function import CallInfo, ModelFunction
+from assistant.engine.models.function import CallInfo
 from assistant.engine.notes import BUDGET_LEFT
 from assistant.engine.policy import DEFAULT_LEVELS, LevelSettings, Policy
 from assistant.engine.tokens import estimate_tokens
@@ -22,37 +22,17 @@ from assistant.engine.types import Message, ModelRequest, ModelResponse, UsagePa
 from tests.engine.engine_support import (
     AGENT_A,
     MAIN,
+    agents_told,
     call,
-    delegate,
+    endless_searcher,
     forced,
     harness,
+    main_delegating,
     reply,
-    scripted,
-    submit,
-    task,
-    tool_payloads,
 )
 
 LINE = re.compile(r"Budget left: (\d+) rounds? \(this one included\), ([\d,]+) tokens, (\d+) s\.")
 MAIN_LINE = re.compile(r"Budget left: (\d+) rounds? with tools \(this one included\), (\d+) s\.")
-
-
-def searcher(usage: UsagePart) -> ModelFunction:
-    """An agent that searches each round and submits only when its last round is forced."""
-
-    def function(request: ModelRequest, info: CallInfo) -> ModelResponse:
-        if forced(request):
-            return reply(submit("Zorglub a payé en retard [fac-1].", ["fac-1"]), usage=usage)
-        return reply(call("kb_search", query=f"Zorglub {info.index}", kb="factures"), usage=usage)
-
-    return function
-
-
-def main_delegating(**options: object) -> ModelFunction:
-    return scripted(
-        reply(delegate(task("Trouve les retards de Zorglub.", AGENT_A.id, ["kb:factures"], **options))),
-        reply(text="Voici."),
-    )
 
 
 def no_user_after_tool(messages: tuple[Message, ...]) -> bool:
@@ -72,7 +52,7 @@ def with_level(**settings: int) -> Policy:
 
 async def test_a_task_asking_more_rounds_than_its_level_gets_the_level_budget_and_its_step_says_so() -> None:
     h = harness(
-        {MAIN.id: main_delegating(max_rounds=10), AGENT_A.id: searcher(UsagePart(1_000, 100))},
+        {MAIN.id: main_delegating(max_rounds=10), AGENT_A.id: endless_searcher(UsagePart(1_000, 100))},
         policy=with_level(agent_rounds=3),
     )
     outcome = await h.run(level="approfondi")
@@ -84,24 +64,24 @@ async def test_a_task_asking_more_rounds_than_its_level_gets_the_level_budget_an
     [agent] = outcome.agents
     assert agent.rounds == 3 and agent.forced_landing
     assert len(h.model(AGENT_A.id).requests) == 3
-    [payload] = tool_payloads(h.main.requests[1], "agents")
-    assert "you asked 10" in payload["agents"][0]["max_rounds"]
+    [told] = agents_told(h.main.requests[1])
+    assert "you asked 10" in told["max_rounds"]
 
 
 async def test_a_task_within_its_level_is_not_marked_clamped() -> None:
-    h = harness({MAIN.id: main_delegating(max_rounds=2), AGENT_A.id: searcher(UsagePart(1_000, 100))})
+    h = harness({MAIN.id: main_delegating(max_rounds=2), AGENT_A.id: endless_searcher(UsagePart(1_000, 100))})
     outcome = await h.run(level="approfondi")
 
     [started] = h.of(AgentStarted)
     assert (started.max_rounds, started.rounds_asked) == (2, None)
-    [payload] = tool_payloads(h.main.requests[1], "agents")
-    assert "max_rounds" not in payload["agents"][0]
+    [told] = agents_told(h.main.requests[1])
+    assert "max_rounds" not in told
     assert outcome.agents[0].rounds == 2
 
 
 async def test_every_agent_request_after_the_first_says_what_is_left_and_extends_the_one_before() -> None:
     h = harness(
-        {MAIN.id: main_delegating(max_rounds=4), AGENT_A.id: searcher(UsagePart(9_000, 1_000))},
+        {MAIN.id: main_delegating(max_rounds=4), AGENT_A.id: endless_searcher(UsagePart(9_000, 1_000))},
         policy=Policy(agent_max_tokens=60_000),
     )
     await h.run(level="approfondi")
@@ -131,7 +111,7 @@ async def test_every_agent_request_after_the_first_says_what_is_left_and_extends
 
 async def test_a_landing_forced_by_tokens_running_low_says_so_in_the_last_tool_result() -> None:
     h = harness(
-        {MAIN.id: main_delegating(max_rounds=5), AGENT_A.id: searcher(UsagePart(15_000, 5_000))},
+        {MAIN.id: main_delegating(max_rounds=5), AGENT_A.id: endless_searcher(UsagePart(15_000, 5_000))},
         policy=Policy(agent_max_tokens=60_000),
     )
     await h.run(level="approfondi")

@@ -5,29 +5,20 @@ from __future__ import annotations
 import json
 
 from assistant.engine.events import AgentAction, AgentFinished
-from assistant.engine.models.function import ModelFunction
 from assistant.engine.notes import without_note
 from tests.engine.engine_support import (
     AGENT_A,
     MAIN,
+    agents_told,
     call,
-    delegate,
     forced,
     harness,
+    main_delegating,
     reply,
     scripted,
     submit,
-    task,
     tool_messages,
 )
-
-
-def main_delegating() -> ModelFunction:
-    return scripted(
-        reply(delegate(task("Trouve les retards de paiement de Zorglub.", AGENT_A.id, ["kb:factures"], max_rounds=2))),
-        reply(text="Réponse."),
-    )
-
 
 SEARCH = reply(call("kb_search", query="Zorglub retard", kb="factures"))
 
@@ -35,7 +26,7 @@ SEARCH = reply(call("kb_search", query="Zorglub retard", kb="factures"))
 async def test_no_result_after_the_forced_landing_and_its_relaunch_is_an_error_with_the_partial_record() -> None:
     h = harness(
         {
-            MAIN.id: main_delegating(),
+            MAIN.id: main_delegating(max_rounds=2),
             AGENT_A.id: scripted(
                 SEARCH,
                 reply(text="Je pense que Zorglub paie en retard."),
@@ -61,8 +52,7 @@ async def test_no_result_after_the_forced_landing_and_its_relaunch_is_an_error_w
     assert finished.status == "error"
     assert finished.report == agent.report
 
-    [payload] = [json.loads(without_note(m.content)) for m in tool_messages(h.main.requests[1], "agents")]
-    told = payload["agents"][0]
+    [told] = agents_told(h.main.requests[1])
     assert told["status"] == "error"
     assert "Searched" in told["report"]
     assert outcome.status == "ok"
@@ -71,7 +61,7 @@ async def test_no_result_after_the_forced_landing_and_its_relaunch_is_an_error_w
 async def test_a_relaunch_that_returns_a_result_brings_the_findings() -> None:
     h = harness(
         {
-            MAIN.id: main_delegating(),
+            MAIN.id: main_delegating(max_rounds=2),
             AGENT_A.id: scripted(
                 SEARCH,
                 reply(text="Je réfléchis encore."),
@@ -90,7 +80,7 @@ async def test_a_relaunch_that_returns_a_result_brings_the_findings() -> None:
 async def test_a_tool_called_on_the_forced_landing_is_not_run() -> None:
     h = harness(
         {
-            MAIN.id: main_delegating(),
+            MAIN.id: main_delegating(max_rounds=2),
             AGENT_A.id: scripted(
                 SEARCH,
                 reply(call("kb_read", ids=["fac-1"])),  # ignores the forced tool_choice

@@ -8,7 +8,6 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from assistant.engine.causes import Cause
 from assistant.engine.events import AgentAction, AgentFinished, FinalEvent, StoppedEvent, TextDeltaEvent
 from assistant.engine.knowledge import MemoryKnowledge
 from assistant.engine.models.base import Model
@@ -22,21 +21,19 @@ from tests.engine.engine_support import (
     CONTRATS,
     FACTURES,
     MAIN,
+    OWN_DOCUMENT,
+    STOPPED_WITH_RUN,
+    TWO_AGENTS_TEXT,
     call,
     delegate,
     harness,
+    main_delegating_to_two,
+    read_own_document,
     reply,
     scripted,
     searchable_kbs,
     task,
 )
-
-STOPPED_WITH_RUN = Cause(
-    code="run_stopped", because=Cause(code="stopped_by_user")
-)  # a tool call stopped with its run, stopped by the user
-
-OWN_DOCUMENT = {"factures": ("fac-1", "Facture Zorglub mars 2024"), "contrats": ("con-1", "Contrat cadre Zorglub")}
-MAIN_FIRST_TEXT = "Je confie la recherche à deux agents."
 
 
 class RecordingKnowledge(MemoryKnowledge):
@@ -78,25 +75,11 @@ class RegisterCheck(Tool):
         return ToolOutcome(json.dumps({"registered": True}))
 
 
-def two_agents_main() -> Any:
-    return scripted(
-        reply(
-            delegate(
-                task("Lis la facture de Zorglub puis vérifie le registre.", AGENT_A.id, ["kb:factures"]),
-                task("Lis le contrat de Zorglub puis vérifie le registre.", AGENT_B.id, ["kb:contrats"]),
-            ),
-            text=MAIN_FIRST_TEXT,
-        ),
-        reply(text="Cette réponse ne doit jamais être produite."),
-    )
-
-
 def read_then_check(request: ModelRequest, info: CallInfo) -> ModelResponse:
     """Turn 1: read its own document; turn 2: check the register; turn 3 must never come."""
-    doc_id, _ = OWN_DOCUMENT[searchable_kbs(request)[0]]
     turn = sum(1 for m in request.messages if m.role == "assistant")
     if turn == 0:
-        return reply(call("kb_read", ids=[doc_id]))
+        return read_own_document(request)
     if turn == 1:
         return reply(call("check_register"))
     return reply(call("kb_search", query="Zorglub", kb=searchable_kbs(request)[0]))
@@ -106,7 +89,7 @@ async def test_stop_while_agents_work_keeps_what_they_read_and_launches_nothing_
     register = RegisterCheck(seconds=0.3)
     backend = RecordingKnowledge()
     h = harness(
-        {MAIN.id: two_agents_main(), AGENT_A.id: read_then_check, AGENT_B.id: read_then_check},
+        {MAIN.id: main_delegating_to_two(), AGENT_A.id: read_then_check, AGENT_B.id: read_then_check},
         knowledge_backend=backend,
         factories=[lambda scope: [register]],
     )
@@ -140,7 +123,7 @@ async def test_stop_while_agents_work_keeps_what_they_read_and_launches_nothing_
     assert len(h.main.requests) == 1
 
     assert outcome.status == "stopped"
-    assert outcome.text == MAIN_FIRST_TEXT
+    assert outcome.text == TWO_AGENTS_TEXT
     by_model = {a.task.model.id: a for a in outcome.agents}
     for model_id, kb in ((AGENT_A.id, "factures"), (AGENT_B.id, "contrats")):
         agent = by_model[model_id]
@@ -155,7 +138,7 @@ async def test_stop_while_agents_work_keeps_what_they_read_and_launches_nothing_
 
     [stopped] = h.of(StoppedEvent)
     assert stopped.message == "stopped on request"
-    assert stopped.text == MAIN_FIRST_TEXT
+    assert stopped.text == TWO_AGENTS_TEXT
     assert {s.id for s in stopped.sources} == {"fac-1", "con-1"}
     assert h.of(FinalEvent) == []
 

@@ -19,24 +19,24 @@ from assistant.engine.causes import Cause
 from assistant.engine.errors import BudgetExceeded
 from assistant.engine.events import AgentFinished, FinalEvent, ModelCallFailed, StoppedEvent, UsageEvent
 from assistant.engine.models.base import Model
-from assistant.engine.models.function import ModelFunction
 from assistant.engine.types import ModelRequest, ModelResponse, StreamPart, TextDelta, ToolCallPart, UsagePart
 from assistant.engine.usage import CostCap
 from tests.engine.engine_support import (
     AGENT_A,
     AGENT_B,
     MAIN,
+    OWN_DOCUMENT,
+    TWO_AGENTS_TEXT,
     call,
     delegate,
     harness,
+    main_delegating_to_two,
+    read_own_document,
     reply,
     scripted,
-    searchable_kbs,
     task,
 )
 
-MAIN_TEXT = "Je confie la recherche à deux agents."
-OWN_DOCUMENT = {"factures": ("fac-1", "Facture Zorglub mars 2024"), "contrats": ("con-1", "Contrat cadre Zorglub")}
 PARTIAL = "Je recoupe encore la facture avec le contrat"
 
 
@@ -92,24 +92,10 @@ def read_then_hang(usage: UsagePart | None = None) -> Callable[[ModelRequest, in
 
     def answer(request: ModelRequest, index: int) -> ModelResponse | Hang:
         if index == 0:
-            doc_id, _ = OWN_DOCUMENT[searchable_kbs(request)[0]]
-            return reply(call("kb_read", ids=[doc_id]))
+            return read_own_document(request)
         return Hang(usage=usage)
 
     return answer
-
-
-def two_agents() -> ModelFunction:
-    return scripted(
-        reply(
-            delegate(
-                task("Lis la facture de Zorglub.", AGENT_A.id, ["kb:factures"]),
-                task("Lis le contrat de Zorglub.", AGENT_B.id, ["kb:contrats"]),
-            ),
-            text=MAIN_TEXT,
-        ),
-        reply(text="Cette réponse ne doit jamais être produite."),
-    )
 
 
 async def _when_all_hung(*models: HangingModel) -> None:
@@ -119,7 +105,7 @@ async def _when_all_hung(*models: HangingModel) -> None:
 
 async def test_stop_aborts_the_agents_hanging_calls_bills_them_as_cut_and_keeps_what_they_found() -> None:
     a, b = HangingModel(AGENT_A, read_then_hang()), HangingModel(AGENT_B, read_then_hang())
-    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})
+    h = harness({MAIN.id: main_delegating_to_two(), AGENT_A.id: a, AGENT_B.id: b})
 
     async def press_stop() -> None:
         await _when_all_hung(a, b)
@@ -132,7 +118,7 @@ async def test_stop_aborts_the_agents_hanging_calls_bills_them_as_cut_and_keeps_
     # Each hanging call was aborted: its stream closed while it hung; nothing was asked after Stop.
     assert a.closed == [1] and b.closed == [1]
     assert len(a.requests) == len(b.requests) == 2 and len(h.main.requests) == 1
-    assert outcome.status == "stopped" and outcome.text == MAIN_TEXT
+    assert outcome.status == "stopped" and outcome.text == TWO_AGENTS_TEXT
     assert h.of(FinalEvent) == []
     [stopped] = h.of(StoppedEvent)
     assert stopped.message == "stopped on request" and {s.id for s in stopped.sources} == {"fac-1", "con-1"}
@@ -234,7 +220,7 @@ async def test_a_category_budget_refusing_one_agent_aborts_the_other_agents_hang
         return reply(call("kb_read", ids=["con-1"]))
 
     b = HangingModel(AGENT_B, b_answer)
-    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})
+    h = harness({MAIN.id: main_delegating_to_two(), AGENT_A.id: a, AGENT_B.id: b})
     # Reservations: the main model's, each agent's first, then A's second (which hangs), then B's second:
     # refused once A hangs.
     ledger = GatedLedger(n=4, gate=a.hung.wait, refuse=True)
@@ -264,7 +250,7 @@ async def test_the_call_that_crosses_the_cost_cap_aborts_the_other_agents_hangin
 
     # B's second call answers once A hangs, and crosses the cap.
     b = HangingModel(AGENT_B, b_answer, before=lambda index: a.hung.wait() if index == 1 else None)
-    h = harness({MAIN.id: two_agents(), AGENT_A.id: a, AGENT_B.id: b})
+    h = harness({MAIN.id: main_delegating_to_two(), AGENT_A.id: a, AGENT_B.id: b})
     cap = CostCap(0.05)
     h.ctx.ledger = cap
     outcome = await h.run()

@@ -17,7 +17,6 @@ import pytest
 from assistant.api.trace import TraceBuilder
 from assistant.api.trace_schemas import ToolStep
 from assistant.engine.cancel import CancelToken
-from assistant.engine.causes import Cause
 from assistant.engine.errors import ToolError
 from assistant.engine.events import AgentAction, ToolResultEvent
 from assistant.engine.query import QueryLimits, _Query, run_query
@@ -30,6 +29,7 @@ from assistant.engine.types import ToolCall
 from tests.engine.engine_support import (
     AGENT_A,
     MAIN,
+    STOPPED_WITH_RUN,
     call,
     delegate,
     harness,
@@ -40,10 +40,6 @@ from tests.engine.engine_support import (
     tool_payloads,
 )
 from tests.waiting import until
-
-STOPPED_WITH_RUN = Cause(
-    code="run_stopped", because=Cause(code="stopped_by_user")
-)  # a tool call stopped with its run, stopped by the user
 
 
 class MemoryTables:

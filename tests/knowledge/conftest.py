@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 from pytest_django import Settings
 
+from assistant.engine.sandbox import Isolation
+from assistant.engine.sandbox_probe import detect
+
 
 @pytest.fixture
 def media(settings: Settings, tmp_path: Path) -> Path:
@@ -15,3 +18,12 @@ def media(settings: Settings, tmp_path: Path) -> Path:
     root.mkdir()
     settings.MEDIA_ROOT = root
     return root
+
+
+@pytest.fixture(scope="module")
+def isolation() -> Isolation:
+    """The sandbox's layers on this machine; the test is skipped where run_code is not offered."""
+    found = detect()
+    if found is None or not found.complete:
+        pytest.skip(f"run_code is not offered on this machine: {found.missing if found else 'not Linux'}")
+    return found

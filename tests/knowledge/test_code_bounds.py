@@ -16,29 +16,16 @@ from pathlib import Path
 import pytest
 
 from assistant.engine.cancel import CancelToken
-from assistant.engine.causes import Cause
 from assistant.engine.run_code import RunCode, code_tools
 from assistant.engine.sandbox import CodeLimits, CodeResult, Isolation, Sandbox
-from assistant.engine.sandbox_probe import detect
 from assistant.engine.scope import Scope
 from assistant.engine.tools import ToolRun, run_tool_call
 from assistant.engine.turns import Turn, turn
 from assistant.engine.types import ToolCall
+from tests.engine.engine_support import STOPPED_WITH_RUN
 from tests.waiting import until
 
-STOPPED_WITH_RUN = Cause(
-    code="run_stopped", because=Cause(code="stopped_by_user")
-)  # a tool call stopped with its run, stopped by the user
-
 SPAN = "import time\nstart = time.monotonic()\ntime.sleep({seconds})\nprint(start, time.monotonic())"
-
-
-@pytest.fixture(scope="module")
-def isolation() -> Isolation:
-    found = detect()
-    if found is None or not found.complete:
-        pytest.skip(f"run_code is not offered on this machine: {found.missing if found else 'not Linux'}")
-    return found
 
 
 class Watched(Sandbox):

@@ -22,7 +22,6 @@ import pytest
 from django.conf import settings as django_settings
 
 from assistant.engine.sandbox import LAYERS, CodeLimits, Isolation, Sandbox
-from assistant.engine.sandbox_probe import detect
 
 BYPASS = """
 import gc
@@ -77,14 +76,6 @@ class Host:
     writable: str
     server: int
     sockets: tuple[socket.socket, socket.socket, socket.socket]
-
-
-@pytest.fixture(scope="module")
-def isolation() -> Isolation:
-    found = detect()
-    if found is None or not found.complete:
-        pytest.skip(f"run_code is not offered on this machine: {found.missing if found else 'not Linux'}")
-    return found
 
 
 @pytest.fixture

@@ -15,15 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from assistant.engine.causes import Cause
 from assistant.engine.errors import OutOfScope, ToolError
 from assistant.engine.netguard import AddressGuard, BlockedAddress, allowed_ports, is_public_address
 from assistant.engine.scope import Scope
 from assistant.engine.web import WebConfig, WebFetch, WebSearch, web_tools
-
-STOPPED_WITH_RUN = Cause(
-    code="run_stopped", because=Cause(code="stopped_by_user")
-)  # a tool call stopped with its run, stopped by the user
+from tests.engine.engine_support import STOPPED_WITH_RUN
 
 ARTICLE = b"""<!doctype html><html><head><title>Wind report</title></head><body>
 <nav>Home | Products | Contact</nav>

@@ -17,7 +17,7 @@ from assistant.engine.types import ModelRequest, ModelResponse
 from assistant.orgs.models import AgentProfile, Organisation
 from assistant.runs import execution, intake
 from assistant.runs.models import Run, Step
-from tests.chat.chat_support import ComposerPost
+from tests.chat.chat_support import ASK
 from tests.orgs.orgs_support import (
     World,
     call,
@@ -28,13 +28,6 @@ from tests.orgs.orgs_support import (
     signed_in,
     tool_payloads,
 )
-
-ASK: ComposerPost = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-}
 
 
 def _refused(org: Organisation, **changes: Any) -> str:

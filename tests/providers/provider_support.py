@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from assistant.engine.catalogue import ModelInfo
 from assistant.engine.models.base import Model
@@ -17,6 +20,7 @@ from assistant.engine.models.streaming import RetryPolicy
 from assistant.engine.notes import without_note
 from assistant.engine.providers.mistral import MistralProvider
 from assistant.engine.providers.openai import OpenAIProvider
+from assistant.engine.usage import RunUsage
 from tests.providers.wire import Dialect, Reply, Turn, Usage, WireServer, sse_reply
 
 FAST_RETRY = RetryPolicy(base_delay=0.01, max_delay=0.05)
@@ -145,6 +149,30 @@ class Brain:
         if hits:
             return Turn(calls=(("kb_read", json.dumps({"ids": hits})),))
         return Turn(calls=(("kb_search", json.dumps({"query": "Bimbamjob", "kb": kb})),))
+
+
+def check_billed_as_reported(usage: RunUsage, catalogue: Mapping[str, ModelInfo], brain: Brain) -> float:
+    """Each model's calls and tokens (reasoning included) in ``usage`` are what ``brain`` reported, its cost is their
+    price in ``catalogue`` and its carbon is estimated for every call; returns the run's price, every model's summed."""
+    priced = 0.0
+    for model_id, reported in brain.reported.items():
+        got = usage.by_model[model_id]
+        assert got.calls == len(reported)
+        assert got.prompt_tokens == sum(u.prompt_tokens for u in reported)
+        assert got.completion_tokens == sum(u.completion_tokens for u in reported)
+        assert got.cached_prompt_tokens == sum(u.cached_tokens for u in reported)
+        assert got.reasoning_tokens == sum(u.reasoning_tokens for u in reported)
+        info = catalogue[model_id]
+        fresh = got.prompt_tokens - got.cached_prompt_tokens
+        price = (
+            fresh * info.input_price
+            + got.cached_prompt_tokens * info.cached_input_price
+            + got.completion_tokens * info.output_price  # reasoning tokens are output tokens
+        ) / 1e6
+        assert got.cost_eur == pytest.approx(price)
+        assert got.carbon_g > 0 and got.estimated_calls == got.calls
+        priced += price
+    return priced
 
 
 def chat_view(body: dict[str, Any]) -> dict[str, Any]:

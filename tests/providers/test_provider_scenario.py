@@ -25,9 +25,9 @@ from assistant.engine.outcomes import AgentTask
 from assistant.engine.policy import RunRequest
 from assistant.engine.runtime import RunContext
 from assistant.engine.tools import Document, Toolbox
-from assistant.engine.types import Message, UsagePart
+from assistant.engine.types import Message
 from assistant.engine.usage import AgentBudget
-from tests.providers.provider_support import Brain, Wire
+from tests.providers.provider_support import Brain, Wire, check_billed_as_reported
 from tests.providers.wire import Turn, sse_reply
 
 pytestmark = pytest.mark.parametrize("server", ["openai", "mistral"], indirect=True)
@@ -138,28 +138,7 @@ async def test_delegation_scenario_counts_what_the_server_reported_at_catalogue_
 
     # Usage: exactly what the server reported, at the catalogue's prices.
     assert set(ctx.usage.by_model) == {main_id, agent_id}
-    expected_cost = 0.0
-    for model_id, reported in brain.reported.items():
-        got = ctx.usage.by_model[model_id]
-        assert got.calls == len(reported)
-        assert got.prompt_tokens == sum(u.prompt_tokens for u in reported)
-        assert got.completion_tokens == sum(u.completion_tokens for u in reported)
-        assert got.cached_prompt_tokens == sum(u.cached_tokens for u in reported)
-        assert got.reasoning_tokens == sum(u.reasoning_tokens for u in reported)
-        info = catalogue[model_id]
-        fresh = got.prompt_tokens - got.cached_prompt_tokens
-        cost = (
-            fresh * info.input_price
-            + got.cached_prompt_tokens * info.cached_input_price
-            + got.completion_tokens * info.output_price
-        ) / 1e6
-        assert got.cost_eur == pytest.approx(cost)
-        assert got.cost_eur == pytest.approx(
-            sum(info.cost_eur(UsagePart(u.prompt_tokens, u.completion_tokens, u.cached_tokens)) for u in reported)
-        )
-        expected_cost += cost
-        assert got.carbon_g > 0 and got.estimated_calls == got.calls
-    assert ctx.usage.cost_eur == pytest.approx(expected_cost)
+    assert ctx.usage.cost_eur == pytest.approx(check_billed_as_reported(ctx.usage, catalogue, brain))
     assert first.usage.cost_eur + second.usage.cost_eur == pytest.approx(ctx.usage.by_model[agent_id].cost_eur)
     totals = ctx.usage.as_dict()
     assert totals["carbon_estimated"] is True

@@ -37,7 +37,7 @@ from assistant.engine.types import (
     ToolCall,
     UsagePart,
 )
-from tests.providers.provider_support import PLAIN, Brain, Wire
+from tests.providers.provider_support import PLAIN, Brain, Wire, check_billed_as_reported
 from tests.providers.test_billing import REQUEST, harness
 from tests.providers.test_provider_scenario import KNOWLEDGE, QUESTION
 from tests.providers.wire import Reply, Turn, Usage, sse_reply
@@ -70,10 +70,8 @@ def _loop(body: dict[str, Any]) -> str:
     return instruction
 
 
-async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_bills_exactly(wire: Wire) -> None:
-    brain = Brain("responses", NAMES)
-    wire.server.brain = brain
-    catalogue = Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]])
+def _delegated_run(wire: Wire) -> tuple[RunContext, RunRequest, list[Event]]:
+    """gpt-5 delegating to gpt-5-mini through the local server: the run's context, its request, the events it emits."""
     for model_id in NAMES:
         wire.model(SHIPPED[model_id], api_model=NAMES[model_id])
     events: list[Event] = []
@@ -82,7 +80,10 @@ async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_b
         events.append(event)
 
     ctx = RunContext(
-        catalogue=catalogue, models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE), emit=emit
+        catalogue=Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]]),
+        models=wire.models.__getitem__,
+        toolbox=Toolbox(knowledge=KNOWLEDGE),
+        emit=emit,
     )
     request = RunRequest(
         messages=(Message.user(QUESTION),),
@@ -90,6 +91,13 @@ async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_b
         level="approfondi",
         resources=("kb:factures", "kb:comptes-rendus", "agents"),
     )
+    return ctx, request, events
+
+
+async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_bills_exactly(wire: Wire) -> None:
+    brain = Brain("responses", NAMES)
+    wire.server.brain = brain
+    ctx, request, events = _delegated_run(wire)
     outcome = await run_chat(request, ctx)
 
     assert outcome.status == "ok", outcome.error
@@ -136,21 +144,10 @@ async def test_a_delegated_run_sends_every_reasoning_item_back_in_its_loop_and_b
     assert [(e.round, e.model) for e in shown if e.agent_id is None] == [(1, "gpt-5"), (2, "gpt-5")]
 
     # Billed exactly what the server reported: reasoning tokens counted, and billed at the output price.
-    for model_id, reported in brain.reported.items():
-        got = ctx.usage.by_model[model_id]
-        assert got.calls == len(reported)
-        assert got.prompt_tokens == sum(u.prompt_tokens for u in reported)
-        assert got.completion_tokens == sum(u.completion_tokens for u in reported)
-        assert got.cached_prompt_tokens == sum(u.cached_tokens for u in reported)
-        assert got.reasoning_tokens == sum(u.reasoning_tokens for u in reported) > 0
-        assert got.cost_eur == pytest.approx(
-            sum(
-                catalogue[model_id].cost_eur(UsagePart(u.prompt_tokens, u.completion_tokens, u.cached_tokens))
-                for u in reported
-            )
-        )
-        assert ctx.usage.as_data().by_model[model_id].reasoning_tokens == got.reasoning_tokens
-        assert got.carbon_g > 0
+    check_billed_as_reported(ctx.usage, ctx.catalogue, brain)
+    for model_id in brain.reported:
+        assert ctx.usage.by_model[model_id].reasoning_tokens > 0
+        assert ctx.usage.as_data().by_model[model_id].reasoning_tokens == ctx.usage.by_model[model_id].reasoning_tokens
     # An agent's token budget counts its reasoning: its output tokens include it.
     for finished in (e for e in events if isinstance(e, AgentFinished)):
         mini = finished.usage.by_model["gpt-5-mini"]
@@ -292,23 +289,7 @@ async def test_stop_closes_every_responses_stream_of_a_delegated_run_and_nothing
 
     brain.agent = agent_turn  # type: ignore[method-assign]  # this brain's agents answer with a search, always
     wire.server.brain = hanging_agents
-    catalogue = Catalogue([SHIPPED["gpt-5"], SHIPPED["gpt-5-mini"]])
-    for model_id in NAMES:
-        wire.model(SHIPPED[model_id], api_model=NAMES[model_id])
-    events: list[Event] = []
-
-    async def emit(event: Event) -> None:
-        events.append(event)
-
-    ctx = RunContext(
-        catalogue=catalogue, models=wire.models.__getitem__, toolbox=Toolbox(knowledge=KNOWLEDGE), emit=emit
-    )
-    request = RunRequest(
-        messages=(Message.user(QUESTION),),
-        model="gpt-5",
-        level="approfondi",
-        resources=("kb:factures", "kb:comptes-rendus", "agents"),
-    )
+    ctx, request, events = _delegated_run(wire)
     run = asyncio.ensure_future(run_chat(request, ctx))
 
     def agents_reasoned() -> int:

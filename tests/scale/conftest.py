@@ -16,17 +16,23 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.db import connection, connections
 from django.test import override_settings
 
+from assistant.orgs.models import Organisation
+from assistant.runs.models import Conversation, Lease, Run
+from tests.chat.chat_support import Page, open_socket, signed_in
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,3 +209,43 @@ def workers(processes: Processes, _pool: list[Process]) -> list[Process]:
         if worker.popen.poll() is not None:
             _pool[i] = processes.worker(f"{worker.name}-{i}")
     return list(_pool)
+
+
+# What the tests of a run on the workers share: the demo, a conversation of its user, the page that follows it ---------
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer(scaled: dict[str, str]) -> Iterator[None]:
+    # The Redis layer keeps connections per event loop: one layer per test (each test has its loop).
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def demo(scaled: dict[str, str]) -> None:
+    call_command("load_demo", verbosity=0)
+
+
+async def new_conversation() -> Conversation:
+    """A new conversation of the demo's user ``demo``."""
+    user = await get_user_model().objects.aget(username="demo")
+    org = await Organisation.objects.aget(slug="demo")
+    return await Conversation.objects.acreate(organisation=org, user=user, title="A conversation")
+
+
+@pytest.fixture
+async def page(demo: None) -> AsyncIterator[Page]:
+    """``demo`` signed in, with a new conversation's page open (its websocket, in English), closed after the test."""
+    client, session = await signed_in()
+    conversation = await new_conversation()
+    opened = Page(client, conversation, await open_socket(f"/ws/c/{conversation.pk}/?lang=en", session))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def executor_pid(run: Run) -> int:
+    """The process id of the worker that holds (or held) ``run``'s lease: its executor is ``<host>:<pid>``."""
+    return int(Lease.objects.get(run=run).executor.rsplit(":", 1)[1])

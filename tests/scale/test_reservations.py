@@ -10,44 +10,20 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import channel_layers
-from django.core.management import call_command
-from django.test import AsyncClient
 
 from assistant.budgets import state
 from assistant.budgets.models import Category, CategoryMonth, Reservation
 from assistant.orgs.models import Organisation
 from assistant.runs import leases
 from assistant.runs.models import Lease, Run
-from tests.chat.chat_support import ComposerPost
-from tests.scale.conftest import Process
+from tests.chat.chat_support import ASK, signed_in
+from tests.scale.conftest import Process, executor_pid
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
-
-ASK: ComposerPost = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-    "category": "syntheses",
-}
-
-
-@pytest.fixture(autouse=True)
-def fresh_channel_layer(scaled: dict[str, str]) -> Iterator[None]:
-    channel_layers.backends.clear()
-    yield
-    channel_layers.backends.clear()
-
-
-@pytest.fixture
-def demo(scaled: dict[str, str]) -> None:
-    call_command("load_demo", verbosity=0)
 
 
 def _in_flight() -> int:
@@ -57,17 +33,16 @@ def _in_flight() -> int:
 
 
 async def test_a_worker_killed_mid_call_leaves_no_reservation_behind(workers: list[Process], demo: None) -> None:
-    client = AsyncClient()
-    assert await client.alogin(username="demo", password="demo-password")
-    assert (await client.post("/c/new", ASK)).status_code == 302
+    client, _ = await signed_in()
+    assert (await client.post("/c/new", {**ASK, "category": "syntheses"})).status_code == 302
     run = await Run.objects.aget()
 
     async def delegating() -> bool:
         return await run.steps.filter(kind="agent_action").aexists() and await Lease.objects.filter(run=run).aexists()
 
     await until(delegating, "the agents' delegation")
-    lease = await Lease.objects.aget(run=run)
-    victim = next(w for w in workers if w.pid == int(lease.executor.rsplit(":", 1)[1]))
+    executor = await sync_to_async(executor_pid)(run)
+    victim = next(w for w in workers if w.pid == executor)
     held = 0
     for _ in range(200):  # freeze the worker at a moment one of its calls holds a reservation
         os.kill(victim.pid, signal.SIGSTOP)

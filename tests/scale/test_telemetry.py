@@ -11,10 +11,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import channel_layers
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from django.test import AsyncClient
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
@@ -28,26 +25,12 @@ from assistant.schedules.models import Execution, ScheduledTask
 from assistant.telemetry import setup
 from assistant.telemetry.instruments import Instruments
 from assistant.workers.celery import app
-from tests.chat.chat_support import ComposerPost
+from tests.chat.chat_support import ASK, signed_in
 from tests.otlp_receiver import Receiver, attributes, metric_names, receiving, spans_of
 from tests.scale.conftest import Processes
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
-
-ASK: ComposerPost = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-}
-
-
-@pytest.fixture(autouse=True)
-def fresh_channel_layer(scaled: dict[str, str]) -> Iterator[None]:
-    channel_layers.backends.clear()
-    yield
-    channel_layers.backends.clear()
 
 
 @pytest.fixture
@@ -69,12 +52,12 @@ def web_telemetry() -> Iterator[setup.Telemetry]:
 
 async def test_a_run_on_a_worker_is_one_trace_under_its_callers_span_flushed_on_sigterm(
     scaled: dict[str, str],
+    demo: None,
     processes: Processes,
     receiver: Receiver,
     web_telemetry: setup.Telemetry,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    await sync_to_async(call_command)("load_demo", verbosity=0)
     # The shared workers would take the run too: only the traced one listens now (the next test starts them again).
     for process in processes.started:
         await asyncio.to_thread(process.stop)
@@ -89,8 +72,7 @@ async def test_a_run_on_a_worker_is_one_trace_under_its_callers_span_flushed_on_
     traced = Processes(environ, tmp_path_factory.mktemp("traced"))
     try:
         worker = await asyncio.to_thread(traced.worker, "traced")
-        client = AsyncClient()
-        assert await client.alogin(username="demo", password="demo-password")
+        client, _ = await signed_in()
         user = await get_user_model().objects.aget(username="demo")
         org = await Organisation.objects.aget(slug="demo")
         conversation = await Conversation.objects.acreate(organisation=org, user=user, title="Traced")

@@ -8,96 +8,31 @@ import asyncio
 import itertools
 import re
 import signal
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import channel_layers
-from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
-from django.test import AsyncClient
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from pytest_django import Settings
 
-from assistant.asgi import application
 from assistant.budgets.models import Reservation
 from assistant.engine.causes import Cause
 from assistant.engine.events import ToolResultEvent
 from assistant.engine.usage import RunUsage
 from assistant.orgs.models import Organisation
 from assistant.runs import execution, leases
-from assistant.runs.models import Conversation, Lease, Message, Run
+from assistant.runs.models import Message, Run
 from assistant.schedules import services as schedules
 from assistant.schedules.models import Execution, ScheduledTask
 from tests.asgi_app import asgi_transport
-from tests.chat.chat_support import ComposerPost
-from tests.scale.conftest import Process, Processes
-from tests.sockets import text_from
+from tests.chat.chat_support import ASK, Page, signed_in
+from tests.scale.conftest import Process, Processes, executor_pid, new_conversation
 from tests.waiting import until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
-
-ASK: ComposerPost = {
-    "text": "Bimbamjob: invoices 2024, payments and relationship",
-    "model": "demo-large",
-    "level": "approfondi",
-    "resources": ["kb:factures", "kb:comptes-rendus", "agents"],
-}
-
-
-@pytest.fixture(autouse=True)
-def fresh_channel_layer(scaled: dict[str, str]) -> Iterator[None]:
-    # The Redis layer keeps connections per event loop: one layer per test (each test has its loop).
-    channel_layers.backends.clear()
-    yield
-    channel_layers.backends.clear()
-
-
-@pytest.fixture
-def demo(scaled: dict[str, str]) -> None:
-    call_command("load_demo", verbosity=0)
-
-
-async def _signed_in() -> tuple[AsyncClient, str]:
-    client = AsyncClient()
-    assert await client.alogin(username="demo", password="demo-password")
-    return client, client.cookies["sessionid"].value
-
-
-async def _socket(conversation: int, session: str) -> WebsocketCommunicator:
-    headers = [
-        (b"origin", b"http://testserver"),
-        (b"host", b"testserver"),
-        (b"cookie", f"sessionid={session}".encode()),
-    ]
-    communicator = WebsocketCommunicator(application, f"/ws/c/{conversation}/?lang=en", headers=headers)
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
-
-
-async def _until_finished(communicator: WebsocketCommunicator, run_id: Any, timeout: float = 60) -> list[str]:
-    frames: list[str] = []
-    finished = re.compile(rf'<article class="answer" id="run-{run_id}" data-status="(ok|stopped|error)"')
-    async with asyncio.timeout(timeout):
-        while True:
-            frames.append(await text_from(communicator, timeout=timeout))
-            if finished.search(frames[-1]):
-                return frames
-
-
-async def _conversation() -> Conversation:
-    user = await get_user_model().objects.aget(username="demo")
-    org = await Organisation.objects.aget(slug="demo")
-    return await Conversation.objects.acreate(organisation=org, user=user, title="A conversation")
-
-
-def _executor_pid(run: Run) -> int:
-    return int(Lease.objects.get(run=run).executor.rsplit(":", 1)[1])
 
 
 def _kinds(run: Run) -> list[str]:
@@ -105,24 +40,20 @@ def _kinds(run: Run) -> list[str]:
 
 
 async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_default(
-    workers: list[Process], demo: None, settings: Settings
+    workers: list[Process], page: Page, settings: Settings
 ) -> None:
-    client, session = await _signed_in()
-    conversation = await _conversation()
-    communicator = await _socket(conversation.pk, session)
-    try:
-        # A page left quiet for longer than Redis' default read timeout (5 s with redis-py 8) keeps its socket.
-        assert await communicator.receive_nothing(timeout=6.5)
-        response = await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
-        assert response.status_code == 200
-        run = await Run.objects.aget(conversation=conversation)
-        frames = await _until_finished(communicator, run.pk)
-    finally:
-        await communicator.disconnect()
+    client, conversation = page.client, page.conversation
+    # A page left quiet for longer than Redis' default read timeout (5 s with redis-py 8) keeps its socket.
+    assert await page.communicator.receive_nothing(timeout=6.5)
+    response = await client.post(f"/c/{conversation.pk}/send", ASK, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    run = await Run.objects.aget(conversation=conversation)
+    frames = await page.until_finished(run)
+    await page.close()
     await run.arefresh_from_db()
     assert run.status == "ok"
     # Executed by one of the worker processes, not by this one.
-    assert await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    assert await sync_to_async(executor_pid)(run) in {w.pid for w in workers}
     # The page saw what it sees embedded: the new turn, the agents at work, the answer streaming, the end.
     assert f'id="turn-{run.pk}"' in frames[0]
     joined = "".join(frames[:-1])
@@ -140,12 +71,12 @@ async def test_a_delegating_run_on_a_worker_is_seen_live_as_in_the_embedded_defa
     await embedded.arefresh_from_db()
     assert embedded.status == "ok" and embedded.answer == run.answer
     assert await sync_to_async(_kinds)(embedded) == await sync_to_async(_kinds)(run)
-    assert await sync_to_async(_executor_pid)(embedded) not in {w.pid for w in workers}
+    assert await sync_to_async(executor_pid)(embedded) not in {w.pid for w in workers}
 
 
 async def test_any_worker_takes_any_run_and_each_runs_several_at_once(workers: list[Process], demo: None) -> None:
-    client, _ = await _signed_in()
-    conversations = [await _conversation() for _ in range(4)]
+    client, _ = await signed_in()
+    conversations = [await new_conversation() for _ in range(4)]
     for conversation in conversations:
         await client.post(f"/c/{conversation.pk}/send", ASK)
     ids = [r.pk async for r in Run.objects.filter(conversation__in=conversations)]
@@ -169,24 +100,17 @@ async def test_any_worker_takes_any_run_and_each_runs_several_at_once(workers: l
 
 
 @pytest.mark.parametrize("path", ["broadcast", "button"])
-async def test_stop_during_a_delegation_reaches_the_worker(workers: list[Process], demo: None, path: str) -> None:
-    client, session = await _signed_in()
-    conversation = await _conversation()
-    communicator = await _socket(conversation.pk, session)
-    try:
-        await client.post(f"/c/{conversation.pk}/send", ASK)
-        run = await Run.objects.aget(conversation=conversation)
-        frame = ""
-        while "(working…)" not in frame:
-            frame = await text_from(communicator, timeout=30)
-        if path == "button":  # the flag and the broadcast, as the page's Stop does
-            response = await client.post(f"/runs/{run.pk}/stop", headers={"HX-Request": "true"})
-            assert "Stopping…" in response.content.decode()
-        else:  # the broadcast alone, no flag: the worker hears it at once
-            await leases.broadcast_stop(run.pk)
-        frames = await _until_finished(communicator, run.pk)
-    finally:
-        await communicator.disconnect()
+async def test_stop_during_a_delegation_reaches_the_worker(workers: list[Process], page: Page, path: str) -> None:
+    await page.client.post(f"/c/{page.conversation.pk}/send", ASK)
+    run = await Run.objects.aget(conversation=page.conversation)
+    await page.frames_until("(working…)")
+    if path == "button":  # the flag and the broadcast, as the page's Stop does
+        response = await page.client.post(f"/runs/{run.pk}/stop", headers={"HX-Request": "true"})
+        assert "Stopping…" in response.content.decode()
+    else:  # the broadcast alone, no flag: the worker hears it at once
+        await leases.broadcast_stop(run.pk)
+    frames = await page.until_finished(run)
+    await page.close()
     await run.arefresh_from_db()
     assert run.status == "stopped" and run.stop_requested == (path == "button")
     final = frames[-1]
@@ -210,25 +134,20 @@ async def _until_the_agents_second_calls_hang(run: Run, agents: int) -> None:
 
 
 async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
-    workers: list[Process], demo: None
+    workers: list[Process], page: Page
 ) -> None:
     """``#demo-hang=600``: each agent's calls after its search hang ten minutes. The broadcast alone (no flag)
     reaches the worker, which aborts them: the run ends, each call billed as cut, each agent with its findings."""
-    client, session = await _signed_in()
-    conversation = await _conversation()
-    communicator = await _socket(conversation.pk, session)
-    try:
-        await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
-        run = await Run.objects.aget(conversation=conversation)
-        assert run.category
-        await _until_the_agents_second_calls_hang(run, 2)
-        await leases.broadcast_stop(run.pk)
-        frames = await _until_finished(communicator, run.pk)
-    finally:
-        await communicator.disconnect()
+    await page.client.post(f"/c/{page.conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
+    run = await Run.objects.aget(conversation=page.conversation)
+    assert run.category
+    await _until_the_agents_second_calls_hang(run, 2)
+    await leases.broadcast_stop(run.pk)
+    frames = await page.until_finished(run)
+    await page.close()
     await run.arefresh_from_db()
     assert run.status == "stopped" and not run.stop_requested
-    assert await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    assert await sync_to_async(executor_pid)(run) in {w.pid for w in workers}
     agents = [s.data async for s in run.steps.filter(kind="agent_finished")]
     assert len(agents) == 2
     for agent in agents:
@@ -243,26 +162,21 @@ async def test_the_broadcast_stop_aborts_the_agents_hanging_calls_on_the_worker(
 
 
 async def test_stop_this_agent_reaches_the_worker_and_stops_that_agent_alone(
-    workers: list[Process], demo: None
+    workers: list[Process], page: Page
 ) -> None:
     """*Stop this agent* on a run a worker executes (``#demo-hang=1``: each agent's calls after its search wait a
     second): the page's post reaches the worker through the run's stop broadcast, which stops that agent alone, its
     call in flight aborted; its sibling and the run go on."""
-    client, session = await _signed_in()
-    conversation = await _conversation()
-    communicator = await _socket(conversation.pk, session)
-    try:
-        await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=1"})
-        run = await Run.objects.aget(conversation=conversation)
-        await _until_the_agents_second_calls_hang(run, 2)
-        response = await client.post(f"/runs/{run.pk}/agents/agent-1/stop", headers={"HX-Request": "true"})
-        assert "Stopping this agent…" in response.content.decode()
-        frames = await _until_finished(communicator, run.pk)
-    finally:
-        await communicator.disconnect()
+    await page.client.post(f"/c/{page.conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=1"})
+    run = await Run.objects.aget(conversation=page.conversation)
+    await _until_the_agents_second_calls_hang(run, 2)
+    response = await page.client.post(f"/runs/{run.pk}/agents/agent-1/stop", headers={"HX-Request": "true"})
+    assert "Stopping this agent…" in response.content.decode()
+    frames = await page.until_finished(run)
+    await page.close()
     await run.arefresh_from_db()
     assert run.status == "ok" and not run.stop_requested  # the run went on
-    assert await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    assert await sync_to_async(executor_pid)(run) in {w.pid for w in workers}
     ends = {s.agent_id: s.data async for s in run.steps.filter(kind="agent_finished")}
     assert ends["agent-1"]["status"] == "stopped"
     cause = {k: v for k, v in ends["agent-1"]["cause"].items() if v is not None}
@@ -277,8 +191,8 @@ async def test_stop_this_agent_reaches_the_worker_and_stops_that_agent_alone(
 async def test_the_broadcast_stop_interrupts_a_slow_query_on_the_worker(workers: list[Process], demo: None) -> None:
     """``#demo-slow=query``: the main model's first round runs a query over a cross join (minutes of work). The
     broadcast reaches the worker, which interrupts it: the run ends stopped, its step saying the run's cause."""
-    client, _session = await _signed_in()
-    conversation = await _conversation()
+    client, _session = await signed_in()
+    conversation = await new_conversation()
     ask = {**ASK, "text": ASK["text"] + " #demo-slow=query", "resources": ["kb:factures"]}
     await client.post(f"/c/{conversation.pk}/send", ask)
     run = await Run.objects.aget(conversation=conversation)
@@ -286,7 +200,7 @@ async def test_the_broadcast_stop_interrupts_a_slow_query_on_the_worker(workers:
     await leases.broadcast_stop(run.pk)
     await until(lambda: Run.objects.filter(pk=run.pk).exclude(status="running").aexists(), "the run to end", 60)
     await run.arefresh_from_db()
-    assert run.status == "stopped" and await sync_to_async(_executor_pid)(run) in {w.pid for w in workers}
+    assert run.status == "stopped" and await sync_to_async(executor_pid)(run) in {w.pid for w in workers}
     [result] = [s.event async for s in run.steps.filter(kind="tool_result")]
     assert isinstance(result, ToolResultEvent) and result.name == "data_query" and result.action is not None
     assert result.action.stopped == Cause(code="run_stopped", because=Cause(code="stopped_by_user"))
@@ -349,7 +263,7 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
     # the reason: Stop launches no further tool).
     assert all("the task's cost cap is reached" in a["report"] for a in agents), agents
     # The owner sees it in the conversation as any stopped run, with the cap as the reason.
-    client, _ = await _signed_in()
+    client, _ = await signed_in()
     page = (await client.get(f"/c/{run.conversation_id}/")).content.decode()
     assert "Stopped: the task&#x27;s cost cap is reached." in page or "Stopped: the task's cost cap is reached." in page
     listing = (await client.get("/tasks/")).content.decode()
@@ -357,29 +271,24 @@ async def test_a_scheduled_task_fired_by_beat_is_stopped_by_its_cost_cap(
 
 
 async def test_a_worker_killed_mid_run_fails_the_run_soon_and_keeps_what_it_saved(
-    workers: list[Process], demo: None
+    workers: list[Process], page: Page
 ) -> None:
-    client, session = await _signed_in()
-    conversation = await _conversation()
-    communicator = await _socket(conversation.pk, session)
-    try:
-        await client.post(f"/c/{conversation.pk}/send", ASK)
-        run = await Run.objects.aget(conversation=conversation)
+    await page.client.post(f"/c/{page.conversation.pk}/send", ASK)
+    run = await Run.objects.aget(conversation=page.conversation)
 
-        async def delegating() -> bool:
-            return await run.steps.filter(kind="agent_action").aexists()
+    async def delegating() -> bool:
+        return await run.steps.filter(kind="agent_action").aexists()
 
-        await until(delegating, "the agents' delegation")
-        executor = await sync_to_async(_executor_pid)(run)
-        victim = next(w for w in workers if w.pid == executor)
-        await asyncio.to_thread(victim.kill)  # SIGKILL: no goodbye, no cleanup
-        # Its process is gone (kill waits for it); a commit it had already sent may still land, hence the sleep.
-        await asyncio.sleep(0.2)
-        saved = {pk async for pk in run.steps.values_list("pk", flat=True)}
-        # A guard, not a measure: the other worker's reaper ends it once the lease (2 s) has expired.
-        frames = await _until_finished(communicator, run.pk, timeout=30)
-    finally:
-        await communicator.disconnect()
+    await until(delegating, "the agents' delegation")
+    executor = await sync_to_async(executor_pid)(run)
+    victim = next(w for w in workers if w.pid == executor)
+    await asyncio.to_thread(victim.kill)  # SIGKILL: no goodbye, no cleanup
+    # Its process is gone (kill waits for it); a commit it had already sent may still land, hence the sleep.
+    await asyncio.sleep(0.2)
+    saved = {pk async for pk in run.steps.values_list("pk", flat=True)}
+    # The other worker's reaper ends it once the lease (2 s) has expired.
+    frames = await page.until_finished(run)
+    await page.close()
     await run.arefresh_from_db()
     # The other worker saw the lease expire (2 s) and failed the run: bounded, never "running" forever.
     assert run.status == "error" and run.error == leases.DIED.english()
@@ -399,12 +308,12 @@ async def test_a_worker_killed_mid_run_fails_the_run_soon_and_keeps_what_it_save
 async def test_a_worker_told_to_shut_down_mid_run_stops_its_run_and_exits(workers: list[Process], demo: None) -> None:
     """SIGTERM (a deployment restarting its workers) while the agents' calls hang: Celery's warm shutdown waits for
     its tasks, so the worker stops its runs as Stop does; the run ends with what it had, and the worker exits."""
-    client, _ = await _signed_in()
-    conversation = await _conversation()
+    client, _ = await signed_in()
+    conversation = await new_conversation()
     await client.post(f"/c/{conversation.pk}/send", {**ASK, "text": ASK["text"] + " #demo-hang=600"})
     run = await Run.objects.aget(conversation=conversation)
     await _until_the_agents_second_calls_hang(run, 2)
-    executor = await sync_to_async(_executor_pid)(run)
+    executor = await sync_to_async(executor_pid)(run)
     worker = next(w for w in workers if w.pid == executor)
     worker.popen.send_signal(signal.SIGTERM)
     # A guard, not a measure: without stopping its runs the worker would wait for the hanging calls (600 s).
@@ -468,7 +377,7 @@ async def test_a_client_tool_loop_through_the_api_runs_on_the_workers(workers: l
     assert done.choices[0].finish_reason == "stop" and done.choices[0].message.content
     runs = [await Run.objects.aget(pk=(c.model_extra or {})["run_id"]) for c in (first, done)]
     pids = {w.pid for w in workers}
-    executors = [await sync_to_async(_executor_pid)(r) for r in runs]
+    executors = [await sync_to_async(executor_pid)(r) for r in runs]
     assert set(executors) <= pids  # each executed by a worker
     kept = runs[1].prompt
     assert [m["role"] for m in kept] == ["user", "assistant", "tool"]

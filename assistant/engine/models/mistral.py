@@ -33,13 +33,10 @@ from mistralai.client.types import UNSET
 
 from ..catalogue import ModelInfo
 from ..errors import (
-    AuthenticationFailed,
-    BadModelRequest,
     MalformedResponse,
     ModelError,
     ModelTimeout,
     ModelUnavailable,
-    RateLimited,
 )
 from ..providers.mistral import MistralProvider
 from ..types import (
@@ -57,7 +54,7 @@ from ..types import (
     ToolSpec,
     UsagePart,
 )
-from .streaming import RetryPolicy, ServedModel, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after
+from .streaming import RetryPolicy, ServedModel, ToolCallBuffer, finish_reason, prompt_cache_key, status_error
 
 log = logging.getLogger(__name__)
 
@@ -362,17 +359,7 @@ def _translated() -> Iterator[None]:
 
 
 def _raise_for_status(e: errors.MistralError) -> NoReturn:
-    status = e.status_code
-    detail = _detail(e)
-    if status == 429:
-        raise RateLimited(f"Mistral is rate limiting this key: {detail}", retry_after(e.headers)) from e
-    if status in (401, 403):
-        raise AuthenticationFailed(
-            f"Mistral refused the API key (HTTP {status}): {detail}. Check MISTRAL_API_KEY.", status=status
-        ) from e
-    if status >= 500:
-        raise ModelUnavailable(f"the Mistral server failed (HTTP {status}): {detail}", status=status) from e
-    raise BadModelRequest(f"Mistral rejected the request (HTTP {status}): {detail}", status=status) from e
+    raise status_error("Mistral", e.status_code, _detail(e), e.headers, "MISTRAL_API_KEY") from e
 
 
 def _detail(e: errors.MistralError) -> str:

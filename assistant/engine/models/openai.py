@@ -30,12 +30,10 @@ from openai.types.chat import (
 
 from ..errors import (
     AuthenticationFailed,
-    BadModelRequest,
     MalformedResponse,
     ModelError,
     ModelTimeout,
     ModelUnavailable,
-    RateLimited,
 )
 from ..providers.openai import OpenAIProvider
 from ..types import (
@@ -51,7 +49,7 @@ from ..types import (
     ToolSpec,
     UsagePart,
 )
-from .streaming import ServedModel, ToolCallBuffer, finish_reason, prompt_cache_key, retry_after
+from .streaming import ServedModel, ToolCallBuffer, finish_reason, prompt_cache_key, status_error
 
 REASONING_REFUSES = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
 """What OpenAI's reasoning models refuse of the sampling parameters."""
@@ -257,21 +255,11 @@ def translated() -> Iterator[None]:
 
 def _raise_for_status(e: openai.APIStatusError) -> NoReturn:
     detail = _detail(e)
-    if isinstance(e, openai.RateLimitError):
-        if e.code == "insufficient_quota":
-            raise AuthenticationFailed(
-                f"the OpenAI account behind this key has no credit left: {detail}", status=e.status_code
-            ) from e
-        raise RateLimited(f"OpenAI is rate limiting this key: {detail}", retry_after(e.response.headers)) from e
-    if isinstance(e, openai.AuthenticationError | openai.PermissionDeniedError):
+    if isinstance(e, openai.RateLimitError) and e.code == "insufficient_quota":
         raise AuthenticationFailed(
-            f"OpenAI refused the API key (HTTP {e.status_code}): {detail}. Check OPENAI_API_KEY.", status=e.status_code
+            f"the OpenAI account behind this key has no credit left: {detail}", status=e.status_code
         ) from e
-    if e.status_code >= 500:
-        raise ModelUnavailable(
-            f"the OpenAI server failed (HTTP {e.status_code}): {detail}", status=e.status_code
-        ) from e
-    raise BadModelRequest(f"OpenAI rejected the request (HTTP {e.status_code}): {detail}", status=e.status_code) from e
+    raise status_error("OpenAI", e.status_code, detail, e.response.headers, "OPENAI_API_KEY") from e
 
 
 def _detail(e: openai.APIStatusError) -> str:

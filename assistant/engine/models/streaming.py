@@ -1,5 +1,5 @@
 """What the SDK adapters share: their base (``ServedModel``), retries, the tool-call buffer, the prompt cache key,
-finish reasons.
+finish reasons, the engine's error for a provider's HTTP error status.
 
 A call is retried only while nothing of it has reached the caller: a rate limit waits for the
 provider's ``Retry-After`` (seconds or an HTTP date; else it backs off exponentially), a server error, a
@@ -30,7 +30,15 @@ from typing import Any, Generic, TypeVar
 
 from ..catalogue import ModelInfo
 from ..causes import error_kind
-from ..errors import MalformedResponse, ModelError, ModelTimeout, ModelUnavailable, RateLimited
+from ..errors import (
+    AuthenticationFailed,
+    BadModelRequest,
+    MalformedResponse,
+    ModelError,
+    ModelTimeout,
+    ModelUnavailable,
+    RateLimited,
+)
 from ..events import Attempt
 from ..types import AttemptCut, FinishReason, Message, ModelRequest, StreamPart, ToolCall
 from .base import Model
@@ -206,6 +214,20 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+def status_error(who: str, status: int, detail: str, headers: Mapping[str, str], key_setting: str) -> ModelError:
+    """The engine's error for the HTTP error ``status`` that ``who``'s server answered (``detail``: what its body
+    said); a refused key names the setting that holds it (``key_setting``)."""
+    if status == 429:
+        return RateLimited(f"{who} is rate limiting this key: {detail}", retry_after(headers))
+    if status in (401, 403):
+        return AuthenticationFailed(
+            f"{who} refused the API key (HTTP {status}): {detail}. Check {key_setting}.", status=status
+        )
+    if status >= 500:
+        return ModelUnavailable(f"the {who} server failed (HTTP {status}): {detail}", status=status)
+    return BadModelRequest(f"{who} rejected the request (HTTP {status}): {detail}", status=status)
 
 
 @dataclass(slots=True)
