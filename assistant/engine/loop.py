@@ -241,9 +241,8 @@ class _MainLoop:
     async def _client_turn(self, calls: tuple[ToolCall, ...]) -> RunOutcome:
         """The turn ends on the API client's ``calls``: what the model wrote, the calls, and the messages its next call
         would continue (the client's follow-up with their results continues from them)."""
-        self.ctx.cancel.check(
-            self.ctx.usage
-        )  # a Stop during the round's server tools stops the run, as after any round
+        # A Stop during the round's server tools stops the run, as after any round.
+        self.ctx.cancel.check(self.ctx.usage)
         return await self._ended(tool_calls=calls, messages=tuple(self.messages[1:]))
 
     async def _ended(
