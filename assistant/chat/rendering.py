@@ -16,6 +16,13 @@ pointed at that page's text here (``/demo-web/?url=…``), as its source is.
 
 ``StreamingMarkdown`` renders a text that only grows (a streamed answer) without rendering it all
 again at each delta: blocks that can no longer change are rendered once and kept.
+
+A live answer is rendered on the server's event loop while the database's thread runs other runs' steps, and
+each call into C through cffi or pyo3 lets that thread take the GIL, which the loop then waits for (up to the
+interpreter's switch interval). So a render makes few such calls: cmark-gfm's parser, with GitHub's extensions
+attached, is made once per thread and reused (three calls a render, where ``github_flavored_markdown_to_html``
+makes eighteen), and the demo web's links are pointed before sanitising, not by a callback nh3 makes for each
+attribute (one call to nh3, where there was one more for each link).
 """
 
 from __future__ import annotations
@@ -23,10 +30,11 @@ from __future__ import annotations
 import functools
 import html
 import re
+import threading
 from urllib.parse import urlencode
 
-import cmarkgfm
 import nh3
+from cmarkgfm import cmark
 from cmarkgfm.cmark import Options
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
@@ -66,14 +74,48 @@ _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _LT = "\ue000"
 
 
-def _demo_web_links(tag: str, attribute: str, value: str) -> str | None:
-    """nh3's attribute filter: a link to a page of the demo web goes to its text here; anything else is kept."""
+# GitHub's Markdown, as ``cmarkgfm.github_flavored_markdown_to_html`` renders it (its options and extensions).
+_OPTIONS = Options.CMARK_OPT_VALIDATE_UTF8 | Options.CMARK_OPT_GITHUB_PRE_LANG
+_EXTENSIONS = ("table", "autolink", "tagfilter", "strikethrough", "tasklist")
+# A link as cmark writes it: raw HTML never reaches it (every "<" of the text is _LT), so each is cmark's own.
+_LINK = re.compile(r'<a href="([^"]*)"')
+
+
+class _GithubMarkdown(threading.local):
+    """cmark-gfm's parser with GitHub's extensions attached, one per thread, reused from one text to the next.
+
+    ``cmark_parser_finish`` resets the parser for the next text (link reference definitions included) and keeps
+    its extensions, so a render is three calls into cmark: feed, finish, render."""
+
+    def __init__(self) -> None:
+        cmark.core_extensions_ensure_registered()
+        self.parser = cmark.parser_new(options=_OPTIONS)
+        for name in _EXTENSIONS:
+            cmark.parser_attach_syntax_extension(self.parser, cmark.find_syntax_extension(name))
+        self.extensions = cmark.parser_get_syntax_extensions(self.parser)
+
+    def to_html(self, text: str) -> str:
+        cmark.parser_feed(self.parser, text)
+        root = cmark.parser_finish(self.parser)
+        return str(cmark.render_html(root, options=_OPTIONS, extensions=self.extensions))
+
+
+_GITHUB_MARKDOWN = _GithubMarkdown()
+
+
+def _demo_web_links(rendered: str) -> str:
+    """Each link to a page of the demo web pointed at its text here; any other link is kept."""
     web = offline_web()
-    if tag == "a" and attribute == "href" and web is not None:
-        address = web.address(value)
-        if address is not None:
-            return f"{reverse('demo_web_page')}?{urlencode({'url': address})}"
-    return value
+    if web is None:
+        return rendered
+
+    def point(link: re.Match[str]) -> str:
+        address = web.address(html.unescape(link[1]))
+        if address is None:
+            return link[0]
+        return f'<a href="{html.escape(reverse("demo_web_page") + "?" + urlencode({"url": address}))}"'
+
+    return _LINK.sub(point, rendered)
 
 
 def render_markdown(text: str, heading_base: int = 3) -> SafeString:
@@ -83,7 +125,7 @@ def render_markdown(text: str, heading_base: int = 3) -> SafeString:
     conversation's; 4 in an agent's report and the documents it quotes); deeper ones follow, down to h6.
     """
     source = text.replace(_LT, "").replace("<", _LT)
-    rendered = cmarkgfm.github_flavored_markdown_to_html(source, options=Options.CMARK_OPT_VALIDATE_UTF8)
+    rendered = _GITHUB_MARKDOWN.to_html(source)
     rendered = _highlight_blocks(rendered, last_is_open=_ends_in_open_fence(source))
     rendered = _PLAIN_PRE.sub('<pre tabindex="0">', rendered)
     rendered = _HEADING.sub(lambda m: f"<{m[1]}h{min(6, int(m[2]) + heading_base - 1)}>", rendered)
@@ -91,13 +133,12 @@ def render_markdown(text: str, heading_base: int = 3) -> SafeString:
         "</table>", "</table></div>"
     )
     clean = nh3.clean(
-        rendered.replace(_LT, "&lt;"),
+        _demo_web_links(rendered).replace(_LT, "&lt;"),
         tags=_TAGS,
         attributes=_ATTRIBUTES,
         allowed_classes=_CLASSES,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
-        attribute_filter=_demo_web_links,
     )
     # A link whose address was unsafe (javascript:…) is left without one.
     return mark_safe(clean.replace(' href=""', ""))  # sanitised by nh3 just above

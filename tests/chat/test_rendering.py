@@ -4,13 +4,16 @@ tables that scroll, and everything a model or a document writes still sanitised.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cmarkgfm
 import pytest
+from cmarkgfm.cmark import Options
 from django.core.management import call_command
 
 from assistant.chat.management.commands import pygments_css
-from assistant.chat.rendering import StreamingMarkdown, render_markdown
+from assistant.chat.rendering import StreamingMarkdown, _GithubMarkdown, render_markdown
 
 CODE = "Before.\n\n```python\ndef total(x):\n    return x < 3  # <b>not bold</b>\n```\n\nAfter."
 
@@ -88,3 +91,32 @@ def test_the_command_writes_the_stylesheet(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(pygments_css, "PATH", target)
     call_command("pygments_css", verbosity=0)
     assert target.read_text() == pygments_css.stylesheet()
+
+
+GITHUB_CORPUS = [
+    "[ref]: https://example.com/defined-here\n\nA [ref] link, defined in this text.",
+    "A [ref] link whose definition was in the text before: not a link here.",
+    "| Invoice | Amount |\n|---|---:|\n| F-118 | 4,200 € |\n\n- [ ] to do\n- [x] done",
+    "~~struck~~, www.example.com and https://example.com/a?b=1&c=2, *em* **strong** `code`",
+    "# Title\n\n> quoted\n\n1. one\n2. two\n\n```python\nx = 1\n```\n\n    indented\n\n---\n\nhard  \nbreak",
+    "\ue000 and < are text: <b>not bold</b> <script>x</script>",
+    "",
+]
+
+
+def test_the_reused_parser_renders_each_text_as_cmark_gfm_renders_it_alone() -> None:
+    """One parser per thread, reused: each text renders as ``github_flavored_markdown_to_html`` renders it, with
+    nothing of the text before (a link reference definition, an open list) carried over."""
+    parser = _GithubMarkdown()
+    for text in GITHUB_CORPUS * 2:
+        alone = cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_VALIDATE_UTF8)
+        assert parser.to_html(text) == alone, text
+    assert "<a" not in parser.to_html(GITHUB_CORPUS[1])
+
+
+def test_threads_rendering_at_once_each_get_their_own_text() -> None:
+    """Django's threads and the event loop render at the same time: each thread has its own parser."""
+    texts = [f"Text **{n}** with a [link {n}](https://example.com/{n})\n\n- item {n}" for n in range(200)]
+    expected = [render_markdown(text) for text in texts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert list(pool.map(render_markdown, texts)) == expected
