@@ -1,9 +1,9 @@
 """Model and document text to safe HTML: Markdown rendered, then sanitised (no script ever runs).
 
 Raw HTML in the text is not HTML: a model or a document that writes ``<script>`` or
-``<img onerror=…>`` shows those characters as text. The Markdown is GitHub's (cmark-gfm, in C:
-a streamed answer is rendered many times a second); nh3 then keeps only harmless tags and
-attributes, as a second line of defence.
+``<img onerror=…>`` shows those characters as text. The Markdown is CommonMark with GitHub's
+tables, strikethrough and bare links (markdown-it-py, raw HTML off, unsafe link schemes refused); nh3
+then keeps only harmless tags and attributes, as a second line of defence.
 
 Between the two, a fenced code block that names its language and is closed is highlighted by
 Pygments, with CSS classes (``static/css/pygments.css``, written by ``manage.py pygments_css``)
@@ -17,12 +17,11 @@ pointed at that page's text here (``/demo-web/?url=…``), as its source is.
 ``StreamingMarkdown`` renders a text that only grows (a streamed answer) without rendering it all
 again at each delta: blocks that can no longer change are rendered once and kept.
 
-A live answer is rendered on the server's event loop while the database's thread runs other runs' steps, and
-each call into C through cffi or pyo3 lets that thread take the GIL, which the loop then waits for (up to the
-interpreter's switch interval). So a render makes few such calls: cmark-gfm's parser, with GitHub's extensions
-attached, is made once per thread and reused (three calls a render, where ``github_flavored_markdown_to_html``
-makes eighteen), and the demo web's links are pointed before sanitising, not by a callback nh3 makes for each
-attribute (one call to nh3, where there was one more for each link).
+A live answer is rendered on the server's event loop while the database's thread runs other runs' steps. The
+renderer is pure Python, so it never lets that thread take the GIL in the middle of a render (cmark-gfm, through
+cffi, released it around each of its calls, and the loop then waited up to the switch interval for it each time;
+it also never freed the tree it parsed nor the HTML it wrote: 65 KiB lost for each render of a 1,000-character
+text). The demo web's links are pointed before nh3 runs, not by a callback nh3 would make for each attribute.
 """
 
 from __future__ import annotations
@@ -30,14 +29,16 @@ from __future__ import annotations
 import functools
 import html
 import re
-import threading
+from collections.abc import Sequence
 from urllib.parse import urlencode
 
 import nh3
-from cmarkgfm import cmark
-from cmarkgfm.cmark import Options
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
+from markdown_it.common.normalize_url import validateLink
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
@@ -61,46 +62,77 @@ _CLASSES = {
     "div": {"table-scroll"},
 }
 _FORMATTER = HtmlFormatter(nowrap=True)
-# A fenced block with a language, as cmark-gfm writes it (its text escaped, "<" still _LT below).
-_CODE_BLOCK = re.compile(r'<pre lang="([^"]*)"><code>(.*?)</code></pre>', re.DOTALL)
-_PLAIN_PRE = re.compile(r'<pre(?: lang="[^"]*")?>')
+# A fenced block with a language, as markdown-it writes it (its text escaped, "<" still _LT below).
+_CODE_BLOCK = re.compile(r'<pre><code class="language-([^"]*)">(.*?)</code></pre>', re.DOTALL)
+_PLAIN_PRE = re.compile(r"<pre>")
 _HEADING = re.compile(r"<(/?)h([1-6])>")
 # A fence's opening or closing line (CommonMark: up to 3 spaces, 3 or more ` or ~).
 _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 # Every "<" of the text becomes this private-use character before rendering, so that no HTML tag
-# is ever parsed (not even one cmark would have omitted), and "&lt;" after: "<" shows as text,
+# is ever parsed (whatever the renderer's options), and "&lt;" after: "<" shows as text,
 # in a paragraph as in a code block.
 _LT = "\ue000"
 
 
-# GitHub's Markdown, as ``cmarkgfm.github_flavored_markdown_to_html`` renders it (its options and extensions).
-_OPTIONS = Options.CMARK_OPT_VALIDATE_UTF8 | Options.CMARK_OPT_GITHUB_PRE_LANG
-_EXTENSIONS = ("table", "autolink", "tagfilter", "strikethrough", "tasklist")
-# A link as cmark writes it: raw HTML never reaches it (every "<" of the text is _LT), so each is cmark's own.
+# A link as markdown-it writes it: raw HTML never reaches it (every "<" of the text is _LT), so each is its own.
 _LINK = re.compile(r'<a href="([^"]*)"')
+_ALIGN = re.compile(r"text-align:(left|right|center)")
 
 
-class _GithubMarkdown(threading.local):
-    """cmark-gfm's parser with GitHub's extensions attached, one per thread, reused from one text to the next.
-
-    ``cmark_parser_finish`` resets the parser for the next text (link reference definitions included) and keeps
-    its extensions, so a render is three calls into cmark: feed, finish, render."""
-
-    def __init__(self) -> None:
-        cmark.core_extensions_ensure_registered()
-        self.parser = cmark.parser_new(options=_OPTIONS)
-        for name in _EXTENSIONS:
-            cmark.parser_attach_syntax_extension(self.parser, cmark.find_syntax_extension(name))
-        self.extensions = cmark.parser_get_syntax_extensions(self.parser)
-
-    def to_html(self, text: str) -> str:
-        cmark.parser_feed(self.parser, text)
-        root = cmark.parser_finish(self.parser)
-        return str(cmark.render_html(root, options=_OPTIONS, extensions=self.extensions))
+# The bare links GitHub makes: an address with its scheme, one that starts with www., an e-mail address.
+_BARE_LINK = re.compile(r"(?:https?://|www\.|mailto:)|[^\s@]+@[^\s@]+$", re.IGNORECASE)
 
 
-_GITHUB_MARKDOWN = _GithubMarkdown()
+def _as_github(state: StateCore) -> None:
+    """What GitHub's Markdown does that markdown-it does otherwise: struck text as ``<del>``, a column's alignment
+    as ``align`` (the sanitiser drops ``<s>`` and every ``style``), and a bare link only where it has a scheme or
+    starts with www. (``t.id`` in a SQL query or ``c.name`` in code is not an address)."""
+    tokens: Sequence[Token] = state.tokens
+    for token in tokens:
+        if token.type in ("th_open", "td_open"):
+            style = token.attrs.pop("style", None)
+            align = _ALIGN.fullmatch(str(style)) if style is not None else None
+            if align is not None:
+                token.attrs["align"] = align[1]
+        if token.children:
+            token.children = _github_inline(token.children)
+
+
+def _github_inline(children: list[Token]) -> list[Token]:
+    kept: list[Token] = []
+    unlinked = 0  # link_close tokens still to drop, of the bare links unwrapped
+    for position, child in enumerate(children):
+        if child.type in ("s_open", "s_close"):
+            child.tag = "del"
+        if child.type == "link_open" and not validateLink(str(child.attrs["href"])):
+            child.attrs["href"] = ""  # an unsafe address (javascript:…): its text stays, without a link
+        if child.type == "link_open" and child.markup == "linkify":
+            text = children[position + 1].content if position + 1 < len(children) else ""
+            if not _BARE_LINK.match(text):
+                unlinked += 1
+                continue
+        if child.type == "link_close" and child.markup == "linkify" and unlinked:
+            unlinked -= 1
+            continue
+        kept.append(child)
+    return kept
+
+
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": True}).enable(["table", "strikethrough", "linkify"])
+    md.validateLink = _every_link  # type: ignore[method-assign]  # an unsafe address is dropped by _as_github
+    md.core.ruler.push("as_github", _as_github)
+    return md
+
+
+def _every_link(url: str) -> bool:
+    """Every link is parsed as one: ``_as_github`` then drops an unsafe address and keeps the link's text, as
+    GitHub does, where markdown-it would show the brackets and the address as text."""
+    return True
+
+
+_MARKDOWN = _markdown()  # read only once made: every thread renders with it
 
 
 def _demo_web_links(rendered: str) -> str:
@@ -125,7 +157,7 @@ def render_markdown(text: str, heading_base: int = 3) -> SafeString:
     conversation's; 4 in an agent's report and the documents it quotes); deeper ones follow, down to h6.
     """
     source = text.replace(_LT, "").replace("<", _LT)
-    rendered = _GITHUB_MARKDOWN.to_html(source)
+    rendered = _MARKDOWN.render(source)
     rendered = _highlight_blocks(rendered, last_is_open=_ends_in_open_fence(source))
     rendered = _PLAIN_PRE.sub('<pre tabindex="0">', rendered)
     rendered = _HEADING.sub(lambda m: f"<{m[1]}h{min(6, int(m[2]) + heading_base - 1)}>", rendered)
