@@ -21,7 +21,7 @@ A live answer is rendered on the server's event loop while the database's thread
 renderer is pure Python, so it never lets that thread take the GIL in the middle of a render (cmark-gfm, through
 cffi, released it around each of its calls, and the loop then waited up to the switch interval for it each time;
 it also never freed the tree it parsed nor the HTML it wrote: 65 KiB lost for each render of a 1,000-character
-text). The demo web's links are pointed before nh3 runs, not by a callback nh3 would make for each attribute.
+text). The demo web's links are pointed as the text is parsed, not by a callback nh3 would make for each attribute.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Sequence
 from urllib.parse import urlencode
 
 import nh3
@@ -74,11 +73,7 @@ _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 # in a paragraph as in a code block.
 _LT = "\ue000"
 
-
-# A link as markdown-it writes it: raw HTML never reaches it (every "<" of the text is _LT), so each is its own.
-_LINK = re.compile(r'<a href="([^"]*)"')
 _ALIGN = re.compile(r"text-align:(left|right|center)")
-
 
 # The bare links GitHub makes: an address with its scheme, one that starts with www., an e-mail address.
 _BARE_LINK = re.compile(r"(?:https?://|www\.|mailto:)|[^\s@]+@[^\s@]+$", re.IGNORECASE)
@@ -87,9 +82,9 @@ _BARE_LINK = re.compile(r"(?:https?://|www\.|mailto:)|[^\s@]+@[^\s@]+$", re.IGNO
 def _as_github(state: StateCore) -> None:
     """What GitHub's Markdown does that markdown-it does otherwise: struck text as ``<del>``, a column's alignment
     as ``align`` (the sanitiser drops ``<s>`` and every ``style``), and a bare link only where it has a scheme or
-    starts with www. (``t.id`` in a SQL query or ``c.name`` in code is not an address)."""
-    tokens: Sequence[Token] = state.tokens
-    for token in tokens:
+    starts with www. (``t.id`` in a SQL query or ``c.name`` in code is not an address); and each link's address
+    through ``_address``."""
+    for token in state.tokens:
         if token.type in ("th_open", "td_open"):
             style = token.attrs.pop("style", None)
             align = _ALIGN.fullmatch(str(style)) if style is not None else None
@@ -105,18 +100,27 @@ def _github_inline(children: list[Token]) -> list[Token]:
     for position, child in enumerate(children):
         if child.type in ("s_open", "s_close"):
             child.tag = "del"
-        if child.type == "link_open" and not validateLink(str(child.attrs["href"])):
-            child.attrs["href"] = ""  # an unsafe address (javascript:…): its text stays, without a link
-        if child.type == "link_open" and child.markup == "linkify":
+        elif child.type == "link_open":
             text = children[position + 1].content if position + 1 < len(children) else ""
-            if not _BARE_LINK.match(text):
+            if child.markup == "linkify" and not _BARE_LINK.match(text):
                 unlinked += 1
                 continue
-        if child.type == "link_close" and child.markup == "linkify" and unlinked:
+            child.attrs["href"] = _address(str(child.attrs["href"]))
+        elif child.type == "link_close" and child.markup == "linkify" and unlinked:
             unlinked -= 1
             continue
         kept.append(child)
     return kept
+
+
+def _address(href: str) -> str:
+    """Where a link goes: nowhere for an unsafe address (``javascript:…``: its text stays, without a link), a page
+    of the demo web to its text here, any other address to itself."""
+    if not validateLink(href):
+        return ""
+    web = offline_web()
+    address = web.address(href) if web is not None else None
+    return href if address is None else f"{reverse('demo_web_page')}?{urlencode({'url': address})}"
 
 
 def _markdown() -> MarkdownIt:
@@ -135,21 +139,6 @@ def _every_link(url: str) -> bool:
 _MARKDOWN = _markdown()  # read only once made: every thread renders with it
 
 
-def _demo_web_links(rendered: str) -> str:
-    """Each link to a page of the demo web pointed at its text here; any other link is kept."""
-    web = offline_web()
-    if web is None:
-        return rendered
-
-    def point(link: re.Match[str]) -> str:
-        address = web.address(html.unescape(link[1]))
-        if address is None:
-            return link[0]
-        return f'<a href="{html.escape(reverse("demo_web_page") + "?" + urlencode({"url": address}))}"'
-
-    return _LINK.sub(point, rendered)
-
-
 def render_markdown(text: str, heading_base: int = 3) -> SafeString:
     """Markdown to HTML with raw HTML shown as text and only harmless tags and attributes kept.
 
@@ -165,7 +154,7 @@ def render_markdown(text: str, heading_base: int = 3) -> SafeString:
         "</table>", "</table></div>"
     )
     clean = nh3.clean(
-        _demo_web_links(rendered).replace(_LT, "&lt;"),
+        rendered.replace(_LT, "&lt;"),
         tags=_TAGS,
         attributes=_ATTRIBUTES,
         allowed_classes=_CLASSES,
